@@ -1,0 +1,1 @@
+"""OMENative Kubernetes controller: the asyncio shell around the pure planning core."""

@@ -1,0 +1,554 @@
+"""Start and stop a local control plane: etcd, kube-apiserver, controller-manager, scheduler.
+
+All processes run on free ports of 127.0.0.1 picked at start, so several clusters can run at
+once. The state folder holds the kubeconfig, certificates, the admin token, one log file per
+component and ``pids.json`` (what ``down`` stops). The kubelet stand-in (``kubelet.py``)
+runs inside the process that started the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import attrs
+
+from omenative_controller.devcluster import build
+from omenative_controller.devcluster.kubelet import KubeletStandIn, StandInConfig
+
+DEFAULT_STATE_DIR = Path(".state") / "devcluster"
+PIDS_FILE = "pids.json"
+KUBECONFIG_FILE = "kubeconfig"
+FAULTS_FILE = "faults.json"
+
+#: Components in start order; ``stop`` goes in reverse.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+class ClusterError(RuntimeError):
+    """The control plane could not be started (the message says which part and why)."""
+
+
+def _log(msg: str) -> None:
+    print(f"[devcluster {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def free_ports(count: int) -> list[int]:
+    """Pick ``count`` distinct free TCP ports on 127.0.0.1 (held open until all are chosen)."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _pdeathsig() -> None:
+    """In the child: get SIGTERM when the parent dies, so no component outlives us."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this PID exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # field 3 (after the parenthesised command) is the state; Z = zombie, X = dead
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _http_ok(url: str, token: str | None, timeout: float = 2.0) -> bool:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+@attrs.define
+class ClusterOptions:
+    """What ``up`` starts: node count and GPUs for the stand-in, delays, where state goes."""
+
+    state_dir: Path = DEFAULT_STATE_DIR
+    nodes: int = 4
+    gpus_per_node: int = 8
+    start_delay: float = 0.5
+    ready_delay: float = 0.5
+    delete_delay: float = 0.2
+    #: node-monitor-grace-period of the controller-manager (how long until NotReady)
+    node_grace_seconds: int = 20
+    heartbeat_seconds: float = 4.0
+    version: str = build.K8S_VERSION
+    #: build missing binaries instead of failing (takes tens of minutes when cold)
+    build_if_missing: bool = True
+    start_timeout: float = 180.0
+
+
+@attrs.define
+class _Proc:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: TextIO
+
+
+@attrs.define
+class Cluster:
+    """One local control plane, started with :meth:`start` and stopped with :meth:`stop`.
+
+    ``start`` is synchronous (it blocks until every component is healthy); the kubelet
+    stand-in is async and is started separately with :meth:`start_kubelet`.
+    """
+
+    options: ClusterOptions
+    token: str = ""
+    ports: dict[str, int] = attrs.Factory(dict)
+    etcd_data_dir: Path | None = None
+    _procs: list[_Proc] = attrs.Factory(list)
+    kubelet: KubeletStandIn | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        """Absolute state folder."""
+        return self.options.state_dir.resolve()
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        """Admin kubeconfig written by :meth:`start`."""
+        return self.state_dir / KUBECONFIG_FILE
+
+    @property
+    def faults_path(self) -> Path:
+        """The stand-in's runtime fault file."""
+        return self.state_dir / FAULTS_FILE
+
+    @property
+    def server_url(self) -> str:
+        """HTTPS address of the kube-apiserver."""
+        return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    # ---------------------------------------------------------------- start
+
+    def start(self) -> None:
+        """Start etcd, kube-apiserver, controller-manager and scheduler; raise ClusterError."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        opts = self.options
+        sdir = self.state_dir
+        bdir = self._binaries()
+        sdir.mkdir(parents=True, exist_ok=True)
+        self._refuse_running()
+        for old in ("certs", "logs"):
+            shutil.rmtree(sdir / old, ignore_errors=True)
+        certs = sdir / "certs"
+        logs = sdir / "logs"
+        certs.mkdir()
+        logs.mkdir()
+        names = ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler")
+        self.ports = dict(zip(names, free_ports(len(names)), strict=True))
+        self.token = secrets.token_hex(24)
+        (certs / "tokens.csv").write_text(f'{self.token},admin,admin,"system:masters"\n')
+        sa_key = certs / "sa.key"
+        subprocess.run(
+            ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
+        )
+        self.etcd_data_dir = Path(tempfile.mkdtemp(prefix="omenative-etcd-"))
+        self._write_pids()
+
+        p = self.ports
+        etcd_url = f"http://127.0.0.1:{p['etcd']}"
+        peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
+        self._spawn(
+            "etcd",
+            [
+                str(bdir / "etcd"),
+                "--name=devcluster",
+                f"--data-dir={self.etcd_data_dir}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=devcluster={peer_url}",
+                "--initial-cluster-state=new",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait("etcd", lambda: _http_ok(f"{etcd_url}/health", None), 30)
+
+        port = p["apiserver"]
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(bdir / "kube-apiserver"),
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={certs}",
+                f"--secure-port={port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--disable-admission-plugins=ServiceAccount",
+                "--authorization-mode=Node,RBAC",
+                f"--token-auth-file={certs / 'tokens.csv'}",
+                f"--service-account-issuer=https://127.0.0.1:{port}/",
+                f"--service-account-key-file={sa_key}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--profiling=false",
+                "--v=1",
+            ],
+        )
+        self._wait(
+            "kube-apiserver",
+            lambda: _http_ok(f"{self.server_url}/readyz", self.token),
+            opts.start_timeout,
+        )
+        self._write_kubeconfig(certs / "apiserver.crt")
+        kcfg = str(self.kubeconfig_path)
+        common = [
+            f"--kubeconfig={kcfg}",
+            f"--authentication-kubeconfig={kcfg}",
+            f"--authorization-kubeconfig={kcfg}",
+            "--bind-address=127.0.0.1",
+            "--leader-elect=false",
+            "--v=1",
+        ]
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(bdir / "kube-controller-manager"),
+                *common,
+                f"--secure-port={p['controller-manager']}",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={certs / 'apiserver.crt'}",
+                "--use-service-account-credentials=false",
+                "--controllers=*",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                f"--node-monitor-grace-period={opts.node_grace_seconds}s",
+                "--node-monitor-period=2s",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-replicaset-syncs=10",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(bdir / "kube-scheduler"),
+                *common,
+                f"--secure-port={p['scheduler']}",
+            ],
+        )
+        for name, key in (("kube-controller-manager", "controller-manager"),
+                          ("kube-scheduler", "scheduler")):
+            url = f"https://127.0.0.1:{p[key]}/healthz"
+            self._wait(name, lambda u=url: _http_ok(u, None), opts.start_timeout)  # type: ignore[misc]
+        _log(f"control plane up at {self.server_url}")
+
+    def _binaries(self) -> Path:
+        missing = build.missing_binaries(self.options.version)
+        if missing:
+            if not self.options.build_if_missing:
+                raise ClusterError(
+                    f"binaries {missing} missing in {build.bin_dir(self.options.version)}; "
+                    "run `python -m omenative_controller.devcluster build`"
+                )
+            _log(f"binaries missing ({', '.join(missing)}): building (cold: tens of minutes)")
+            try:
+                build.build(self.options.version)
+            except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+                raise ClusterError(f"building the control plane failed: {exc}") from exc
+        return build.bin_dir(self.options.version)
+
+    def _refuse_running(self) -> None:
+        pids = read_pids(self.state_dir)
+        if pids is None:
+            return
+        alive = [n for n, pid, exe in _recorded(pids) if _is_ours(pid, exe)]
+        if alive:
+            raise ClusterError(
+                f"a cluster is already running from {self.state_dir} ({', '.join(alive)}): "
+                f"run `python -m omenative_controller.devcluster down --state-dir "
+                f"{self.state_dir}` first or pick another --state-dir"
+            )
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log_path = self.state_dir / "logs" / f"{name}.log"
+        log_file = log_path.open("w")
+        _log(f"starting {name} (log: {log_path})")
+        popen = subprocess.Popen(
+            args,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.state_dir,
+            start_new_session=True,  # Ctrl-C goes to us; we stop the components in order
+            preexec_fn=_pdeathsig,  # noqa: PLW1509 (we start components from one thread)
+        )
+        self._procs.append(_Proc(name, popen, log_path, log_file))
+        self._write_pids()
+
+    def _wait(self, name: str, check: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        proc = next(p for p in reversed(self._procs) if p.name == name)
+        while time.monotonic() < deadline:
+            if proc.popen.poll() is not None:
+                raise ClusterError(
+                    f"{name} exited with code {proc.popen.returncode} during start; "
+                    f"last log lines ({proc.log_path}):\n{_tail(proc.log_path)}"
+                )
+            if check():
+                _log(f"{name} healthy")
+                return
+            time.sleep(0.25)
+        raise ClusterError(
+            f"{name} not healthy after {timeout:.0f}s; last log lines ({proc.log_path}):\n"
+            f"{_tail(proc.log_path)}"
+        )
+
+    def _write_kubeconfig(self, ca_file: Path) -> None:
+        ca = base64.b64encode(ca_file.read_bytes()).decode()
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "devcluster",
+                    "cluster": {"server": self.server_url, "certificate-authority-data": ca},
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [
+                {"name": "devcluster", "context": {"cluster": "devcluster", "user": "admin"}}
+            ],
+            "current-context": "devcluster",
+        }
+        tmp = self.kubeconfig_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cfg, indent=2) + "\n")  # JSON is valid YAML
+        tmp.chmod(0o600)
+        tmp.replace(self.kubeconfig_path)
+
+    def _write_pids(self) -> None:
+        data: dict[str, Any] = {
+            "supervisor": {"pid": os.getpid(), "exe": sys.executable},
+            "components": {
+                p.name: {"pid": p.popen.pid, "exe": str(p.popen.args[0])}  # type: ignore[index]
+                for p in self._procs
+            },
+            "ports": self.ports,
+            "etcdDataDir": str(self.etcd_data_dir) if self.etcd_data_dir else None,
+            "kubeconfig": str(self.kubeconfig_path),
+            "version": self.options.version,
+        }
+        tmp = self.state_dir / (PIDS_FILE + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(self.state_dir / PIDS_FILE)
+
+    # ---------------------------------------------------------------- kubelet stand-in
+
+    async def start_kubelet(self) -> KubeletStandIn:
+        """Start the kubelet stand-in in the running loop and wait until its nodes are Ready."""
+        o = self.options
+        self.kubelet = KubeletStandIn(
+            StandInConfig(
+                kubeconfig=self.kubeconfig_path,
+                nodes=o.nodes,
+                gpus_per_node=o.gpus_per_node,
+                start_delay=o.start_delay,
+                ready_delay=o.ready_delay,
+                delete_delay=o.delete_delay,
+                heartbeat_seconds=o.heartbeat_seconds,
+                fault_file=self.faults_path,
+            )
+        )
+        await self.kubelet.start()
+        await self.kubelet.wait_nodes_ready(timeout=60)
+        return self.kubelet
+
+    def dead_component(self) -> str | None:
+        """Name of a component that has exited (None while all run)."""
+        for p in self._procs:
+            if p.popen.poll() is not None:
+                return f"{p.name} (exit code {p.popen.returncode}, log {p.log_path})"
+        return None
+
+    # ---------------------------------------------------------------- stop
+
+    def stop(self) -> None:
+        """Stop the components in reverse order (SIGTERM, then SIGKILL) and clean up."""
+        for p in reversed(self._procs):
+            if p.popen.poll() is None:
+                p.popen.terminate()
+                try:
+                    p.popen.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.popen.kill()
+                    p.popen.wait(timeout=5)
+            p.log_file.close()
+        self._procs.clear()
+        if self.etcd_data_dir is not None:
+            shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
+            self.etcd_data_dir = None
+        with contextlib.suppress(OSError):
+            (self.state_dir / PIDS_FILE).unlink()
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"(cannot read log: {exc})"
+
+
+def read_pids(state_dir: Path) -> dict[str, Any] | None:
+    """The recorded ``pids.json`` of a state folder, or None."""
+    try:
+        data = json.loads((state_dir / PIDS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _recorded(pids: dict[str, Any]) -> Iterator[tuple[str, int, str]]:
+    for name, rec in (pids.get("components") or {}).items():
+        yield name, int(rec["pid"]), str(rec["exe"])
+
+
+def _is_ours(pid: int, exe: str) -> bool:
+    """The PID is alive and still runs the binary we recorded (not a reused PID)."""
+    if not pid_alive(pid):
+        return False
+    argv = _cmdline(pid)
+    return bool(argv) and argv[0] == exe
+
+
+def down(state_dir: Path, timeout: float = 20.0) -> list[str]:
+    """Stop exactly the processes recorded in ``pids.json``; return what was stopped."""
+    state_dir = state_dir.resolve()
+    pids = read_pids(state_dir)
+    if pids is None:
+        return []
+    stopped: list[str] = []
+    sup = pids.get("supervisor") or {}
+    sup_pid = int(sup.get("pid", 0))
+    if sup_pid and sup_pid != os.getpid() and pid_alive(sup_pid):
+        argv = _cmdline(sup_pid)
+        if any("omenative_controller.devcluster" in a for a in argv) or (
+            argv and argv[0] == sup.get("exe")
+        ):
+            os.kill(sup_pid, signal.SIGTERM)
+            stopped.append(f"supervisor ({sup_pid})")
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and pid_alive(sup_pid):
+                time.sleep(0.1)
+    # the supervisor stops its components itself; whatever is left we stop here
+    comps = list(_recorded(pids))
+    for name, pid, exe in reversed(comps):
+        if _is_ours(pid, exe):
+            os.kill(pid, signal.SIGTERM)
+            stopped.append(f"{name} ({pid})")
+    deadline = time.monotonic() + timeout
+    for _name, pid, exe in comps:
+        while time.monotonic() < deadline and _is_ours(pid, exe):
+            time.sleep(0.1)
+        if _is_ours(pid, exe):
+            os.kill(pid, signal.SIGKILL)
+    data_dir = pids.get("etcdDataDir")
+    if data_dir and Path(data_dir).name.startswith("omenative-etcd-"):
+        shutil.rmtree(data_dir, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (state_dir / PIDS_FILE).unlink()
+    return stopped
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+async def run_up(options: ClusterOptions) -> int:
+    """Start everything, print ``KUBECONFIG=<path>`` last on stdout, run until a signal."""
+    cluster = Cluster(options)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    # the start is blocking: a SIGTERM there must unwind like Ctrl-C so we clean up
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        try:
+            cluster.start()
+        except ClusterError as exc:
+            _log(f"FAILED: {exc}")
+            return 1
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await cluster.start_kubelet()
+        except (ClusterError, TimeoutError) as exc:
+            _log(f"FAILED: kubelet stand-in did not start: {exc!r}")
+            return 1
+        _log(f"logs and PIDs in {cluster.state_dir}; faults file: {cluster.faults_path}")
+        print(f"KUBECONFIG={cluster.kubeconfig_path}", flush=True)
+        rc = 0
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            dead = cluster.dead_component()
+            if dead:
+                _log(f"component died: {dead}; stopping")
+                rc = 1
+                break
+            if cluster.kubelet is not None and cluster.kubelet.failed is not None:
+                _log(f"kubelet stand-in failed: {cluster.kubelet.failed!r}; stopping")
+                rc = 1
+                break
+        _log("stopping")
+        return rc
+    finally:
+        if cluster.kubelet is not None:
+            await cluster.kubelet.stop()
+        cluster.stop()
+        _log("stopped")

@@ -1,0 +1,148 @@
+"""Observed views: the slim facts about the cluster that the core reads.
+
+The shell builds these from watch caches (keeping only these fields, so memory stays flat
+as fleets grow); the simulator builds them from its world model. ``Snapshot`` bundles one
+consistent view, with the time as an input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from attrs import field, frozen
+
+from omenative_core.model.config import LifecycleConfig
+from omenative_core.model.spec import JSON, InferenceReplica
+
+__all__ = [
+    "ContainerView",
+    "CreateError",
+    "NodeView",
+    "PodGroupView",
+    "PodView",
+    "RevisionView",
+    "Snapshot",
+]
+
+
+@frozen(kw_only=True)
+class ContainerView:
+    """One container's state from ``status.containerStatuses``."""
+
+    name: str
+    image: str = ""
+    ready: bool = False
+    restart_count: int = 0
+    running: bool = False
+    waiting_reason: str | None = None
+    waiting_message: str = ""
+    terminated_reason: str | None = None
+    terminated_exit_code: int | None = None
+
+
+@frozen(kw_only=True)
+class PodView:
+    """A pod as the core sees it."""
+
+    name: str
+    uid: str
+    labels: Mapping[str, str] = field(factory=dict)
+    node_name: str | None = None
+    phase: str = "Pending"
+    conditions: Mapping[str, str] = field(factory=dict)  # type -> "True"/"False"/"Unknown"
+    condition_reasons: Mapping[str, str] = field(factory=dict)  # type -> reason
+    containers: tuple[ContainerView, ...] = ()
+    images: Mapping[str, str] = field(factory=dict)  # spec: container name -> image
+    deletion_timestamp: datetime | None = None
+    creation_timestamp: datetime | None = None
+    scheduling_gates: tuple[str, ...] = ()
+    pod_ip: str | None = None
+    annotations: Mapping[str, str] = field(factory=dict)
+
+    @property
+    def containers_ready(self) -> bool:
+        """ContainersReady True: every container ready (the gate is not part of it)."""
+        return self.conditions.get("ContainersReady") == "True"
+
+    @property
+    def ready(self) -> bool:
+        """Ready True: containers ready and every readiness gate True."""
+        return self.conditions.get("Ready") == "True"
+
+    @property
+    def serving_gate(self) -> bool:
+        """The ``ome.io/serving`` readiness gate is True."""
+        return self.conditions.get("ome.io/serving") == "True"
+
+    @property
+    def unschedulable(self) -> bool:
+        """The scheduler reported it cannot place the pod."""
+        return (
+            self.conditions.get("PodScheduled") == "False"
+            and self.condition_reasons.get("PodScheduled") == "Unschedulable"
+        )
+
+    @property
+    def terminating(self) -> bool:
+        """The pod has a deletionTimestamp."""
+        return self.deletion_timestamp is not None
+
+
+@frozen(kw_only=True)
+class NodeView:
+    """A node: whether it heartbeats, whether it takes pods, its labels."""
+
+    name: str
+    ready: bool | None = True  # None: status Unknown (stopped heartbeating)
+    unschedulable: bool = False
+    labels: Mapping[str, str] = field(factory=dict)
+    not_ready_since: datetime | None = None
+
+
+@frozen(kw_only=True)
+class PodGroupView:
+    """A scheduler-plugins PodGroup owned by an Instance."""
+
+    name: str
+    uid: str = ""
+    deleting: bool = False
+    labels: Mapping[str, str] = field(factory=dict)
+
+
+@frozen(kw_only=True)
+class RevisionView:
+    """A ControllerRevision: its stored runner templates under ``data``."""
+
+    name: str
+    uid: str = ""
+    revision: int = 0
+    data: JSON = field(factory=dict)
+    labels: Mapping[str, str] = field(factory=dict)
+
+
+@frozen(kw_only=True)
+class CreateError:
+    """What the API server answered to a create of the last pass (invalid, quota, ...)."""
+
+    name: str  # object name that was refused
+    reason: str  # Invalid | QuotaExceeded | Forbidden | ...
+    message: str = ""
+    at: datetime | None = None
+
+
+@frozen(kw_only=True)
+class Snapshot:
+    """One consistent view of the world for one InferenceReplica, including ``now``."""
+
+    replica: InferenceReplica
+    now: datetime
+    pods: tuple[PodView, ...] = ()
+    nodes: Mapping[str, NodeView] = field(factory=dict)
+    pod_groups: Mapping[str, PodGroupView] = field(factory=dict)
+    pod_group_crd: bool = False
+    routed_pods: frozenset[str] = frozenset()
+    revisions: tuple[RevisionView, ...] = ()
+    create_errors: tuple[CreateError, ...] = ()
+    config: LifecycleConfig = field(factory=LifecycleConfig)
+    headless_service_exists: bool = True
