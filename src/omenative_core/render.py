@@ -1,0 +1,612 @@
+"""Rendering: names, pods, PodGroups and the headless Service of an InferenceReplica.
+
+Everything here is a pure function of the replica, a runner set and an Instance's
+identity; the same inputs always give the same JSON. Names are deterministic
+(``{prefix}-{index}-{runner}-{ordinal}``) so a repeated create is answered "already
+exists". ``validate_replica`` lists what must be rejected before anything is rendered.
+
+Rendering never mutates its inputs: each pod starts from a private copy of the runner's
+template (a pickle round trip, about four times faster than ``copy.deepcopy`` on a
+realistic template; plain JSON always pickles, and anything else falls back to a recursive
+copy), and every object it edits is rebuilt.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import pickle
+import re
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any, Final, Literal
+
+from attrs import frozen
+
+from omenative_core.labels import (
+    ANNOTATION_IN_PLACE,
+    ANNOTATION_TOPOLOGY_KEY,
+    LABEL_COMPONENT,
+    LABEL_INCARNATION,
+    LABEL_INSTANCE_INDEX,
+    LABEL_ISVC,
+    LABEL_MANAGED_BY,
+    LABEL_PAIRING,
+    LABEL_POD_GROUP,
+    LABEL_POD_ORDINAL,
+    LABEL_REPLICA,
+    LABEL_REVISION_HASH,
+    LABEL_RUNNER,
+    MANAGED_BY,
+    NODE_HOSTNAME_LABEL,
+    PAIRED_COMPONENTS,
+    SERVING_GATE,
+    owner_reference,
+    replica_labels,
+)
+from omenative_core.model.spec import COMPONENTS, RUNNER_NAMES, InferenceReplica, Runner
+
+__all__ = [
+    "ANNOTATION_IN_PLACE",
+    "ANNOTATION_TOPOLOGY_KEY",
+    "ENV_COMPONENT",
+    "ENV_COMPONENT_REPLICAS",
+    "ENV_INFERENCESERVICE_NAME",
+    "ENV_INSTANCE_INDEX",
+    "ENV_INSTANCE_POD_COUNT",
+    "ENV_INSTANCE_POD_RANK",
+    "ENV_INSTANCE_SUBDOMAIN",
+    "ENV_LEADER_ADDRESS",
+    "ENV_RUNNER",
+    "ENV_RUNNER_INDEX",
+    "ENV_RUNNER_SIZE",
+    "FROM_SPEC",
+    "LABEL_COMPONENT",
+    "LABEL_INCARNATION",
+    "LABEL_INSTANCE_INDEX",
+    "LABEL_ISVC",
+    "LABEL_MANAGED_BY",
+    "LABEL_PAIRING",
+    "LABEL_POD_GROUP",
+    "LABEL_POD_ORDINAL",
+    "LABEL_REPLICA",
+    "LABEL_REVISION_HASH",
+    "LABEL_RUNNER",
+    "MANAGED_BY",
+    "MAX_NAME_LENGTH",
+    "SERVING_GATE",
+    "FromSpec",
+    "PodSlot",
+    "headless_service_name",
+    "instance_slots",
+    "instance_subdomain",
+    "is_multi_pod",
+    "pod_group_name",
+    "pod_name",
+    "pods_per_instance",
+    "render_headless_service",
+    "render_pod",
+    "render_pod_group",
+    "schedule_timeout_seconds",
+    "validate_replica",
+]
+
+ENV_INFERENCESERVICE_NAME = "OME_INFERENCESERVICE_NAME"
+"""The InferenceService name (the replica's own name when standalone)."""
+ENV_COMPONENT = "OME_COMPONENT"
+"""The component: engine, decoder or router."""
+ENV_COMPONENT_REPLICAS = "OME_COMPONENT_REPLICAS"
+"""The component's desired Instance count."""
+ENV_INSTANCE_INDEX = "OME_INSTANCE_INDEX"
+"""The pod's Instance index."""
+ENV_RUNNER = "OME_RUNNER"
+"""The pod's runner: default, leader or worker."""
+ENV_RUNNER_SIZE = "OME_RUNNER_SIZE"
+"""The size of the pod's runner (workers per Instance for a worker)."""
+ENV_RUNNER_INDEX = "OME_RUNNER_INDEX"
+"""The pod's ordinal within its runner."""
+ENV_INSTANCE_SUBDOMAIN = "OME_INSTANCE_SUBDOMAIN"
+"""``{prefix}-{index}``."""
+ENV_LEADER_ADDRESS = "OME_LEADER_ADDRESS"
+"""Multi-pod only: the leader's DNS name ``{prefix}-{index}-leader-0.{prefix}-headless``."""
+ENV_INSTANCE_POD_RANK = "OME_INSTANCE_POD_RANK"
+"""Multi-pod only: leader 0, worker k is k+1."""
+ENV_INSTANCE_POD_COUNT = "OME_INSTANCE_POD_COUNT"
+"""Multi-pod only: pods per Instance (leader plus workers)."""
+
+MAX_NAME_LENGTH: Final = 63
+"""Longest DNS label / label value Kubernetes accepts (pod hostnames, Service names)."""
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_PAIRING = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_SPREAD_POLICIES = {"Preferred": "ScheduleAnyway", "Required": "DoNotSchedule"}
+
+
+class FromSpec(enum.Enum):
+    """Sentinel type: take the value from the replica's spec."""
+
+    FROM_SPEC = "FROM_SPEC"
+
+
+FROM_SPEC: Final = FromSpec.FROM_SPEC
+"""Default of ``render_pod(pairing_protocol=...)``: use ``replica.spec.pairing_protocol``."""
+
+
+# ---------------------------------------------------------------------------- names
+
+
+def pod_name(prefix: str, index: int, runner: str, ordinal: int) -> str:
+    """``{prefix}-{index}-{runner}-{ordinal}``, e.g. ``chat-engine-0-leader-0``."""
+    return f"{prefix}-{index}-{runner}-{ordinal}"
+
+
+def pod_group_name(prefix: str, index: int) -> str:
+    """The PodGroup of a multi-pod Instance: ``{prefix}-{index}``."""
+    return f"{prefix}-{index}"
+
+
+def headless_service_name(prefix: str) -> str:
+    """The headless Service every pod's DNS name hangs off: ``{prefix}-headless``."""
+    return f"{prefix}-headless"
+
+
+def instance_subdomain(prefix: str, index: int) -> str:
+    """``OME_INSTANCE_SUBDOMAIN``: ``{prefix}-{index}``."""
+    return f"{prefix}-{index}"
+
+
+# ---------------------------------------------------------------------------- slots
+
+
+@frozen
+class PodSlot:
+    """One pod of an Instance: its runner, ordinal within the runner and rank in the gang."""
+
+    runner: str
+    ordinal: int
+    rank: int
+
+
+_DEFAULT_SLOTS = (PodSlot("default", 0, 0),)
+
+
+def _runner_map(runners: Sequence[Runner]) -> dict[str, Runner]:
+    return {r.name: r for r in runners}
+
+
+def instance_slots(runners: Sequence[Runner]) -> tuple[PodSlot, ...]:
+    """The pods of one Instance in rank order.
+
+    ``default`` alone gives one slot (rank 0); ``leader`` + ``worker`` (size k) gives the
+    leader (ordinal 0, rank 0) then workers ordinal 0..k-1 with rank 1..k. Any other runner
+    set raises ``ValueError`` (``validate_replica`` reports it first).
+    """
+    by_name = _runner_map(runners)
+    names = sorted(by_name)
+    if names == ["default"] and len(runners) == 1:
+        return _DEFAULT_SLOTS
+    if names == ["leader", "worker"] and len(runners) == 2:
+        size = by_name["worker"].size
+        if size < 1:
+            raise ValueError(f"worker runner size is {size}; it must be >= 1")
+        workers = (PodSlot("worker", k, k + 1) for k in range(size))
+        return (PodSlot("leader", 0, 0), *workers)
+    raise ValueError(
+        f"runners {[r.name for r in runners]} are neither 'default' alone nor 'leader' and 'worker'"
+    )
+
+
+def pods_per_instance(runners: Sequence[Runner]) -> int:
+    """How many pods one Instance has: 1, or 1 + the worker size."""
+    for r in runners:
+        if r.name == "worker":
+            return 1 + r.size
+    return 1
+
+
+def is_multi_pod(runners: Sequence[Runner]) -> bool:
+    """True for a leader + worker Instance, False for a single ``default`` pod."""
+    return any(r.name in ("leader", "worker") for r in runners)
+
+
+# ---------------------------------------------------------------------------- copying
+
+
+def _copy_slow(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy_slow(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy_slow(v) for v in value]
+    return value
+
+
+def _copy_json(value: Mapping[str, Any]) -> Any:
+    """An independent copy of a JSON document (fast path: pickle round trip)."""
+    try:
+        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except (TypeError, AttributeError, pickle.PicklingError):
+        return _copy_slow(value)
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else []
+
+
+# ---------------------------------------------------------------------------- pods
+
+
+def render_pod(
+    replica: InferenceReplica,
+    *,
+    runners: Sequence[Runner],
+    revision_hash: str,
+    index: int,
+    incarnation: int,
+    slot: PodSlot,
+    ordinal_slot: int = 0,
+    replicas: int,
+    use_pod_group: bool,
+    avoid_node: str | None = None,
+    prefer_nodes: Sequence[str] = (),
+    pairing_protocol: str | Literal[FromSpec.FROM_SPEC] | None = FROM_SPEC,
+) -> dict[str, Any]:
+    """A complete v1 Pod for one slot of Instance ``index`` at revision ``revision_hash``.
+
+    ``runners`` are the revision's runners (not necessarily the spec's). The ordinal in
+    the name is ``slot.ordinal`` for a multi-pod Instance and ``ordinal_slot`` (the
+    Instance's active ordinal, 0 or 1) for a single ``default`` pod. ``pairing_protocol``
+    defaults to the spec's; pass the revision's when rendering an older revision.
+
+    OME's labels win over the template's. OME's env vars go first in every non-init
+    container, replacing any template entry of the same name, so template vars can refer
+    to them with ``$(OME_...)`` (Kubernetes only expands references to earlier entries;
+    LWS orders its variables the same way).
+    """
+    by_name = _runner_map(runners)
+    runner = by_name.get(slot.runner)
+    if runner is None:
+        raise ValueError(
+            f"InferenceReplica {replica.metadata.name!r}: no runner {slot.runner!r} "
+            f"in {sorted(by_name)}"
+        )
+    spec_in = replica.spec
+    multi = "leader" in by_name or "worker" in by_name
+    ordinal = slot.ordinal if multi else ordinal_slot
+    prefix = replica.prefix
+    name = pod_name(prefix, index, slot.runner, ordinal)
+    headless = headless_service_name(prefix)
+    replica_name = replica.metadata.name
+    pairing = spec_in.pairing_protocol if pairing_protocol is FROM_SPEC else pairing_protocol
+
+    template = _copy_json(runner.template) if runner.template else {}
+    tmeta = _as_dict(template.get("metadata"))
+
+    # labels: the template's, then OME's
+    labels: dict[str, str] = _as_dict(tmeta.get("labels"))
+    labels.update(replica_labels(replica))
+    labels[LABEL_INSTANCE_INDEX] = str(index)
+    labels[LABEL_INCARNATION] = str(incarnation)
+    labels[LABEL_RUNNER] = slot.runner
+    labels[LABEL_POD_ORDINAL] = str(ordinal)
+    labels[LABEL_REVISION_HASH] = revision_hash
+    if pairing and spec_in.component in PAIRED_COMPONENTS:
+        labels[LABEL_PAIRING] = pairing
+    if use_pod_group and multi:
+        labels[LABEL_POD_GROUP] = pod_group_name(prefix, index)
+
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": replica.metadata.namespace,
+        "labels": labels,
+    }
+    annotations = _as_dict(tmeta.get("annotations"))
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["ownerReferences"] = [owner_reference(replica)]
+
+    spec = _as_dict(template.get("spec"))
+    spec["hostname"] = name
+    spec["subdomain"] = headless
+
+    gates = _as_list(spec.get("readinessGates"))
+    if not any(isinstance(g, Mapping) and g.get("conditionType") == SERVING_GATE for g in gates):
+        gates.append({"conditionType": SERVING_GATE})
+    spec["readinessGates"] = gates
+
+    # env vars
+    ours: list[tuple[str, str]] = [
+        (ENV_INFERENCESERVICE_NAME, replica.isvc_name),
+        (ENV_COMPONENT, spec_in.component),
+        (ENV_COMPONENT_REPLICAS, str(replicas)),
+        (ENV_INSTANCE_INDEX, str(index)),
+        (ENV_RUNNER, slot.runner),
+        (ENV_RUNNER_SIZE, str(runner.size)),
+        (ENV_RUNNER_INDEX, str(ordinal)),
+        (ENV_INSTANCE_SUBDOMAIN, instance_subdomain(prefix, index)),
+    ]
+    if multi:
+        worker = by_name.get("worker")
+        count = 1 + (worker.size if worker is not None else 0)
+        ours += [
+            (ENV_LEADER_ADDRESS, f"{pod_name(prefix, index, 'leader', 0)}.{headless}"),
+            (ENV_INSTANCE_POD_RANK, str(slot.rank)),
+            (ENV_INSTANCE_POD_COUNT, str(count)),
+        ]
+    our_names = {n for n, _ in ours}
+    containers: list[Any] = []
+    for c in _as_list(spec.get("containers")):
+        container = _as_dict(c)
+        env: list[Any] = [{"name": n, "value": v} for n, v in ours]
+        env.extend(
+            e
+            for e in _as_list(container.get("env"))
+            if not (isinstance(e, Mapping) and e.get("name") in our_names)
+        )
+        container["env"] = env
+        containers.append(container)
+    spec["containers"] = containers
+
+    # placement
+    topology_key = spec_in.topology_key
+    worker_affinity = slot.runner == "worker" and bool(topology_key)
+    if worker_affinity or avoid_node or prefer_nodes:
+        affinity = _as_dict(spec.get("affinity"))
+        if worker_affinity:
+            pod_affinity = _as_dict(affinity.get("podAffinity"))
+            required = _as_list(pod_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
+            required.append(
+                {
+                    "labelSelector": {
+                        "matchLabels": {
+                            LABEL_REPLICA: replica_name,
+                            LABEL_INSTANCE_INDEX: str(index),
+                            LABEL_INCARNATION: str(incarnation),
+                            LABEL_RUNNER: "leader",
+                        }
+                    },
+                    "topologyKey": topology_key,
+                }
+            )
+            pod_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+            affinity["podAffinity"] = pod_affinity
+        if avoid_node or prefer_nodes:
+            node_affinity = _as_dict(affinity.get("nodeAffinity"))
+            preferred = _as_list(
+                node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
+            )
+            if avoid_node:
+                preferred.append(_node_term(100, "NotIn", [avoid_node]))
+            wanted = [n for n in dict.fromkeys(prefer_nodes) if n != avoid_node]
+            if wanted:
+                preferred.append(_node_term(50, "In", wanted))
+            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+            affinity["nodeAffinity"] = node_affinity
+        spec["affinity"] = affinity
+
+    spread = _SPREAD_POLICIES.get(spec_in.topology_spread or "")
+    spread_key = spec_in.topology_spread_key or topology_key
+    if spread is not None and spread_key and slot.runner in ("leader", "default"):
+        constraints = _as_list(spec.get("topologySpreadConstraints"))
+        constraints.append(
+            {
+                "maxSkew": 1,
+                "topologyKey": spread_key,
+                "whenUnsatisfiable": spread,
+                "labelSelector": {
+                    "matchLabels": {LABEL_REPLICA: replica_name, LABEL_RUNNER: slot.runner}
+                },
+            }
+        )
+        spec["topologySpreadConstraints"] = constraints
+
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _node_term(weight: int, operator: str, nodes: list[str]) -> dict[str, Any]:
+    return {
+        "weight": weight,
+        "preference": {
+            "matchExpressions": [
+                {"key": NODE_HOSTNAME_LABEL, "operator": operator, "values": nodes}
+            ]
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- PodGroups
+
+
+def schedule_timeout_seconds(
+    instance_ready_timeout: timedelta | None, gang_min: timedelta, gang_max: timedelta
+) -> int:
+    """A PodGroup's ``scheduleTimeoutSeconds``: the readiness deadline clamped to [min, max].
+
+    No deadline gives the max (with the chart, 30m becomes 600). Fractions round up.
+    """
+    timeout = gang_max if instance_ready_timeout is None else instance_ready_timeout
+    timeout = max(gang_min, min(timeout, gang_max))
+    return math.ceil(timeout.total_seconds())
+
+
+def render_pod_group(
+    replica: InferenceReplica, *, index: int, min_member: int, schedule_timeout_seconds: int
+) -> dict[str, Any]:
+    """The scheduler-plugins PodGroup of multi-pod Instance ``index``."""
+    labels = replica_labels(replica)
+    labels[LABEL_INSTANCE_INDEX] = str(index)
+    metadata: dict[str, Any] = {
+        "name": pod_group_name(replica.prefix, index),
+        "namespace": replica.metadata.namespace,
+        "labels": labels,
+    }
+    if replica.spec.topology_key:
+        metadata["annotations"] = {ANNOTATION_TOPOLOGY_KEY: replica.spec.topology_key}
+    metadata["ownerReferences"] = [owner_reference(replica)]
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": metadata,
+        "spec": {"minMember": min_member, "scheduleTimeoutSeconds": schedule_timeout_seconds},
+    }
+
+
+# ---------------------------------------------------------------------------- Service
+
+
+def render_headless_service(replica: InferenceReplica) -> dict[str, Any]:
+    """The ``{prefix}-headless`` Service: DNS for every pod, ready or not."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": headless_service_name(replica.prefix),
+            "namespace": replica.metadata.namespace,
+            "labels": replica_labels(replica),
+            "ownerReferences": [owner_reference(replica)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {LABEL_REPLICA: replica.metadata.name},
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def _too_long(what: str, value: str) -> str | None:
+    if len(value) > MAX_NAME_LENGTH:
+        return (
+            f"NameTooLong: {what} {value!r} is {len(value)} characters; "
+            f"Kubernetes allows {MAX_NAME_LENGTH}"
+        )
+    return None
+
+
+def validate_replica(replica: InferenceReplica, *, max_index: int | None = None) -> tuple[str, ...]:
+    """Why ``replica`` must be rejected, as ``"<Reason>: <message>"`` entries; () when valid.
+
+    Name lengths are checked for the longest pod name an Instance can get: index
+    ``max_index`` (default ``2 * desired - 1``: the desired Instances plus a full surge of
+    replacements) and the highest ordinal (1 for ``default``, whose surge slot is 1).
+    """
+    spec = replica.spec
+    errors: list[str] = []
+
+    if spec.component not in COMPONENTS:
+        errors.append(
+            f"UnknownComponent: component {spec.component!r} is not one of {', '.join(COMPONENTS)}"
+        )
+    if spec.replicas is not None and spec.replicas < 0:
+        errors.append(f"InvalidReplicas: replicas is {spec.replicas}; it must be >= 0")
+
+    # runners
+    runners = spec.runners
+    names = [r.name for r in runners]
+    shape_ok = True
+    if not runners:
+        errors.append(
+            "NoRunners: spec.runners is empty; give a 'default' runner, "
+            "or a 'leader' and a 'worker'"
+        )
+        shape_ok = False
+    for n in sorted(set(names)):
+        if names.count(n) > 1:
+            errors.append(f"DuplicateRunner: runner {n!r} appears {names.count(n)} times")
+            shape_ok = False
+        if n not in RUNNER_NAMES:
+            errors.append(f"UnknownRunner: runner {n!r} is not one of {', '.join(RUNNER_NAMES)}")
+            shape_ok = False
+    present = set(names)
+    if "default" in present and present & {"leader", "worker"}:
+        errors.append(
+            "DefaultRunnerNotAlone: runner 'default' cannot be combined with 'leader' or 'worker'"
+        )
+        shape_ok = False
+    if "leader" in present and "worker" not in present:
+        errors.append("LeaderRequiresWorker: runner 'leader' needs a 'worker' runner")
+        shape_ok = False
+    if "worker" in present and "leader" not in present:
+        errors.append("WorkerRequiresLeader: runner 'worker' needs a 'leader' runner")
+        shape_ok = False
+    for r in runners:
+        if r.name == "worker" and r.size < 1:
+            errors.append(f"WorkerSizeMustBePositive: runner 'worker' has size {r.size}")
+            shape_ok = False
+        elif r.name in ("default", "leader") and r.size != 1:
+            errors.append(f"InvalidRunnerSize: runner {r.name!r} has size {r.size}; it must be 1")
+        tspec = r.template.get("spec") if isinstance(r.template, Mapping) else None
+        containers = tspec.get("containers") if isinstance(tspec, Mapping) else None
+        if not isinstance(containers, list | tuple) or not containers:
+            errors.append(f"ContainersRequired: runner {r.name!r} template has no containers")
+
+    # placement and pairing
+    if spec.topology_spread is not None:
+        if spec.topology_spread not in _SPREAD_POLICIES:
+            errors.append(
+                f"InvalidTopologySpread: topologySpread {spec.topology_spread!r} is not "
+                "Preferred or Required"
+            )
+        elif not (spec.topology_spread_key or spec.topology_key):
+            errors.append(
+                "TopologySpreadKeyRequired: topologySpread is set but neither "
+                "topologySpreadKey nor topologyKey is"
+            )
+    if spec.pairing_protocol is not None and (
+        len(spec.pairing_protocol) > MAX_NAME_LENGTH or not _PAIRING.match(spec.pairing_protocol)
+    ):
+        errors.append(
+            f"InvalidPairingProtocol: pairingProtocol {spec.pairing_protocol!r} must be at "
+            f"most {MAX_NAME_LENGTH} characters of letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+
+    # names
+    prefix = replica.prefix
+    desired = 1 if not spec.replicas or spec.replicas < 0 else spec.replicas
+    top = max(2 * desired - 1, 0) if max_index is None else max_index
+    if shape_ok:
+        by_name = _runner_map(runners)
+        if "default" in by_name:
+            longest = pod_name(prefix, top, "default", 1)
+        else:
+            candidates = [
+                pod_name(prefix, top, "leader", 0),
+                pod_name(prefix, top, "worker", by_name["worker"].size - 1),
+            ]
+            longest = max(candidates, key=len)
+        msg = _too_long("pod name", longest)
+        if msg:
+            errors.append(msg)
+        elif not _DNS_LABEL.match(longest):
+            errors.append(
+                f"InvalidName: pod name {longest!r} is not a DNS label (lowercase letters, "
+                "digits and '-', starting and ending with a letter or digit)"
+            )
+    service = headless_service_name(prefix)
+    msg = _too_long("headless Service name", service)
+    if msg:
+        errors.append(msg)
+    elif not _DNS_1035_LABEL.match(service):
+        errors.append(
+            f"InvalidName: headless Service name {service!r} is not a DNS-1035 label "
+            "(lowercase letters, digits and '-', starting with a letter)"
+        )
+    for key, value in (
+        (LABEL_REPLICA, replica.metadata.name),
+        (LABEL_ISVC, replica.isvc_name),
+        (LABEL_COMPONENT, spec.component),
+    ):
+        msg = _too_long(f"label {key} value", value)
+        if msg:
+            errors.append(msg)
+        elif not _LABEL_VALUE.match(value):
+            errors.append(f"InvalidName: label {key} value {value!r} is not a valid label value")
+    return tuple(errors)
