@@ -959,6 +959,7 @@ class _Planner:
                 return evolve(row, operation=None, phase=self._steady_phase(row))
             if surge.phase == "Ready" and self._available(surge):
                 op = evolve(op, step="Drain", last_progress_at=self.now)
+                step = "Drain"
             else:
                 if surge.phase == "Ready" and surge.ready_since is not None:
                     self.wake.append(surge.ready_since + self.policy.min_ready)
@@ -1843,7 +1844,7 @@ class _Planner:
         failed = [r for r in members if r.phase == "Failed"]
         ready_members = [r for r in members if r.phase == "Ready"]
         updated_ready = [r for r in updated if r.phase == "Ready" and self._is_member(r)]
-        rolling = any(r.running_revision != self.target for r in members) or any(
+        rolling = any(r.running_revision and r.running_revision != self.target for r in members) or any(
             self._is_surge_target(r) for r in rows
         )
         minimum = max(desired - self.policy.max_unavailable, 0)

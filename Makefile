@@ -1,0 +1,63 @@
+# omenative developer targets. `make help` lists them.
+PY ?= .venv/bin/python
+VENV ?= .venv
+export PYTHONPATH := src
+
+.PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
+        bench bench-controller simulate manifests cluster cluster-down ci clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+setup: ## create .venv and install omenative with the dev extras
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+
+test: ## unit + property tests (CI profile unless HYPOTHESIS_PROFILE is set), then integration
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests
+
+test-unit: ## unit tests only
+	$(PY) -m pytest tests/unit
+
+test-property: ## property tests only (dev profile)
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-dev} $(PY) -m pytest tests/property
+
+test-integration: ## integration tests against the local control plane (starts one unless KUBECONFIG is set)
+	$(PY) -m pytest tests/integration
+
+test-long: ## property tests with the long hypothesis profile
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
+
+lint: ## ruff
+	$(VENV)/bin/ruff check src tests
+
+format: ## ruff format
+	$(VENV)/bin/ruff format src tests
+
+typecheck: ## mypy --strict on src/
+	$(VENV)/bin/mypy --strict src
+
+bench: ## planner benchmarks (plan time at 100/1,000/10,000 Instances, simulated rollout)
+	$(PY) -m omenative_core.bench
+
+bench-controller: ## controller benchmark on the local control plane
+	$(PY) -m omenative_controller.bench
+
+simulate: ## run the bundled example scenario
+	$(VENV)/bin/omenative simulate examples/engine-gang.yaml
+
+manifests: ## regenerate config/crd/ from the core's types
+	$(PY) -m omenative_controller.crd
+
+cluster: ## build (cached) and start the local control plane in the foreground
+	$(PY) -m omenative_controller.devcluster up
+
+cluster-down: ## stop the local control plane started by `make cluster`
+	$(PY) -m omenative_controller.devcluster down
+
+ci: ## what CI runs
+	bash .ci/run
+
+clean: ## remove caches (not the control-plane build cache)
+	rm -rf .mypy_cache .ruff_cache .pytest_cache .hypothesis

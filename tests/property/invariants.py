@@ -1,0 +1,232 @@
+"""The lifecycle invariants of design.md, one named function each.
+
+Each takes the snapshot a plan was made from and the plan (and, where needed, the world
+history) and raises AssertionError with a message naming the Instance and what broke, so
+a failing property test reads as the invariant's name.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
+from omenative_core.model import (
+    CreatePod,
+    DeletePod,
+    Plan,
+    PodView,
+    SetServingGate,
+    Snapshot,
+)
+from omenative_core.planner import plan as make_plan
+from omenative_core.revisions import hash_of
+
+NEW_WORK_REASONS = frozenset(
+    {"ScaleUp", "GangSurge", "SurgeThenDrain", "RecreatePod", "InPlaceUpdate", "MigrationSurge",
+     "Migration"}
+)
+
+
+def _index(pod: PodView) -> int | None:
+    raw = pod.labels.get(LABEL_INSTANCE_INDEX, "")
+    return int(raw) if raw.isdigit() else None
+
+
+def _pods_by_index(snap: Snapshot) -> dict[int, list[PodView]]:
+    out: dict[int, list[PodView]] = defaultdict(list)
+    for pod in snap.pods:
+        idx = _index(pod)
+        if idx is not None:
+            out[idx].append(pod)
+    return out
+
+
+def _single_pod(snap: Snapshot) -> bool:
+    return len(snap.replica.spec.runners) == 1
+
+
+def gang_integrity(snap: Snapshot, plan: Plan) -> None:
+    """1. An Instance's live pods share one revision and incarnation (single-pod surge slot
+    aside), and the serving gate goes True only when every pod of the Instance is ready."""
+    by_index = _pods_by_index(snap)
+    if not _single_pod(snap):
+        for idx, pods in by_index.items():
+            live = [p for p in pods if not p.terminating and p.phase not in ("Failed",)]
+            keys = {(p.labels.get(LABEL_REVISION_HASH), p.labels.get(LABEL_INCARNATION))
+                    for p in live}
+            assert len(keys) <= 1, f"gang_integrity: Instance {idx} mixes {sorted(map(str, keys))}"
+    pods_by_name = {p.name: p for p in snap.pods}
+    for action in plan.actions:
+        if isinstance(action, SetServingGate) and action.value:
+            pod = pods_by_name[action.name]
+            idx = _index(pod)
+            assert idx is not None
+            mates = [
+                p for p in by_index[idx]
+                if p.labels.get(LABEL_REVISION_HASH) == pod.labels.get(LABEL_REVISION_HASH)
+                and p.labels.get(LABEL_INCARNATION) == pod.labels.get(LABEL_INCARNATION)
+                and not p.terminating
+            ]
+            runners = snap.replica.spec.runners
+            want = sum(r.size for r in runners) if len(runners) > 1 else 1
+            if len(runners) > 1:
+                assert len(mates) >= want, (
+                    f"gang_integrity: gate True on {pod.name} with {len(mates)}/{want} pods"
+                )
+            assert all(p.containers_ready for p in mates), (
+                f"gang_integrity: gate True on {pod.name} while a pod of Instance {idx} "
+                "is not ready"
+            )
+
+
+def identity(snap: Snapshot, plan: Plan) -> None:
+    """2. No two rows share an index; a delete never hits a newer pod of the same name."""
+    indexes = [r.index for r in plan.status.instances]
+    assert len(indexes) == len(set(indexes)), f"identity: duplicate index in {indexes}"
+    uids = {p.name: p.uid for p in snap.pods}
+    for action in plan.actions:
+        if isinstance(action, DeletePod):
+            assert action.uid, f"identity: delete of {action.name} without a UID precondition"
+            if action.name in uids:
+                assert uids[action.name] == action.uid, (
+                    f"identity: delete of {action.name} names uid {action.uid}, "
+                    f"observed {uids[action.name]}"
+                )
+
+
+def surge_ceiling(snap: Snapshot, plan: Plan, max_surge: int) -> None:
+    """4. Live Instances never exceed desired + maxSurge (+ migrations in flight)."""
+    spec = snap.replica.spec
+    desired = 1 if spec.replicas is None else spec.replicas
+    rows = plan.status.instances
+    members = [
+        r for r in rows
+        if r.operation is None or (r.operation.type != "Delete" and r.operation.replaces is None)
+    ]
+    surges = [
+        r for r in rows
+        if r.operation is not None and r.operation.replaces is not None
+        and r.operation.type == "Update"
+    ]
+    migrating = [
+        r for r in rows
+        if r.operation is not None and r.operation.replaces is not None
+        and r.operation.type == "Create"
+    ]
+    in_flight = sum(
+        1 for m in plan.status.migrations if m.phase in ("SurgePending", "SurgeReady", "Draining")
+    )
+    assert len(members) <= desired, f"surge_ceiling: {len(members)} members > desired {desired}"
+    assert len(surges) <= max_surge, f"surge_ceiling: {len(surges)} surges > maxSurge {max_surge}"
+    assert len(migrating) <= in_flight, (
+        f"surge_ceiling: {len(migrating)} migration surges > {in_flight} migrations in flight"
+    )
+
+
+def drain_before_delete(snap: Snapshot, plan: Plan) -> None:
+    """5. No pod is deleted while its serving gate is True (unless lost or force-deleted)."""
+    pods = {p.name: p for p in snap.pods}
+    for action in plan.actions:
+        if not isinstance(action, DeletePod):
+            continue
+        pod = pods.get(action.name)
+        if pod is None or pod.uid != action.uid:
+            continue
+        node = snap.nodes.get(pod.node_name or "")
+        lost = pod.phase in ("Failed", "Succeeded") or (
+            pod.node_name is not None and (node is None or node.ready is not True)
+        )
+        if action.force or lost:
+            continue
+        assert not pod.serving_gate, f"drain_before_delete: {pod.name} deleted with gate True"
+        assert pod.name not in snap.routed_pods, (
+            f"drain_before_delete: {pod.name} deleted while still routed"
+        )
+
+
+def holds(snap: Snapshot, plan: Plan) -> None:
+    """6. A held revision gets no new pods until released or replaced."""
+    status = snap.replica.status
+    if status is None:
+        return
+    held = {b.target_revision for b in status.retry_blocks if b.state == "Held"}
+    release = snap.replica.metadata.annotations.get("ome.io/release-held-revision")
+    for action in plan.actions:
+        if isinstance(action, CreatePod):
+            rev_hash = action.body["metadata"]["labels"][LABEL_REVISION_HASH]
+            for name in held:
+                if hash_of(name) == rev_hash and not release:
+                    raise AssertionError(f"holds: pod {action.name} created for held {name}")
+
+
+def deadlines(snap: Snapshot, plan: Plan) -> None:
+    """7. No operation outlives its deadline: an attempt past it is Failed in this plan."""
+    now = snap.now.replace(microsecond=0)
+    for row in plan.status.instances:
+        op = row.operation
+        if op is not None and op.deadline is not None:
+            assert op.deadline > now, (
+                f"deadlines: Instance {row.index} op {op.type}/{op.step} past its deadline "
+                f"{op.deadline} at {now}"
+            )
+
+
+def pause(snap: Snapshot, plan: Plan) -> None:
+    """8. While paused no Create, Update or Migrate starts; Freeze also stops repair."""
+    spec = snap.replica.spec
+    if not spec.paused:
+        return
+    before = {
+        r.index: r.operation.id
+        for r in (snap.replica.status.instances if snap.replica.status else ())
+        if r.operation is not None
+    }
+    for row in plan.status.instances:
+        op = row.operation
+        if op is None or before.get(row.index) == op.id:
+            continue
+        assert op.reason not in NEW_WORK_REASONS, (
+            f"pause: Instance {row.index} started {op.type} ({op.reason}) while paused"
+        )
+        if spec.pause_mode == "Freeze":
+            assert op.type != "Restart", f"pause: Instance {row.index} restarted under Freeze"
+
+
+def determinism(snap: Snapshot, plan: Plan) -> None:
+    """12. The same snapshot always gives the same plan."""
+    again = make_plan(snap)
+    assert again == plan, "determinism: two plans of one snapshot differ"
+
+
+def quiescent(snap: Snapshot, plan: Plan) -> None:
+    """At rest the plan is empty and the status equals the one observed."""
+    assert not plan.actions, f"quiescent: actions at rest: {[a.kind for a in plan.actions]}"
+    assert plan.status == snap.replica.status, "quiescent: status changed at rest"
+
+
+def converged(snap: Snapshot, plan: Plan) -> None:
+    """11. Every Instance Ready on the update revision at the desired count; plan empty."""
+    spec = snap.replica.spec
+    desired = 1 if spec.replicas is None else spec.replicas
+    status = plan.status
+    rows = status.instances
+    assert len(rows) == desired, f"converged: {len(rows)} Instances, desired {desired}"
+    for row in rows:
+        assert row.phase == "Ready", f"converged: Instance {row.index} is {row.phase}"
+        assert row.running_revision == status.update_revision, (
+            f"converged: Instance {row.index} runs {row.running_revision}, "
+            f"target {status.update_revision}"
+        )
+    quiescent(snap, plan)
+
+
+def serving_floor(samples: Sequence[tuple[float, int]], desired: int, since: float) -> None:
+    """3. During a SurgeThenDrain rollout with room to surge, serving never drops."""
+    for t, serving in samples:
+        if t >= since:
+            assert serving >= desired, f"surge_then_drain: {serving} serving at t={t}s < {desired}"
+
+
+ALL_STEP_INVARIANTS = (gang_integrity, identity, drain_before_delete, holds, deadlines, pause)
+"""Checked on every plan the state machine makes."""
+

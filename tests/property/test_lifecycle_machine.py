@@ -1,0 +1,233 @@
+"""The core + world simulator under random spec edits, faults, stale views and time.
+
+Each rule changes the world or runs the controller loop; after every plan the step
+invariants of ``invariants.py`` are checked, and at the end faults stop and the replica
+must converge (invariant 11) and stay quiet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tests.property.invariants import (
+    ALL_STEP_INVARIANTS,
+    converged,
+    determinism,
+    surge_ceiling,
+)
+from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
+from omenative_core.model.config import UpdateRetry
+from omenative_core.planner import plan as make_plan
+from omenative_core.sim.world import ClusterSpec, World
+
+GPUS = 2
+FAST = LifecycleConfig(
+    instance_ready_timeout=__import__("datetime").timedelta(seconds=120),
+    stuck_pod_grace_period=__import__("datetime").timedelta(seconds=20),
+    unschedulable_grace_period=__import__("datetime").timedelta(seconds=60),
+    update_retry=UpdateRetry(
+        max_attempts=2,
+        initial_delay=__import__("datetime").timedelta(seconds=10),
+        max_delay=__import__("datetime").timedelta(seconds=40),
+    ),
+)
+
+
+def replica_json(*, multi: bool, size: int, replicas: int, image: str, strategy: str) -> dict[str, Any]:
+    """A small InferenceReplica manifest with GPU-requesting pods."""
+    tpl = {
+        "spec": {
+            "containers": [
+                {"name": "ome-container", "image": image,
+                 "resources": {"limits": {"nvidia.com/gpu": GPUS}}}
+            ]
+        }
+    }
+    runners: list[dict[str, Any]] = (
+        [{"name": "leader", "template": tpl}, {"name": "worker", "size": size, "template": tpl}]
+        if multi else [{"name": "default", "template": tpl}]
+    )
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "metadata": {"name": "m", "namespace": "default"},
+        "spec": {
+            "component": "engine",
+            "replicas": replicas,
+            "runners": runners,
+            "lifecycle": {"updateStrategy": {"type": strategy}},
+        },
+    }
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    """Drives plan() against the simulated world and checks the invariants."""
+
+    @initialize(
+        multi=st.booleans(),
+        size=st.integers(1, 2),
+        replicas=st.integers(0, 3),
+        strategy=st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]),
+        spare_nodes=st.integers(0, 2),
+    )
+    def setup(self, multi: bool, size: int, replicas: int, strategy: str, spare_nodes: int) -> None:
+        self.multi = multi
+        self.size = size
+        self.strategy = strategy
+        self.image_n = 1
+        per_instance = (1 + size) if multi else 1
+        # 4 GPUs/node = 2 pods per node; enough for (replicas + surge) Instances + spares
+        nodes = max(1, (per_instance * 5 + 1) // 2) + spare_nodes
+        self.world = World(
+            ClusterSpec(nodes=nodes, gpus_per_node=2 * GPUS, pod_start_seconds=3,
+                        pod_ready_seconds=2),
+            replica_json(multi=multi, size=size, replicas=replicas, image="img:1",
+                         strategy=strategy),
+            config=FAST,
+        )
+        self.history: list[Snapshot] = []
+        self.faults = 0
+
+    # ------------------------------------------------------------------ the loop
+
+    def _check(self, snap: Snapshot, plan: Plan) -> None:
+        for check in ALL_STEP_INVARIANTS:
+            check(snap, plan)
+        spec = snap.replica.spec
+        desired = 1 if spec.replicas is None else spec.replicas
+        surge = max(1, -(-desired * 25 // 100)) if desired else 0
+        surge_ceiling(snap, plan, surge)
+
+    def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
+        world_rv = self.world.replica.metadata.resource_version
+        if plan.actions and isinstance(plan.actions[0], UpdateStatus) and \
+                snap.replica.metadata.resource_version != world_rv:
+            return  # the status write carries a stale resourceVersion: 409, nothing applied
+        self.world.apply(plan, limit=limit)
+
+    def reconcile(self, rounds: int = 12) -> Plan:
+        plan = None
+        for _ in range(rounds):
+            snap = self.world.snapshot()
+            plan = make_plan(snap)
+            self._check(snap, plan)
+            self.history.append(snap)
+            del self.history[:-6]
+            if not plan.actions:
+                break
+            self._apply(snap, plan)
+        assert plan is not None
+        return plan
+
+    @rule(seconds=st.sampled_from([1, 2, 5, 10, 30, 60]))
+    def time_passes(self, seconds: int) -> None:
+        self.world.advance(self.world.now + seconds)
+        self.reconcile()
+
+    @rule()
+    def controller_pass(self) -> None:
+        self.reconcile(rounds=1)
+
+    @precondition(lambda self: len(self.history) >= 3)
+    @rule(back=st.integers(1, 3))
+    def stale_view(self, back: int) -> None:
+        """The controller plans from a view a few steps old (a lagging cache)."""
+        snap = self.history[-back]
+        plan = make_plan(snap)
+        self._check(snap, plan)
+        self._apply(snap, plan)
+
+    @rule(limit=st.integers(0, 3))
+    def partial_apply(self, limit: int) -> None:
+        """The manager dies after applying only the first actions of a plan."""
+        snap = self.world.snapshot()
+        plan = make_plan(snap)
+        self._check(snap, plan)
+        self._apply(snap, plan, limit=limit)
+
+    # ------------------------------------------------------------------ spec edits
+
+    @rule(replicas=st.integers(0, 3))
+    def scale(self, replicas: int) -> None:
+        self.world.patch_replica({"spec": {"replicas": replicas}})
+
+    @rule()
+    def new_image(self) -> None:
+        self.image_n += 1
+        self._set_image(f"img:{self.image_n}")
+
+    def _set_image(self, image: str) -> None:
+        tpl = {"spec": {"containers": [{"name": "ome-container", "image": image,
+                                        "resources": {"limits": {"nvidia.com/gpu": GPUS}}}]}}
+        runners: list[dict[str, Any]] = (
+            [{"name": "leader", "template": tpl},
+             {"name": "worker", "size": self.size, "template": tpl}]
+            if self.multi else [{"name": "default", "template": tpl}]
+        )
+        self.world.patch_replica({"spec": {"runners": runners}})
+
+    @rule(paused=st.booleans(), freeze=st.booleans())
+    def pause(self, paused: bool, freeze: bool) -> None:
+        self.world.patch_replica(
+            {"spec": {"paused": paused, "pauseMode": "Freeze" if freeze else None}}
+        )
+
+    # ------------------------------------------------------------------ faults
+
+    @precondition(lambda self: self.faults < 4)
+    @rule(data=st.data())
+    def fail_pod(self, data: st.DataObject) -> None:
+        names = sorted(n for n, p in self.world.pods.items() if not p.terminating)
+        if not names:
+            return
+        self.faults += 1
+        self.world.fail_pod(data.draw(st.sampled_from(names)))
+
+    @precondition(lambda self: self.faults < 2)
+    @rule()
+    def bad_image(self) -> None:
+        self.faults += 1
+        self.image_n += 1
+        image = f"img:{self.image_n}"
+        self.world.add_bad_image(image)
+        self._set_image(image)
+
+    # ------------------------------------------------------------------ checks
+
+    @invariant()
+    def plans_are_deterministic(self) -> None:
+        snap = self.world.snapshot()
+        determinism(snap, make_plan(snap))
+
+    def teardown(self) -> None:
+        """Faults stop, capacity suffices: the replica converges and stays quiet."""
+        if not hasattr(self, "world"):
+            return
+        world = self.world
+        world.patch_replica({"spec": {"paused": False, "pauseMode": None}})
+        # a good image (bad ones are never used again) and a released hold
+        self.image_n += 1
+        self._set_image(f"img:{self.image_n}")
+        for _ in range(400):
+            plan = self.reconcile(rounds=20)
+            nxt = world.next_event_time()
+            if not plan.actions and plan.requeue_after is None and nxt is None:
+                break
+            step = plan.requeue_after.total_seconds() if plan.requeue_after else 5.0
+            if nxt is not None:
+                step = min(step, max(nxt - world.now, 0.5))
+            world.advance(world.now + max(step, 0.5))
+        snap = world.snapshot()
+        converged(snap, make_plan(snap))
+
+
+LifecycleMachine.TestCase.settings = settings(
+    stateful_step_count=25,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    deadline=None,
+)
+TestLifecycle = LifecycleMachine.TestCase
