@@ -39,7 +39,7 @@ typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
 bench: ## planner benchmarks (plan time at 100/1,000/10,000 Instances, simulated rollout)
-	$(PY) -m omenative_core.bench
+	$(PY) benchmarks/bench_planner.py
 
 bench-controller: ## controller benchmark on the local control plane
 	$(PY) -m omenative_controller.bench

@@ -58,6 +58,4 @@ def build_conditions(
             observed_generation=generation,
         )
     rank = {t: i for i, t in enumerate(CONDITION_ORDER)}
-    return tuple(
-        out[t] for t in sorted(out, key=lambda t: (rank.get(t, len(rank)), t))
-    )
+    return tuple(out[t] for t in sorted(out, key=lambda t: (rank.get(t, len(rank)), t)))

@@ -65,7 +65,7 @@ from omenative_core.model.status import (
     MigrationStatus,
     RolloutHold,
 )
-from omenative_core.model.timefmt import format_time, to_second
+from omenative_core.model.timefmt import format_duration, format_time, to_second
 from omenative_core.policy import RECREATE_ON_RESTART, BudgetError, Policy, resolve_policy
 from omenative_core.render import (
     instance_slots,
@@ -113,6 +113,8 @@ ANNOTATION_MIGRATION_PREFIX = "ome.io/migration-request-v1-"
 _ACTIVE_MIGRATION_PHASES = ("SurgePending", "SurgeReady", "Draining")
 _TERMINAL_MIGRATION_PHASES = ("Completed", "Failed", "Rejected")
 _AUDIT_SUFFIX = "-ome-migration-audit"
+LABEL_RESTART_BASELINE = "internal.ome.io/in-place-restarts"
+"""Container restarts an in-place image change caused (they are not crashes)."""
 
 
 def plan(snapshot: Snapshot) -> Plan:
@@ -180,6 +182,8 @@ class _Planner:
         self.errors_by_name = {e.name: e for e in snap.create_errors}
         self.extra_conditions: dict[str, tuple[str, str, str]] = {}
         self.poll = False
+        self._used_indexes: set[int] | None = None
+        self._free_cursor = 0
 
     # ------------------------------------------------------------------ entry
 
@@ -459,9 +463,13 @@ class _Planner:
         index = row.index
         expected = self._expected(index, revision, row.incarnation, slot_ordinal)
         if expected is None:
-            return "failed", op, Failure(
-                reason="RevisionNotFound",
-                message=f"revision {revision} is not stored; cannot render its pods",
+            return (
+                "failed",
+                op,
+                Failure(
+                    reason="RevisionNotFound",
+                    message=f"revision {revision} is not stored; cannot render its pods",
+                ),
             )
         runners = next(iter(expected.values()))[1]
         multi = is_multi_pod(runners)
@@ -598,10 +606,14 @@ class _Planner:
                     deadline = self.now + timeout
                     op = evolve(op, deadline=deadline)
                 if self.now >= deadline:
-                    return "failed", op, Failure(
-                        reason="DeadlineExceeded",
-                        message=f"Instance {index} was not ready within "
-                        f"{int(timeout.total_seconds())}s",
+                    return (
+                        "failed",
+                        op,
+                        Failure(
+                            reason="DeadlineExceeded",
+                            message=f"Instance {index} was not ready within "
+                            f"{int(timeout.total_seconds())}s",
+                        ),
                     )
                 self.wake.append(deadline)
         if not admitted:
@@ -717,7 +729,11 @@ class _Planner:
             row, op, revision, row.active_ordinal, paused_applies=op.reason != "Repair"
         )
         if outcome == "ready":
-            return self._settle_ready(row, revision)
+            settled = self._settle_ready(row, revision)
+            if op.replaces is not None and op.replaces in self.rows:
+                # a migration surge keeps its operation until the source has drained
+                return evolve(settled, operation=evolve(op, waiting=None, deadline=None))
+            return settled
         if outcome == "failed" and failure is not None:
             if op.replaces is not None:
                 return self._abandon_surge(row, revision, failure)
@@ -730,7 +746,8 @@ class _Planner:
             return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
         if op.step == "Drain":
             old = [
-                p for p in self.pods_by_index.get(row.index, ())
+                p
+                for p in self.pods_by_index.get(row.index, ())
                 if _pod_incarnation(p) < row.incarnation + 1
             ]
             if not self._drain(old, "InstanceRestart"):
@@ -812,9 +829,11 @@ class _Planner:
         """An Instance with no open operation: check its health, repair if needed."""
         index = row.index
         pods = self.pods_by_index.get(index, ())
-        expected = self._expected(
-            index, row.running_revision, row.incarnation, row.active_ordinal
-        ) if row.running_revision else None
+        expected = (
+            self._expected(index, row.running_revision, row.incarnation, row.active_ordinal)
+            if row.running_revision
+            else None
+        )
         if expected is None:
             # nothing to run (new row, unknown revision): delete strays, stay Pending
             if pods:
@@ -822,7 +841,8 @@ class _Planner:
             phase = row.phase if row.phase in ("Failed", "Pending") else "Pending"
             return evolve(row, phase=phase, ready_since=None)
         mine = {
-            p.name: p for p in pods
+            p.name: p
+            for p in pods
             if p.name in expected and self._matches(p, row.running_revision, row.incarnation)
         }
         stray = [p for p in pods if p.name not in mine]
@@ -841,9 +861,11 @@ class _Planner:
             if self._node_lost(pod) and row.phase == "Ready":
                 lost.append(name)
                 continue
+            baseline_raw = pod.labels.get(LABEL_RESTART_BASELINE, "0")
+            baseline = int(baseline_raw) if baseline_raw.isdigit() else 0
+            if sum(c.restart_count for c in pod.containers) > baseline:
+                restarted = True
             for c in pod.containers:
-                if c.restart_count > 0:
-                    restarted = True
                 if c.waiting_reason in CRASH_REASONS:
                     grace = self.config.stuck_pod_grace_period
                     since = pod.creation_timestamp or self.now
@@ -910,8 +932,10 @@ class _Planner:
             return self._settle_ready(row, row.running_revision)
         # not all ready (a pod's readiness flapped): gate stays as is, Instance not Ready
         for pod in mine.values():
-            if pod.containers_ready and not pod.serving_gate and all(
-                q.containers_ready for q in mine.values()
+            if (
+                pod.containers_ready
+                and not pod.serving_gate
+                and all(q.containers_ready for q in mine.values())
             ):
                 self.a_gates.append(SetServingGate(name=pod.name, uid=pod.uid, value=True))
         phase = "Ready" if row.phase == "Ready" and not lost else row.phase
@@ -921,7 +945,8 @@ class _Planner:
 
     def _repair_budget_ok(self, index: int) -> bool:
         unavailable = sum(
-            1 for r in self.rows.values()
+            1
+            for r in self.rows.values()
             if r.index != index and r.phase != "Ready" and self._is_member(r)
         )
         return unavailable < self.policy.max_unavailable
@@ -944,11 +969,18 @@ class _Planner:
                 source = self.rows.get(op.replaces) if op.replaces is not None else None
                 if source is None:
                     return evolve(
-                        row, phase="Ready", operation=None, running_revision=target,
-                        target_revision=target, ready_since=since,
+                        row,
+                        phase="Ready",
+                        operation=None,
+                        running_revision=target,
+                        target_revision=target,
+                        ready_since=since,
                     )
                 return evolve(
-                    row, phase="Ready", ready_since=since, running_revision=target,
+                    row,
+                    phase="Ready",
+                    ready_since=since,
+                    running_revision=target,
                     operation=evolve(op, waiting=None, deadline=None),
                 )
             return evolve(row, phase="Creating", operation=op)
@@ -1009,8 +1041,11 @@ class _Planner:
                 self.book.fail(target, failure, self.now)
                 expected = self._expected(row.index, target, row.incarnation, surge_slot) or {}
                 self._drain(
-                    [p for p in self.pods_by_index.get(row.index, ()) if p.name in expected
-                     and self._matches(p, target, row.incarnation)],
+                    [
+                        p
+                        for p in self.pods_by_index.get(row.index, ())
+                        if p.name in expected and self._matches(p, target, row.incarnation)
+                    ],
                     "SurgeFailed",
                 )
                 self.events.append(
@@ -1026,8 +1061,10 @@ class _Planner:
                     operation=None,
                     phase=self._steady_phase(row),
                     last_failure=InstanceTermination(
-                        pod_name=failure.pod_name, reason=failure.reason,
-                        message=failure.message[:1024], time=self.now,
+                        pod_name=failure.pod_name,
+                        reason=failure.reason,
+                        message=failure.message[:1024],
+                        time=self.now,
                     ),
                 )
             if outcome != "ready":
@@ -1039,8 +1076,7 @@ class _Planner:
             return evolve(row, phase="Updating", operation=op)
         old = self._expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
         old_pods = [
-            p for p in self.pods_by_index.get(row.index, ())
-            if old is not None and p.name in old
+            p for p in self.pods_by_index.get(row.index, ()) if old is not None and p.name in old
         ]
         if not self._drain(old_pods, "Replaced"):
             return evolve(row, phase="Updating", operation=op)
@@ -1059,16 +1095,11 @@ class _Planner:
     ) -> InstanceStatus | None:
         target = op.target_revision
         runners = self._runners(target)
-        pods = [
-            p for p in self.pods_by_index.get(row.index, ()) if not p.terminating
-        ]
+        pods = [p for p in self.pods_by_index.get(row.index, ()) if not p.terminating]
         if runners is None:
             return evolve(row, operation=None)
         by_runner = {r.name: r for r in runners}
-        pending = [
-            p for p in pods
-            if p.labels.get(LABEL_REVISION_HASH) != hash_of(target)
-        ]
+        pending = [p for p in pods if p.labels.get(LABEL_REVISION_HASH) != hash_of(target)]
         if pending:
             if self.policy.paused:
                 return evolve(row, phase="Updating", operation=op)
@@ -1079,12 +1110,20 @@ class _Planner:
                 runner = by_runner.get(pod.labels.get(LABEL_RUNNER, ""))
                 if runner is None:
                     continue
+                images = _images(runner)
+                changed = sum(
+                    1 for c in pod.containers if c.name in images and c.image != images[c.name]
+                )
+                baseline = sum(c.restart_count for c in pod.containers) + changed
                 self.a_patches.append(
                     PatchPodImages(
                         name=pod.name,
                         uid=pod.uid,
-                        images=_images(runner),
-                        labels={LABEL_REVISION_HASH: hash_of(target)},
+                        images=images,
+                        labels={
+                            LABEL_REVISION_HASH: hash_of(target),
+                            LABEL_RESTART_BASELINE: str(baseline),
+                        },
                     )
                 )
             self.poll = True
@@ -1122,10 +1161,15 @@ class _Planner:
         return [r for r in self.rows.values() if self._is_member(r)]
 
     def _free_index(self) -> int:
-        used = set(self.rows) | set(self.pods_by_index)
-        i = 0
+        """The lowest index no row or pod uses, reserved for the caller (amortised O(1))."""
+        used = self._used_indexes
+        if used is None:
+            used = self._used_indexes = set(self.rows) | set(self.pods_by_index)
+        i = self._free_cursor
         while i in used:
             i += 1
+        used.add(i)
+        self._free_cursor = i + 1
         return i
 
     def _available(self, row: InstanceStatus) -> bool:
@@ -1149,18 +1193,22 @@ class _Planner:
                 continue
             if not self._is_member(row):
                 continue
-            if self.pods_by_index.get(index):
-                if row.phase == "Failed" and any(
-                    not p.terminating for p in self.pods_by_index[index]
+            target = self.target
+            if index < self.policy.partition and row.running_revision in self.runners_by_rev:
+                target = row.running_revision
+            pods = self.pods_by_index.get(index)
+            if pods:
+                if (
+                    row.phase == "Failed"
+                    and row.running_revision == target
+                    and any(not p.terminating for p in pods)
                 ):
-                    continue  # a failed restart keeps its pods until they are ready or reset
+                    continue  # a failed restart keeps its pods until ready, reset or replaced
+                self._drain(pods, "Rebuild")
                 self.poll = True
                 continue
             if self.policy.paused:
                 continue
-            target = self.target
-            if index < self.policy.partition and row.running_revision in self.runners_by_rev:
-                target = row.running_revision
             if not self._start_attempt(target):
                 nxt = self.book.next_retry(target)
                 if nxt is not None:
@@ -1178,7 +1226,9 @@ class _Planner:
         members = sorted(self._members(), key=lambda r: r.index)
         desired = self.policy.desired
         if len(members) > desired:
-            for row in sorted(members, key=lambda r: r.index, reverse=True)[: len(members) - desired]:
+            for row in sorted(members, key=lambda r: r.index, reverse=True)[
+                : len(members) - desired
+            ]:
                 op = row.operation
                 if op is not None and op.surge_index is not None:
                     surge = self.rows.get(op.surge_index)
@@ -1192,8 +1242,9 @@ class _Planner:
                 self.rows[row.index] = evolve(
                     row,
                     phase="Deleting",
-                    operation=self._op("Delete", "Drain", row.running_revision or self.target,
-                                       "ScaleDown"),
+                    operation=self._op(
+                        "Delete", "Drain", row.running_revision or self.target, "ScaleDown"
+                    ),
                 )
                 self.events.append(
                     Event(
@@ -1212,8 +1263,10 @@ class _Planner:
                 nxt = self.book.next_retry(self.target)
                 if nxt is not None:
                     self.wake.append(nxt)
-                self._set_hold("RetryBlock" if self.book.state(self.target) != "Held" else "Held",
-                               f"revision {self.target} is {self.book.state(self.target)}")
+                self._set_hold(
+                    "RetryBlock" if self.book.state(self.target) != "Held" else "Held",
+                    f"revision {self.target} is {self.book.state(self.target)}",
+                )
                 return
             index = self._free_index()
             self.rows[index] = InstanceStatus(
@@ -1234,9 +1287,9 @@ class _Planner:
         members = self._members()
         stale = sorted(
             (
-                r for r in members
-                if r.running_revision != target
-                and r.index >= self.policy.partition
+                r
+                for r in members
+                if r.running_revision != target and r.index >= self.policy.partition
             ),
             key=lambda r: r.index,
             reverse=True,
@@ -1282,8 +1335,9 @@ class _Planner:
                     self.rows[row.index] = evolve(
                         row,
                         phase="Updating",
-                        operation=self._op("Update", "InPlace", target, "InPlaceUpdate",
-                                           strategy=strategy),
+                        operation=self._op(
+                            "Update", "InPlace", target, "InPlaceUpdate", strategy=strategy
+                        ),
                     )
                     self._advance(row.index)
             candidates = [r for r in candidates if r not in possible]
@@ -1294,7 +1348,9 @@ class _Planner:
             budget = self.policy.max_unavailable - self._unavailable()
             for row in candidates:
                 if budget <= 0:
-                    self._set_hold("Budget", f"maxUnavailable {self.policy.max_unavailable} reached")
+                    self._set_hold(
+                        "Budget", f"maxUnavailable {self.policy.max_unavailable} reached"
+                    )
                     return
                 if not self._start_attempt(target):
                     self._hold_retry(target)
@@ -1304,24 +1360,35 @@ class _Planner:
                     row,
                     phase="Updating",
                     ready_since=None,
-                    operation=self._op("Update", "Drain", target, "RecreatePod",
-                                       strategy="RecreatePod"),
+                    operation=self._op(
+                        "Update", "Drain", target, "RecreatePod", strategy="RecreatePod"
+                    ),
                 )
                 self._advance(row.index)
             return
         # SurgeThenDrain
         in_flight = sum(
-            1 for r in self.rows.values()
-            if r.operation is not None and r.operation.type == "Update"
+            1
+            for r in self.rows.values()
+            if r.operation is not None
+            and r.operation.type == "Update"
             and r.operation.step in ("GangSurge", "Surge", "SurgeDrain", "Drain")
             and r.operation.strategy == "SurgeThenDrain"
         )
         room = self.policy.max_surge - in_flight
         for row in candidates:
             if room <= 0:
+                stuck = any(
+                    r.operation is not None
+                    and r.operation.waiting == "Unschedulable"
+                    and self._is_surge_target(r)
+                    for r in self.rows.values()
+                )
                 self._set_hold(
                     "Budget",
-                    f"maxSurge {self.policy.max_surge} replacement(s) in flight",
+                    "no room to surge: replacement pods are unschedulable"
+                    if stuck
+                    else f"maxSurge {self.policy.max_surge} replacement(s) in flight",
                 )
                 return
             if not self._start_attempt(target):
@@ -1335,15 +1402,27 @@ class _Planner:
                     incarnation=1,
                     phase="Creating",
                     target_revision=target,
-                    operation=self._op("Update", "GangSurgeTarget", target, "GangSurge",
-                                       strategy="SurgeThenDrain", replaces=row.index),
+                    operation=self._op(
+                        "Update",
+                        "GangSurgeTarget",
+                        target,
+                        "GangSurge",
+                        strategy="SurgeThenDrain",
+                        replaces=row.index,
+                    ),
                 )
                 self.rows[row.index] = evolve(
                     row,
                     phase="Updating",
                     target_revision=target,
-                    operation=self._op("Update", "GangSurge", target, "SurgeThenDrain",
-                                       strategy="SurgeThenDrain", surge_index=new_index),
+                    operation=self._op(
+                        "Update",
+                        "GangSurge",
+                        target,
+                        "SurgeThenDrain",
+                        strategy="SurgeThenDrain",
+                        surge_index=new_index,
+                    ),
                 )
                 self._advance(new_index)
             else:
@@ -1351,8 +1430,9 @@ class _Planner:
                     row,
                     phase="Updating",
                     target_revision=target,
-                    operation=self._op("Update", "Surge", target, "SurgeThenDrain",
-                                       strategy="SurgeThenDrain"),
+                    operation=self._op(
+                        "Update", "Surge", target, "SurgeThenDrain", strategy="SurgeThenDrain"
+                    ),
                 )
                 self._advance(row.index)
 
@@ -1364,7 +1444,8 @@ class _Planner:
 
     def _unavailable(self) -> int:
         return sum(
-            1 for r in self.rows.values()
+            1
+            for r in self.rows.values()
             if self._is_member(r) and (r.phase != "Ready" or r.operation is not None)
         )
 
@@ -1375,19 +1456,32 @@ class _Planner:
         consumed: list[str] = []
         release = ann.get(ANNOTATION_RELEASE_HELD)
         if release:
-            names = [n for n in self.book.blocks if n == release or hash_of(n) == release
-                     or hash_of(n).startswith(release)] if len(release) >= 8 else []
+            names = (
+                [
+                    n
+                    for n in self.book.blocks
+                    if n == release or hash_of(n) == release or hash_of(n).startswith(release)
+                ]
+                if len(release) >= 8
+                else []
+            )
             released = [n for n in names if self.book.release(n)]
             if released:
                 self.events.append(
-                    Event(type="Normal", reason="RetryBlockReleased",
-                          message=f"released held revision {', '.join(released)}")
+                    Event(
+                        type="Normal",
+                        reason="RetryBlockReleased",
+                        message=f"released held revision {', '.join(released)}",
+                    )
                 )
             else:
                 self.events.append(
-                    Event(type="Warning", reason="RetryBlockReleaseSkipped",
-                          message=f"{ANNOTATION_RELEASE_HELD}={release!r}: no held revision "
-                          "by that name or hash")
+                    Event(
+                        type="Warning",
+                        reason="RetryBlockReleaseSkipped",
+                        message=f"{ANNOTATION_RELEASE_HELD}={release!r}: no held revision "
+                        "by that name or hash",
+                    )
                 )
             consumed.append(ANNOTATION_RELEASE_HELD)
         reset = ann.get(ANNOTATION_RESET)
@@ -1396,7 +1490,7 @@ class _Planner:
             consumed.append(ANNOTATION_RESET)
         for key, value in sorted(ann.items()):
             if key.startswith(ANNOTATION_MIGRATION_PREFIX):
-                self._accept_migration(key[len(ANNOTATION_MIGRATION_PREFIX):], value)
+                self._accept_migration(key[len(ANNOTATION_MIGRATION_PREFIX) :], value)
                 consumed.append(key)
         if consumed:
             self.a_meta_last.append(RemoveAnnotations(keys=tuple(consumed)))
@@ -1409,9 +1503,12 @@ class _Planner:
                 wanted = sorted({int(v) for v in value.split(",")})
             except ValueError:
                 self.events.append(
-                    Event(type="Warning", reason="InstancesResetRejected",
-                          message=f"{ANNOTATION_RESET}={value!r}: expected 'all' or "
-                          "comma-separated Instance indexes")
+                    Event(
+                        type="Warning",
+                        reason="InstancesResetRejected",
+                        message=f"{ANNOTATION_RESET}={value!r}: expected 'all' or "
+                        "comma-separated Instance indexes",
+                    )
                 )
                 return
         done: list[int] = []
@@ -1435,13 +1532,19 @@ class _Planner:
             done.append(index)
         if done:
             self.events.append(
-                Event(type="Normal", reason="InstancesReset",
-                      message=f"reset Failed Instance(s) {', '.join(map(str, done))}")
+                Event(
+                    type="Normal",
+                    reason="InstancesReset",
+                    message=f"reset Failed Instance(s) {', '.join(map(str, done))}",
+                )
             )
         if skipped or not done:
             self.events.append(
-                Event(type="Normal", reason="InstancesResetSkipped",
-                      message="; ".join(skipped) or "nothing to reset")
+                Event(
+                    type="Normal",
+                    reason="InstancesResetSkipped",
+                    message="; ".join(skipped) or "nothing to reset",
+                )
             )
 
     # ------------------------------------------------------------------ migrations
@@ -1458,8 +1561,11 @@ class _Planner:
             from_node = req.get("from_node")
         except (ValueError, KeyError, TypeError) as exc:
             self.events.append(
-                Event(type="Warning", reason="MigrationRejected",
-                      message=f"migration request {uuid}: malformed ({exc})")
+                Event(
+                    type="Warning",
+                    reason="MigrationRejected",
+                    message=f"migration request {uuid}: malformed ({exc})",
+                )
             )
             return
         record = MigrationStatus(
@@ -1475,22 +1581,39 @@ class _Planner:
             deadline=self.now + self.policy.ready_timeout if self.policy.ready_timeout else None,
         )
         if self.policy.migration_mode == "Never":
-            record = evolve(record, phase="Failed", message="MigrationDisabled: "
-                            "lifecycle.migrationPolicy.mode is Never", completed_at=self.now,
-                            succeeded=False)
+            record = evolve(
+                record,
+                phase="Failed",
+                message="MigrationDisabled: lifecycle.migrationPolicy.mode is Never",
+                completed_at=self.now,
+                succeeded=False,
+            )
         elif instance not in self.rows or not self._is_member(self.rows[instance]):
-            record = evolve(record, phase="Failed", message=f"no Instance {instance}",
-                            completed_at=self.now, succeeded=False)
+            record = evolve(
+                record,
+                phase="Failed",
+                message=f"no Instance {instance}",
+                completed_at=self.now,
+                succeeded=False,
+            )
         self.migrations[uuid] = record
         self.events.append(
-            Event(type="Normal", reason="MigrationAccepted",
-                  message=f"migration {uuid} of Instance {instance} is {record.phase}",
-                  instance=instance)
+            Event(
+                type="Normal",
+                reason="MigrationAccepted",
+                message=f"migration {uuid} of Instance {instance} is {record.phase}",
+                instance=instance,
+            )
         )
 
     def _end_migration(self, m: MigrationStatus, phase: str, reason: str, message: str) -> None:
-        done = evolve(m, phase=phase, completed_at=self.now, succeeded=phase == "Completed",
-                      message=message or m.message)
+        done = evolve(
+            m,
+            phase=phase,
+            completed_at=self.now,
+            succeeded=phase == "Completed",
+            message=message or m.message,
+        )
         self.migrations[m.request_uuid] = done
         self.audit.append(
             {
@@ -1517,7 +1640,8 @@ class _Planner:
         )
         if accepted and audit is None:
             self.extra_conditions["MigrationPolicyUnconfigured"] = (
-                "True", "MigrationCapacityUnconfigured",
+                "True",
+                "MigrationCapacityUnconfigured",
                 "migration requests wait in Accepted until lifecycle.audit caps are configured",
             )
         if audit is not None and not self.policy.paused:
@@ -1526,7 +1650,8 @@ class _Planner:
             )
             window_start = self.now - audit.window
             started = sum(
-                1 for m in self.migrations.values()
+                1
+                for m in self.migrations.values()
                 if m.allocated_at is not None and m.allocated_at > window_start
             )
             for m in accepted:
@@ -1537,8 +1662,12 @@ class _Planner:
                 source = self.rows.get(m.source_instance)
                 if source is None or source.phase != "Ready" or source.operation is not None:
                     if source is None:
-                        self._end_migration(m, "Failed", "SourceGone",
-                                            f"Instance {m.source_instance} no longer exists")
+                        self._end_migration(
+                            m,
+                            "Failed",
+                            "SourceGone",
+                            f"Instance {m.source_instance} no longer exists",
+                        )
                     continue
                 surge_index = self._free_index()
                 self.rows[surge_index] = InstanceStatus(
@@ -1547,22 +1676,35 @@ class _Planner:
                     phase="Creating",
                     target_revision=source.running_revision,
                     operation=self._op(
-                        "Create", "CreatePods", source.running_revision, "MigrationSurge",
-                        replaces=source.index, from_node=m.from_node,
-                        hint_target_nodes=m.hint_target_nodes, request_uuid=m.request_uuid,
+                        "Create",
+                        "CreatePods",
+                        source.running_revision,
+                        "MigrationSurge",
+                        replaces=source.index,
+                        from_node=m.from_node,
+                        hint_target_nodes=m.hint_target_nodes,
+                        request_uuid=m.request_uuid,
                     ),
                 )
                 self.rows[source.index] = evolve(
                     source,
                     phase="Migrating",
                     operation=self._op(
-                        "Migrate", "CreateSurge", source.running_revision, "Migration",
-                        surge_index=surge_index, from_node=m.from_node,
-                        hint_target_nodes=m.hint_target_nodes, request_uuid=m.request_uuid,
+                        "Migrate",
+                        "CreateSurge",
+                        source.running_revision,
+                        "Migration",
+                        surge_index=surge_index,
+                        from_node=m.from_node,
+                        hint_target_nodes=m.hint_target_nodes,
+                        request_uuid=m.request_uuid,
                     ),
                 )
                 self.migrations[m.request_uuid] = evolve(
-                    m, phase="SurgePending", surge_instance=surge_index, allocated_at=self.now,
+                    m,
+                    phase="SurgePending",
+                    surge_instance=surge_index,
+                    allocated_at=self.now,
                     attempt=m.attempt + 1,
                 )
                 self._advance(surge_index)
@@ -1583,23 +1725,30 @@ class _Planner:
         if m.deadline is not None and self.now >= m.deadline and m.phase == "SurgePending":
             if surge is not None:
                 self.rows[surge.index] = evolve(
-                    surge, phase="Deleting",
+                    surge,
+                    phase="Deleting",
                     operation=self._op("Delete", "Drain", surge.target_revision, "MigrationFailed"),
                 )
                 self._advance(surge.index)
             if source is not None and source.operation is not None:
-                self.rows[source.index] = evolve(source, operation=None,
-                                                 phase=self._steady_phase(source))
-            self._end_migration(m, "Failed", "DeadlineExceeded",
-                                "the replacement was not ready before the deadline")
+                self.rows[source.index] = evolve(
+                    source, operation=None, phase=self._steady_phase(source)
+                )
+            self._end_migration(
+                m, "Failed", "DeadlineExceeded", "the replacement was not ready before the deadline"
+            )
             return
         if m.deadline is not None and m.phase == "SurgePending":
             self.wake.append(m.deadline)
         if surge is None:
-            if source is not None and source.operation is not None \
-                    and source.operation.type == "Migrate":
-                self.rows[source.index] = evolve(source, operation=None,
-                                                 phase=self._steady_phase(source))
+            if (
+                source is not None
+                and source.operation is not None
+                and source.operation.type == "Migrate"
+            ):
+                self.rows[source.index] = evolve(
+                    source, operation=None, phase=self._steady_phase(source)
+                )
             if m.phase != "Draining":
                 self._end_migration(m, "Failed", "SurgeGone", "the replacement went away")
             return
@@ -1616,7 +1765,8 @@ class _Planner:
             self.migrations[m.request_uuid] = m
             if source.operation is not None:
                 self.rows[source.index] = evolve(
-                    source, operation=evolve(source.operation, step="Drain"),
+                    source,
+                    operation=evolve(source.operation, step="Drain"),
                 )
                 self._advance(source.index)
 
@@ -1642,28 +1792,31 @@ class _Planner:
             row = self.rows[index]
             if row.operation is None or row.operation.type != "Delete":
                 self.rows[index] = evolve(
-                    row, phase="Deleting",
-                    operation=self._op("Delete", "Drain", row.running_revision or self.target,
-                                       "Teardown"),
+                    row,
+                    phase="Deleting",
+                    operation=self._op(
+                        "Delete", "Drain", row.running_revision or self.target, "Teardown"
+                    ),
                 )
             self._advance(index)
-        leftover_groups = [
-            pg for pg in self.snap.pod_groups.values()
-            if not pg.deleting
-        ]
+        leftover_groups = [pg for pg in self.snap.pod_groups.values() if not pg.deleting]
         for pg in leftover_groups:
             self.a_podgroup_deletes.append(DeletePodGroup(name=pg.name, uid=pg.uid))
         clean = not self.rows and not self.snap.pods and not self.snap.pod_groups
         deadline = self.config.teardown.deadline
-        overdue = deadline is not None and deleted_at is not None and \
-            self.now >= deleted_at + deadline
+        overdue = (
+            deadline is not None and deleted_at is not None and self.now >= deleted_at + deadline
+        )
         if FINALIZER in self.ir.metadata.finalizers:
             if clean or overdue:
                 if overdue and not clean:
                     self.events.append(
-                        Event(type="Warning", reason="TeardownDeadlineExceeded",
-                              message="teardown.deadline passed; releasing the finalizer with "
-                              "pods still present")
+                        Event(
+                            type="Warning",
+                            reason="TeardownDeadlineExceeded",
+                            message="teardown.deadline passed; releasing the finalizer with "
+                            "pods still present",
+                        )
                     )
                 self.a_meta_last.append(SetFinalizer(present=False))
             elif deadline is not None and deleted_at is not None:
@@ -1673,8 +1826,12 @@ class _Planner:
     def _cleanup_orphan_pod_groups(self) -> None:
         for pg in self.snap.pod_groups.values():
             raw = pg.labels.get(LABEL_INSTANCE_INDEX, "")
-            if raw.isdigit() and int(raw) not in self.rows and not pg.deleting \
-                    and not self.pods_by_index.get(int(raw)):
+            if (
+                raw.isdigit()
+                and int(raw) not in self.rows
+                and not pg.deleting
+                and not self.pods_by_index.get(int(raw))
+            ):
                 self.a_podgroup_deletes.append(DeletePodGroup(name=pg.name, uid=pg.uid))
 
     def _targeted_revisions(self) -> set[str]:
@@ -1723,7 +1880,11 @@ class _Planner:
         rows = tuple(self.rows[i] for i in sorted(self.rows))
         rows = tuple(self._counts(r) for r in rows)
         members = [r for r in rows if self._is_member(r)]
-        ready = [r for r in rows if r.phase == "Ready"]
+        ready = [
+            r
+            for r in rows
+            if r.phase == "Ready" or (r.phase in ("Updating", "Migrating") and self._all_ready(r))
+        ]
         serving = [r for r in rows if r.pod_count > 0 and r.serving_pod_count == r.pod_count]
         available = [r for r in ready if self._available(r)]
         updated = [r for r in rows if r.running_revision == self.target]
@@ -1750,15 +1911,21 @@ class _Planner:
             hold = evolve(hold, since=self.now)
         # the Budget gate also covers surges parked on Unschedulable
         if hold is None and any(
-            r.operation is not None and r.operation.waiting == "Unschedulable"
-            and self._is_surge_target(r) for r in rows
+            r.operation is not None
+            and r.operation.waiting == "Unschedulable"
+            and self._is_surge_target(r)
+            for r in rows
         ):
-            hold = RolloutHold(gate="Budget", reason="surge pods are unschedulable: no room",
-                               target=self.target,
-                               since=(self.prev.rollout_hold.since
-                                      if self.prev.rollout_hold
-                                      and self.prev.rollout_hold.gate == "Budget"
-                                      else self.now))
+            hold = RolloutHold(
+                gate="Budget",
+                reason="surge pods are unschedulable: no room",
+                target=self.target,
+                since=(
+                    self.prev.rollout_hold.since
+                    if self.prev.rollout_hold and self.prev.rollout_hold.gate == "Budget"
+                    else self.now
+                ),
+            )
         desired = self.policy.desired
         conds = self._conditions(rows, members, ready, available, updated)
         status = InferenceReplicaStatus(
@@ -1784,8 +1951,9 @@ class _Planner:
         del desired
         if self.audit:
             self.a_meta_last.append(
-                RecordAudit(config_map=f"{self.ir.isvc_name}{_AUDIT_SUFFIX}",
-                            entries=tuple(self.audit))
+                RecordAudit(
+                    config_map=f"{self.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(self.audit)
+                )
             )
         body: list[Action] = [
             *self.a_meta_first,
@@ -1811,8 +1979,9 @@ class _Planner:
             actions.append(UpdateStatus(status=status))
         actions.extend(body)
         requeue = self._requeue(bool(actions))
-        return Plan(actions=tuple(actions), status=status, events=tuple(self.events),
-                    requeue_after=requeue)
+        return Plan(
+            actions=tuple(actions), status=status, events=tuple(self.events), requeue_after=requeue
+        )
 
     def _counts(self, row: InstanceStatus) -> InstanceStatus:
         pods = [p for p in self.pods_by_index.get(row.index, ()) if not p.terminating]
@@ -1844,16 +2013,19 @@ class _Planner:
         failed = [r for r in members if r.phase == "Failed"]
         ready_members = [r for r in members if r.phase == "Ready"]
         updated_ready = [r for r in updated if r.phase == "Ready" and self._is_member(r)]
-        rolling = any(r.running_revision and r.running_revision != self.target for r in members) or any(
-            self._is_surge_target(r) for r in rows
-        )
+        rolling = any(
+            r.running_revision and r.running_revision != self.target for r in members
+        ) or any(self._is_surge_target(r) for r in rows)
         minimum = max(desired - self.policy.max_unavailable, 0)
         if failed:
             ready_c = ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
-        elif self.policy.partition > 0 and rolling and len(updated_ready) + sum(
-            1 for r in members if r.index < self.policy.partition
-        ) >= len(members) and len(members) == desired and all(
-            r.phase == "Ready" for r in members
+        elif (
+            self.policy.partition > 0
+            and rolling
+            and len(updated_ready) + sum(1 for r in members if r.index < self.policy.partition)
+            >= len(members)
+            and len(members) == desired
+            and all(r.phase == "Ready" for r in members)
         ):
             held = sum(1 for r in members if r.running_revision != self.target)
             ready_c = (
@@ -1868,12 +2040,18 @@ class _Planner:
             ready_c = ("False", "NoReplicas", "spec.replicas is 0")
         elif len(ready_members) == desired and len(members) == desired:
             ready_c = ("True", "AllInstancesReady", f"{desired}/{desired} Instances Ready")
-        elif len(ready_members) >= minimum and minimum > 0:
-            ready_c = ("True", "MinimumAvailable",
-                       f"{len(ready_members)}/{desired} Instances Ready (minimum {minimum})")
+        elif len(ready_members) >= minimum > 0:
+            ready_c = (
+                "True",
+                "MinimumAvailable",
+                f"{len(ready_members)}/{desired} Instances Ready (minimum {minimum})",
+            )
         else:
-            ready_c = ("False", "ReplicaCountMismatch",
-                       f"{len(ready_members)}/{desired} Instances Ready")
+            ready_c = (
+                "False",
+                "ReplicaCountMismatch",
+                f"{len(ready_members)}/{desired} Instances Ready",
+            )
         avail_ok = len([r for r in available if self._is_member(r)]) >= max(minimum, 0) and (
             desired == 0 or available
         )
@@ -1882,8 +2060,11 @@ class _Planner:
             "Available": (
                 ("True", "MinimumAvailable", f"{len(available)} Instance(s) available")
                 if avail_ok
-                else ("False", "InsufficientAvailable",
-                      f"{len(available)}/{desired} Instance(s) available")
+                else (
+                    "False",
+                    "InsufficientAvailable",
+                    f"{len(available)}/{desired} Instance(s) available",
+                )
             ),
             "Progressing": (
                 ("True", "RolloutInProgress", f"moving Instances to {self.target}")
@@ -1892,40 +2073,58 @@ class _Planner:
             ),
             "RolloutStalled": (
                 ("True", "InstancesFailing", f"{len(failed)} Instance(s) Failed")
-                if failed else ("False", "Progressing", "no Instance is failing")
+                if failed
+                else ("False", "Progressing", "no Instance is failing")
             ),
             "GangSchedulingUnavailable": (
-                ("True", "PodGroupCRDNotInstalled",
-                 "the scheduler-plugins PodGroup CRD is not installed; multi-pod Instances "
-                 "may schedule partially")
+                (
+                    "True",
+                    "PodGroupCRDNotInstalled",
+                    "the scheduler-plugins PodGroup CRD is not installed; multi-pod Instances "
+                    "may schedule partially",
+                )
                 if self.policy.multi_pod and not self.snap.pod_group_crd
-                else ("False", "GangSchedulingAvailable",
-                      "PodGroups are used" if self.policy.multi_pod
-                      else "single-pod Instances need no gang scheduling")
+                else (
+                    "False",
+                    "GangSchedulingAvailable",
+                    "PodGroups are used"
+                    if self.policy.multi_pod
+                    else "single-pod Instances need no gang scheduling",
+                )
             ),
             "MigrationPolicyUnconfigured": (
-                ("True", "MigrationCapacityUnconfigured",
-                 "no lifecycle.audit caps are configured; migration requests wait in Accepted")
+                (
+                    "True",
+                    "MigrationCapacityUnconfigured",
+                    "no lifecycle.audit caps are configured; migration requests wait in Accepted",
+                )
                 if self.config.audit is None
-                else ("False", "MigrationCapacityConfigured",
-                      f"at most {self.config.audit.max_in_flight_migrations} in flight, "
-                      f"{self.config.audit.max_migrations_per_window} per "
-                      f"{int(self.config.audit.window.total_seconds())}s")
+                else (
+                    "False",
+                    "MigrationCapacityConfigured",
+                    f"at most {self.config.audit.max_in_flight_migrations} in flight, "
+                    f"{self.config.audit.max_migrations_per_window} per "
+                    f"{int(self.config.audit.window.total_seconds())}s",
+                )
             ),
             "InstanceReadyTimeoutUnconfigured": (
-                ("False", "InstanceReadyTimeoutConfigured",
-                 f"Instance readiness deadline is {_go_duration(self.policy.ready_timeout)}")
+                (
+                    "False",
+                    "InstanceReadyTimeoutConfigured",
+                    f"Instance readiness deadline is {_go_duration(self.policy.ready_timeout)}",
+                )
                 if self.policy.ready_timeout is not None
-                else ("True", "InstanceReadyTimeoutUnconfigured",
-                      "no instanceReadyTimeout is set; an Instance may wait forever")
+                else (
+                    "True",
+                    "InstanceReadyTimeoutUnconfigured",
+                    "no instanceReadyTimeout is set; an Instance may wait forever",
+                )
             ),
         }
         wanted.update(self.extra_conditions)
         if "FailedUpdate" not in wanted:
             wanted["FailedUpdate"] = ("False", "UpdateAccepted", "the update can proceed")
-        return build_conditions(
-            self.prev.conditions, wanted, self.now, self.ir.metadata.generation
-        )
+        return build_conditions(self.prev.conditions, wanted, self.now, self.ir.metadata.generation)
 
     def _requeue(self, acted: bool) -> timedelta | None:
         times = [t for t in self.wake if t > self.now]
@@ -1939,8 +2138,6 @@ class _Planner:
 
 
 def _go_duration(value: timedelta | None) -> str:
-    from omenative_core.model.timefmt import format_duration
-
     return format_duration(value) if value is not None else "unset"
 
 

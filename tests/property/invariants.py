@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+
 from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model import (
     CreatePod,
@@ -22,8 +23,15 @@ from omenative_core.planner import plan as make_plan
 from omenative_core.revisions import hash_of
 
 NEW_WORK_REASONS = frozenset(
-    {"ScaleUp", "GangSurge", "SurgeThenDrain", "RecreatePod", "InPlaceUpdate", "MigrationSurge",
-     "Migration"}
+    {
+        "ScaleUp",
+        "GangSurge",
+        "SurgeThenDrain",
+        "RecreatePod",
+        "InPlaceUpdate",
+        "MigrationSurge",
+        "Migration",
+    }
 )
 
 
@@ -52,8 +60,9 @@ def gang_integrity(snap: Snapshot, plan: Plan) -> None:
     if not _single_pod(snap):
         for idx, pods in by_index.items():
             live = [p for p in pods if not p.terminating and p.phase not in ("Failed",)]
-            keys = {(p.labels.get(LABEL_REVISION_HASH), p.labels.get(LABEL_INCARNATION))
-                    for p in live}
+            keys = {
+                (p.labels.get(LABEL_REVISION_HASH), p.labels.get(LABEL_INCARNATION)) for p in live
+            }
             assert len(keys) <= 1, f"gang_integrity: Instance {idx} mixes {sorted(map(str, keys))}"
     pods_by_name = {p.name: p for p in snap.pods}
     for action in plan.actions:
@@ -62,7 +71,8 @@ def gang_integrity(snap: Snapshot, plan: Plan) -> None:
             idx = _index(pod)
             assert idx is not None
             mates = [
-                p for p in by_index[idx]
+                p
+                for p in by_index[idx]
                 if p.labels.get(LABEL_REVISION_HASH) == pod.labels.get(LABEL_REVISION_HASH)
                 and p.labels.get(LABEL_INCARNATION) == pod.labels.get(LABEL_INCARNATION)
                 and not p.terminating
@@ -100,17 +110,22 @@ def surge_ceiling(snap: Snapshot, plan: Plan, max_surge: int) -> None:
     desired = 1 if spec.replicas is None else spec.replicas
     rows = plan.status.instances
     members = [
-        r for r in rows
+        r
+        for r in rows
         if r.operation is None or (r.operation.type != "Delete" and r.operation.replaces is None)
     ]
     surges = [
-        r for r in rows
-        if r.operation is not None and r.operation.replaces is not None
+        r
+        for r in rows
+        if r.operation is not None
+        and r.operation.replaces is not None
         and r.operation.type == "Update"
     ]
     migrating = [
-        r for r in rows
-        if r.operation is not None and r.operation.replaces is not None
+        r
+        for r in rows
+        if r.operation is not None
+        and r.operation.replaces is not None
         and r.operation.type == "Create"
     ]
     in_flight = sum(
@@ -229,4 +244,3 @@ def serving_floor(samples: Sequence[tuple[float, int]], desired: int, since: flo
 
 ALL_STEP_INVARIANTS = (gang_integrity, identity, drain_before_delete, holds, deadlines, pause)
 """Checked on every plan the state machine makes."""
-

@@ -7,22 +7,23 @@ must converge (invariant 11) and stay quiet.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
+from omenative_core.model.config import UpdateRetry
+from omenative_core.planner import plan as make_plan
+from omenative_core.sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
     converged,
     determinism,
     surge_ceiling,
 )
-from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
-from omenative_core.model.config import UpdateRetry
-from omenative_core.planner import plan as make_plan
-from omenative_core.sim.world import ClusterSpec, World
 
 GPUS = 2
 FAST = LifecycleConfig(
@@ -37,19 +38,25 @@ FAST = LifecycleConfig(
 )
 
 
-def replica_json(*, multi: bool, size: int, replicas: int, image: str, strategy: str) -> dict[str, Any]:
+def replica_json(
+    *, multi: bool, size: int, replicas: int, image: str, strategy: str
+) -> dict[str, Any]:
     """A small InferenceReplica manifest with GPU-requesting pods."""
     tpl = {
         "spec": {
             "containers": [
-                {"name": "ome-container", "image": image,
-                 "resources": {"limits": {"nvidia.com/gpu": GPUS}}}
+                {
+                    "name": "ome-container",
+                    "image": image,
+                    "resources": {"limits": {"nvidia.com/gpu": GPUS}},
+                }
             ]
         }
     }
     runners: list[dict[str, Any]] = (
         [{"name": "leader", "template": tpl}, {"name": "worker", "size": size, "template": tpl}]
-        if multi else [{"name": "default", "template": tpl}]
+        if multi
+        else [{"name": "default", "template": tpl}]
     )
     return {
         "apiVersion": "ome.io/v1beta1",
@@ -83,14 +90,18 @@ class LifecycleMachine(RuleBasedStateMachine):
         # 4 GPUs/node = 2 pods per node; enough for (replicas + surge) Instances + spares
         nodes = max(1, (per_instance * 5 + 1) // 2) + spare_nodes
         self.world = World(
-            ClusterSpec(nodes=nodes, gpus_per_node=2 * GPUS, pod_start_seconds=3,
-                        pod_ready_seconds=2),
-            replica_json(multi=multi, size=size, replicas=replicas, image="img:1",
-                         strategy=strategy),
+            ClusterSpec(
+                nodes=nodes, gpus_per_node=2 * GPUS, pod_start_seconds=3, pod_ready_seconds=2
+            ),
+            replica_json(
+                multi=multi, size=size, replicas=replicas, image="img:1", strategy=strategy
+            ),
             config=FAST,
         )
         self.history: list[Snapshot] = []
         self.faults = 0
+        self.migrations = 0
+        self.node_failed = False
 
     # ------------------------------------------------------------------ the loop
 
@@ -104,8 +115,11 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
         world_rv = self.world.replica.metadata.resource_version
-        if plan.actions and isinstance(plan.actions[0], UpdateStatus) and \
-                snap.replica.metadata.resource_version != world_rv:
+        if (
+            plan.actions
+            and isinstance(plan.actions[0], UpdateStatus)
+            and snap.replica.metadata.resource_version != world_rv
+        ):
             return  # the status write carries a stale resourceVersion: 409, nothing applied
         self.world.apply(plan, limit=limit)
 
@@ -161,12 +175,24 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._set_image(f"img:{self.image_n}")
 
     def _set_image(self, image: str) -> None:
-        tpl = {"spec": {"containers": [{"name": "ome-container", "image": image,
-                                        "resources": {"limits": {"nvidia.com/gpu": GPUS}}}]}}
+        tpl = {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "ome-container",
+                        "image": image,
+                        "resources": {"limits": {"nvidia.com/gpu": GPUS}},
+                    }
+                ]
+            }
+        }
         runners: list[dict[str, Any]] = (
-            [{"name": "leader", "template": tpl},
-             {"name": "worker", "size": self.size, "template": tpl}]
-            if self.multi else [{"name": "default", "template": tpl}]
+            [
+                {"name": "leader", "template": tpl},
+                {"name": "worker", "size": self.size, "template": tpl},
+            ]
+            if self.multi
+            else [{"name": "default", "template": tpl}]
         )
         self.world.patch_replica({"spec": {"runners": runners}})
 
@@ -196,6 +222,66 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.world.add_bad_image(image)
         self._set_image(image)
 
+    @precondition(lambda self: not self.node_failed)
+    @rule(data=st.data())
+    def fail_node(self, data: st.DataObject) -> None:
+        """One node stops heartbeating (the cluster keeps enough capacity without it)."""
+        self.node_failed = True
+        self.world.fail_node(data.draw(st.sampled_from(sorted(self.world.nodes))))
+
+    # ------------------------------------------------------------------ operator verbs
+
+    @rule(strategy=st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]))
+    def change_strategy(self, strategy: str) -> None:
+        self.world.patch_replica({"spec": {"lifecycle": {"updateStrategy": {"type": strategy}}}})
+
+    @rule(partition=st.sampled_from([None, 0, 1, 2]))
+    def set_partition(self, partition: int | None) -> None:
+        self.world.patch_replica({"spec": {"pacing": {"partition": partition}}})
+
+    @rule()
+    def release_held(self) -> None:
+        status = self.world.status
+        held = [
+            b.target_revision for b in (status.retry_blocks if status else ()) if b.state == "Held"
+        ]
+        if held:
+            self.world.set_annotation("ome.io/release-held-revision", held[0])
+
+    @rule(which=st.sampled_from(["all", "0", "0,1", "7", "x"]))
+    def reset(self, which: str) -> None:
+        self.world.set_annotation("ome.io/reset-instances", which)
+
+    @precondition(lambda self: self.migrations < 3)
+    @rule(data=st.data())
+    def migrate(self, data: st.DataObject) -> None:
+        status = self.world.status
+        rows = [r.index for r in (status.instances if status else ())]
+        if not rows:
+            return
+        self.migrations += 1
+        index = data.draw(st.sampled_from(rows))
+        nodes = sorted(
+            {
+                p.node
+                for p in self.world.pods.values()
+                if p.node and p.labels.get("ome.io/instance-index") == str(index)
+            }
+        )
+        value = json.dumps(
+            {
+                "schemaVersion": "v1",
+                "instance": index,
+                "from_node": nodes[0] if nodes else None,
+                "hint_target_nodes": [],
+                "reason": "test",
+                "requested_by": "hyp",
+            }
+        )
+        self.world.set_annotation(
+            f"ome.io/migration-request-v1-{self.migrations:08d}-0000-0000-0000-000000000000", value
+        )
+
     # ------------------------------------------------------------------ checks
 
     @invariant()
@@ -208,7 +294,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if not hasattr(self, "world"):
             return
         world = self.world
-        world.patch_replica({"spec": {"paused": False, "pauseMode": None}})
+        world.patch_replica(
+            {"spec": {"paused": False, "pauseMode": None, "pacing": {"partition": None}}}
+        )
+
         # a good image (bad ones are never used again) and a released hold
         self.image_n += 1
         self._set_image(f"img:{self.image_n}")
@@ -226,7 +315,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
 
 LifecycleMachine.TestCase.settings = settings(
-    stateful_step_count=25,
+    stateful_step_count=int(__import__("os").environ.get("OMENATIVE_STEPS", "25")),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     deadline=None,
 )

@@ -160,7 +160,8 @@ def _object(path: str, value: object) -> Mapping[str, Any]:
 def _check_keys(path: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
     unknown = sorted(set(obj) - allowed)
     if unknown:
-        raise ConfigError(f"lifecycle.{path}: unknown key(s) {', '.join(unknown)}")
+        where = f"lifecycle.{path}" if path else "lifecycle"
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
 
 
 def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConfig:
@@ -214,9 +215,7 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
                 max_attempts=_positive_int(
                     "updateRetry.maxAttempts", obj.get("maxAttempts", d.max_attempts)
                 ),
-                initial_delay=_duration(
-                    "updateRetry.initialDelay", obj.get("initialDelay", "1m")
-                ),
+                initial_delay=_duration("updateRetry.initialDelay", obj.get("initialDelay", "1m")),
                 max_delay=_duration("updateRetry.maxDelay", obj.get("maxDelay", "30m")),
                 multiplier=float(mult),
             )
@@ -261,7 +260,8 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
             obj = _object("audit", value)
             _check_keys("audit", obj, {"maxInFlightMigrations", "maxMigrationsPerWindow", "window"})
             missing = [
-                k for k in ("maxInFlightMigrations", "maxMigrationsPerWindow", "window")
+                k
+                for k in ("maxInFlightMigrations", "maxMigrationsPerWindow", "window")
                 if k not in obj
             ]
             if missing:
@@ -301,7 +301,9 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
     if "retryBlockHistoryLimit" in data:
         value = data["retryBlockHistoryLimit"]
         kw["retry_block_history_limit"] = (
-            None if value is None else _positive_int("retryBlockHistoryLimit", value, allow_zero=True)
+            None
+            if value is None
+            else _positive_int("retryBlockHistoryLimit", value, allow_zero=True)
         )
     for key in ("scaleUpPodBatchSize", "scaleDownPodBatchSize"):
         if key in data:
@@ -316,7 +318,9 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
             )
         kw["instance_status_encoding"] = enc
     if "maxDecodedInstances" in data:
-        kw["max_decoded_instances"] = _positive_int("maxDecodedInstances", data["maxDecodedInstances"])
+        kw["max_decoded_instances"] = _positive_int(
+            "maxDecodedInstances", data["maxDecodedInstances"]
+        )
     return LifecycleConfig(
         **{**{a.name: getattr(base, a.name) for a in LifecycleConfig.__attrs_attrs__}, **kw}
     )

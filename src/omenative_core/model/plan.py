@@ -29,8 +29,8 @@ __all__ = [
     "PatchPodImages",
     "Plan",
     "RecordAudit",
-    "SetFinalizer",
     "RemoveAnnotations",
+    "SetFinalizer",
     "SetServingGate",
     "UpdateStatus",
 ]

@@ -25,7 +25,16 @@ __all__ = [
     "TrafficTarget",
 ]
 
-PHASES = ("Pending", "Creating", "Ready", "Updating", "Restarting", "Migrating", "Failed", "Deleting")
+PHASES = (
+    "Pending",
+    "Creating",
+    "Ready",
+    "Updating",
+    "Restarting",
+    "Migrating",
+    "Failed",
+    "Deleting",
+)
 """Instance phases, as OME names them."""
 
 

@@ -1,0 +1,1 @@
+"""Command-line tools: ``omenative`` (simulate), ``omenative-manager``, ``kubectl-ome``."""

@@ -1,0 +1,25 @@
+"""Test-wide setup: Hypothesis profiles, chosen by ``HYPOTHESIS_PROFILE`` (default ``dev``).
+
+* ``ci``: 60 examples, no deadline, failures print a reproduction blob, too_slow suppressed
+  (shared CI runners are slow and noisy);
+* ``dev``: 200 examples, the default for a local run;
+* ``long``: 2000 examples, for a soak before a release.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=False,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=200, deadline=None)
+settings.register_profile("long", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
