@@ -1885,7 +1885,7 @@ class _Planner:
             for r in rows
             if r.phase == "Ready" or (r.phase in ("Updating", "Migrating") and self._all_ready(r))
         ]
-        serving = [r for r in rows if r.pod_count > 0 and r.serving_pod_count == r.pod_count]
+        serving = [r for r in rows if self._serving(r)]
         available = [r for r in ready if self._available(r)]
         updated = [r for r in rows if r.running_revision == self.target]
         for r in ready:
@@ -1981,6 +1981,28 @@ class _Planner:
         requeue = self._requeue(bool(actions))
         return Plan(
             actions=tuple(actions), status=status, events=tuple(self.events), requeue_after=requeue
+        )
+
+    def _serving(self, row: InstanceStatus) -> bool:
+        """In rotation: every pod of the running attempt is ready with its gate True.
+
+        A single-pod Instance mid-surge serves while either of its two slots does.
+        """
+        pods = [p for p in self.pods_by_index.get(row.index, ()) if not p.terminating]
+        if not self.policy.multi_pod:
+            return any(p.serving_gate and p.containers_ready for p in pods)
+        expected = self._expected(
+            row.index, row.running_revision, row.incarnation, row.active_ordinal
+        )
+        if not expected:
+            return False
+        by_name = {p.name: p for p in pods}
+        return all(
+            (pod := by_name.get(name)) is not None
+            and pod.serving_gate
+            and pod.containers_ready
+            and self._matches(pod, row.running_revision, row.incarnation)
+            for name in expected
         )
 
     def _counts(self, row: InstanceStatus) -> InstanceStatus:
