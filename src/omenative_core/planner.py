@@ -646,10 +646,26 @@ class _Planner:
             **kw,
         )
 
+    def _record_failure(self, revision: str, failure: Failure) -> None:
+        """Count a failed attempt against its revision's RetryBlock (and say so if Held)."""
+        block = self.book.fail(revision, failure, self.now)
+        if block.state == "Held" and revision in self.book.held_now:
+            self.book.held_now.remove(revision)
+            self.events.append(
+                Event(
+                    type="Warning",
+                    reason="RetryHeld",
+                    message=f"revision {revision} is held after {block.attempts_started} "
+                    f"attempt(s): {failure.reason}",
+                )
+            )
+        if block.next_retry_at is not None:
+            self.wake.append(block.next_retry_at)
+
     def _fail_row(
         self, row: InstanceStatus, revision: str, failure: Failure, *, delete_pods: bool = True
     ) -> InstanceStatus:
-        block = self.book.fail(revision, failure, self.now)
+        self._record_failure(revision, failure)
         if delete_pods:
             self._drain(self.pods_by_index.get(row.index, ()), "AttemptFailed")
         self.events.append(
@@ -661,17 +677,6 @@ class _Planner:
                 instance=row.index,
             )
         )
-        if block.state == "Held" and revision in self.book.held_now:
-            self.events.append(
-                Event(
-                    type="Warning",
-                    reason="RetryHeld",
-                    message=f"revision {revision} is held after {block.attempts_started} "
-                    f"attempt(s): {failure.reason}",
-                )
-            )
-        if block.next_retry_at is not None:
-            self.wake.append(block.next_retry_at)
         return evolve(
             row,
             phase="Failed",
@@ -776,7 +781,8 @@ class _Planner:
         """A replacement (update or migration surge) failed: remove it, keep the source."""
         op = row.operation
         source = op.replaces if op else None
-        self.book.fail(revision, failure, self.now) if op and op.type == "Update" else None
+        if op is not None and op.type == "Update":
+            self._record_failure(revision, failure)
         self.events.append(
             Event(
                 type="Warning",
@@ -1038,7 +1044,7 @@ class _Planner:
                 surge_row, op, target, surge_slot, paused_applies=True
             )
             if outcome == "failed" and failure is not None:
-                self.book.fail(target, failure, self.now)
+                self._record_failure(target, failure)
                 expected = self._expected(row.index, target, row.incarnation, surge_slot) or {}
                 self._drain(
                     [
