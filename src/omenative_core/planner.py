@@ -111,7 +111,7 @@ ANNOTATION_MIGRATION_PREFIX = "ome.io/migration-request-v1-"
 """A migration request; the rest of the key is the request's UUID."""
 
 _ACTIVE_MIGRATION_PHASES = ("SurgePending", "SurgeReady", "Draining")
-_TERMINAL_MIGRATION_PHASES = ("Completed", "Failed", "Rejected")
+_TERMINAL_MIGRATION_PHASES = ("Completed", "Failed", "Rejected", "Relocated")
 _AUDIT_SUFFIX = "-ome-migration-audit"
 LABEL_RESTART_BASELINE = "internal.ome.io/in-place-restarts"
 """Container restarts an in-place image change caused (they are not crashes)."""
@@ -666,6 +666,7 @@ class _Planner:
         self, row: InstanceStatus, revision: str, failure: Failure, *, delete_pods: bool = True
     ) -> InstanceStatus:
         self._record_failure(revision, failure)
+        self._maybe_relocate(row, failure)
         if delete_pods:
             self._drain(self.pods_by_index.get(row.index, ()), "AttemptFailed")
         self.events.append(
@@ -692,8 +693,71 @@ class _Planner:
             ),
         )
 
+    def _maybe_relocate(self, row: InstanceStatus, failure: Failure) -> None:
+        """A failed attempt that sat on one node, not the revision's fault, moves off it."""
+        auto = self.config.auto_migrate
+        if auto is None or failure.revision_fault or self.policy.migration_mode == "Never":
+            return
+        nodes = {
+            p.node_name
+            for p in self.pods_by_index.get(row.index, ())
+            if p.node_name and not p.terminating
+        }
+        if len(nodes) != 1:
+            return
+        node = next(iter(nodes))
+        past = [
+            m
+            for m in self.migrations.values()
+            if m.trigger == "Auto" and m.source_instance == row.index
+        ]
+        if len(past) >= auto.max_attempts:
+            self.events.append(
+                Event(
+                    type="Warning",
+                    reason="AutoMigrationCapReached",
+                    message=f"Instance {row.index} failed on {node} again; relocation budget "
+                    f"({auto.max_attempts}) is spent",
+                    instance=row.index,
+                )
+            )
+            return
+        uuid = f"relocate-{row.index}-{row.incarnation}-{format_time(self.now)}"
+        self.migrations[uuid] = MigrationStatus(
+            request_uuid=uuid,
+            trigger="Auto",
+            source_instance=row.index,
+            from_node=node,
+            phase="Relocated",
+            attempt=len(past) + 1,
+            reason=failure.reason,
+            message=f"rebuilding off {node}",
+            started_at=self.now,
+        )
+        self.events.append(
+            Event(
+                type="Normal",
+                reason="AutoMigrationTriggered",
+                message=f"Instance {row.index} failed with all pods on {node} "
+                f"({failure.reason}); rebuilding it elsewhere",
+                instance=row.index,
+            )
+        )
+
+    def _relocation(self, index: int) -> MigrationStatus | None:
+        """The open relocation record of an Instance, if any."""
+        for m in self.migrations.values():
+            if m.trigger == "Auto" and m.source_instance == index and m.succeeded is None:
+                return m
+        return None
+
     def _settle_ready(self, row: InstanceStatus, revision: str) -> InstanceStatus:
         self.book.succeed(revision)
+        reloc = self._relocation(row.index)
+        if reloc is not None:
+            self.migrations[reloc.request_uuid] = evolve(
+                reloc, succeeded=True, completed_at=self.now
+            )
         ready_since = row.ready_since if row.phase == "Ready" and row.ready_since else self.now
         return evolve(
             row,
@@ -1224,7 +1288,13 @@ class _Planner:
                 row,
                 phase="Creating",
                 target_revision=target,
-                operation=self._op("Create", "CreatePods", target, "Rebuild"),
+                operation=self._op(
+                    "Create",
+                    "CreatePods",
+                    target,
+                    "Rebuild",
+                    from_node=reloc.from_node if (reloc := self._relocation(index)) else None,
+                ),
             )
             self._advance(index)
 

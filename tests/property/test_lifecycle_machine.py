@@ -8,6 +8,7 @@ must converge (invariant 11) and stay quiet.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
-from omenative_core.model.config import UpdateRetry
+from omenative_core.model.config import ForceDeleteConfig, UpdateRetry
 from omenative_core.planner import plan as make_plan
 from omenative_core.sim.world import ClusterSpec, World
 from tests.property.invariants import (
@@ -27,13 +28,18 @@ from tests.property.invariants import (
 
 GPUS = 2
 FAST = LifecycleConfig(
-    instance_ready_timeout=__import__("datetime").timedelta(seconds=120),
-    stuck_pod_grace_period=__import__("datetime").timedelta(seconds=20),
-    unschedulable_grace_period=__import__("datetime").timedelta(seconds=60),
+    instance_ready_timeout=timedelta(seconds=120),
+    stuck_pod_grace_period=timedelta(seconds=20),
+    unschedulable_grace_period=timedelta(seconds=60),
+    # without forceDelete, pods on a dead node stay Terminating forever (as in Kubernetes)
+    force_delete=ForceDeleteConfig(
+        overdue_slack=timedelta(seconds=10),
+        node_unreachable_threshold=timedelta(seconds=30),
+    ),
     update_retry=UpdateRetry(
         max_attempts=2,
-        initial_delay=__import__("datetime").timedelta(seconds=10),
-        max_delay=__import__("datetime").timedelta(seconds=40),
+        initial_delay=timedelta(seconds=10),
+        max_delay=timedelta(seconds=40),
     ),
 )
 
