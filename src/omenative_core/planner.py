@@ -183,6 +183,7 @@ class _Planner:
         self.extra_conditions: dict[str, tuple[str, str, str]] = {}
         self.poll = False
         self._used_indexes: set[int] | None = None
+        self._shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = {}
         self._free_cursor = 0
 
     # ------------------------------------------------------------------ entry
@@ -317,15 +318,22 @@ class _Planner:
     def _expected(
         self, index: int, revision: str, incarnation: int, slot_ordinal: int
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        runners = self._runners(revision)
-        if runners is None:
-            return None
-        out: dict[str, tuple[Any, tuple[Runner, ...]]] = {}
-        multi = is_multi_pod(runners)
-        for slot in instance_slots(runners):
-            ordinal = slot.ordinal if multi else slot_ordinal
-            out[pod_name(self.prefix, index, slot.runner, ordinal)] = (slot, runners)
-        return out
+        """Pod name -> (slot, runners) of one attempt of Instance ``index``."""
+        shape = self._shapes.get(revision)
+        if shape is None:
+            runners = self._runners(revision)
+            if runners is None:
+                return None
+            shape = (instance_slots(runners), runners, is_multi_pod(runners))
+            self._shapes[revision] = shape
+        slots, runners, multi = shape
+        return {
+            pod_name(self.prefix, index, slot.runner, slot.ordinal if multi else slot_ordinal): (
+                slot,
+                runners,
+            )
+            for slot in slots
+        }
 
     def _matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         return (
@@ -759,6 +767,14 @@ class _Planner:
                 reloc, succeeded=True, completed_at=self.now
             )
         ready_since = row.ready_since if row.phase == "Ready" and row.ready_since else self.now
+        if (
+            row.phase == "Ready"
+            and row.operation is None
+            and row.running_revision == revision
+            and row.target_revision == revision
+            and row.ready_since == ready_since
+        ):
+            return row
         return evolve(
             row,
             phase="Ready",
@@ -2088,16 +2104,23 @@ class _Planner:
         if self._available(row):
             available = sum(1 for p in pods if p.ready)
         admitted = bool(pods) and not any(p.scheduling_gates for p in pods)
-        new = evolve(
+        ready_since = row.ready_since if row.phase == "Ready" else None
+        if (
+            row.pod_count == len(pods)
+            and row.serving_pod_count == serving
+            and row.available_pod_count == available
+            and row.admitted == admitted
+            and row.ready_since == ready_since
+        ):
+            return row
+        return evolve(
             row,
             pod_count=len(pods),
             serving_pod_count=serving,
             available_pod_count=available,
             admitted=admitted,
+            ready_since=ready_since,
         )
-        if new.phase != "Ready" and new.ready_since is not None:
-            new = evolve(new, ready_since=None)
-        return new
 
     def _conditions(
         self,
