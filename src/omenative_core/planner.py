@@ -1538,7 +1538,8 @@ class _Planner:
         return sum(
             1
             for r in self.rows.values()
-            if self._is_member(r) and (r.phase != "Ready" or r.operation is not None)
+            if self._is_member(r)
+            and (r.phase != "Ready" or r.operation is not None or not self._available(r))
         )
 
     # ------------------------------------------------------------------ annotations

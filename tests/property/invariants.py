@@ -207,6 +207,30 @@ def pause(snap: Snapshot, plan: Plan) -> None:
             assert op.type != "Restart", f"pause: Instance {row.index} restarted under Freeze"
 
 
+def migration(snap: Snapshot, plan: Plan) -> None:
+    """9. A migration's source drains only once its replacement serves; caps hold."""
+    rows = {r.index: r for r in plan.status.instances}
+    before = {
+        m.request_uuid: m.phase
+        for m in (snap.replica.status.migrations if snap.replica.status else ())
+    }
+    active = 0
+    for m in plan.status.migrations:
+        if m.phase in ("SurgePending", "SurgeReady", "Draining"):
+            active += 1
+        if m.phase == "Draining" and before.get(m.request_uuid) != "Draining":
+            surge = rows.get(m.surge_instance) if m.surge_instance is not None else None
+            assert surge is not None and surge.phase == "Ready", (
+                f"migration: {m.request_uuid} drains Instance {m.source_instance} before its "
+                f"replacement {m.surge_instance} is Ready"
+            )
+    audit = snap.config.audit
+    if audit is not None:
+        assert active <= audit.max_in_flight_migrations, (
+            f"migration: {active} in flight > cap {audit.max_in_flight_migrations}"
+        )
+
+
 def determinism(snap: Snapshot, plan: Plan) -> None:
     """12. The same snapshot always gives the same plan."""
     again = make_plan(snap)
@@ -242,5 +266,13 @@ def serving_floor(samples: Sequence[tuple[float, int]], desired: int, since: flo
             assert serving >= desired, f"surge_then_drain: {serving} serving at t={t}s < {desired}"
 
 
-ALL_STEP_INVARIANTS = (gang_integrity, identity, drain_before_delete, holds, deadlines, pause)
+ALL_STEP_INVARIANTS = (
+    gang_integrity,
+    identity,
+    drain_before_delete,
+    holds,
+    deadlines,
+    pause,
+    migration,
+)
 """Checked on every plan the state machine makes."""

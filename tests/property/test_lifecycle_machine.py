@@ -77,6 +77,10 @@ def replica_json(
     }
 
 
+def _stamp(world: World) -> str:
+    return world.time(world.now).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class LifecycleMachine(RuleBasedStateMachine):
     """Drives plan() against the simulated world and checks the invariants."""
 
@@ -318,6 +322,19 @@ class LifecycleMachine(RuleBasedStateMachine):
             world.advance(world.now + max(step, 0.5))
         snap = world.snapshot()
         converged(snap, make_plan(snap))
+        # 10. teardown: Instances drain before their pods go; the finalizer goes
+        world.patch_replica({"metadata": {"deletionTimestamp": _stamp(world)}})
+        for _ in range(200):
+            plan = self.reconcile(rounds=20)
+            if world.pod_count == 0 and "ome.io/ir-teardown" not in (
+                world.manifest["metadata"].get("finalizers") or []
+            ):
+                break
+            world.advance(world.now + 2)
+        assert world.pod_count == 0, f"teardown: {world.pod_count} pods left"
+        assert "ome.io/ir-teardown" not in (world.manifest["metadata"].get("finalizers") or []), (
+            "teardown: the finalizer was not released"
+        )
 
 
 LifecycleMachine.TestCase.settings = settings(

@@ -30,17 +30,30 @@ BOUND_SECONDS = 3600.0
 
 
 def _manifest(workers: int, replicas: int, image: str, strategy: str) -> dict[str, Any]:
-    tpl = {"spec": {"containers": [{"name": "ome-container", "image": image,
-                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    tpl = {
+        "spec": {
+            "containers": [
+                {
+                    "name": "ome-container",
+                    "image": image,
+                    "resources": {"limits": {"nvidia.com/gpu": 1}},
+                }
+            ]
+        }
+    }
     runners: list[dict[str, Any]] = (
-        [{"name": "leader", "template": tpl},
-         {"name": "worker", "size": workers, "template": tpl}]
-        if workers else [{"name": "default", "template": tpl}]
+        [{"name": "leader", "template": tpl}, {"name": "worker", "size": workers, "template": tpl}]
+        if workers
+        else [{"name": "default", "template": tpl}]
     )
     return {
         "metadata": {"name": "sweep", "namespace": "default"},
-        "spec": {"component": "engine", "replicas": replicas, "runners": runners,
-                 "lifecycle": {"updateStrategy": {"type": strategy}}},
+        "spec": {
+            "component": "engine",
+            "replicas": replicas,
+            "runners": runners,
+            "lifecycle": {"updateStrategy": {"type": strategy}},
+        },
     }
 
 
@@ -76,8 +89,7 @@ def test_change_image_and_count(workers: int, start: int, target: int, strategy:
     surge = resolve_budget("25%", max(start, target))
     nodes = (max(start, target) + max(surge, 1)) * pods_per  # 1 GPU per pod, 1 GPU per node
     world = World(
-        ClusterSpec(nodes=nodes, gpus_per_node=1, pod_start_seconds=START,
-                    pod_ready_seconds=READY),
+        ClusterSpec(nodes=nodes, gpus_per_node=1, pod_start_seconds=START, pod_ready_seconds=READY),
         _manifest(workers, start, "img:1", strategy),
         config=LifecycleConfig(instance_ready_timeout=timedelta(minutes=5)),
     )
@@ -88,11 +100,22 @@ def test_change_image_and_count(workers: int, start: int, target: int, strategy:
         spec = snap.replica.spec
         desired = 1 if spec.replicas is None else spec.replicas
         surge_ceiling(snap, p, resolve_budget("25%", desired))
-        assert not p.actions or isinstance(p.actions[0], UpdateStatus) or all(
-            a.kind in ("CreatePod", "CreatePodGroup", "CreateRevision", "SetServingGate",
-                       "SetFinalizer", "CreateObject")
-            and (a.kind != "SetServingGate" or getattr(a, "value", True))
-            for a in p.actions
+        assert (
+            not p.actions
+            or isinstance(p.actions[0], UpdateStatus)
+            or all(
+                a.kind
+                in (
+                    "CreatePod",
+                    "CreatePodGroup",
+                    "CreateRevision",
+                    "SetServingGate",
+                    "SetFinalizer",
+                    "CreateObject",
+                )
+                and (a.kind != "SetServingGate" or getattr(a, "value", True))
+                for a in p.actions
+            )
         ), "a destructive plan must open with its status write"
 
     _drive(world, check, until=BOUND_SECONDS)
