@@ -218,8 +218,10 @@ class _Planner:
             for index in sorted(self.rows):
                 self._advance(index)
             self._cleanup_orphan_pod_groups()
+            self._progress_migrations()
             self._rebuilds()
             self._scale()
+            self._progress_migrations()  # a scale-down may have condemned a source
             self._updates()
             self._migrations()
             self.book.keep_only(self._targeted_revisions())
@@ -1722,11 +1724,12 @@ class _Planner:
             }
         )
 
+    def _progress_migrations(self) -> None:
+        for m in [m for m in self.migrations.values() if m.phase in _ACTIVE_MIGRATION_PHASES]:
+            self._progress_migration(m)
+
     def _migrations(self) -> None:
         audit = self.config.audit
-        active = [m for m in self.migrations.values() if m.phase in _ACTIVE_MIGRATION_PHASES]
-        for m in list(active):
-            self._progress_migration(m)
         accepted = sorted(
             (m for m in self.migrations.values() if m.phase == "Accepted"),
             key=lambda m: (m.started_at or self.now, m.request_uuid),
@@ -1815,6 +1818,30 @@ class _Planner:
     def _progress_migration(self, m: MigrationStatus) -> None:
         surge = self.rows.get(m.surge_instance) if m.surge_instance is not None else None
         source = self.rows.get(m.source_instance)
+        condemned = [
+            r
+            for r in (source, surge)
+            if r is not None and r.operation is not None and r.operation.type == "Delete"
+        ]
+        if condemned and m.phase != "Draining":
+            # scale-down or teardown took the source or its replacement: the move is moot
+            for r in (source, surge):
+                if r is not None and r not in condemned:
+                    if r is surge:
+                        self.rows[r.index] = evolve(
+                            r,
+                            phase="Deleting",
+                            operation=self._op(
+                                "Delete", "Drain", r.target_revision, "MigrationCancelled"
+                            ),
+                        )
+                        self._advance(r.index)
+                    elif r.operation is not None and r.operation.type == "Migrate":
+                        self.rows[r.index] = evolve(r, operation=None, phase=self._steady_phase(r))
+            self._end_migration(
+                m, "Failed", "Cancelled", "the source or its replacement is being removed"
+            )
+            return
         if m.deadline is not None and self.now >= m.deadline and m.phase == "SurgePending":
             if surge is not None:
                 self.rows[surge.index] = evolve(
