@@ -1248,16 +1248,17 @@ class _Planner:
     def _members(self) -> list[InstanceStatus]:
         return [r for r in self.rows.values() if self._is_member(r)]
 
-    def _free_index(self) -> int:
-        """The lowest index no row or pod uses, reserved for the caller (amortised O(1))."""
+    def _free_index(self, start: int = 0) -> int:
+        """The lowest index at or above ``start`` that no row or pod uses, now reserved."""
         used = self._used_indexes
         if used is None:
             used = self._used_indexes = set(self.rows) | set(self.pods_by_index)
-        i = self._free_cursor
+        i = max(start, self._free_cursor) if start <= self._free_cursor else start
         while i in used:
             i += 1
         used.add(i)
-        self._free_cursor = i + 1
+        if start <= self._free_cursor:
+            self._free_cursor = i + 1
         return i
 
     def _available(self, row: InstanceStatus) -> bool:
@@ -1490,7 +1491,8 @@ class _Planner:
                 return
             room -= 1
             if self.policy.multi_pod or is_multi_pod(self._runners(target) or ()):
-                new_index = self._free_index()
+                # at or above the partition, so the replacement is not "below" it
+                new_index = self._free_index(self.policy.partition)
                 self.rows[new_index] = InstanceStatus(
                     index=new_index,
                     incarnation=1,

@@ -263,3 +263,44 @@ def test_absent_config_means_chart_defaults_and_null_turns_a_feature_off() -> No
     off = parse_lifecycle_config('{"updateRetry": null, "audit": null}')
     assert off.update_retry is None and off.audit is None
     assert off.instance_ready_timeout == timedelta(minutes=30)
+
+
+def test_partition_keeps_the_lowest_indexes_and_reports_staged() -> None:
+    world = _world(_manifest(replicas=3), nodes=12)
+    _run(world, 60)
+    world.patch_replica({"spec": {"pacing": {"partition": 1}}})
+    world.patch_replica(_runners_patch("img:2"))
+    _run(world, 600)
+    status = world.status
+    assert status is not None
+    by_index = {r.index: r.running_revision for r in status.instances}
+    old = [i for i, rev in by_index.items() if rev != status.update_revision]
+    assert old == [0] and len(by_index) == 3
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("True", "Staged")
+    assert ready.message.startswith("Staged at partition 1: 2/3 Instances on")
+    world.patch_replica({"spec": {"pacing": {"partition": 0}}})
+    _run(world, 600)
+    status = world.status
+    assert status is not None and status.updated_replicas == 3
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert ready.reason == "AllInstancesReady"
+
+
+def test_rollback_to_a_stored_revision_makes_it_the_target() -> None:
+    world = _world(_manifest(replicas=1))
+    _run(world, 60)
+    status = world.status
+    assert status is not None
+    first = status.update_revision
+    world.patch_replica(_runners_patch("img:2"))
+    _run(world, 300)
+    assert world.status is not None and world.status.update_revision != first
+    world.patch_replica({"spec": {"pacing": {"rollbackToRevision": first}}})
+    _run(world, 300)
+    status = world.status
+    assert status is not None
+    assert status.update_revision == first
+    assert [r.running_revision for r in status.instances] == [first]
+    images = {c["image"] for p in world.pods.values() for c in p.body["spec"]["containers"]}
+    assert images == {"img:1"}
