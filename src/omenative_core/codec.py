@@ -731,10 +731,10 @@ def routed_pods_from_endpoint_slices(slices: Iterable[Mapping[str, Any]]) -> fro
     """Names of the pods a Service routes to: endpoints that are ready.
 
     Rule: an endpoint counts when its ``targetRef`` is a Pod (or has no kind) with a name,
-    and ``conditions.ready`` is not False. An absent ``ready`` counts as ready, as the
-    EndpointSlice API defines. ``serving``/``terminating`` are not consulted: kube-proxy
-    sends traffic to serving-but-terminating endpoints only as a last resort when no ready
-    endpoint exists, and a draining pod must not be counted as in rotation.
+    and neither ``conditions.ready`` nor ``conditions.serving`` is False (absent counts as
+    true, as the EndpointSlice API defines). ``serving`` matters for a Service with
+    ``publishNotReadyAddresses`` (our headless Service): there ``ready`` stays true for a
+    pod that is not Ready, and only ``serving`` says it left rotation.
     """
     names: set[str] = set()
     for slc in slices:
@@ -743,7 +743,8 @@ def routed_pods_from_endpoint_slices(slices: Iterable[Mapping[str, Any]]) -> fro
             name = ref.get("name")
             if not isinstance(name, str) or not name or ref.get("kind", "Pod") != "Pod":
                 continue
-            if _obj(endpoint.get("conditions")).get("ready") is False:
+            conditions = _obj(endpoint.get("conditions"))
+            if conditions.get("ready") is False or conditions.get("serving") is False:
                 continue
             names.add(name)
     return frozenset(names)

@@ -687,6 +687,11 @@ def test_routed_pods_are_the_ready_pod_endpoints() -> None:
                     "conditions": {"ready": False, "serving": True, "terminating": True},
                 },
                 {"targetRef": {"kind": "Pod", "name": "d"}, "conditions": {"ready": False}},
+                {
+                    # publishNotReadyAddresses: ready stays true, serving says it left
+                    "targetRef": {"kind": "Pod", "name": "gated-off"},
+                    "conditions": {"ready": True, "serving": False},
+                },
                 {"conditions": {"ready": True}},  # no targetRef
                 {"targetRef": {"kind": "Node", "name": "node-1"}},
             ]
