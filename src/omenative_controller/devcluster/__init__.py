@@ -1,1 +1,1 @@
-"""Local control plane for tests: build, start and a kubelet stand-in (see docs/control-plane.md)."""
+"""Local control plane for tests: build, start, and a kubelet stand-in."""

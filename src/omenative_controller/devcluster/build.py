@@ -106,8 +106,8 @@ def _run(
         count = 0
         last_print = time.monotonic()
         last = ""
-        for line in proc.stdout:
-            line = line.rstrip("\n")
+        for raw in proc.stdout:
+            line = raw.rstrip("\n")
             # `go build -v` prints one package path per line: count them as progress
             if progress and line and " " not in line and not line.startswith("#"):
                 count += 1
@@ -148,9 +148,13 @@ def prepare_k8s_module(version: str, wdir: Path) -> None:
         # "require" block lines are `k8s.io/x v0.0.0`; a one-line require has a prefix
         if parts and parts[0] == "require":
             parts = parts[1:]
-        if len(parts) >= 2 and parts[0].startswith("k8s.io/") and parts[1] == "v0.0.0":
-            if parts[0] not in mods:
-                mods.append(parts[0])
+        if (
+            len(parts) >= 2
+            and parts[0].startswith("k8s.io/")
+            and parts[1] == "v0.0.0"
+            and parts[0] not in mods
+        ):
+            mods.append(parts[0])
     log(f"{len(mods)} staging modules to replace with {staging}")
     args = ["go", "mod", "edit", *[f"-replace={m}={m}@{staging}" for m in mods]]
     _run(args, wdir)

@@ -145,6 +145,9 @@ class Cluster:
     etcd_data_dir: Path | None = None
     _procs: list[_Proc] = attrs.Factory(list)
     kubelet: KubeletStandIn | None = None
+    #: True when the ``up`` command owns this process (then ``down`` may SIGTERM it)
+    cli_supervisor: bool = False
+    _wrote_pids: bool = False
 
     @property
     def state_dir(self) -> Path:
@@ -373,7 +376,9 @@ class Cluster:
 
     def _write_pids(self) -> None:
         data: dict[str, Any] = {
-            "supervisor": {"pid": os.getpid(), "exe": sys.executable},
+            "supervisor": {
+                "pid": os.getpid(), "exe": sys.executable, "cli": self.cli_supervisor,
+            },
             "components": {
                 p.name: {"pid": p.popen.pid, "exe": str(p.popen.args[0])}  # type: ignore[index]
                 for p in self._procs
@@ -386,6 +391,7 @@ class Cluster:
         tmp = self.state_dir / (PIDS_FILE + ".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(self.state_dir / PIDS_FILE)
+        self._wrote_pids = True
 
     # ---------------------------------------------------------------- kubelet stand-in
 
@@ -432,8 +438,10 @@ class Cluster:
         if self.etcd_data_dir is not None:
             shutil.rmtree(self.etcd_data_dir, ignore_errors=True)
             self.etcd_data_dir = None
-        with contextlib.suppress(OSError):
-            (self.state_dir / PIDS_FILE).unlink()
+        if self._wrote_pids:
+            with contextlib.suppress(OSError):
+                (self.state_dir / PIDS_FILE).unlink()
+            self._wrote_pids = False
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -474,11 +482,9 @@ def down(state_dir: Path, timeout: float = 20.0) -> list[str]:
     stopped: list[str] = []
     sup = pids.get("supervisor") or {}
     sup_pid = int(sup.get("pid", 0))
-    if sup_pid and sup_pid != os.getpid() and pid_alive(sup_pid):
+    if sup.get("cli") and sup_pid and sup_pid != os.getpid() and pid_alive(sup_pid):
         argv = _cmdline(sup_pid)
-        if any("omenative_controller.devcluster" in a for a in argv) or (
-            argv and argv[0] == sup.get("exe")
-        ):
+        if any("omenative_controller.devcluster" in a for a in argv):
             os.kill(sup_pid, signal.SIGTERM)
             stopped.append(f"supervisor ({sup_pid})")
             deadline = time.monotonic() + timeout
@@ -510,7 +516,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 
 async def run_up(options: ClusterOptions) -> int:
     """Start everything, print ``KUBECONFIG=<path>`` last on stdout, run until a signal."""
-    cluster = Cluster(options)
+    cluster = Cluster(options, cli_supervisor=True)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     # the start is blocking: a SIGTERM there must unwind like Ctrl-C so we clean up

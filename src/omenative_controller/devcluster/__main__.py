@@ -1,0 +1,100 @@
+"""Command line: ``python -m omenative_controller.devcluster {build,up,down,status}``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from omenative_controller.devcluster import build as build_mod
+
+# the cluster module (and kubernetes-asyncio) is imported lazily: `build` stays instant
+_state_dir = click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".state") / "devcluster",
+    show_default=True,
+    help="Folder for kubeconfig, certs, logs, pids.json and faults.json.",
+)
+
+
+@click.group()
+def cli() -> None:
+    """Local Kubernetes control plane with a kubelet stand-in, for tests and demos."""
+
+
+@cli.command("build")
+def build_cmd() -> None:
+    """Build (or find in the cache) the binaries; print their folder."""
+    sys.exit(build_mod.main())
+
+
+@cli.command()
+@_state_dir
+@click.option("--nodes", default=4, show_default=True, help="Fake nodes to register.")
+@click.option("--gpus-per-node", default=8, show_default=True, help="nvidia.com/gpu per node.")
+@click.option("--start-delay", default=0.5, show_default=True, help="Seconds bound -> Running.")
+@click.option("--ready-delay", default=0.5, show_default=True, help="Seconds Running -> Ready.")
+@click.option("--delete-delay", default=0.2, show_default=True,
+              help="Seconds before a terminating pod is finally deleted.")
+@click.option("--node-grace-seconds", default=20, show_default=True,
+              help="Controller-manager node-monitor-grace-period (time to NotReady).")
+@click.option("--no-build", is_flag=True, help="Fail instead of building missing binaries.")
+def up(
+    *,
+    state_dir: Path,
+    nodes: int,
+    gpus_per_node: int,
+    start_delay: float,
+    ready_delay: float,
+    delete_delay: float,
+    node_grace_seconds: int,
+    no_build: bool,
+) -> None:
+    """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
+    from omenative_controller.devcluster.cluster import ClusterOptions, run_up  # noqa: PLC0415
+
+    opts = ClusterOptions(
+        state_dir=state_dir,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        start_delay=start_delay,
+        ready_delay=ready_delay,
+        delete_delay=delete_delay,
+        node_grace_seconds=node_grace_seconds,
+        build_if_missing=not no_build,
+    )
+    sys.exit(asyncio.run(run_up(opts)))
+
+
+@cli.command("down")
+@_state_dir
+def down_cmd(state_dir: Path) -> None:
+    """Stop the processes recorded in the state folder's pids.json."""
+    from omenative_controller.devcluster.cluster import down  # noqa: PLC0415
+
+    stopped = down(state_dir)
+    click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+
+
+@cli.command()
+@_state_dir
+def status(state_dir: Path) -> None:
+    """Show the recorded processes and whether they are alive."""
+    from omenative_controller.devcluster.cluster import pid_alive, read_pids  # noqa: PLC0415
+
+    pids = read_pids(state_dir.resolve())
+    if pids is None:
+        click.echo("no cluster recorded")
+        sys.exit(1)
+    for name, rec in {"supervisor": pids["supervisor"], **pids["components"]}.items():
+        state = "alive" if pid_alive(int(rec["pid"])) else "gone"
+        click.echo(f"{name:24} {rec['pid']:>8} {state}")
+    click.echo(json.dumps({"ports": pids["ports"], "kubeconfig": pids["kubeconfig"]}))
+
+
+if __name__ == "__main__":
+    cli()
