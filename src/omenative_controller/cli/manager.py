@@ -1,0 +1,171 @@
+"""``omenative-manager``: run the OMENative Instance lifecycle manager against a cluster.
+
+    omenative-manager --kubeconfig ~/.kube/config            # any cluster
+    omenative-manager                                        # in-cluster service account
+
+SIGTERM or SIGINT stops it gracefully (in-flight reconciles finish, the Lease is released);
+a second signal stops it at once. Exit codes: 0 after a graceful stop, 2 for bad flags or
+an invalid lifecycle config (the message says which key), 1 for anything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+import click
+
+from omenative_controller.manager import Manager, ManagerOptions, StartupError, default_identity
+from omenative_controller.observability import configure_logging
+from omenative_core.model.timefmt import DurationError, parse_duration
+
+__all__ = ["main"]
+
+
+class _Duration(click.ParamType[float, object]):
+    """A Go duration (``15s``, ``1m30s``) or a plain number of seconds."""
+
+    name = "duration"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        text = str(value).strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            return parse_duration(text).total_seconds()
+        except DurationError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+DURATION = _Duration()
+
+
+async def _run(options: ManagerOptions) -> int:
+    manager = Manager(options)
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    signals = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            click.echo(f"omenative-manager: {signame}: stopping gracefully", err=True)
+            manager.stop()
+        elif task is not None:
+            click.echo(f"omenative-manager: {signame} again: stopping now", err=True)
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal, sig.name)
+    try:
+        await manager.run()
+    except asyncio.CancelledError:
+        return 1
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"],
+                                 "show_default": True})
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+              help="Kubeconfig file (default: in-cluster config, else $KUBECONFIG).")
+@click.option("--context", "kube_context", default=None, help="Kubeconfig context.")
+@click.option("--namespace", "namespaces", multiple=True,
+              help="Namespace to manage (repeatable; default: all).")
+@click.option("--config-namespace", default="ome",
+              help="Namespace of the inferenceservice-config ConfigMap.")
+@click.option("--config-name", default="inferenceservice-config",
+              help="ConfigMap holding the 'lifecycle' entry (absent: chart defaults).")
+@click.option("--lease-name", default="omenative-manager", help="Leader-election Lease name.")
+@click.option("--lease-namespace", default=None,
+              help="Lease namespace (default: --config-namespace).")
+@click.option("--lease-duration", type=DURATION, default="15s",
+              help="How long a standby waits before taking an unrenewed Lease.")
+@click.option("--renew-deadline", type=DURATION, default="10s",
+              help="The leader stops acting when it could not renew for this long.")
+@click.option("--retry-period", type=DURATION, default="2s",
+              help="Interval between acquire/renew attempts.")
+@click.option("--bind-address", default="0.0.0.0", help="Address of the metrics and probe ports.")
+@click.option("--metrics-port", type=int, default=8080, help="/metrics port (0: a free one).")
+@click.option("--probe-port", type=int, default=8081,
+              help="/healthz and /readyz port (0: a free one).")
+@click.option("--workers", type=click.IntRange(min=1), default=4, help="Concurrent reconciles.")
+@click.option("--qps", type=click.FloatRange(min=0), default=50.0,
+              help="Client-side API rate limit (requests per second; 0: unlimited).")
+@click.option("--burst", type=click.IntRange(min=1), default=100,
+              help="Client-side API burst.")
+@click.option("--request-timeout", type=DURATION, default="30s",
+              help="Timeout of every API request (watches: the connect and idle timeouts).")
+@click.option("--identity", default=None,
+              help="Leader-election identity (default: hostname_pid_random).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="info")
+@click.option("--log-format", type=click.Choice(["json", "console"]), default="json")
+def main(
+    kubeconfig: str | None,
+    kube_context: str | None,
+    namespaces: tuple[str, ...],
+    config_namespace: str,
+    config_name: str,
+    lease_name: str,
+    lease_namespace: str | None,
+    lease_duration: float,
+    renew_deadline: float,
+    retry_period: float,
+    bind_address: str,
+    metrics_port: int,
+    probe_port: int,
+    workers: int,
+    qps: float,
+    burst: int,
+    request_timeout: float,
+    identity: str | None,
+    log_level: str,
+    log_format: str,
+) -> None:
+    """Run the OMENative Instance lifecycle manager."""
+    configure_logging(log_level, json_logs=log_format == "json")
+    options = ManagerOptions(
+        kubeconfig=kubeconfig,
+        context=kube_context,
+        namespaces=tuple(namespaces),
+        config_namespace=config_namespace,
+        config_name=config_name,
+        lease_name=lease_name,
+        lease_namespace=lease_namespace,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+        bind_address=bind_address,
+        metrics_port=metrics_port,
+        probe_port=probe_port,
+        workers=workers,
+        qps=qps,
+        burst=burst,
+        request_timeout=request_timeout,
+        identity=identity or default_identity(),
+    )
+    try:
+        options.leader_config().validate()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        code = asyncio.run(_run(options))
+    except StartupError as exc:
+        click.echo(f"omenative-manager: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        code = 1
+    sys.exit(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

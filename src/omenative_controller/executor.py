@@ -1,0 +1,578 @@
+"""The executor: turn a Plan's actions into API calls, in order, stopping at the first failure.
+
+Rules (design.md, "The shell"):
+
+* Creates: 409 AlreadyExists is success (names are deterministic). 422 Invalid and 403
+  ``exceeded quota`` become a :class:`CreateError` that the *next* snapshot carries (kept
+  per InferenceReplica with a time; dropped once consumed or after a minute), and end the
+  pass.
+* Deletes carry a UID precondition; 404 NotFound and 409 (the precondition failed: the name
+  now belongs to a newer object) are success. ``force`` is ``gracePeriodSeconds: 0``.
+* ``UpdateStatus`` PUTs the status subresource with the observed resourceVersion; a 409
+  means the view was stale: the pass ends and the key is planned again at once. Writes to
+  the InferenceReplica itself (finalizer, annotations) carry the resourceVersion the pass
+  last saw, and their answers are written through to the cache.
+* ``SetServingGate`` and ``PatchPodImages`` are strategic merge patches that name the pod's
+  UID (a pod re-created under the same name is not touched; the server refuses the patch).
+* Before every call the write guard (the leader elector's ``may_act``) must agree.
+
+Events are sent separately by :class:`EventRecorder` (best effort, aggregated).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+from attrs import define, field
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    CONTROLLER_REVISIONS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    PODS,
+    Resource,
+    pod_groups,
+    resource_for,
+)
+from omenative_controller.observability import Metrics
+from omenative_core.codec import status_to_json
+from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_MANAGED_BY, MANAGED_BY, SERVING_GATE
+from omenative_core.model.observed import CreateError
+from omenative_core.model.plan import (
+    Action,
+    CreateObject,
+    CreatePod,
+    CreatePodGroup,
+    CreateRevision,
+    DeleteObject,
+    DeletePod,
+    DeletePodGroup,
+    DeleteRevision,
+    Event,
+    PatchPodImages,
+    Plan,
+    RecordAudit,
+    RemoveAnnotations,
+    SetFinalizer,
+    SetServingGate,
+    UpdateStatus,
+)
+
+__all__ = [
+    "AUDIT_KEY",
+    "AUDIT_LIMIT",
+    "ApplyResult",
+    "CreateErrorStore",
+    "EventRecorder",
+    "Executor",
+    "PassContext",
+]
+
+log = structlog.get_logger("omenative.executor")
+
+AUDIT_KEY = "history.json"
+"""The audit ConfigMap's key."""
+AUDIT_LIMIT = 200
+"""Audit entries kept."""
+CREATE_ERROR_TTL = 60.0
+"""Seconds a recorded create error waits for the next snapshot."""
+
+
+class _Stop(Exception):
+    """End the pass: ``outcome`` says how (conflict, create_error, failed, not_leader)."""
+
+    def __init__(self, outcome: str, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.reason = reason or outcome
+
+
+@define
+class CreateErrorStore:
+    """Create refusals per InferenceReplica key, waiting to be read by the next snapshot."""
+
+    ttl: float = CREATE_ERROR_TTL
+    clock: Callable[[], float] = time.monotonic
+    _errors: dict[str, list[tuple[float, CreateError]]] = field(factory=dict)
+
+    def record(self, key: str, error: CreateError) -> None:
+        """Keep ``error`` for ``key``."""
+        self._errors.setdefault(key, []).append((self.clock(), error))
+
+    def take(self, key: str) -> tuple[CreateError, ...]:
+        """The errors of ``key`` younger than the TTL; each is handed out once."""
+        items = self._errors.pop(key, [])
+        now = self.clock()
+        return tuple(e for t, e in items if now - t <= self.ttl)
+
+    def drop(self, key: str) -> None:
+        """Forget ``key`` (the object is gone)."""
+        self._errors.pop(key, None)
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._errors.values())
+
+
+@define
+class PassContext:
+    """What one pass knows about its InferenceReplica; ``raw`` follows our own writes."""
+
+    key: str
+    namespace: str
+    name: str
+    raw: JSON
+    prefix: str = ""
+    log: Any = None
+
+    @property
+    def uid(self) -> str:
+        """The InferenceReplica's UID."""
+        return str((self.raw.get("metadata") or {}).get("uid") or "")
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the pass last saw (or wrote)."""
+        return str((self.raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+@define
+class ApplyResult:
+    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed or not_leader."""
+
+    applied: int = 0
+    outcome: str = "ok"
+    message: str = ""
+    failed_kind: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Every action was applied."""
+        return self.outcome == "ok"
+
+
+def _instance_of(prefix: str, name: str, body: Mapping[str, Any] | None = None) -> int | None:
+    """The Instance index of an owned object, from its labels or ``{prefix}-{index}-...``."""
+    if body is not None:
+        raw = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE_INDEX)
+        if isinstance(raw, str) and raw.isdigit():
+            return int(raw)
+    if prefix and name.startswith(prefix + "-"):
+        head = name[len(prefix) + 1 :].split("-", 1)[0]
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def _instance_kw(index: int | None) -> dict[str, int]:
+    """``{"instance": index}`` for log binding, or nothing when unknown."""
+    return {} if index is None else {"instance": index}
+
+
+def _now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@define
+class Executor:
+    """Applies plans through a :class:`KubeClient`."""
+
+    client: KubeClient
+    create_errors: CreateErrorStore
+    metrics: Metrics | None = None
+    guard: Callable[[], bool] = lambda: True
+    encoding: Callable[[], tuple[str, int]] = lambda: ("ColumnarV2", 20000)
+    on_replica_written: Callable[[JSON], None] | None = None
+
+    async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
+        """Apply ``plan.actions`` in order; stop at the first failure."""
+        result = ApplyResult()
+        for action in plan.actions:
+            if not self.guard():
+                result.outcome = "not_leader"
+                result.message = "not the leader (or the lease is not renewed): no writes"
+                result.failed_kind = action.kind
+                return result
+            try:
+                await self._apply_one(action, ctx)
+            except _Stop as stop:
+                self._count_failure(action.kind, stop.reason)
+                result.outcome = stop.outcome
+                result.message = str(stop)
+                result.failed_kind = action.kind
+                return result
+            except ApiError as exc:
+                self._count_failure(action.kind, exc.reason)
+                result.outcome = "failed"
+                result.message = f"{action.kind}: {exc}"
+                result.failed_kind = action.kind
+                return result
+            result.applied += 1
+            if self.metrics is not None:
+                self.metrics.actions.labels(action.kind).inc()
+        return result
+
+    def _count_failure(self, kind: str, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.action_failures.labels(kind, reason).inc()
+
+    def _log(self, ctx: PassContext) -> Any:
+        return ctx.log if ctx.log is not None else log
+
+    async def _apply_one(self, action: Action, ctx: PassContext) -> None:
+        if isinstance(action, UpdateStatus):
+            await self._update_status(action, ctx)
+        elif isinstance(action, CreatePod):
+            await self._create(PODS, action.body, ctx, action.kind)
+        elif isinstance(action, CreatePodGroup):
+            version = str(action.body.get("apiVersion", "")).rpartition("/")[2] or "v1alpha1"
+            await self._create(pod_groups(version), action.body, ctx, action.kind)
+        elif isinstance(action, CreateRevision):
+            await self._create(CONTROLLER_REVISIONS, action.body, ctx, action.kind)
+        elif isinstance(action, CreateObject):
+            res = resource_for(str(action.body.get("apiVersion", "")),
+                               str(action.body.get("kind", "")))
+            await self._create(res, action.body, ctx, action.kind)
+        elif isinstance(action, DeletePod):
+            await self._delete(PODS, action.name, action.uid, ctx, action.kind,
+                               grace=0 if action.force else None, reason=action.reason)
+        elif isinstance(action, DeletePodGroup):
+            await self._delete(pod_groups(), action.name, action.uid, ctx, action.kind)
+        elif isinstance(action, DeleteRevision):
+            await self._delete(CONTROLLER_REVISIONS, action.name, action.uid, ctx, action.kind)
+        elif isinstance(action, DeleteObject):
+            await self._delete(resource_for(action.api_version, action.object_kind),
+                               action.name, "", ctx, action.kind)
+        elif isinstance(action, SetServingGate):
+            await self._set_gate(action, ctx)
+        elif isinstance(action, PatchPodImages):
+            await self._patch_images(action, ctx)
+        elif isinstance(action, SetFinalizer):
+            await self._set_finalizer(action, ctx)
+        elif isinstance(action, RemoveAnnotations):
+            await self._remove_annotations(action, ctx)
+        elif isinstance(action, RecordAudit):
+            await self._record_audit(action, ctx)
+        else:  # pragma: no cover - the Action union is closed
+            raise _Stop("failed", f"unknown action {action!r}")
+
+    # ------------------------------------------------------------------ the replica
+
+    def _wrote_replica(self, ctx: PassContext, obj: JSON) -> None:
+        ctx.raw = obj
+        if self.on_replica_written is not None:
+            self.on_replica_written(obj)
+
+    def _replica_conflict(self, exc: ApiError, what: str) -> _Stop:
+        if exc.conflict or exc.not_found:
+            return _Stop("conflict", f"{what}: {exc.reason} (the view was stale)", exc.reason)
+        if exc.invalid:
+            return _Stop("failed", f"{what} rejected: {exc.message}", exc.reason)
+        return _Stop("failed", f"{what}: {exc}", exc.reason)
+
+    async def _update_status(self, action: UpdateStatus, ctx: PassContext) -> None:
+        encoding, max_decoded = self.encoding()
+        status = status_to_json(action.status, encoding=encoding, max_decoded=max_decoded)
+        meta = ctx.raw.get("metadata") or {}
+        body = {
+            "apiVersion": INFERENCE_REPLICAS.api_version,
+            "kind": INFERENCE_REPLICAS.kind,
+            "metadata": {
+                "name": ctx.name,
+                "namespace": ctx.namespace,
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "spec": ctx.raw.get("spec") or {},
+            "status": status,
+        }
+        try:
+            obj = await self.client.replace(
+                INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
+            )
+        except ApiError as exc:
+            raise self._replica_conflict(exc, "status update") from None
+        self._wrote_replica(ctx, obj)
+
+    async def _set_finalizer(self, action: SetFinalizer, ctx: PassContext) -> None:
+        meta = ctx.raw.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        if action.present == (action.finalizer in current):
+            return
+        wanted = ([*current, action.finalizer] if action.present
+                  else [f for f in current if f != action.finalizer])
+        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
+                              "finalizers": wanted}}
+        try:
+            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace)
+        except ApiError as exc:
+            if exc.not_found and not action.present:
+                return  # already gone
+            raise self._replica_conflict(exc, "finalizer update") from None
+        self._wrote_replica(ctx, obj)
+        self._log(ctx).info("finalizer.set" if action.present else "finalizer.removed",
+                            finalizer=action.finalizer)
+
+    async def _remove_annotations(self, action: RemoveAnnotations, ctx: PassContext) -> None:
+        present = (ctx.raw.get("metadata") or {}).get("annotations") or {}
+        keys = [k for k in action.keys if k in present]
+        if not keys:
+            return
+        patch = {"metadata": {"annotations": dict.fromkeys(keys)}}
+        try:
+            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace)
+        except ApiError as exc:
+            raise self._replica_conflict(exc, "annotation removal") from None
+        self._wrote_replica(ctx, obj)
+
+    # ------------------------------------------------------------------ owned objects
+
+    def _owned_body(self, body: Mapping[str, Any], ctx: PassContext) -> dict[str, Any]:
+        out = dict(body)
+        meta = dict(out.get("metadata") or {})
+        meta.setdefault("namespace", ctx.namespace)
+        if not meta.get("ownerReferences") and ctx.uid:
+            meta["ownerReferences"] = [{
+                "apiVersion": INFERENCE_REPLICAS.api_version,
+                "kind": INFERENCE_REPLICAS.kind,
+                "name": ctx.name,
+                "uid": ctx.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }]
+        out["metadata"] = meta
+        return out
+
+    async def _create(
+        self, res: Resource, body: Mapping[str, Any], ctx: PassContext, kind: str
+    ) -> None:
+        obj = self._owned_body(body, ctx)
+        name = str(obj["metadata"].get("name", ""))
+        lg = self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, name, obj)))
+        try:
+            await self.client.create(res, obj, str(obj["metadata"]["namespace"]))
+        except ApiError as exc:
+            if exc.already_exists:
+                lg.debug("create.exists", kind=kind, name=name)
+                return
+            if exc.invalid or exc.quota_exceeded:
+                reason = "QuotaExceeded" if exc.quota_exceeded else "Invalid"
+                self.create_errors.record(ctx.key, CreateError(
+                    name=name, reason=reason, message=exc.message, at=datetime.now(UTC)))
+                lg.warning("create.refused", kind=kind, name=name, reason=reason,
+                           error=exc.message)
+                raise _Stop("create_error", f"create {name}: {reason}: {exc.message}",
+                            reason) from None
+            raise
+        lg.info("created", kind=kind, name=name)
+
+    async def _delete(
+        self, res: Resource, name: str, uid: str, ctx: PassContext, kind: str,
+        *, grace: int | None = None, reason: str = "",
+    ) -> None:
+        lg = self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, name)))
+        try:
+            await self.client.delete(res, name, ctx.namespace, uid=uid or None,
+                                     grace_period_seconds=grace)
+        except ApiError as exc:
+            if exc.not_found:
+                lg.debug("delete.gone", kind=kind, name=name)
+                return
+            if exc.status == 409:
+                lg.info("delete.precondition_failed", kind=kind, name=name, uid=uid)
+                return
+            raise
+        lg.info("deleted", kind=kind, name=name, uid=uid, force=grace == 0,
+                reason=reason or None)
+
+    async def _patch_pod(
+        self, name: str, patch: JSON, ctx: PassContext, kind: str, *, subresource: str | None
+    ) -> None:
+        try:
+            await self.client.patch(PODS, name, patch, ctx.namespace, patch_type="strategic",
+                                    subresource=subresource)
+        except ApiError as exc:
+            if exc.not_found or exc.status == 409 or (
+                exc.invalid and "uid" in exc.message.lower()
+            ):
+                raise _Stop("conflict", f"{kind} {name}: {exc.reason} (pod changed)",
+                            exc.reason) from None
+            raise
+
+    async def _set_gate(self, action: SetServingGate, ctx: PassContext) -> None:
+        value = "True" if action.value else "False"
+        patch = {
+            "metadata": {"uid": action.uid},
+            "status": {"conditions": [{
+                "type": SERVING_GATE,
+                "status": value,
+                "reason": "InstanceServing" if action.value else "InstanceDraining",
+                "message": ("all pods of the Instance are ready" if action.value
+                            else "the Instance is leaving rotation"),
+                "lastTransitionTime": _now_rfc3339(),
+            }]},
+        }
+        await self._patch_pod(action.name, patch, ctx, action.kind, subresource="status")
+        self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, action.name))).info(
+            "gate.set", pod=action.name, value=value)
+
+    async def _patch_images(self, action: PatchPodImages, ctx: PassContext) -> None:
+        meta: JSON = {"uid": action.uid}
+        if action.labels:
+            meta["labels"] = dict(action.labels)
+        patch = {
+            "metadata": meta,
+            "spec": {"containers": [{"name": n, "image": i}
+                                    for n, i in sorted(action.images.items())]},
+        }
+        await self._patch_pod(action.name, patch, ctx, action.kind, subresource=None)
+        self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, action.name))).info(
+            "pod.images_patched", pod=action.name, images=dict(action.images))
+
+    # ------------------------------------------------------------------ audit
+
+    async def _record_audit(self, action: RecordAudit, ctx: PassContext) -> None:
+        for _ in range(3):
+            try:
+                cm = await self.client.get(CONFIG_MAPS, action.config_map, ctx.namespace)
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+                body = {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": action.config_map, "namespace": ctx.namespace,
+                                 "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+                    "data": {AUDIT_KEY: _audit_text([], action.entries)},
+                }
+                try:
+                    await self.client.create(CONFIG_MAPS, body, ctx.namespace)
+                    return
+                except ApiError as exc2:
+                    if exc2.already_exists:
+                        continue
+                    raise
+            data = cm.get("data") or {}
+            try:
+                old = json.loads(data.get(AUDIT_KEY) or "{}").get("entries") or []
+            except (ValueError, AttributeError):
+                self._log(ctx).warning("audit.unreadable", config_map=action.config_map)
+                old = []
+            text = _audit_text(old, action.entries)
+            if text == data.get(AUDIT_KEY):
+                return
+            meta = dict(cm.get("metadata") or {})
+            meta.pop("managedFields", None)
+            cm = {**cm, "metadata": meta, "data": {**data, AUDIT_KEY: text}}
+            try:
+                await self.client.replace(CONFIG_MAPS, action.config_map, cm, ctx.namespace)
+                return
+            except ApiError as exc:
+                if exc.conflict:
+                    continue
+                raise
+        raise _Stop("conflict", f"audit {action.config_map}: kept conflicting")
+
+
+def _audit_text(old: Sequence[Any], new: Sequence[Mapping[str, Any]]) -> str:
+    entries = list(old)
+    for entry in new:
+        if dict(entry) not in entries:
+            entries.append(dict(entry))
+    return json.dumps({"entries": entries[-AUDIT_LIMIT:]}, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------- events
+
+
+@define
+class EventRecorder:
+    """Kubernetes Events on the InferenceReplica, aggregated like client-go's correlator.
+
+    The same (type, reason, message) on the same object within ``window`` seconds bumps
+    ``count`` on the existing Event instead of creating another. Failures are logged, never
+    raised: an Event is a courtesy, not part of the reconcile.
+    """
+
+    client: KubeClient
+    identity: str = "omenative-manager"
+    metrics: Metrics | None = None
+    guard: Callable[[], bool] = lambda: True
+    window: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+    _seen: dict[tuple[str, ...], tuple[str, int, float]] = field(factory=dict)
+
+    async def emit(self, ctx: PassContext, events: Sequence[Event]) -> None:
+        """Send ``events`` on the InferenceReplica of ``ctx``."""
+        for event in events:
+            if not self.guard():
+                return
+            await self._emit_one(ctx, event)
+
+    async def emit_raw(self, ctx: PassContext, type_: str, reason: str, message: str) -> None:
+        """Send one Event that is not from a plan (validation and decode errors)."""
+        await self.emit(ctx, [Event(type=type_, reason=reason, message=message)])
+
+    async def _emit_one(self, ctx: PassContext, event: Event) -> None:
+        now = self.clock()
+        key = (ctx.namespace, ctx.name, ctx.uid, event.type, event.reason, event.message)
+        stamp = _now_rfc3339()
+        lg = ctx.log if ctx.log is not None else log
+        lg = lg.bind(**_instance_kw(event.instance))
+        seen = self._seen.get(key)
+        if self.metrics is not None:
+            self.metrics.events.labels(event.type, event.reason).inc()
+        lg.info("event", type=event.type, reason=event.reason, message=event.message)
+        if seen is not None and now - seen[2] < self.window:
+            name, count, _ = seen
+            try:
+                await self.client.patch(
+                    EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, ctx.namespace,
+                    patch_type="strategic",
+                )
+                self._seen[key] = (name, count + 1, now)
+                return
+            except ApiError as exc:
+                if not exc.not_found:
+                    lg.warning("event.patch_failed", reason=exc.reason, error=exc.message)
+                    return
+        digest = hashlib.sha256(
+            f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
+        name = f"{ctx.name}.{digest}"
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ctx.namespace},
+            "involvedObject": {
+                "apiVersion": INFERENCE_REPLICAS.api_version,
+                "kind": INFERENCE_REPLICAS.kind,
+                "name": ctx.name,
+                "namespace": ctx.namespace,
+                "uid": ctx.uid,
+            },
+            "reason": event.reason,
+            "message": event.message[:1024],
+            "type": event.type,
+            "source": {"component": "omenative-manager"},
+            "reportingComponent": "omenative-manager",
+            "reportingInstance": self.identity,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.client.create(EVENTS, body, ctx.namespace)
+            self._seen[key] = (name, 1, now)
+        except ApiError as exc:
+            lg.warning("event.create_failed", reason=exc.reason, error=exc.message)
+        if len(self._seen) > 4096:
+            cutoff = now - self.window
+            self._seen = {k: v for k, v in self._seen.items() if v[2] >= cutoff}

@@ -1,0 +1,389 @@
+"""Watch caches: one informer per resource, keeping only slim views.
+
+An informer LISTs (paginated), then WATCHes from the list's resourceVersion with bookmarks.
+A 410 (at the watch's start or as an ERROR event) re-lists; a stream that breaks (payload
+errors, disconnects, read timeouts) resumes from the last resourceVersion after a backoff,
+and re-lists after several failures in a row. Objects are turned into slim views by a
+``view`` function as they arrive (the raw JSON is dropped), keyed ``namespace/name`` (or
+``name`` for cluster-scoped resources), with secondary indexes (``owner``, ``node``, ...).
+
+``on_change(namespace, old, new)`` runs for every add, update and delete whose view
+changed: equal views (a node heartbeat, a pod's status timestamp) wake nobody.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+import aiohttp
+import structlog
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import Resource
+
+__all__ = [
+    "Backoff",
+    "IndexFunc",
+    "Informer",
+    "InformerObserver",
+    "object_key",
+    "resource_version_newer",
+]
+
+V = TypeVar("V")
+
+IndexFunc = Callable[[str | None, Any], Iterable[str]]
+"""(namespace, view) -> the index values of that object."""
+
+log = structlog.get_logger("omenative.informer")
+
+
+class InformerObserver(Protocol):
+    """Receives informer events (metrics)."""
+
+    def watch_restart(self, resource: str, reason: str) -> None:
+        """A watch stream ended and is restarted (``reason``: timeout, gone, error...)."""
+
+    def cache_size(self, resource: str, size: int) -> None:
+        """The cache now holds ``size`` objects."""
+
+
+class _NullObserver:
+    def watch_restart(self, resource: str, reason: str) -> None:
+        return None
+
+    def cache_size(self, resource: str, size: int) -> None:
+        return None
+
+
+class Backoff:
+    """Exponential backoff with jitter: ``base * 2**n`` capped at ``cap``."""
+
+    def __init__(self, base: float = 0.2, cap: float = 30.0) -> None:
+        self.base = base
+        self.cap = cap
+        self.failures = 0
+
+    def next(self) -> float:
+        """The next delay (seconds) and count one more failure."""
+        delay = min(self.cap, self.base * (2.0 ** self.failures))
+        self.failures += 1
+        return delay * (0.5 + random.random() / 2)
+
+    def reset(self) -> None:
+        """After a success."""
+        self.failures = 0
+
+
+def object_key(namespace: str | None, name: str) -> str:
+    """``namespace/name``, or ``name`` for a cluster-scoped object."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def resource_version_newer(new: str, old: str) -> bool:
+    """True unless ``new`` is provably older than ``old`` (etcd revisions are integers)."""
+    try:
+        return int(new) >= int(old)
+    except ValueError:
+        return True
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old: re-list."""
+
+
+class Informer(Generic[V]):
+    """A list+watch cache of one resource over some namespaces (None: all)."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        view: Callable[[JSON], V],
+        *,
+        namespaces: Sequence[str] | None = None,
+        label_selector: str | None = None,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        on_change: Callable[[str | None, V | None, V | None], None] | None = None,
+        observer: InformerObserver | None = None,
+        page_size: int = 500,
+        watch_timeout: tuple[int, int] = (240, 360),
+        read_timeout: float = 120.0,
+        relist_after_failures: int = 5,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.view = view
+        self.label_selector = label_selector
+        self.scopes: tuple[str | None, ...] = (
+            tuple(namespaces) if (namespaces and resource.namespaced) else (None,)
+        )
+        self.indexers = dict(indexers or {})
+        self.on_change = on_change
+        self.observer: InformerObserver = observer or _NullObserver()
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.read_timeout = read_timeout
+        self.relist_after_failures = relist_after_failures
+        self._store: dict[str, V] = {}
+        self._ns_of: dict[str, str | None] = {}
+        self._rv_of: dict[str, str] = {}
+        self._index_values: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self.indexers}
+        self._scope_synced: dict[str | None, bool] = dict.fromkeys(self.scopes, False)
+        self.synced = asyncio.Event()
+        self.name = resource.plural
+
+    # ------------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def get(self, key: str) -> V | None:
+        """The view stored under ``namespace/name`` (or ``name``)."""
+        return self._store.get(key)
+
+    def items(self) -> Iterator[tuple[str, V]]:
+        """Every (key, view)."""
+        return iter(list(self._store.items()))
+
+    def key_list(self) -> list[str]:
+        """Every key."""
+        return list(self._store)
+
+    def store(self) -> Mapping[str, V]:
+        """The live store (read it without awaiting in between)."""
+        return self._store
+
+    def namespace_of(self, key: str) -> str | None:
+        """The namespace of a stored object."""
+        return self._ns_of.get(key)
+
+    def by_index(self, index: str, value: str) -> list[V]:
+        """Views whose ``index`` function gave ``value``."""
+        keys = self._indices[index].get(value, ())
+        return [self._store[k] for k in sorted(keys) if k in self._store]
+
+    def index_keys(self, index: str, value: str) -> list[str]:
+        """Keys whose ``index`` function gave ``value``."""
+        return sorted(self._indices[index].get(value, ()))
+
+    # ------------------------------------------------------------------ writing
+
+    def _put(self, key: str, namespace: str | None, view: V, rv: str) -> None:
+        old = self._store.get(key)
+        self._store[key] = view
+        self._ns_of[key] = namespace
+        self._rv_of[key] = rv
+        self._reindex(key, namespace, view)
+        if old != view and self.on_change is not None:
+            self.on_change(namespace, old, view)
+
+    def _remove(self, key: str) -> None:
+        old = self._store.pop(key, None)
+        namespace = self._ns_of.pop(key, None)
+        self._rv_of.pop(key, None)
+        self._reindex(key, namespace, None)
+        if old is not None and self.on_change is not None:
+            self.on_change(namespace, old, None)
+
+    def _reindex(self, key: str, namespace: str | None, view: V | None) -> None:
+        old_values = self._index_values.pop(key, {})
+        for name, values in old_values.items():
+            for value in values:
+                bucket = self._indices[name].get(value)
+                if bucket is not None:
+                    bucket.discard(key)
+                    if not bucket:
+                        del self._indices[name][value]
+        if view is None:
+            return
+        new_values: dict[str, tuple[str, ...]] = {}
+        for name, func in self.indexers.items():
+            values = tuple(v for v in func(namespace, view) if v)
+            new_values[name] = values
+            for value in values:
+                self._indices[name].setdefault(value, set()).add(key)
+        self._index_values[key] = new_values
+
+    def _ingest(self, obj: JSON) -> tuple[str, str | None, V, str] | None:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not isinstance(name, str):
+            return None
+        namespace = meta.get("namespace") if self.resource.namespaced else None
+        rv = str(meta.get("resourceVersion") or "")
+        try:
+            view = self.view(obj)
+        except Exception as exc:  # a bad object must not stop the cache
+            log.warning("informer.bad_object", resource=self.name, name=name,
+                        namespace=namespace, error=str(exc))
+            return None
+        return object_key(namespace, name), namespace, view, rv
+
+    def upsert_if_newer(self, obj: JSON) -> None:
+        """Write-through of an object we just wrote, unless the cache already has newer."""
+        got = self._ingest(obj)
+        if got is None:
+            return
+        key, namespace, view, rv = got
+        old_rv = self._rv_of.get(key)
+        if old_rv is not None and not resource_version_newer(rv, old_rv):
+            return
+        self._put(key, namespace, view, rv)
+
+    def clear(self) -> None:
+        """Drop everything (the resource went away); deletes are reported."""
+        for key in list(self._store):
+            self._remove(key)
+        self.synced.clear()
+        for scope in self._scope_synced:
+            self._scope_synced[scope] = False
+
+    # ------------------------------------------------------------------ list + watch
+
+    async def _list(self, scope: str | None) -> str:
+        """LIST every page of ``scope``, replace that scope's objects; return the list RV."""
+        while True:
+            seen: dict[str, tuple[str | None, V, str]] = {}
+            token: str | None = None
+            rv = ""
+            try:
+                while True:
+                    page = await self.client.list(
+                        self.resource, scope, label_selector=self.label_selector,
+                        limit=self.page_size, continue_token=token,
+                    )
+                    for obj in page.get("items") or ():
+                        got = self._ingest(obj)
+                        if got is not None:
+                            seen[got[0]] = got[1:]
+                    meta = page.get("metadata") or {}
+                    rv = str(meta.get("resourceVersion") or rv)
+                    token = meta.get("continue") or None
+                    if not token:
+                        break
+            except ApiError as exc:
+                if exc.gone and token:  # the continue token expired: start over
+                    continue
+                raise
+            break
+        for key in [k for k, ns in self._ns_of.items() if scope is None or ns == scope]:
+            if key not in seen:
+                self._remove(key)
+        for key, (namespace, view, obj_rv) in seen.items():
+            self._put(key, namespace, view, obj_rv)
+        self.observer.cache_size(self.name, len(self._store))
+        self._scope_synced[scope] = True
+        if all(self._scope_synced.values()):
+            self.synced.set()
+        return rv
+
+    def _apply(self, kind: str, obj: JSON) -> None:
+        got = self._ingest(obj)
+        if got is None:
+            return
+        key, namespace, view, rv = got
+        if kind == "DELETED":
+            self._remove(key)
+        else:
+            self._put(key, namespace, view, rv)
+        self.observer.cache_size(self.name, len(self._store))
+
+    async def _watch_once(self, scope: str | None, rv: str) -> str:
+        lo, hi = self.watch_timeout
+        async with self.client.watch(
+            self.resource, scope, resource_version=rv, label_selector=self.label_selector,
+            timeout_seconds=random.randint(lo, hi), read_timeout=self.read_timeout,
+        ) as events:
+            async for event in events:
+                kind = event.get("type")
+                obj = event.get("object") or {}
+                if kind == "ERROR":
+                    code = obj.get("code") if isinstance(obj, dict) else None
+                    if code == 410:
+                        raise _Gone()
+                    raise ApiError(int(code or 0), str(obj.get("reason") or "WatchError"),
+                                   str(obj.get("message") or ""))
+                new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+                if kind in ("ADDED", "MODIFIED", "DELETED"):
+                    self._apply(kind, obj)
+                if new_rv:
+                    rv = new_rv
+        return rv
+
+    async def _run_scope(self, scope: str | None) -> None:
+        backoff = Backoff()
+        rv: str | None = None
+        failures = 0
+        while True:
+            if rv is None:
+                try:
+                    rv = await self._list(scope)
+                    backoff.reset()
+                    failures = 0
+                except ApiError as exc:
+                    level = "info" if exc.not_found else "warning"
+                    getattr(log, level)("informer.list_failed", resource=self.name,
+                                        namespace=scope, status=exc.status, reason=exc.reason,
+                                        error=exc.message)
+                    await asyncio.sleep(backoff.next())
+                    continue
+            try:
+                rv = await self._watch_once(scope, rv)
+                self.observer.watch_restart(self.name, "timeout")
+                backoff.reset()
+                failures = 0
+                continue
+            except _Gone:
+                self.observer.watch_restart(self.name, "gone")
+                log.info("informer.relist", resource=self.name, namespace=scope, why="410")
+                rv = None
+                continue
+            except ApiError as exc:
+                reason = "gone" if exc.gone else "error"
+                self.observer.watch_restart(self.name, reason)
+                if exc.gone:
+                    rv = None
+                    continue
+                log.warning("informer.watch_failed", resource=self.name, namespace=scope,
+                            status=exc.status, reason=exc.reason, error=exc.message)
+            except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+                self.observer.watch_restart(self.name, "stream_error")
+                log.info("informer.stream_broken", resource=self.name, namespace=scope,
+                         error=repr(exc))
+            except Exception as exc:  # never let one bad event end the cache
+                self.observer.watch_restart(self.name, "bug")
+                log.exception("informer.unexpected", resource=self.name, namespace=scope,
+                              error=repr(exc))
+                rv = None
+            failures += 1
+            if failures >= self.relist_after_failures:
+                rv = None
+            await asyncio.sleep(backoff.next())
+
+    async def run(self) -> None:
+        """List and watch every scope until cancelled."""
+        tasks = [asyncio.create_task(self._run_scope(s), name=f"informer-{self.name}-{s}")
+                 for s in self.scopes]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every scope was listed once; False on timeout."""
+        try:
+            await asyncio.wait_for(self.synced.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True

@@ -1,0 +1,191 @@
+"""The work queue: deduplicated keys, one worker per key at a time, delays and backoff.
+
+The semantics are client-go's ``workqueue``: a key added while it waits is not added twice;
+a key added while a worker holds it is queued again only when that worker calls ``done``
+(so two workers never reconcile one key at once); ``add_after`` keeps the earliest pending
+time per key; ``add_rate_limited`` waits ``base * 2**failures`` (capped) and ``forget``
+resets the count after a success. ``shutdown`` stops handing out keys; ``wait_idle`` waits
+for the keys in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["WorkQueue"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkQueue(Generic[K]):
+    """An asyncio work queue with per-key serialisation, dedupe, delays and backoff."""
+
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.05,
+        max_delay: float = 60.0,
+        on_depth: Callable[[int], None] | None = None,
+    ) -> None:
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self._on_depth = on_depth
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._failures: dict[K, int] = {}
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._idle_waiters: list[asyncio.Future[None]] = []
+        self._shutdown = False
+
+    # ------------------------------------------------------------------ state
+
+    def __len__(self) -> int:
+        """Keys waiting for a worker (not counting delayed or in-flight keys)."""
+        return len(self._queue)
+
+    @property
+    def in_flight(self) -> int:
+        """Keys a worker holds now."""
+        return len(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Keys with a pending delayed add."""
+        return len(self._timers)
+
+    @property
+    def shutting_down(self) -> bool:
+        """True after ``shutdown``."""
+        return self._shutdown
+
+    def failures(self, key: K) -> int:
+        """Consecutive rate-limited requeues of ``key`` since the last ``forget``."""
+        return self._failures.get(key, 0)
+
+    def _depth_changed(self) -> None:
+        if self._on_depth is not None:
+            self._on_depth(len(self._queue))
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    # ------------------------------------------------------------------ adding
+
+    def add(self, key: K) -> None:
+        """Queue ``key`` now (no-op if already waiting; deferred while in flight)."""
+        if self._shutdown or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key in self._processing:
+            return
+        self._queue.append(key)
+        self._depth_changed()
+        self._wake_one()
+
+    def add_after(self, key: K, delay: float) -> None:
+        """Queue ``key`` after ``delay`` seconds; an earlier pending time wins."""
+        if self._shutdown:
+            return
+        if delay <= 0:
+            self.add(key)
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + delay
+        existing = self._timers.get(key)
+        if existing is not None:
+            if existing.when() <= due:
+                return
+            existing.cancel()
+        self._timers[key] = loop.call_at(due, self._fire, key)
+
+    def _fire(self, key: K) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its exponential backoff; return the delay used."""
+        n = self._failures.get(key, 0)
+        self._failures[key] = n + 1
+        delay = min(self.max_delay, self.base_delay * (2.0 ** n))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        """Reset ``key``'s backoff (after a successful pass)."""
+        self._failures.pop(key, None)
+
+    def discard(self, key: K) -> None:
+        """Drop every trace of ``key`` that is not in flight (the object is gone)."""
+        self._failures.pop(key, None)
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    # ------------------------------------------------------------------ taking
+
+    async def get(self) -> K | None:
+        """The next key (the caller must call ``done``); None once shut down."""
+        while True:
+            if self._shutdown:
+                return None
+            if self._queue:
+                key = self._queue.popleft()
+                self._dirty.discard(key)
+                self._processing.add(key)
+                self._depth_changed()
+                return key
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._wake_one()  # pass the wake-up on
+                raise
+
+    def done(self, key: K) -> None:
+        """The worker finished ``key``; re-queue it if it was added meanwhile."""
+        self._processing.discard(key)
+        if key in self._dirty and not self._shutdown:
+            self._queue.append(key)
+            self._depth_changed()
+            self._wake_one()
+        if not self._processing:
+            for fut in self._idle_waiters:
+                if not fut.done():
+                    fut.set_result(None)
+            self._idle_waiters.clear()
+
+    # ------------------------------------------------------------------ stopping
+
+    def shutdown(self) -> None:
+        """Stop handing out keys and cancel the delayed adds."""
+        self._shutdown = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no key is in flight; False on timeout."""
+        if not self._processing:
+            return True
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._idle_waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            return False
+        return True

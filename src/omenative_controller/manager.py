@@ -1,0 +1,732 @@
+"""The manager: watch caches -> snapshot -> ``plan`` -> executor, one key at a time.
+
+Startup: read the lifecycle config (``inferenceservice-config`` ConfigMap, key
+``lifecycle``; absent means chart defaults, invalid is a :class:`StartupError`), start the
+probe/metrics servers and the watch caches (reads only), then campaign for the Lease. Only
+the leader runs workers, and the executor checks the Lease before every write, so a standby
+never writes. Leadership lost: workers are cancelled at once. Graceful stop (``stop()``,
+SIGTERM in the CLI): no new keys, in-flight reconciles finish, the Lease is released.
+Cancelling :meth:`Manager.run` is a hard kill (nothing is drained or released), which is
+what a crash looks like to the cluster.
+
+A reconcile pass for ``namespace/name``: decode the cached InferenceReplica (a decode or
+validation problem is reported as ``Ready=False`` with the reason and a Warning Event, and
+nothing else is done), build the :class:`Snapshot` from the caches (pods, PodGroups and
+ControllerRevisions by the ``ome.io/inferencereplica`` label, all nodes, the routed pods of
+the ``{prefix}-headless`` EndpointSlices, the create errors of the last pass, wall-clock
+``now``), call ``plan``, apply it, send its Events, and requeue: at once (rate limited) on
+a conflict or an error, else after ``plan.requeue_after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from types import MappingProxyType
+from typing import Any
+
+import structlog
+from attrs import define, field, frozen
+
+from omenative_controller.executor import (
+    ApplyResult,
+    CreateErrorStore,
+    EventRecorder,
+    Executor,
+    PassContext,
+)
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.crdwatch import CrdPresence
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    CONTROLLER_REVISIONS,
+    ENDPOINT_SLICES,
+    INFERENCE_REPLICAS,
+    NODES,
+    POD_GROUP_CRD,
+    PODS,
+    SERVICES,
+    pod_groups,
+)
+from omenative_controller.kube.workqueue import WorkQueue
+from omenative_controller.leader import LeaderConfig, LeaderElector
+from omenative_controller.observability import Metrics, ProbeServer
+from omenative_core import planner
+from omenative_core.codec import (
+    CodecError,
+    node_view_from_json,
+    pod_group_view_from_json,
+    pod_view_from_json,
+    replica_from_json,
+    revision_view_from_json,
+    routed_pods_from_endpoint_slices,
+)
+from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
+from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
+from omenative_core.model.observed import NodeView, PodView, Snapshot
+from omenative_core.model.plan import Plan
+from omenative_core.render import headless_service_name, validate_replica
+
+__all__ = [
+    "LIFECYCLE_KEY",
+    "Manager",
+    "ManagerOptions",
+    "StartupError",
+    "WorkQueue",
+    "default_identity",
+]
+
+log = structlog.get_logger("omenative.manager")
+
+LIFECYCLE_KEY = "lifecycle"
+"""The ConfigMap key holding the lifecycle JSON."""
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
+
+
+class StartupError(RuntimeError):
+    """The manager cannot start (invalid lifecycle config, API unreachable); exit non-zero."""
+
+
+def default_identity() -> str:
+    """``hostname_pid_random``: unique per process, readable in the Lease."""
+    return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+@define(kw_only=True)
+class ManagerOptions:
+    """Everything the CLI flags set (seconds for durations)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()
+    config_namespace: str = "ome"
+    config_name: str = "inferenceservice-config"
+    lease_name: str = "omenative-manager"
+    lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    bind_address: str = "0.0.0.0"
+    metrics_port: int | None = 8080
+    probe_port: int | None = 8081
+    workers: int = 4
+    qps: float = 50.0
+    burst: int = 100
+    request_timeout: float = 30.0
+    identity: str = field(factory=default_identity)
+    config_reload_seconds: float = 30.0
+    crd_poll_seconds: float = 5.0
+    resync_seconds: float = 600.0
+    shutdown_timeout: float = 30.0
+    startup_timeout: float = 60.0
+    backoff_base: float = 0.05
+    backoff_max: float = 60.0
+
+    def leader_config(self) -> LeaderConfig:
+        """The Lease settings."""
+        return LeaderConfig(
+            name=self.lease_name,
+            namespace=self.lease_namespace or self.config_namespace,
+            identity=self.identity,
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
+
+
+# ---------------------------------------------------------------------------- slim views
+
+
+@frozen
+class ObjectRef:
+    """The slim view of an object we only need to know exists (the headless Service)."""
+
+    name: str
+    uid: str
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def label(self, key: str) -> str | None:
+        """One label's value."""
+        return dict(self.labels).get(key)
+
+
+def _replica_view(obj: JSON) -> JSON:
+    """The InferenceReplica as the API sent it, minus ``managedFields``."""
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("managedFields", None)
+    return {**obj, "metadata": meta}
+
+
+def _ref_view(obj: JSON) -> ObjectRef:
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    return ObjectRef(str(meta.get("name", "")), str(meta.get("uid", "")),
+                     tuple(sorted((str(k), str(v)) for k, v in labels.items())))
+
+
+def _endpoint_conditions(raw: Any) -> JSON:
+    """Endpoint conditions with ``ready`` meaning "in rotation" for every Service kind.
+
+    The headless Service publishes not-ready addresses (DNS must resolve before Ready), and
+    for such a Service the EndpointSlice controller forces ``ready: true`` on every
+    endpoint. ``serving`` still follows the pod's Ready condition (which includes the
+    ``ome.io/serving`` gate), so "routed" is recomputed as the controller does for an
+    ordinary Service: ``serving and not terminating``. Without ``serving`` (old API
+    servers) ``ready`` is kept as sent.
+    """
+    conds = dict(raw or {})
+    serving = conds.get("serving")
+    if isinstance(serving, bool):
+        conds["ready"] = serving and conds.get("terminating") is not True
+    return conds
+
+
+def _slice_view(obj: JSON) -> JSON:
+    """What ``routed_pods_from_endpoint_slices`` reads, plus the owning labels."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    endpoints = []
+    for ep in obj.get("endpoints") or ():
+        ref = ep.get("targetRef") or {}
+        endpoints.append({
+            "targetRef": {"kind": ref.get("kind"), "name": ref.get("name")},
+            "conditions": _endpoint_conditions(ep.get("conditions")),
+        })
+    return {
+        "metadata": {"name": meta.get("name"), "labels": {
+            k: labels[k] for k in (SERVICE_NAME_LABEL, LABEL_REPLICA) if k in labels}},
+        "endpoints": endpoints,
+    }
+
+
+def _labels_of(view: Any) -> dict[str, str]:
+    if isinstance(view, ObjectRef):
+        return dict(view.labels)
+    if isinstance(view, dict):
+        return dict((view.get("metadata") or {}).get("labels") or {})
+    labels = getattr(view, "labels", None)
+    return dict(labels) if labels else {}
+
+
+def _owner_index(namespace: str | None, view: Any) -> list[str]:
+    owner = _labels_of(view).get(LABEL_REPLICA)
+    return [f"{namespace}/{owner}"] if owner and namespace else []
+
+
+def _node_index(_: str | None, view: Any) -> list[str]:
+    node = getattr(view, "node_name", None)
+    return [node] if node else []
+
+
+def _service_index(namespace: str | None, view: Any) -> list[str]:
+    svc = _labels_of(view).get(SERVICE_NAME_LABEL)
+    return [f"{namespace}/{svc}"] if svc and namespace else []
+
+
+# ---------------------------------------------------------------------------- the manager
+
+
+class Manager:
+    """One omenative manager: caches, election, workers, probes."""
+
+    def __init__(
+        self,
+        options: ManagerOptions,
+        *,
+        metrics: Metrics | None = None,
+        plan_fn: Callable[[Snapshot], Plan] | None = None,
+    ) -> None:
+        self.options = options
+        self.metrics = metrics or Metrics()
+        self.plan_fn = plan_fn or planner.plan
+        self.config = LifecycleConfig()
+        self.client: KubeClient | None = None
+        self.queue: WorkQueue[str] | None = None
+        self.create_errors = CreateErrorStore()
+        self.elector: LeaderElector | None = None
+        self.executor: Executor | None = None
+        self.recorder: EventRecorder | None = None
+        self.replicas: Informer[JSON] | None = None
+        self.pods: Informer[PodView] | None = None
+        self.nodes: Informer[NodeView] | None = None
+        self.revisions: Informer[Any] | None = None
+        self.services: Informer[ObjectRef] | None = None
+        self.slices: Informer[JSON] | None = None
+        self.pod_group_crd: CrdPresence | None = None
+        self.servers: list[ProbeServer] = []
+        self.metrics_port: int | None = None
+        self.probe_port: int | None = None
+        self.started = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._config_text: str | None = None
+
+    # ------------------------------------------------------------------ public
+
+    def stop(self) -> None:
+        """Ask for a graceful stop (finish in-flight passes, release the Lease)."""
+        self._stop.set()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this manager holds the Lease."""
+        return self.elector is not None and self.elector.is_leader
+
+    def caches_synced(self) -> bool:
+        """Every watch cache listed once (and the PodGroup one, when its CRD is present)."""
+        informers = (self.replicas, self.pods, self.nodes, self.revisions, self.services,
+                     self.slices)
+        if any(i is None or not i.synced.is_set() for i in informers):
+            return False
+        crd = self.pod_group_crd
+        if crd is None or not crd.checked.is_set():
+            return False
+        return crd.informer is None or crd.present
+
+    def readiness(self) -> tuple[bool, str]:
+        """/readyz: ready once the caches are synced."""
+        if self.caches_synced():
+            return True, "ok (leader)" if self.is_leader else "ok (standby)"
+        return False, "caches not synced"
+
+    def health(self) -> tuple[bool, str]:
+        """/healthz: unhealthy when a background task died."""
+        for task in self._tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                return False, f"{task.get_name()} failed: {task.exception()!r}"
+        return True, "ok"
+
+    async def run(self) -> None:
+        """Run until :meth:`stop` (graceful) or cancellation (hard kill)."""
+        opts = self.options
+        self._stop = asyncio.Event()
+        self.client = await KubeClient.connect(
+            opts.kubeconfig, context=opts.context, qps=opts.qps, burst=opts.burst,
+            timeout=opts.request_timeout, observer=self.metrics,
+        )
+        try:
+            self.config = await self._initial_config()
+            await self._start_servers()
+            self._build()
+            self._spawn(self._config_loop(), "config-reload")
+            self._spawn(self._resync_loop(), "resync")
+            self._spawn(self._sync_gauge(), "sync-gauge")
+            self.started.set()
+            log.info("manager.started", identity=opts.identity,
+                     namespaces=list(opts.namespaces) or "all",
+                     lease=f"{opts.leader_config().namespace}/{opts.lease_name}",
+                     metrics_port=self.metrics_port, probe_port=self.probe_port)
+            assert self.elector is not None
+            await self.elector.run(self._stop)
+            log.info("manager.stopped", identity=opts.identity)
+        finally:
+            await self._teardown()
+
+    # ------------------------------------------------------------------ startup
+
+    async def _read_config(self) -> str | None:
+        assert self.client is not None
+        opts = self.options
+        try:
+            cm = await self.client.get(CONFIG_MAPS, opts.config_name, opts.config_namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        value = (cm.get("data") or {}).get(LIFECYCLE_KEY)
+        return value if isinstance(value, str) else None
+
+    def _parse(self, text: str | None) -> LifecycleConfig:
+        opts = self.options
+        try:
+            return parse_lifecycle_config(text)
+        except ConfigError as exc:
+            raise StartupError(
+                f"Failed to initialize lifecycle configuration from ConfigMap "
+                f"{opts.config_namespace}/{opts.config_name} key {LIFECYCLE_KEY!r}: {exc}"
+            ) from exc
+
+    async def _initial_config(self) -> LifecycleConfig:
+        opts = self.options
+        deadline = time.monotonic() + opts.startup_timeout
+        while True:
+            try:
+                text = await self._read_config()
+                break
+            except ApiError as exc:
+                if time.monotonic() > deadline or not exc.retriable:
+                    raise StartupError(
+                        f"cannot read ConfigMap {opts.config_namespace}/{opts.config_name}: "
+                        f"{exc}"
+                    ) from exc
+                log.warning("config.read_failed", error=str(exc))
+                await asyncio.sleep(1.0)
+        cfg = self._parse(text)
+        self._config_text = text
+        log.info("config.loaded", source=f"{opts.config_namespace}/{opts.config_name}",
+                 defaults=text is None)
+        return cfg
+
+    async def _start_servers(self) -> None:
+        opts = self.options
+        if opts.metrics_port is not None and opts.metrics_port == opts.probe_port != 0:
+            server = ProbeServer(metrics=self.metrics, ready=self.readiness, healthy=self.health)
+            port = await server.start(opts.bind_address, opts.metrics_port)
+            self.servers.append(server)
+            self.metrics_port = self.probe_port = port
+            return
+        if opts.metrics_port is not None:
+            server = ProbeServer(metrics=self.metrics, ready=self.readiness, healthy=self.health)
+            self.metrics_port = await server.start(opts.bind_address, opts.metrics_port)
+            self.servers.append(server)
+        if opts.probe_port is not None:
+            server = ProbeServer(metrics=None, ready=self.readiness, healthy=self.health)
+            self.probe_port = await server.start(opts.bind_address, opts.probe_port)
+            self.servers.append(server)
+        log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
+                 address=opts.bind_address)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        self._tasks.append(asyncio.create_task(coro, name=name))
+
+    def _build(self) -> None:
+        client = self.client
+        assert client is not None
+        ns = self.options.namespaces or None
+        m = self.metrics
+
+        self.replicas = Informer(client, INFERENCE_REPLICAS, _replica_view, namespaces=ns,
+                                 on_change=self._on_replica, observer=m)
+        self.pods = Informer(client, PODS, pod_view_from_json, namespaces=ns,
+                             label_selector=MANAGED_SELECTOR,
+                             indexers={"owner": _owner_index, "node": _node_index},
+                             on_change=self._on_owned, observer=m)
+        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self._on_node,
+                              observer=m)
+        self.revisions = Informer(client, CONTROLLER_REVISIONS, revision_view_from_json,
+                                  namespaces=ns, label_selector=MANAGED_SELECTOR,
+                                  indexers={"owner": _owner_index}, on_change=self._on_owned,
+                                  observer=m)
+        self.services = Informer(client, SERVICES, _ref_view, namespaces=ns,
+                                 label_selector=MANAGED_SELECTOR, on_change=self._on_owned,
+                                 observer=m)
+        self.slices = Informer(client, ENDPOINT_SLICES, _slice_view, namespaces=ns,
+                               label_selector=LABEL_REPLICA,
+                               indexers={"service": _service_index}, on_change=self._on_slice,
+                               observer=m)
+
+        def make_pod_groups(version: str) -> Informer[Any]:
+            return Informer(client, pod_groups(version), pod_group_view_from_json,
+                            namespaces=ns, label_selector=MANAGED_SELECTOR,
+                            indexers={"owner": _owner_index}, on_change=self._on_owned,
+                            observer=m)
+
+        self.pod_group_crd = CrdPresence(client, POD_GROUP_CRD, make_pod_groups,
+                                         interval=self.options.crd_poll_seconds,
+                                         on_change=lambda _present: self._enqueue_all())
+        for inf in (self.replicas, self.pods, self.nodes, self.revisions, self.services,
+                    self.slices):
+            self._spawn(inf.run(), f"informer-{inf.name}")
+        self._spawn(self.pod_group_crd.run(), "crd-podgroups")
+
+        self.elector = LeaderElector(
+            client, self.options.leader_config(),
+            on_started=self._on_started_leading, on_stopped=self._on_stopped_leading,
+            on_state=lambda v: self.metrics.leader.set(1 if v else 0),
+        )
+        self.executor = Executor(
+            client, self.create_errors, metrics=m, guard=self.elector.may_act,
+            encoding=lambda: (self.config.instance_status_encoding,
+                              self.config.max_decoded_instances),
+            on_replica_written=self.replicas.upsert_if_newer,
+        )
+        self.recorder = EventRecorder(client, identity=self.options.identity, metrics=m,
+                                      guard=self.elector.may_act)
+
+    # ------------------------------------------------------------------ event handlers
+
+    def _enqueue(self, key: str) -> None:
+        if self.queue is not None:
+            self.queue.add(key)
+
+    def _enqueue_all(self) -> None:
+        if self.replicas is not None:
+            for key in self.replicas.key_list():
+                self._enqueue(key)
+
+    def _on_replica(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        obj = new if new is not None else old
+        name = ((obj or {}).get("metadata") or {}).get("name")
+        if namespace and name:
+            self._enqueue(f"{namespace}/{name}")
+
+    def _on_owned(self, namespace: str | None, old: Any, new: Any) -> None:
+        for view in (old, new):
+            for key in _owner_index(namespace, view) if view is not None else ():
+                self._enqueue(key)
+
+    def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        for view in (old, new):
+            if view is None or not namespace:
+                continue
+            labels = _labels_of(view)
+            owner = labels.get(LABEL_REPLICA)
+            svc = labels.get(SERVICE_NAME_LABEL, "")
+            if not owner and svc.endswith("-headless"):
+                owner = svc[: -len("-headless")]
+            if owner:
+                self._enqueue(f"{namespace}/{owner}")
+
+    def _on_node(self, _: str | None, old: NodeView | None, new: NodeView | None) -> None:
+        node = new if new is not None else old
+        if node is None or self.pods is None:
+            return
+        owners: set[str] = set()
+        for key in self.pods.index_keys("node", node.name):
+            pod = self.pods.get(key)
+            owners.update(_owner_index(self.pods.namespace_of(key), pod) if pod else ())
+        for key in owners:
+            self._enqueue(key)
+
+    # ------------------------------------------------------------------ leadership
+
+    async def _wait_synced(self) -> None:
+        while not self.caches_synced():
+            if self._stop.is_set():
+                return
+            await asyncio.sleep(0.05)
+
+    async def _on_started_leading(self) -> None:
+        await self._wait_synced()
+        opts = self.options
+        queue: WorkQueue[str] = WorkQueue(base_delay=opts.backoff_base,
+                                          max_delay=opts.backoff_max,
+                                          on_depth=self.metrics.queue_depth.set)
+        self.queue = queue
+        self._enqueue_all()
+        self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
+                         for i in range(max(1, opts.workers))]
+        log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
+
+    async def _on_stopped_leading(self) -> None:
+        queue, self.queue = self.queue, None
+        if queue is not None:
+            queue.shutdown()
+            graceful = self._stop.is_set()  # else: lost the Lease, or killed
+            if graceful and not await queue.wait_idle(self.options.shutdown_timeout):
+                log.warning("manager.drain_timeout", in_flight=queue.in_flight)
+        for task in self._workers:
+            task.cancel()
+        for task in self._workers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._workers = []
+        self.metrics.queue_depth.set(0)
+        log.info("manager.standby")
+
+    # ------------------------------------------------------------------ background loops
+
+    async def _config_loop(self) -> None:
+        opts = self.options
+        while True:
+            await asyncio.sleep(opts.config_reload_seconds)
+            try:
+                text = await self._read_config()
+            except ApiError as exc:
+                self.metrics.config_reloads.labels("read_error").inc()
+                log.warning("config.reload_failed", error=str(exc))
+                continue
+            if text == self._config_text:
+                self.metrics.config_reloads.labels("unchanged").inc()
+                continue
+            try:
+                cfg = parse_lifecycle_config(text)
+            except ConfigError as exc:
+                self.metrics.config_reloads.labels("invalid").inc()
+                log.error("config.invalid_kept_previous", error=str(exc))
+                continue
+            self._config_text = text
+            self.config = cfg
+            self.metrics.config_reloads.labels("changed").inc()
+            log.info("config.reloaded")
+            self._enqueue_all()
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.resync_seconds)
+            self._enqueue_all()
+
+    async def _sync_gauge(self) -> None:
+        while True:
+            self.metrics.caches_synced.set(1 if self.caches_synced() else 0)
+            await asyncio.sleep(0.5)
+
+    # ------------------------------------------------------------------ workers
+
+    async def _worker(self, queue: WorkQueue[str]) -> None:
+        while True:
+            key = await queue.get()
+            if key is None:
+                return
+            try:
+                await self._process(key, queue)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.metrics.reconcile_errors.labels("exception").inc()
+                log.exception("reconcile.crashed", key=key, error=repr(exc))
+                queue.add_rate_limited(key)
+            finally:
+                queue.done(key)
+
+    async def _process(self, key: str, queue: WorkQueue[str]) -> None:
+        started = time.monotonic()
+        result_label = "ok"
+        try:
+            result_label = await self._reconcile(key, queue)
+        except Exception:
+            result_label = "exception"
+            raise
+        finally:
+            self.metrics.reconcile_duration.labels(result_label).observe(
+                time.monotonic() - started)
+
+    def snapshot(self, key: str, replica: Any) -> Snapshot:
+        """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
+        assert self.pods is not None and self.nodes is not None
+        assert self.revisions is not None and self.services is not None
+        assert self.slices is not None
+        namespace = replica.metadata.namespace
+        service = headless_service_name(replica.prefix)
+        crd = self.pod_group_crd
+        pg_informer = crd.informer if crd is not None and crd.present else None
+        pod_groups_map = (
+            {v.name: v for v in pg_informer.by_index("owner", key)} if pg_informer else {}
+        )
+        return Snapshot(
+            replica=replica,
+            now=datetime.now(UTC),
+            pods=tuple(self.pods.by_index("owner", key)),
+            nodes=MappingProxyType(self.nodes.store()),
+            pod_groups=pod_groups_map,
+            pod_group_crd=pg_informer is not None,
+            routed_pods=routed_pods_from_endpoint_slices(
+                self.slices.by_index("service", f"{namespace}/{service}")),
+            revisions=tuple(self.revisions.by_index("owner", key)),
+            create_errors=self.create_errors.take(key),
+            config=self.config,
+            headless_service_exists=self.services.get(f"{namespace}/{service}") is not None,
+        )
+
+    async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
+        assert self.replicas is not None and self.executor is not None
+        raw = self.replicas.get(key)
+        if raw is None:
+            self.create_errors.drop(key)
+            queue.discard(key)
+            return "gone"
+        namespace, _, name = key.partition("/")
+        lg = log.bind(namespace=namespace, replica=name)
+        ctx = PassContext(key=key, namespace=namespace, name=name, raw=raw, log=lg)
+        try:
+            replica = replica_from_json(raw, max_decoded=self.config.max_decoded_instances)
+        except CodecError as exc:
+            where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
+                "InvalidSpec")
+            await self._reject(ctx, where, str(exc))
+            return "rejected"
+        ctx.prefix = replica.prefix
+        ctx.log = lg = lg.bind(isvc=replica.isvc_name, component=replica.spec.component)
+        problems = validate_replica(replica)
+        if problems:
+            await self._reject(ctx, "InvalidSpec", "; ".join(problems))
+            return "rejected"
+        snap = self.snapshot(key, replica)
+        plan = self.plan_fn(snap)
+        result = await self.executor.apply(plan, ctx)
+        if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
+            await self.recorder.emit(ctx, plan.events)
+        self._requeue(key, queue, plan, result)
+        if not result.ok:
+            lg.info("reconcile.stopped", outcome=result.outcome, applied=result.applied,
+                    action=result.failed_kind, error=result.message)
+        elif plan.actions:
+            lg.debug("reconcile.applied", actions=len(plan.actions))
+        return result.outcome
+
+    def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
+        if result.outcome == "not_leader":
+            return
+        if result.ok:
+            queue.forget(key)
+        else:
+            self.metrics.reconcile_errors.labels(result.outcome).inc()
+            queue.add_rate_limited(key)
+        if plan.requeue_after is not None:
+            queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
+
+    async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
+        """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""
+        assert self.client is not None
+        ctx.log.warning("replica.rejected", reason=reason, error=message)
+        if self.elector is None or not self.elector.may_act():
+            return
+        status = dict(ctx.raw.get("status") or {})
+        conditions = [dict(c) for c in status.get("conditions") or () if isinstance(c, dict)]
+        current = next((c for c in conditions if c.get("type") == "Ready"), None)
+        if current is not None and (current.get("status"), current.get("reason"),
+                                    current.get("message")) == ("False", reason, message):
+            return  # already reported: stay quiet
+        generation = (ctx.raw.get("metadata") or {}).get("generation")
+        ready: dict[str, Any] = {
+            "type": "Ready", "status": "False", "reason": reason, "message": message[:32768],
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        if isinstance(generation, int):
+            ready["observedGeneration"] = generation
+        conditions = [c for c in conditions if c.get("type") != "Ready"] + [ready]
+        patch = {"metadata": {"resourceVersion": ctx.resource_version},
+                 "status": {"conditions": conditions}}
+        try:
+            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,
+                                          subresource="status")
+        except ApiError as exc:
+            ctx.log.warning("replica.reject_status_failed", reason=exc.reason,
+                            error=exc.message)
+            if self.queue is not None and exc.conflict:
+                self.queue.add_rate_limited(ctx.key)
+            return
+        assert self.replicas is not None
+        self.replicas.upsert_if_newer(obj)
+        if self.recorder is not None:
+            await self.recorder.emit_raw(ctx, "Warning", reason, message[:1000])
+
+    # ------------------------------------------------------------------ teardown
+
+    async def _teardown(self) -> None:
+        for task in self._workers:
+            task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in [*self._workers, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._workers, self._tasks = [], []
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                await server.stop()
+        self.servers = []
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.close()
+        self.metrics.leader.set(0)

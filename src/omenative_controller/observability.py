@@ -1,0 +1,227 @@
+"""Metrics, probes and logs of the manager.
+
+* Prometheus metrics on a per-manager registry (two managers can run in one process, as the
+  tests do): reconcile latency, queue depth, actions by kind, every API request by verb,
+  resource and code (reads included), write calls, API errors, leadership, cache sizes and
+  watch restarts.
+* An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
+  (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
+* structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+__all__ = ["WRITE_VERBS", "Metrics", "ProbeServer", "configure_logging"]
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+"""API verbs that change the cluster (counted by ``omenative_api_writes_total``)."""
+
+
+class Metrics:
+    """The manager's Prometheus metrics, on their own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.reconcile_duration = Histogram(
+            "omenative_reconcile_duration_seconds",
+            "Time of one reconcile pass (snapshot, plan, apply), by result.",
+            ["result"],
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.queue_depth = Gauge(
+            "omenative_queue_depth", "InferenceReplica keys waiting for a worker.", registry=r
+        )
+        self.actions = Counter(
+            "omenative_actions", "Plan actions applied successfully, by kind.", ["kind"],
+            registry=r,
+        )
+        self.action_failures = Counter(
+            "omenative_action_failures", "Plan actions that failed, by kind and reason.",
+            ["kind", "reason"], registry=r,
+        )
+        self.api_requests = Counter(
+            "omenative_api_requests",
+            "Every Kubernetes API request the manager made, by verb, resource and HTTP code "
+            "(timeout / error without an answer).",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.api_writes = Counter(
+            "omenative_api_writes",
+            "Write requests (create, update, patch, delete), by resource.",
+            ["resource"],
+            registry=r,
+        )
+        self.api_errors = Counter(
+            "omenative_api_errors",
+            "API requests that did not succeed, by verb, resource and code.",
+            ["verb", "resource", "code"],
+            registry=r,
+        )
+        self.api_latency = Histogram(
+            "omenative_api_request_duration_seconds", "API request latency, by verb.", ["verb"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            "omenative_leader", "1 while this manager holds the Lease and acts.", registry=r
+        )
+        self.caches_synced = Gauge(
+            "omenative_caches_synced", "1 once every watch cache has listed.", registry=r
+        )
+        self.watch_restarts = Counter(
+            "omenative_watch_restarts", "Watch streams restarted, by resource and reason.",
+            ["resource", "reason"], registry=r,
+        )
+        self.cache_objects = Gauge(
+            "omenative_cache_objects", "Objects held per watch cache.", ["resource"], registry=r
+        )
+        self.reconcile_errors = Counter(
+            "omenative_reconcile_errors", "Reconcile passes that ended in an error, by reason.",
+            ["reason"], registry=r,
+        )
+        self.events = Counter(
+            "omenative_events", "Kubernetes Events emitted, by type and reason.",
+            ["type", "reason"], registry=r,
+        )
+        self.config_reloads = Counter(
+            "omenative_config_reloads", "Lifecycle config reads, by result.", ["result"],
+            registry=r,
+        )
+
+    # ------------------------------------------------------------------ observers
+
+    def api_request(self, verb: str, resource: str, code: str, seconds: float) -> None:
+        """Count one API request (the KubeClient's observer hook)."""
+        self.api_requests.labels(verb, resource, code).inc()
+        self.api_latency.labels(verb).observe(seconds)
+        if verb in WRITE_VERBS:
+            self.api_writes.labels(resource).inc()
+        if not code.startswith("2"):
+            self.api_errors.labels(verb, resource, code).inc()
+
+    def watch_restart(self, resource: str, reason: str) -> None:
+        """Count a watch restart (the informer's observer hook)."""
+        self.watch_restarts.labels(resource, reason).inc()
+
+    def cache_size(self, resource: str, size: int) -> None:
+        """Record a cache size (the informer's observer hook)."""
+        self.cache_objects.labels(resource).set(size)
+
+    # ------------------------------------------------------------------ reading back
+
+    def sample(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """Sum of the samples called ``name`` whose labels include ``labels``."""
+        total = 0.0
+        for family in self.registry.collect():
+            for s in family.samples:
+                if s.name != name:
+                    continue
+                if labels and any(s.labels.get(k) != v for k, v in labels.items()):
+                    continue
+                total += s.value
+        return total
+
+    def writes(self, *, exclude: tuple[str, ...] = ("leases",)) -> float:
+        """``omenative_api_writes_total`` summed over resources, Lease renewals excluded."""
+        total = 0.0
+        for family in self.registry.collect():
+            for s in family.samples:
+                if s.name == "omenative_api_writes_total" and s.labels.get("resource") not in (
+                    exclude
+                ):
+                    total += s.value
+        return total
+
+
+class ProbeServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on one port."""
+
+    def __init__(
+        self,
+        *,
+        metrics: Metrics | None,
+        ready: Callable[[], tuple[bool, str]],
+        healthy: Callable[[], tuple[bool, str]] = lambda: (True, "ok"),
+        name: str = "probes",
+    ) -> None:
+        self.metrics = metrics
+        self.ready = ready
+        self.healthy = healthy
+        self.name = name
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        if self.metrics is None:
+            return web.Response(status=404, text="no metrics here\n")
+        body = generate_latest(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        ok, detail = self.healthy()
+        return web.Response(status=200 if ok else 503, text=detail + "\n")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        ok, detail = self.ready()
+        return web.Response(status=200 if ok else 503, text=detail + "\n")
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0: a free port); return the port."""
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        self._runner = runner
+        server = site._server  # the bound socket tells the port picked for 0
+        sockets: Any = getattr(server, "sockets", None) or ()
+        self.port = int(sockets[0].getsockname()[1]) if sockets else port
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def configure_logging(level: str = "info", *, json_logs: bool = True) -> None:
+    """structlog to stdout: JSON lines (or console text) with level, time and bound context."""
+    lvl = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    renderer: Any = (
+        structlog.processors.JSONRenderer() if json_logs else structlog.dev.ConsoleRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stdout),
+        cache_logger_on_first_use=False,
+    )

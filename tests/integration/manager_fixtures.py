@@ -1,0 +1,492 @@
+"""Fixtures and helpers for the manager's integration tests (real API server, in-process manager).
+
+Import the fixtures into a test module with ``from manager_fixtures import *`` (pytest puts
+this folder on ``sys.path``). Every test gets its own namespace; its manager watches only
+that namespace, reads its lifecycle ConfigMap and holds its Lease there, so tests never see
+each other. The PodGroup CRD is cluster-wide: the ``pod_group_crd`` / ``no_pod_group_crd``
+fixtures install or remove it for one test.
+
+Helpers poll with deadlines (``eventually``); a failing wait says what it waited for and
+what it saw last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+import yaml
+from attrs import define, field
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    CRDS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    POD_GROUP_CRD,
+    PODS,
+    Resource,
+)
+from omenative_controller.manager import Manager, ManagerOptions
+from omenative_controller.observability import configure_logging
+
+__all__ = [
+    "POD_GROUP_CRD_FILE",
+    "REPO",
+    "TEST_LIFECYCLE",
+    "ManagerHandle",
+    "PodRecorder",
+    "apply_crd",
+    "conditions",
+    "delete_crd",
+    "eventually",
+    "gate",
+    "get_replica",
+    "ir_crd",
+    "kube",
+    "list_pods",
+    "live_instances",
+    "no_pod_group_crd",
+    "patch_replica",
+    "pod_group_crd",
+    "replica_body",
+    "replica_condition",
+    "start_manager",
+    "warning_events",
+]
+
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[2]
+IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
+POD_GROUP_CRD_FILE = Path(__file__).resolve().parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
+
+TEST_LIFECYCLE: dict[str, Any] = {
+    "instanceReadyTimeout": "60s",
+    "stuckPodGracePeriod": "5m",
+    "unschedulableGracePeriod": "60s",
+    "updateRetry": {"maxAttempts": 2, "initialDelay": "1s", "maxDelay": "2s", "multiplier": 2.0},
+    "teardown": {"deadline": "2m"},
+    "gangScheduleTimeout": {"min": "10s", "max": "60s"},
+    "requeue": {"operation": "1s", "gate": "1s"},
+    "instanceStatusEncoding": "DenseV1",
+}
+"""A test-sized lifecycle config: short deadlines and backoffs."""
+
+
+# ---------------------------------------------------------------------------- waiting
+
+
+async def eventually(
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 60.0,
+    interval: float = 0.25,
+    what: str = "condition",
+) -> T:
+    """Poll ``check`` until it returns something truthy; fail with the last value seen."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = await check()
+            if last:
+                return last
+        except (ApiError, AssertionError, KeyError, LookupError) as exc:
+            last = exc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: "
+                                 f"{last!r}"[:3000])
+        await asyncio.sleep(interval)
+
+
+# ---------------------------------------------------------------------------- cluster access
+
+
+@pytest.fixture(scope="session")
+async def kube(kubeconfig_path: Path) -> AsyncIterator[KubeClient]:
+    """A raw-JSON client for the test's own reads and writes (no rate limit)."""
+    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def apply_crd(kube: KubeClient, path: Path) -> str:
+    """Create or replace the CRD in ``path``; return its name once Established."""
+    body = yaml.safe_load(path.read_text())
+    name = body["metadata"]["name"]
+    try:
+        current = await kube.get(CRDS, name)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        await kube.create(CRDS, body)
+    else:
+        if current["metadata"].get("deletionTimestamp"):
+            await _wait_crd_gone(kube, name)
+            await kube.create(CRDS, body)
+        else:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            await kube.replace(CRDS, name, body)
+
+    async def established() -> bool:
+        crd = await kube.get(CRDS, name)
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or ())
+
+    await eventually(established, timeout=30, what=f"CRD {name} Established")
+    return str(name)
+
+
+async def _wait_crd_gone(kube: KubeClient, name: str) -> None:
+    async def gone() -> bool:
+        try:
+            await kube.get(CRDS, name)
+        except ApiError as exc:
+            if exc.not_found:
+                return True
+            raise
+        return False
+
+    await eventually(gone, timeout=60, what=f"CRD {name} deleted")
+
+
+async def delete_crd(kube: KubeClient, name: str) -> None:
+    """Delete a CRD and wait until it is gone."""
+    with contextlib.suppress(ApiError):
+        await kube.delete(CRDS, name)
+    await _wait_crd_gone(kube, name)
+
+
+@pytest.fixture(scope="session")
+async def ir_crd(kube: KubeClient) -> str:
+    """The InferenceReplica CRD from ``config/crd/``, applied and Established."""
+    configure_logging("info")
+    return await apply_crd(kube, IR_CRD_FILE)
+
+
+@pytest.fixture
+async def pod_group_crd(kube: KubeClient) -> AsyncIterator[str]:
+    """The minimal PodGroup CRD installed for one test (removed afterwards)."""
+    name = await apply_crd(kube, POD_GROUP_CRD_FILE)
+    try:
+        yield name
+    finally:
+        await delete_crd(kube, name)
+
+
+@pytest.fixture
+async def no_pod_group_crd(kube: KubeClient) -> None:
+    """Make sure the PodGroup CRD is not installed."""
+    await delete_crd(kube, POD_GROUP_CRD)
+
+
+# ---------------------------------------------------------------------------- the manager
+
+
+@define
+class ManagerHandle:
+    """One in-process manager and its task."""
+
+    manager: Manager
+    task: asyncio.Task[None]
+
+    @property
+    def metrics(self) -> Any:
+        """The manager's Metrics."""
+        return self.manager.metrics
+
+    def writes(self) -> float:
+        """Write calls so far, Lease renewals excluded."""
+        return float(self.manager.metrics.writes())
+
+    def lease_writes(self) -> float:
+        """Lease write calls so far."""
+        return float(self.manager.metrics.sample("omenative_api_writes_total",
+                                                 {"resource": "leases"}))
+
+    async def stop(self, timeout: float = 30) -> None:
+        """Graceful stop (finish in-flight passes, release the Lease)."""
+        if self.task.done():
+            return
+        self.manager.stop()
+        await asyncio.wait_for(asyncio.shield(self.task), timeout)
+
+    async def kill(self) -> None:
+        """Hard kill: cancel the task (nothing is drained or released)."""
+        if self.task.done():
+            return
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+    async def wait_leader(self, timeout: float = 30) -> None:
+        """Until this manager leads."""
+        async def leading() -> bool:
+            if self.task.done():
+                self.task.result()  # raise the manager's error
+            return self.manager.is_leader and self.manager.queue is not None
+        await eventually(leading, timeout=timeout, what="the manager to lead")
+
+
+@pytest.fixture
+async def start_manager(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+) -> AsyncIterator[Callable[..., Awaitable[ManagerHandle]]]:
+    """Factory: write the lifecycle ConfigMap and start a manager on the test's namespace."""
+    handles: list[ManagerHandle] = []
+
+    async def start(
+        *,
+        lifecycle: dict[str, Any] | None = None,
+        identity: str | None = None,
+        lease_duration: float = 3.0,
+        renew_deadline: float = 2.0,
+        retry_period: float = 0.5,
+        write_config: bool = True,
+        wait_leader: bool = True,
+        **extra: Any,
+    ) -> ManagerHandle:
+        if write_config:
+            await put_lifecycle(kube, namespace, TEST_LIFECYCLE if lifecycle is None
+                                else lifecycle)
+        opts = ManagerOptions(
+            kubeconfig=str(kubeconfig_path),
+            namespaces=(namespace,),
+            config_namespace=namespace,
+            lease_namespace=namespace,
+            lease_duration=lease_duration,
+            renew_deadline=renew_deadline,
+            retry_period=retry_period,
+            bind_address="127.0.0.1",
+            metrics_port=0,
+            probe_port=0,
+            crd_poll_seconds=1.0,
+            config_reload_seconds=2.0,
+            backoff_base=0.05,
+            backoff_max=5.0,
+            identity=identity or f"test-{len(handles)}",
+            **extra,
+        )
+        manager = Manager(opts)
+        handle = ManagerHandle(manager, asyncio.create_task(manager.run(),
+                                                            name=f"manager-{opts.identity}"))
+        handles.append(handle)
+        if wait_leader:
+            await handle.wait_leader()
+        return handle
+
+    try:
+        yield start
+    finally:
+        for h in handles:
+            with contextlib.suppress(Exception):
+                await h.kill()
+        await release_finalizers(kube, namespace)
+
+
+async def release_finalizers(kube: KubeClient, namespace: str) -> None:
+    """Drop our finalizer from every InferenceReplica left, so the namespace can go."""
+    with contextlib.suppress(ApiError):
+        page = await kube.list(INFERENCE_REPLICAS, namespace)
+        for ir in page.get("items") or ():
+            if ir["metadata"].get("finalizers"):
+                with contextlib.suppress(ApiError):
+                    await kube.patch(INFERENCE_REPLICAS, ir["metadata"]["name"],
+                                     {"metadata": {"finalizers": None}}, namespace)
+
+
+async def put_lifecycle(kube: KubeClient, namespace: str, lifecycle: dict[str, Any] | str) -> None:
+    """Create or replace ``inferenceservice-config`` with a ``lifecycle`` entry."""
+    text = lifecycle if isinstance(lifecycle, str) else json.dumps(lifecycle)
+    body: JSON = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "inferenceservice-config", "namespace": namespace},
+        "data": {"lifecycle": text},
+    }
+    try:
+        await kube.create(CONFIG_MAPS, body, namespace)
+    except ApiError as exc:
+        if not exc.already_exists:
+            raise
+        await kube.patch(CONFIG_MAPS, "inferenceservice-config", {"data": body["data"]},
+                         namespace)
+
+
+# ---------------------------------------------------------------------------- objects
+
+
+def replica_body(
+    name: str,
+    *,
+    replicas: int | None = 2,
+    image: str = "example.com/llm:1",
+    worker_image: str | None = None,
+    worker_size: int = 1,
+    single: bool = False,
+    annotations: dict[str, str] | None = None,
+    termination_grace: int = 1,
+) -> JSON:
+    """A standalone InferenceReplica: leader + worker(size) Instances, or one default pod."""
+
+    def template(img: str) -> JSON:
+        return {"spec": {"terminationGracePeriodSeconds": termination_grace,
+                         "containers": [{"name": "ome-container", "image": img}]}}
+
+    runners = (
+        [{"name": "default", "size": 1, "template": template(image)}]
+        if single else
+        [{"name": "leader", "size": 1, "template": template(image)},
+         {"name": "worker", "size": worker_size, "template": template(worker_image or image)}]
+    )
+    spec: JSON = {"component": "engine", "runners": runners}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    meta: JSON = {"name": name}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": meta,
+            "spec": spec}
+
+
+async def get_replica(kube: KubeClient, namespace: str, name: str) -> JSON:
+    """The InferenceReplica as the API server has it."""
+    return await kube.get(INFERENCE_REPLICAS, name, namespace)
+
+
+async def patch_replica(kube: KubeClient, namespace: str, name: str, patch: JSON,
+                        *, subresource: str | None = None) -> JSON:
+    """JSON merge patch on the InferenceReplica (or its ``scale`` subresource)."""
+    return await kube.patch(INFERENCE_REPLICAS, name, patch, namespace, subresource=subresource)
+
+
+async def list_pods(kube: KubeClient, namespace: str) -> dict[str, JSON]:
+    """Pods of the namespace by name."""
+    page = await kube.list(PODS, namespace)
+    return {p["metadata"]["name"]: p for p in page.get("items") or ()}
+
+
+def conditions(obj: JSON) -> dict[str, str]:
+    """An object's status conditions: type -> status."""
+    return {c.get("type"): c.get("status")
+            for c in (obj.get("status") or {}).get("conditions") or ()}
+
+
+def replica_condition(ir: JSON, type_: str) -> JSON | None:
+    """One condition of an InferenceReplica's status."""
+    for c in (ir.get("status") or {}).get("conditions") or ():
+        if c.get("type") == type_:
+            return dict(c)
+    return None
+
+
+def gate(pod: JSON) -> str | None:
+    """The pod's ``ome.io/serving`` condition status (None: not set)."""
+    return conditions(pod).get("ome.io/serving")
+
+
+def live_instances(pods: dict[str, JSON]) -> dict[int, list[JSON]]:
+    """Non-terminating pods by Instance index."""
+    out: dict[int, list[JSON]] = {}
+    for pod in pods.values():
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        idx = pod["metadata"].get("labels", {}).get("ome.io/instance-index")
+        if idx is not None:
+            out.setdefault(int(idx), []).append(pod)
+    return out
+
+
+async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JSON]:
+    """Warning Events on an InferenceReplica."""
+    page = await kube.list(EVENTS, namespace,
+                           field_selector=f"involvedObject.name={name},type=Warning")
+    return list(page.get("items") or ())
+
+
+# ---------------------------------------------------------------------------- recording
+
+
+@define
+class PodRecorder:
+    """Watches the namespace's pods and keeps every change, in resourceVersion order.
+
+    The API server delivers one watch's events in resourceVersion order, so replaying the
+    history shows the namespace as it was at each change: what a user would have seen.
+    """
+
+    kube: KubeClient
+    namespace: str
+    resource: Resource = PODS
+    history: list[tuple[str, JSON]] = field(factory=list)
+    #: how many entries of ``history`` came from the initial LIST (the state at start)
+    baseline: int = 0
+    _task: asyncio.Task[None] | None = None
+    _ready: asyncio.Event = field(factory=asyncio.Event)
+
+    async def start(self) -> PodRecorder:
+        """Begin recording (returns once the watch is open)."""
+        self._task = asyncio.create_task(self._run())
+        await asyncio.wait_for(self._ready.wait(), 30)
+        return self
+
+    async def _run(self) -> None:
+        page = await self.kube.list(self.resource, self.namespace)
+        for obj in page.get("items") or ():
+            self.history.append(("ADDED", obj))
+        self.baseline = len(self.history)
+        rv = page["metadata"]["resourceVersion"]
+        while True:
+            try:
+                async with self.kube.watch(self.resource, self.namespace, resource_version=rv,
+                                           timeout_seconds=600, read_timeout=700) as events:
+                    self._ready.set()
+                    async for ev in events:
+                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            self.history.append((ev["type"], ev["object"]))
+                        new_rv = (ev.get("object") or {}).get("metadata", {}).get(
+                            "resourceVersion")
+                        if new_rv:
+                            rv = new_rv
+            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
+                if isinstance(exc, ApiError) and exc.gone:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        """Stop recording."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def replay(self, *, from_start: bool = False) -> list[tuple[str, JSON, dict[str, JSON]]]:
+        """(event type, object, the namespace's pods after the event) for every change.
+
+        By default the entries of the initial LIST are folded into the first state (a
+        half-listed namespace is not a state anyone saw); ``from_start`` keeps them.
+        """
+        state: dict[str, JSON] = {}
+        out = []
+        for kind, obj in self.history:
+            name = obj["metadata"]["name"]
+            if kind == "DELETED":
+                state.pop(name, None)
+            else:
+                state[name] = obj
+            out.append((kind, obj, dict(state)))
+        if not from_start and self.baseline:
+            return out[self.baseline - 1:]
+        return out

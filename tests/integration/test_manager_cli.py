@@ -1,0 +1,101 @@
+"""``omenative-manager`` as a user runs it: a clear startup error, probes, graceful SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from omenative_controller.kube.client import KubeClient
+from omenative_controller.kube.resources import LEASES
+
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import REPO, eventually, put_lifecycle  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytest_plugins = ["manager_fixtures"]
+
+
+async def spawn(kubeconfig: Path, namespace: str, *extra: str) -> asyncio.subprocess.Process:
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep +
+           os.environ.get("PYTHONPATH", "")}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "omenative_controller.cli.manager",
+        "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+        "--config-namespace", namespace, "--bind-address", "127.0.0.1",
+        "--metrics-port", "0", "--probe-port", "0",
+        "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+        *extra,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )
+
+
+async def test_invalid_lifecycle_config_is_a_clear_startup_error(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+) -> None:
+    await put_lifecycle(kube, namespace, '{"instanceReadyTimeout": 30}')
+    proc = await spawn(kubeconfig_path, namespace)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    text = err.decode()
+    assert "Failed to initialize lifecycle configuration" in text
+    assert f"{namespace}/inferenceservice-config" in text
+    assert "instanceReadyTimeout" in text
+
+
+async def test_cli_serves_probes_and_stops_gracefully_on_sigterm(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+) -> None:
+    proc = await spawn(kubeconfig_path, namespace, "--identity", "cli-test")
+    assert proc.stdout is not None
+    ports: dict[str, Any] = {}
+    try:
+        while "metrics_port" not in ports:
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            assert line, "the manager exited before listening"
+            record = json.loads(line)
+            if record.get("event") == "manager.listening":
+                ports = record
+        drain = asyncio.create_task(proc.stdout.read())  # keep the pipe from filling up
+        base = f"http://127.0.0.1:{ports['probe_port']}"
+        async with aiohttp.ClientSession() as http:
+
+            async def get(url: str) -> tuple[int, str]:
+                async with http.get(url) as resp:
+                    return resp.status, await resp.text()
+
+            assert (await get(f"{base}/healthz"))[0] == 200
+            await eventually(lambda: _ok(get(f"{base}/readyz")), timeout=30,
+                             what="/readyz 200")
+
+            async def leader_metric() -> bool:
+                _, text = await get(f"http://127.0.0.1:{ports['metrics_port']}/metrics")
+                return "omenative_leader 1.0" in text
+
+            await eventually(leader_metric, timeout=30, what="omenative_leader 1")
+            _, metrics = await get(f"http://127.0.0.1:{ports['metrics_port']}/metrics")
+            for name in ("omenative_api_requests_total", "omenative_queue_depth",
+                         "omenative_reconcile_duration_seconds", "omenative_caches_synced"):
+                assert name in metrics, name
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 20)
+        await drain
+        assert proc.returncode == 0
+        lease = await kube.get(LEASES, "omenative-manager", namespace)
+        assert not lease["spec"].get("holderIdentity"), "the Lease was not released"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def _ok(request: Any) -> bool:
+    status, _ = await request
+    return bool(status == 200)

@@ -1,0 +1,236 @@
+"""Create and ready: pods, labels, env, gang gating, the headless Service, PodGroups, names.
+
+Behaviour is checked as a user sees it in the cluster (objects, status, a recorded history
+of the namespace's pods), never as a sequence of API calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, SERVICES, pod_groups
+
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import (  # noqa: E402 - after the rewrite registration
+    POD_GROUP_CRD_FILE,
+    PodRecorder,
+    apply_crd,
+    conditions,
+    delete_crd,
+    eventually,
+    gate,
+    get_replica,
+    list_pods,
+    replica_body,
+    replica_condition,
+    warning_events,
+)
+
+if TYPE_CHECKING:
+    from conftest import FaultControl
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytest_plugins = ["manager_fixtures"]
+
+def env_of(pod: JSON) -> dict[str, str]:
+    """The first container's env vars."""
+    container = pod["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container.get("env") or ()}
+
+
+def assert_gangs_gated(recorder: PodRecorder) -> None:
+    """Whenever a pod entered rotation, every pod of its Instance had ready containers."""
+    checked = 0
+    previous: dict[str, str | None] = {}
+    for _kind, obj, state in recorder.replay():
+        name = obj["metadata"]["name"]
+        now = gate(obj) if _kind != "DELETED" else None
+        if now == "True" and previous.get(name) != "True":
+            labels = obj["metadata"]["labels"]
+            gang = [p for p in state.values()
+                    if p["metadata"]["labels"].get("ome.io/instance-index")
+                    == labels["ome.io/instance-index"]
+                    and p["metadata"]["labels"].get("ome.io/instance-incarnation")
+                    == labels["ome.io/instance-incarnation"]]
+            assert len(gang) == 2, f"{name} entered rotation with {len(gang)} pod(s) in its gang"
+            for p in gang:
+                assert conditions(p).get("ContainersReady") == "True", (
+                    f"{name} entered rotation while {p['metadata']['name']} was not ready")
+            checked += 1
+        previous[name] = now
+    assert checked >= 2, "no pod was seen entering rotation"
+
+
+async def test_standalone_replica_two_instances_become_ready(
+    kube: KubeClient, namespace: str, start_manager: Any, no_pod_group_crd: None
+) -> None:
+    recorder = await PodRecorder(kube, namespace).start()
+    handle = await start_manager()
+    await kube.create(INFERENCE_REPLICAS, replica_body("demo", replicas=2), namespace)
+
+    async def ready() -> JSON | None:
+        ir = await get_replica(kube, namespace, "demo")
+        status = ir.get("status") or {}
+        return ir if status.get("readyReplicas") == 2 and status.get("availableReplicas") == 2 \
+            else None
+
+    ir = await eventually(ready, timeout=90, what="readyReplicas == 2")
+    await recorder.stop()
+    status = ir["status"]
+    assert status["replicas"] == 2 and status["servingReplicas"] == 2
+    assert status["updatedReplicas"] == 2
+    assert status["labelSelector"]
+    assert "ome.io/ir-teardown" in ir["metadata"].get("finalizers", [])
+
+    pods = await list_pods(kube, namespace)
+    assert sorted(pods) == ["demo-0-leader-0", "demo-0-worker-0",
+                            "demo-1-leader-0", "demo-1-worker-0"]
+    revision = status["currentRevision"]
+    for name, pod in pods.items():
+        index, runner = name.split("-")[1], name.split("-")[2]
+        labels = pod["metadata"]["labels"]
+        assert labels["ome.io/inferenceservice"] == "demo"
+        assert labels["component"] == "engine"
+        assert labels["ome.io/managed-by"] == "OMENative"
+        assert labels["ome.io/instance-index"] == index
+        assert labels["ome.io/instance-incarnation"] == "1"
+        assert labels["ome.io/runner"] == runner
+        assert labels["ome.io/pod-ordinal"] == "0"
+        assert revision.endswith(labels["ome.io/revision-hash"])
+        assert pod["spec"]["subdomain"] == "demo-headless"
+        assert {"conditionType": "ome.io/serving"} in pod["spec"]["readinessGates"]
+        assert gate(pod) == "True"
+        env = env_of(pod)
+        assert env["OME_INFERENCESERVICE_NAME"] == "demo"
+        assert env["OME_COMPONENT"] == "engine"
+        assert env["OME_INSTANCE_INDEX"] == index
+        assert env["OME_RUNNER"] == runner
+        assert env["OME_LEADER_ADDRESS"] == f"demo-{index}-leader-0.demo-headless"
+        assert env["OME_INSTANCE_POD_COUNT"] == "2"
+        assert env["OME_INSTANCE_POD_RANK"] == ("0" if runner == "leader" else "1")
+
+    service = await kube.get(SERVICES, "demo-headless", namespace)
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"].get("publishNotReadyAddresses") is True
+
+    scale = await kube.get(INFERENCE_REPLICAS, "demo", namespace, subresource="scale")
+    assert scale["spec"]["replicas"] == 2 and scale["status"]["replicas"] == 2
+    assert scale["status"]["selector"] == status["labelSelector"]
+
+    gang = replica_condition(ir, "GangSchedulingUnavailable")
+    assert gang is not None and gang["status"] == "True"
+    assert gang["reason"] == "PodGroupCRDNotInstalled"
+    assert_gangs_gated(recorder)
+    assert handle.metrics.sample("omenative_api_requests_total", {"verb": "list"}) >= 6
+
+
+async def test_gate_waits_for_the_whole_gang(
+    kube: KubeClient, namespace: str, start_manager: Any, faults: FaultControl,
+    no_pod_group_crd: None,
+) -> None:
+    slow = f"example.com/{namespace}/worker:slow"
+    await faults.set(bad_images=[slow])
+    await start_manager()
+    await kube.create(INFERENCE_REPLICAS, replica_body("gang", replicas=1, worker_image=slow),
+                      namespace)
+
+    async def leader_ready_worker_pulling() -> bool:
+        pods = await list_pods(kube, namespace)
+        leader, worker = pods.get("gang-0-leader-0"), pods.get("gang-0-worker-0")
+        if leader is None or worker is None:
+            return False
+        waiting = [((c.get("state") or {}).get("waiting") or {}).get("reason")
+                   for c in (worker.get("status") or {}).get("containerStatuses") or ()]
+        return conditions(leader).get("ContainersReady") == "True" and any(
+            r in ("ErrImagePull", "ImagePullBackOff") for r in waiting)
+
+    await eventually(leader_ready_worker_pulling, timeout=60,
+                     what="leader ready while the worker cannot pull")
+    # Over a few passes of the manager (requeue 1s), the leader stays out of rotation.
+    for _ in range(16):
+        pods = await list_pods(kube, namespace)
+        assert gate(pods["gang-0-leader-0"]) != "True", "leader entered rotation alone"
+        ir = await get_replica(kube, namespace, "gang")
+        assert (ir.get("status") or {}).get("readyReplicas", 0) == 0
+        await asyncio.sleep(0.25)
+
+    await faults.clear()
+
+    async def both_serving() -> bool:
+        pods = await list_pods(kube, namespace)
+        ir = await get_replica(kube, namespace, "gang")
+        return (all(gate(p) == "True" for p in pods.values()) and len(pods) == 2
+                and (ir.get("status") or {}).get("readyReplicas") == 1)
+
+    await eventually(both_serving, timeout=60, what="both pods serving once the worker pulls")
+
+
+async def test_pod_group_crd_noticed_without_restart_and_created_first(
+    kube: KubeClient, namespace: str, start_manager: Any, no_pod_group_crd: None,
+) -> None:
+    await start_manager()
+    await kube.create(INFERENCE_REPLICAS, replica_body("early", replicas=1), namespace)
+
+    async def gang_condition(name: str, status: str) -> bool:
+        ir = await get_replica(kube, namespace, name)
+        cond = replica_condition(ir, "GangSchedulingUnavailable")
+        return cond is not None and cond["status"] == status
+
+    await eventually(lambda: gang_condition("early", "True"), timeout=60,
+                     what="GangSchedulingUnavailable=True without the CRD")
+    crd_name = await apply_crd(kube, POD_GROUP_CRD_FILE)
+    try:
+        await eventually(lambda: gang_condition("early", "False"), timeout=30,
+                         what="GangSchedulingUnavailable=False once the CRD appears")
+        recorder = await PodRecorder(kube, namespace).start()
+        await kube.create(INFERENCE_REPLICAS, replica_body("late", replicas=1), namespace)
+
+        async def ready() -> bool:
+            ir = await get_replica(kube, namespace, "late")
+            return (ir.get("status") or {}).get("readyReplicas") == 1
+
+        await eventually(ready, timeout=90, what="the late replica ready")
+        await recorder.stop()
+        group = await kube.get(pod_groups(), "late-0", namespace)
+        assert group["spec"]["minMember"] == 2
+        assert group["metadata"]["labels"]["ome.io/instance-index"] == "0"
+        pod_rvs = [int(obj["metadata"]["resourceVersion"]) for kind, obj in recorder.history
+                   if kind == "ADDED" and obj["metadata"]["name"].startswith("late-")]
+        assert len(pod_rvs) == 2
+        # resourceVersions are etcd revisions: the PodGroup (never modified since) was
+        # written before either pod of its Instance.
+        assert int(group["metadata"]["resourceVersion"]) < min(pod_rvs)
+        pods = await list_pods(kube, namespace)
+        assert pods["late-0-leader-0"]["metadata"]["labels"][
+            "scheduling.x-k8s.io/pod-group"] == "late-0"
+    finally:
+        await delete_crd(kube, crd_name)
+    await eventually(lambda: gang_condition("late", "True"), timeout=60,
+                     what="GangSchedulingUnavailable=True again once the CRD is gone")
+
+
+async def test_names_too_long_are_rejected_with_a_reason(
+    kube: KubeClient, namespace: str, start_manager: Any,
+) -> None:
+    await start_manager()
+    name = "x" * 60  # pods would be x...x-0-leader-0: longer than 63 characters
+    await kube.create(INFERENCE_REPLICAS, replica_body(name, replicas=1), namespace)
+
+    async def rejected() -> JSON | None:
+        ir = await get_replica(kube, namespace, name)
+        cond = replica_condition(ir, "Ready")
+        return cond if cond and cond["status"] == "False" and cond["reason"] == "InvalidSpec" \
+            else None
+
+    cond = await eventually(rejected, timeout=30, what="Ready=False InvalidSpec")
+    assert "NameTooLong" in cond["message"]
+    events = await eventually(lambda: warning_events(kube, namespace, name), timeout=15,
+                              what="a Warning event")
+    assert any(e["reason"] == "InvalidSpec" and "NameTooLong" in e["message"] for e in events)
+    assert await list_pods(kube, namespace) == {}
+    ir = await get_replica(kube, namespace, name)
+    assert "ome.io/ir-teardown" not in ir["metadata"].get("finalizers", [])

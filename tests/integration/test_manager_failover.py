@@ -1,0 +1,146 @@
+"""Crash in the middle of an update and restart; two managers sharing one Lease."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.resources import INFERENCE_REPLICAS
+
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import (  # noqa: E402 - after the rewrite registration
+    PodRecorder,
+    eventually,
+    gate,
+    get_replica,
+    list_pods,
+    live_instances,
+    patch_replica,
+    replica_body,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytest_plugins = ["manager_fixtures"]
+
+LEASE = 3.0
+RETRY = 0.5
+
+
+async def wait_ready(kube: KubeClient, namespace: str, name: str, count: int) -> JSON:
+    """Until ``count`` Instances are Ready, all pods serving."""
+    async def check() -> JSON | None:
+        ir = await get_replica(kube, namespace, name)
+        status = ir.get("status") or {}
+        pods = await list_pods(kube, namespace)
+        ok = (status.get("readyReplicas") == count and status.get("replicas") == count
+              and len(live_instances(pods)) == count
+              and all(gate(p) == "True" for p in pods.values()))
+        return ir if ok else None
+
+    return await eventually(check, timeout=90, what=f"{count} Instance(s) of {name} Ready")
+
+
+def image_patch(image: str) -> JSON:
+    body = replica_body("x", image=image)
+    return {"spec": {"runners": body["spec"]["runners"]}}
+
+
+async def test_killed_mid_update_and_restarted_finishes_without_duplicates(
+    kube: KubeClient, namespace: str, start_manager: Any
+) -> None:
+    first = await start_manager(identity="first", lease_duration=LEASE,
+                                renew_deadline=LEASE * 2 / 3, retry_period=RETRY)
+    await kube.create(INFERENCE_REPLICAS, replica_body("up", replicas=2), namespace)
+    ir = await wait_ready(kube, namespace, "up", 2)
+    old_rev = ir["status"]["currentRevision"]
+    old_hash = old_rev.rsplit("-", 1)[1]
+    recorder = await PodRecorder(kube, namespace).start()
+    await patch_replica(kube, namespace, "up", image_patch("example.com/llm:2"))
+
+    async def surge_started() -> bool:
+        pods = await list_pods(kube, namespace)
+        return any(p["metadata"]["labels"].get("ome.io/revision-hash") != old_hash
+                   for p in pods.values())
+
+    await eventually(surge_started, timeout=60, interval=0.05,
+                     what="the first pod of the new revision")
+    await first.kill()  # hard: no drain, no Lease release
+    killed_at = time.monotonic()
+
+    second = await start_manager(identity="second", write_config=False, lease_duration=LEASE,
+                                 renew_deadline=LEASE * 2 / 3, retry_period=RETRY)
+    takeover = time.monotonic() - killed_at
+
+    async def finished() -> JSON | None:
+        ir = await get_replica(kube, namespace, "up")
+        status = ir.get("status") or {}
+        pods = await list_pods(kube, namespace)
+        live = live_instances(pods)
+        new_rev = status.get("updateRevision")
+        ok = (
+            new_rev and new_rev != old_rev and status.get("currentRevision") == new_rev
+            and status.get("updatedReplicas") == 2 and status.get("readyReplicas") == 2
+            and status.get("replicas") == 2 and len(live) == 2 and len(pods) == 4
+            and all(p["metadata"]["labels"]["ome.io/revision-hash"] == new_rev.rsplit("-", 1)[1]
+                    and gate(p) == "True" for p in pods.values())
+        )
+        return ir if ok else None
+
+    await eventually(finished, timeout=120, what="the update finished by the new manager")
+    await recorder.stop()
+    peak_live = 0
+    serving_floor = 2
+    for _, _, state in recorder.replay():
+        live = live_instances(state)
+        peak_live = max(peak_live, len(live))
+        serving = sum(1 for pods in live.values()
+                      if len(pods) == 2 and all(gate(p) == "True" for p in pods))
+        serving_floor = min(serving_floor, serving)
+    print(f"KILL-RESTART: takeover {takeover:.1f}s, peak live Instances {peak_live}, "
+          f"lowest serving {serving_floor}")
+    assert peak_live <= 3, f"{peak_live} live Instances: more than desired 2 + maxSurge 1"
+    assert serving_floor >= 2, "serving Instances dropped below the desired count"
+    assert second.writes() > 0
+
+
+async def test_two_managers_one_lease_only_the_leader_writes(
+    kube: KubeClient, namespace: str, start_manager: Any
+) -> None:
+    timing = {"lease_duration": LEASE, "renew_deadline": LEASE * 2 / 3, "retry_period": RETRY}
+    a = await start_manager(identity="a", **timing)
+    b = await start_manager(identity="b", write_config=False, wait_leader=False, **timing)
+    await eventually(lambda: _synced(b), timeout=30, what="the standby's caches synced")
+    await kube.create(INFERENCE_REPLICAS, replica_body("le", replicas=2), namespace)
+    await wait_ready(kube, namespace, "le", 2)
+    assert a.manager.is_leader and not b.manager.is_leader
+    assert a.writes() > 0
+    assert b.writes() == 0 and b.lease_writes() == 0, "the standby wrote"
+
+    await a.kill()
+    killed_at = time.monotonic()
+    await b.wait_leader(timeout=LEASE * 4)
+    takeover = time.monotonic() - killed_at
+    print(f"LEADER-TAKEOVER after hard kill: {takeover:.2f}s (lease {LEASE}s, retry {RETRY}s)")
+    assert takeover <= LEASE + 4 * RETRY, f"takeover took {takeover:.1f}s"
+
+    await patch_replica(kube, namespace, "le", {"spec": {"replicas": 1}}, subresource="scale")
+    await wait_ready(kube, namespace, "le", 1)
+    assert b.writes() > 0
+
+    # A graceful stop releases the Lease: the next manager takes over at once.
+    await b.stop()
+    stopped_at = time.monotonic()
+    c = await start_manager(identity="c", write_config=False, **timing)
+    release_takeover = time.monotonic() - stopped_at
+    print(f"LEADER-TAKEOVER after graceful stop: {release_takeover:.2f}s")
+    assert release_takeover < LEASE, "the released Lease was not taken at once"
+    await patch_replica(kube, namespace, "le", {"spec": {"replicas": 2}}, subresource="scale")
+    await wait_ready(kube, namespace, "le", 2)
+    assert c.writes() > 0
+
+
+async def _synced(handle: Any) -> bool:
+    return bool(handle.manager.caches_synced())
