@@ -1,0 +1,15 @@
+"""The pure InferenceService layer: modes, runtime/service merge, rendering, admission and
+status rollup for OME's InferenceService, ServingRuntime and ClusterServingRuntime.
+
+Everything here is a pure function of plain data: no I/O, clock, randomness, asyncio or
+Kubernetes client. The shell watches InferenceServices, calls ``render_service`` and applies
+the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status that
+``service_status`` returns.
+"""
+
+from omenative_core.service.merge import *  # noqa: F403
+from omenative_core.service.model import *  # noqa: F403
+from omenative_core.service.modes import *  # noqa: F403
+from omenative_core.service.render import *  # noqa: F403
+from omenative_core.service.status import *  # noqa: F403
+from omenative_core.service.validate import *  # noqa: F403

@@ -1,0 +1,221 @@
+"""InferenceService status from its components' InferenceReplicas.
+
+For each OMENative component: ``status.components.<component>.lifecycle`` mirrors the
+InferenceReplica's counts, revisions, conditions and ``rolloutHold`` (never per-Instance
+rows), and the ISVC condition ``EngineReady`` / ``DecoderReady`` / ``RouterReady`` says
+whether it serves:
+
+=========================  ======  ================================================
+reason                     status  message
+=========================  ======  ================================================
+``NoReplicas``             False   ``Component has no desired Instances``
+``Ready``                  True    ``All Instances are Ready``
+``MinimumAvailable``       True    ``{serving}/{total} Instances serving (min {minimum})``
+``InsufficientAvailable``  False   ``{serving}/{total} Instances serving, need {minimum}``
+=========================  ======  ================================================
+
+The minimum is the desired count less the ``maxUnavailable`` of the component's update
+strategy (never below one Instance), or every Instance when it is unset. A blocked
+component gets its plan's ``{Component}Ready=False`` instead. Conditions follow
+Kubernetes' rule: ``lastTransitionTime`` moves only when the status changes, so an
+unchanged world writes an identical status. ``now`` is an input: nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from omenative_core.codec import spec_from_json, to_json
+from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec
+from omenative_core.model.status import InferenceReplicaStatus
+from omenative_core.model.timefmt import format_time
+from omenative_core.policy import BudgetError, resolve_budget
+from omenative_core.service.model import COMPONENT_ORDER, InferenceService
+from omenative_core.service.modes import MODE_OMENATIVE
+from omenative_core.service.render import (
+    ANNOTATION_MIGRATION_PREFIX,
+    ServiceCondition,
+    ServicePlan,
+    condition_type,
+)
+
+__all__ = [
+    "accepted_migration_annotations",
+    "component_ready",
+    "lifecycle_status",
+    "minimum_serving",
+    "service_status",
+]
+
+
+def lifecycle_status(status: InferenceReplicaStatus) -> dict[str, Any]:
+    """``status.components.<component>.lifecycle``: counts, revisions, conditions and
+    ``rolloutHold`` of the component's InferenceReplica (no per-Instance rows)."""
+    out: dict[str, Any] = {
+        "replicas": status.replicas,
+        "readyReplicas": status.ready_replicas,
+        "servingReplicas": status.serving_replicas,
+        "availableReplicas": status.available_replicas,
+        "updatedReplicas": status.updated_replicas,
+        "updatedReadyReplicas": status.updated_ready_replicas,
+        "currentRevision": status.current_revision,
+        "updateRevision": status.update_revision,
+    }
+    if status.conditions:
+        out["conditions"] = [to_json(c) for c in status.conditions]
+    if status.rollout_hold is not None:
+        out["rolloutHold"] = to_json(status.rollout_hold)
+    return out
+
+
+def minimum_serving(spec: InferenceReplicaSpec) -> int:
+    """Instances that must serve for ``MinimumAvailable``: desired less the update
+    strategy's ``maxUnavailable`` (at least 1), or all desired when it is unset."""
+    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    strategy = spec.lifecycle.update_strategy if spec.lifecycle else None
+    rolling = strategy.rolling_update if strategy else None
+    if desired == 0 or rolling is None or rolling.max_unavailable is None:
+        return desired
+    try:
+        budget = resolve_budget(rolling.max_unavailable, desired)
+    except BudgetError:
+        return desired
+    return max(desired - budget, 1)
+
+
+def component_ready(
+    component: str, spec: InferenceReplicaSpec, status: InferenceReplicaStatus | None
+) -> ServiceCondition:
+    """The ``{Component}Ready`` condition of an OMENative component (``status`` None: the
+    InferenceReplica has no status yet, so nothing serves)."""
+    kind = condition_type(component)
+    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    if desired == 0:
+        return ServiceCondition(
+            type=kind,
+            status="False",
+            reason="NoReplicas",
+            message="Component has no desired Instances",
+        )
+    serving = status.serving_replicas if status is not None else 0
+    ready = status.ready_replicas if status is not None else 0
+    minimum = minimum_serving(spec)
+    if ready >= desired and serving >= desired:
+        return ServiceCondition(
+            type=kind, status="True", reason="Ready", message="All Instances are Ready"
+        )
+    if serving >= minimum:
+        return ServiceCondition(
+            type=kind,
+            status="True",
+            reason="MinimumAvailable",
+            message=f"{serving}/{desired} Instances serving (min {minimum})",
+        )
+    return ServiceCondition(
+        type=kind,
+        status="False",
+        reason="InsufficientAvailable",
+        message=f"{serving}/{desired} Instances serving, need {minimum}",
+    )
+
+
+def _merge_conditions(
+    previous: object, wanted: list[ServiceCondition], remove: set[str], now: datetime
+) -> list[dict[str, Any]]:
+    old: list[dict[str, Any]] = (
+        [dict(c) for c in previous if isinstance(c, Mapping) and isinstance(c.get("type"), str)]
+        if isinstance(previous, list)
+        else []
+    )
+    by_type = {c["type"]: c for c in old}
+    stamp = format_time(now)
+    out = [c for c in old if c["type"] not in remove and c["type"] not in {w.type for w in wanted}]
+    for w in wanted:
+        prev = by_type.get(w.type)
+        since = stamp
+        if (
+            prev is not None
+            and prev.get("status") == w.status
+            and isinstance(prev.get("lastTransitionTime"), str)
+        ):
+            since = prev["lastTransitionTime"]
+        entry = dict(prev or {})
+        entry.update(
+            type=w.type,
+            status=w.status,
+            reason=w.reason,
+            message=w.message,
+            lastTransitionTime=since,
+        )
+        out.append(entry)
+    return sorted(out, key=lambda c: str(c["type"]))
+
+
+def _condition_json(c: ServiceCondition) -> dict[str, Any]:
+    return {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+
+
+def service_status(
+    isvc: InferenceService,
+    plan: ServicePlan,
+    replicas: Mapping[str, InferenceReplica],
+    now: datetime,
+) -> dict[str, Any]:
+    """The status the shell writes (merge it with ``with_status``): per OMENative component
+    ``components.<c>.lifecycle`` and the ``{Component}Ready`` condition, plan conditions
+    under ``components.<c>.conditions``, and the ISVC ``conditions`` list with ours merged
+    in (other types are kept as they were). ``replicas``: the live InferenceReplica of each
+    component, by component name."""
+    components: dict[str, Any] = {}
+    wanted: list[ServiceCondition] = list(plan.conditions)
+    for cp in plan.components:
+        entry: dict[str, Any] = {}
+        if cp.conditions:
+            entry["conditions"] = [_condition_json(c) for c in cp.conditions]
+        if cp.ready is not None:
+            wanted.append(cp.ready)
+        elif cp.mode == MODE_OMENATIVE:
+            live = replicas.get(cp.component)
+            spec = live.spec if live is not None else None
+            if spec is None and cp.replica is not None:
+                spec = spec_from_json(cp.replica["spec"])
+            status = live.status if live is not None else None
+            if isinstance(status, InferenceReplicaStatus):
+                entry["lifecycle"] = lifecycle_status(status)
+            else:
+                status = None
+            if spec is not None:
+                wanted.append(component_ready(cp.component, spec, status))
+        if entry:
+            components[cp.component] = entry
+    present = {cp.component for cp in plan.components}
+    remove = {condition_type(c) for c in COMPONENT_ORDER if c not in present}
+    out: dict[str, Any] = {
+        "conditions": _merge_conditions(isvc.status.get("conditions"), wanted, remove, now),
+    }
+    if components:
+        out["components"] = components
+    return out
+
+
+def accepted_migration_annotations(
+    isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
+) -> tuple[str, ...]:
+    """The ISVC's ``ome.io/migration-request-v1-<uuid>`` annotations that some component's
+    InferenceReplica has recorded in ``status.migrations``: the shell removes them, as OME
+    does once a request is Accepted."""
+    recorded: set[str] = set()
+    for replica in replicas.values():
+        status = replica.status
+        if isinstance(status, InferenceReplicaStatus):
+            recorded.update(m.request_uuid for m in status.migrations)
+    return tuple(
+        sorted(
+            key
+            for key in isvc.annotations
+            if key.startswith(ANNOTATION_MIGRATION_PREFIX)
+            and key[len(ANNOTATION_MIGRATION_PREFIX) :] in recorded
+        )
+    )
