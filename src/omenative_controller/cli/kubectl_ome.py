@@ -1,0 +1,626 @@
+"""``kubectl-ome``: a kubectl plugin to inspect and steer OMENative InferenceReplicas.
+
+    kubectl ome instance list llama --component engine
+    kubectl ome rollout pause llama-engine --yes
+    kubectl ome migration start llama-engine --instance 0 --yes
+
+Reads print a table (or ``-o json``). Every write shows what will change on which object,
+asks ``[y/N]`` unless ``--yes`` is given, and carries the resourceVersion it read, so a
+concurrent change makes it fail instead of overwriting. Exit codes: 0 done (or nothing to
+do), 1 an error or a write not confirmed, 2 bad usage, 3 refused: a precondition does not
+hold or the object changed while we looked at it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+import yaml
+
+from omenative_controller.cli import ome_output as out
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS
+from omenative_core.codec import CodecError
+from omenative_core.model.status import InferenceReplicaStatus
+
+__all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "CliError", "main"]
+
+T = TypeVar("T")
+
+EXIT_ERROR = 1
+"""An error (API, kubeconfig, not found) or a write that was not confirmed."""
+EXIT_CONFLICT = 3
+"""Refused: a precondition does not hold, or the object changed since it was read."""
+BUDGET_SECONDS = 45.0
+"""Time allowed for the API calls of one step (a read, or a write)."""
+
+
+class CliError(Exception):
+    """An error to report as one line on stderr with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+# ---------------------------------------------------------------------------- connection
+
+
+class Target:
+    """Where the command acts: kubeconfig, context and namespace (resolved on first use).
+
+    The connection flags are accepted before the subcommand and after it
+    (``kubectl ome instance list NAME -n NS``); the later one wins.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 namespace: str | None = None) -> None:
+        self.kubeconfig_flag = kubeconfig
+        self.context = context
+        self.namespace_flag = namespace
+
+    @property
+    def kubeconfig(self) -> str | None:
+        """The kubeconfig file in use (None: in-cluster or the client's default)."""
+        return _kubeconfig_path(self.kubeconfig_flag)
+
+    @property
+    def namespace(self) -> str:
+        """``-n``, else the context's namespace, else ``default``."""
+        return self.namespace_flag or _context_namespace(self.kubeconfig, self.context)
+
+
+def _kubeconfig_path(flag: str | None) -> str | None:
+    if flag:
+        return flag
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        first = next((p for p in env.split(os.pathsep) if p), None)
+        if first:
+            return first
+    default = Path.home() / ".kube" / "config"
+    return str(default) if default.is_file() else None
+
+
+def _context_namespace(path: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context (``default`` when it names none)."""
+    if path is None:
+        sa = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        try:
+            return sa.read_text().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read kubeconfig {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"kubeconfig {path} is not a mapping")
+    name = context or data.get("current-context")
+    for entry in data.get("contexts") or ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            ns = (entry.get("context") or {}).get("namespace")
+            return str(ns) if ns else "default"
+    if context:
+        raise CliError(f"context {context!r} not found in kubeconfig {path}")
+    return "default"
+
+
+def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
+    """Open a client, run ``work`` within the budget, close; API trouble is a CliError."""
+
+    path = target.kubeconfig
+    if path is not None and not Path(path).is_file():
+        raise CliError(f"kubeconfig {path} not found")
+
+    async def main() -> T:
+        try:
+            kube = await KubeClient.connect(path, context=target.context, qps=0,
+                                            burst=1, timeout=BUDGET_SECONDS)
+        except CliError:
+            raise
+        except Exception as exc:
+            raise CliError(f"cannot load the cluster configuration: {exc}") from None
+        try:
+            return await asyncio.wait_for(work(kube), BUDGET_SECONDS)
+        finally:
+            await kube.close()
+
+    try:
+        return asyncio.run(main())
+    except TimeoutError:
+        raise CliError(f"no answer from the API server within {BUDGET_SECONDS:.0f}s") from None
+    except ApiError as exc:
+        raise CliError(_api_message(exc), EXIT_CONFLICT if exc.conflict else EXIT_ERROR) \
+            from None
+
+
+def _api_message(exc: ApiError) -> str:
+    if exc.conflict:
+        return ("the object changed since it was read (resourceVersion conflict); nothing "
+                "was written, run the command again")
+    if exc.status == 0:
+        return f"cannot reach the API server: {exc.message}"
+    text = exc.message or exc.reason
+    return f"API server refused ({exc.status} {exc.reason}): {text}"
+
+
+async def _get_replica(kube: KubeClient, target: Target, name: str,
+                       component: str | None) -> JSON:
+    """The InferenceReplica: ``{name}-{component}`` when a component is given, else ``name``."""
+    candidates = [name]
+    if component and not name.endswith(f"-{component}"):
+        candidates = [f"{name}-{component}", name]
+    for cand in candidates:
+        try:
+            ir = await kube.get(INFERENCE_REPLICAS, cand, target.namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                continue
+            raise
+        if component and (ir.get("spec") or {}).get("component") != component:
+            continue
+        return ir
+    tried = " or ".join(candidates)
+    what = f" with component {component}" if component else ""
+    raise CliError(f"no InferenceReplica {tried}{what} in namespace {target.namespace}")
+
+
+def _status(ir: JSON) -> InferenceReplicaStatus:
+    try:
+        return out.decode_status(ir)
+    except CodecError as exc:
+        raise CliError(f"cannot decode the status of {_ref(ir)}: {exc}") from None
+
+
+def _ref(ir: JSON) -> str:
+    meta = ir.get("metadata") or {}
+    return f"inferencereplica {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=False))
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = None) -> None:
+    """Show what will change on which object; unless ``yes``, ask [y/N]."""
+    rv = (ir.get("metadata") or {}).get("resourceVersion", "?")
+    click.echo(f"{_ref(ir)} (resourceVersion {rv}) will change:")
+    for line in changes:
+        click.echo(f"  {line}")
+    for note in notes or ():
+        click.echo(f"note: {note}", err=True)
+    if yes:
+        return
+    try:
+        ok = click.confirm("Apply?", default=False)
+    except click.Abort:
+        ok = False
+        click.echo("", err=True)
+    if not ok:
+        raise CliError("not confirmed: nothing was changed")
+
+
+def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None) -> JSON:
+    """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3)."""
+    meta = ir.get("metadata") or {}
+    body = dict(patch)
+    body["metadata"] = {**(patch.get("metadata") or {}),
+                        "resourceVersion": meta.get("resourceVersion")}
+    name = str(meta.get("name"))
+
+    async def work(kube: KubeClient) -> JSON:
+        return await kube.patch(INFERENCE_REPLICAS, name, body, target.namespace,
+                                subresource=subresource)
+
+    return _run(target, work)
+
+
+def _projected_note(ir: JSON) -> list[str]:
+    parent = ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+    if not parent:
+        return []
+    return [f"projected from InferenceService {parent}: its controller owns this spec and may "
+            "write it back"]
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    raise CliError(message, code)
+
+
+_output = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
+                       show_default=True, help="Output format.")
+_component = click.option("--component", default=None,
+                          help="Component (engine/decoder/router): NAME is then an "
+                               "InferenceService and the replica is NAME-COMPONENT.")
+_yes = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def _set(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _: click.Parameter, value: Any) -> None:
+        if value is not None:
+            target = ctx.ensure_object(Target)
+            setattr(target, attr, value)
+    return callback
+
+
+def _connection(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--kubeconfig``, ``--context`` and ``-n/--namespace`` on a command."""
+    options = [
+        click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+                     expose_value=False, callback=_set("kubeconfig_flag"),
+                     help="Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
+        click.option("--context", default=None, expose_value=False, callback=_set("context"),
+                     help="Kubeconfig context."),
+        click.option("-n", "--namespace", default=None, expose_value=False,
+                     callback=_set("namespace_flag"),
+                     help="Namespace (default: the context's, else 'default')."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@_connection
+def cli() -> None:
+    """Inspect and steer OMENative InferenceReplicas (standalone or projected)."""
+
+
+def _read(target: Target, name: str, component: str | None) -> JSON:
+    return _run(target, lambda kube: _get_replica(kube, target, name, component))
+
+
+# ------------------------------------------------------------------ instance
+
+
+@cli.group()
+def instance() -> None:
+    """Instances of an InferenceReplica: list, status, retry blocks, release a hold."""
+
+
+@instance.command("list")
+@click.argument("name")
+@_component
+@_output
+@_connection
+@click.pass_obj
+def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
+    """One line per Instance: phase, pods, revisions, active ordinal, evidence."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    comp = str((ir.get("spec") or {}).get("component") or "")
+    if output == "json":
+        _echo_json({"name": ir["metadata"]["name"], "component": comp,
+                    "instances": [out.instance_json(r, comp) for r in status.instances]})
+        return
+    click.echo(out.format_instance_table(comp, status))
+
+
+@instance.command("status")
+@click.argument("name")
+@click.argument("index", type=int)
+@_component
+@_output
+@_connection
+@click.pass_obj
+def instance_status(target: Target, name: str, index: int, component: str | None,
+                    output: str) -> None:
+    """One Instance in detail: operation, deadline, last failure, conditions, pods."""
+
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+        ir = await _get_replica(kube, target, name, component)
+        selector = f"ome.io/inferencereplica={ir['metadata']['name']}," \
+                   f"ome.io/instance-index={index}"
+        page = await kube.list(PODS, target.namespace, label_selector=selector)
+        return ir, list(page.get("items") or ())
+
+    ir, pods = _run(target, work)
+    status = _status(ir)
+    row = next((r for r in status.instances if r.index == index), None)
+    if row is None:
+        known = ", ".join(str(r.index) for r in status.instances) or "none"
+        _fail(f"{_ref(ir)} has no Instance {index} (Instances: {known})")
+    comp = str((ir.get("spec") or {}).get("component") or "")
+    if output == "json":
+        _echo_json({"name": ir["metadata"]["name"], "instance": out.instance_json(row, comp),
+                    "pods": [_pod_json(p) for p in pods]})
+        return
+    click.echo(out.format_instance_detail(ir["metadata"]["name"], comp, row, pods, _now()))
+
+
+def _pod_json(pod: JSON) -> JSON:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    conds = {c.get("type"): c.get("status") for c in status.get("conditions") or ()}
+    return {"name": meta.get("name"), "phase": status.get("phase"),
+            "terminating": bool(meta.get("deletionTimestamp")),
+            "node": (pod.get("spec") or {}).get("nodeName"),
+            "ready": conds.get("Ready"), "serving": conds.get("ome.io/serving"),
+            "revisionHash": (meta.get("labels") or {}).get("ome.io/revision-hash")}
+
+
+@instance.command("retry-blocks")
+@click.argument("name")
+@_component
+@_output
+@_connection
+@click.pass_obj
+def instance_retry_blocks(target: Target, name: str, component: str | None,
+                          output: str) -> None:
+    """Per-revision retry authority: BACKOFF, RUNNING or HELD."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    if output == "json":
+        _echo_json({"name": ir["metadata"]["name"],
+                    "retryBlocks": out.retry_blocks_json(status)})
+        return
+    click.echo(out.format_retry_blocks(status, _now()))
+
+
+@instance.command("release-held")
+@click.argument("name")
+@click.option("--revision", required=True, help="Held revision: full name or hash.")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def instance_release_held(target: Target, name: str, revision: str, component: str | None,
+                          yes: bool) -> None:
+    """Give a Held revision another try (sets ome.io/release-held-revision)."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    matches = out.held_revision_match(status, revision)
+    if not matches:
+        held = [b.target_revision for b in status.retry_blocks if b.state == "Held"]
+        _fail(f"{_ref(ir)}: no Held revision matches {revision!r} (held: "
+              f"{', '.join(held) or 'none'})", EXIT_CONFLICT)
+    _confirm(ir, [f"metadata.annotations[{out.ANNOTATION_RELEASE_HELD}] = {revision!r} "
+                  f"(releases {', '.join(matches)})"], yes)
+    _patch(target, ir, {"metadata": {"annotations": {out.ANNOTATION_RELEASE_HELD: revision}}})
+    click.echo(f"{_ref(ir)}: release of {', '.join(matches)} requested")
+
+
+# ------------------------------------------------------------------ rollout
+
+
+@cli.group()
+def rollout() -> None:
+    """Rollout of an InferenceReplica: status, pause, resume."""
+
+
+@rollout.command("status")
+@click.argument("name")
+@_component
+@_output
+@_connection
+@click.pass_obj
+def rollout_status(target: Target, name: str, component: str | None, output: str) -> None:
+    """Update/current revision, counts, pause, the rolloutHold gate and the Ready condition."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    if output == "json":
+        _echo_json(out.rollout_json(ir, status))
+        return
+    click.echo(out.format_rollout_status(ir, status, _now()))
+
+
+@rollout.command("pause")
+@click.argument("name")
+@click.option("--freeze", is_flag=True, help="pauseMode Freeze: also stop repairs.")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def rollout_pause(target: Target, name: str, freeze: bool, component: str | None,
+                  yes: bool) -> None:
+    """Stop starting or advancing updates, new Instances and migrations (spec.paused)."""
+    ir = _read(target, name, component)
+    spec = ir.get("spec") or {}
+    mode = "Freeze" if freeze else None
+    if spec.get("paused") and (spec.get("pauseMode") or None) == mode:
+        click.echo(f"{_ref(ir)} is already paused ({mode or 'Recover'}): nothing to do")
+        return
+    changes = [f"spec.paused: {str(bool(spec.get('paused'))).lower()} -> true"]
+    if (spec.get("pauseMode") or None) != mode:
+        changes.append(f"spec.pauseMode: {spec.get('pauseMode') or '(unset)'} -> "
+                       f"{mode or '(unset: Recover)'}")
+    _confirm(ir, changes, yes, _projected_note(ir))
+    _patch(target, ir, {"spec": {"paused": True, "pauseMode": mode}})
+    click.echo(f"{_ref(ir)} paused ({mode or 'Recover'})")
+
+
+@rollout.command("resume")
+@click.argument("name")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def rollout_resume(target: Target, name: str, component: str | None, yes: bool) -> None:
+    """Clear spec.paused (and pauseMode)."""
+    ir = _read(target, name, component)
+    spec = ir.get("spec") or {}
+    if not spec.get("paused") and not spec.get("pauseMode"):
+        click.echo(f"{_ref(ir)} is not paused: nothing to do")
+        return
+    changes = [f"spec.paused: {str(bool(spec.get('paused'))).lower()} -> (unset: false)"]
+    if spec.get("pauseMode"):
+        changes.append(f"spec.pauseMode: {spec['pauseMode']} -> (unset)")
+    _confirm(ir, changes, yes, _projected_note(ir))
+    _patch(target, ir, {"spec": {"paused": None, "pauseMode": None}})
+    click.echo(f"{_ref(ir)} resumed")
+
+
+# ------------------------------------------------------------------ migration
+
+
+@cli.group()
+def migration() -> None:
+    """Manual migrations: start one, show their progress."""
+
+
+@migration.command("status")
+@click.argument("name")
+@_component
+@_output
+@_connection
+@click.pass_obj
+def migration_status(target: Target, name: str, component: str | None, output: str) -> None:
+    """Migration records (phase, source, surge, result) and requests not yet accepted."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    pending = out.pending_migration_requests(ir)
+    if output == "json":
+        _echo_json({"name": ir["metadata"]["name"], **out.migrations_json(status, pending)})
+        return
+    click.echo(out.format_migrations(status, pending, _now()))
+
+
+@migration.command("start")
+@click.argument("name")
+@click.option("--instance", "index", type=int, required=True, help="Instance index to move.")
+@click.option("--from-node", default=None,
+              help="Node to move off (default: the node all its pods are on, if one).")
+@click.option("--hint-node", "hints", multiple=True,
+              help=f"Preferred target node (repeatable, at most {out.MAX_HINT_NODES}).")
+@click.option("--reason", default="manual migration (kubectl ome)", show_default=True)
+@click.option("--requested-by", default=None, help="Who asks (default: $USER).")
+@click.option("--request-id", default=None, help="Request UUID (default: a new one).")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def migration_start(target: Target, name: str, index: int, from_node: str | None,
+                    hints: tuple[str, ...], reason: str, requested_by: str | None,
+                    request_id: str | None, component: str | None, yes: bool) -> None:
+    """Move one Instance: a replacement comes up first, then the source drains."""
+    if len(hints) > out.MAX_HINT_NODES:
+        raise click.UsageError(f"at most {out.MAX_HINT_NODES} --hint-node values "
+                               f"(got {len(hints)})")
+    try:
+        request_uuid = str(uuid.UUID(request_id)) if request_id else str(uuid.uuid4())
+    except ValueError:
+        raise click.BadParameter(f"{request_id!r} is not a UUID",
+                                 param_hint="--request-id") from None
+
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+        ir = await _get_replica(kube, target, name, component)
+        selector = f"ome.io/inferencereplica={ir['metadata']['name']}," \
+                   f"ome.io/instance-index={index}"
+        page = await kube.list(PODS, target.namespace, label_selector=selector)
+        return ir, list(page.get("items") or ())
+
+    ir, pods = _run(target, work)
+    status = _status(ir)
+    spec = ir.get("spec") or {}
+    conflict = out.migration_conflict(ir, status, index)
+    mode = ((spec.get("lifecycle") or {}).get("migrationPolicy") or {}).get("mode")
+    if conflict is None and mode == "Never":
+        conflict = "lifecycle.migrationPolicy.mode is Never: migrations are disabled"
+    key = out.ANNOTATION_MIGRATION_PREFIX + request_uuid
+    if conflict is None and key in ((ir.get("metadata") or {}).get("annotations") or {}):
+        conflict = f"request {request_uuid} already exists"
+    if conflict is None and any(m.request_uuid == request_uuid for m in status.migrations):
+        conflict = f"request {request_uuid} was already recorded"
+    if conflict is not None:
+        _fail(f"{_ref(ir)}: {conflict}", EXIT_CONFLICT)
+    if from_node is None:
+        nodes = {str((p.get("spec") or {}).get("nodeName") or "") for p in pods
+                 if not (p.get("metadata") or {}).get("deletionTimestamp")}
+        nodes.discard("")
+        from_node = nodes.pop() if len(nodes) == 1 else None
+    value = out.migration_request(
+        instance=index, component=str(spec.get("component") or ""), from_node=from_node,
+        hint_nodes=hints, reason=reason,
+        requested_by=requested_by or os.environ.get("USER") or "kubectl-ome",
+        requested_at=_now())
+    notes = ["the InferenceReplica is paused: the migration waits for resume"] \
+        if spec.get("paused") else []
+    _confirm(ir, [f"metadata.annotations[{key}] = {value}"], yes, notes)
+    _patch(target, ir, {"metadata": {"annotations": {key: value}}})
+    click.echo(f"{_ref(ir)}: migration {request_uuid} of Instance {index} requested")
+
+
+# ------------------------------------------------------------------ scale
+
+
+@cli.command("scale")
+@click.argument("name")
+@click.argument("replicas", type=int)
+@click.option("--override-autoscaler", is_flag=True,
+              help="Scale even though spec.autoscaler manages the count.")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def scale(target: Target, name: str, replicas: int, override_autoscaler: bool,
+          component: str | None, yes: bool) -> None:
+    """Set the Instance count through the scale subresource (transient under an autoscaler)."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    refusal = out.scale_refusal(ir, status, replicas)
+    spec = ir.get("spec") or {}
+    if refusal is None and spec.get("autoscaler") and not override_autoscaler:
+        refusal = "spec.autoscaler manages the count: pass --override-autoscaler to scale anyway"
+    if refusal is not None:
+        _fail(f"{_ref(ir)}: {refusal}", EXIT_CONFLICT)
+    current = spec.get("replicas")
+    if current == replicas:
+        click.echo(f"{_ref(ir)} already has spec.replicas {replicas}: nothing to do")
+        return
+    _confirm(ir, [f"scale: spec.replicas {current if current is not None else '(unset: 1)'} "
+                  f"-> {replicas}"], yes, _projected_note(ir))
+    _patch(target, ir, {"spec": {"replicas": replicas}}, subresource="scale")
+    click.echo(f"{_ref(ir)} scaled to {replicas}")
+
+
+# ---------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the plugin; errors are one line on stderr and a non-zero exit."""
+    try:
+        cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False, obj=Target())
+    except CliError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        return exc.code
+    except click.exceptions.Abort:
+        click.echo("error: aborted", err=True)
+        return EXIT_ERROR
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("error: interrupted", err=True)
+        return 130
+    except Exception as exc:  # one line, never a traceback
+        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        return EXIT_ERROR
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,304 @@
+"""``kubectl ome`` as a user runs it: the real kubectl finds the plugin on PATH and talks to
+the test cluster while an in-process manager reconciles."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from omenative_controller.devcluster import build
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.resources import INFERENCE_REPLICAS
+
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import (  # noqa: E402
+    TEST_LIFECYCLE,
+    eventually,
+    get_replica,
+    patch_replica,
+    replica_body,
+)
+from test_manager_lifecycle import create_ready  # noqa: E402
+
+if TYPE_CHECKING:
+    from conftest import FaultControl
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytest_plugins = ["manager_fixtures"]
+
+
+class Kubectl:
+    """Runs ``kubectl ...`` with a PATH holding the cached kubectl and our plugin."""
+
+    def __init__(self, env: dict[str, str], namespace: str) -> None:
+        self.env = env
+        self.namespace = namespace
+
+    async def __call__(self, *args: str, stdin: bytes = b"",
+                       timeout: float = 60) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=self.env)
+        out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    async def ome(self, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+        """``kubectl ome ARGS -n NAMESPACE``."""
+        return await self(("ome"), *args, "-n", self.namespace, stdin=stdin)
+
+    async def ok(self, *args: str) -> str:
+        """``kubectl ome ARGS -n NAMESPACE`` that must succeed; its stdout."""
+        rc, out, err = await self.ome(*args)
+        assert rc == 0, f"kubectl ome {' '.join(args)}: exit {rc}\n{out}\n{err}"
+        assert "Traceback" not in err
+        return out
+
+
+@pytest.fixture
+def kubectl(tmp_path: Path, kubeconfig_path: Path, namespace: str) -> Kubectl:
+    """``kubectl`` with ``kubectl-ome`` on PATH and KUBECONFIG naming the test cluster."""
+    real = build.bin_dir() / "kubectl"
+    if not os.access(real, os.X_OK):
+        pytest.fail(f"no cached kubectl at {real} (run python -m "
+                    "omenative_controller.devcluster.build)", pytrace=False)
+    plugin = Path(sys.executable).parent / "kubectl-ome"
+    if not os.access(plugin, os.X_OK):
+        pytest.fail(f"no kubectl-ome next to {sys.executable} (pip install -e .)",
+                    pytrace=False)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "kubectl").symlink_to(real)
+    (bindir / "kubectl-ome").symlink_to(plugin)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KUBECONFIG": str(kubeconfig_path), "HOME": str(tmp_path)}
+    return Kubectl(env, namespace)
+
+
+def _ready_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()[1:] if line.split()[2:3] == ["Ready"]]
+
+
+async def test_kubectl_finds_the_plugin(kubectl: Kubectl) -> None:
+    _, out, err = await kubectl("plugin", "list")
+    assert "kubectl-ome" in out, err
+    rc, out, err = await kubectl("ome", "--help")
+    assert rc == 0 and "instance" in out and "migration" in out, err
+
+
+async def test_list_status_pause_resume_and_refusals(
+    kube: KubeClient, namespace: str, start_manager: Any, kubectl: Kubectl
+) -> None:
+    await start_manager()
+    await create_ready(kube, namespace, replica_body("ko", replicas=2), 2)
+
+    async def listed() -> str | None:
+        out = await kubectl.ok("instance", "list", "ko")
+        return out if len(_ready_rows(out)) == 2 else None
+
+    out = await eventually(listed, timeout=30, what="kubectl ome instance list: 2 Ready")
+    header = out.splitlines()[0].split()
+    assert header == ["COMP", "IDX/INC", "PHASE", "PODS(S/A/T)", "REVS", "AOF", "EVIDENCE"]
+    rows = _ready_rows(out)
+    assert [r[:4] for r in rows] == [["engine", "0/1", "Ready", "2/2/2"],
+                                     ["engine", "1/1", "Ready", "2/2/2"]]
+    ir = await get_replica(kube, namespace, "ko")
+    short = ir["status"]["updateRevision"].rsplit("-", 1)[1]
+    assert all(r[4] == short for r in rows)
+
+    data = json.loads(await kubectl.ok("instance", "list", "ko", "-o", "json"))
+    assert [(i["index"], i["phase"]) for i in data["instances"]] == [(0, "Ready"), (1, "Ready")]
+    # the component flag picks {isvc}-{component}, but "ko" is no ISVC: a clean error
+    rc, _, err = await kubectl.ome("instance", "list", "k", "--component", "decoder")
+    assert rc == 1 and err.startswith("error: no InferenceReplica") and err[-1:] == "\n"
+    assert err.count("\n") == 1
+
+    await kube.create(INFERENCE_REPLICAS, replica_body("kc-engine", replicas=1, single=True),
+                      namespace)
+    out = await kubectl.ok("instance", "list", "kc", "--component", "engine")
+    assert out.splitlines()[0].startswith("COMP")
+    detail = await kubectl.ok("instance", "status", "ko", "1")
+    if os.environ.get("KUBECTL_OME_SHOW"):
+        print(await kubectl.ok("instance", "list", "ko"), detail,
+              await kubectl.ok("rollout", "status", "ko"), sep="\n")
+    assert "Phase:         Ready" in detail
+    assert "ko-1-leader-0" in detail and "ko-1-worker-0" in detail
+    rc, _, err = await kubectl.ome("instance", "status", "ko", "7")
+    assert rc == 1 and "no Instance 7" in err
+    assert "no retry blocks" in await kubectl.ok("instance", "retry-blocks", "ko")
+    status = await kubectl.ok("rollout", "status", "ko")
+    assert "Paused:     no" in status and "Ready:      True" in status
+
+    # a write without --yes, answered "n", changes nothing
+    before = await get_replica(kube, namespace, "ko")
+    rc, out, err = await kubectl.ome("rollout", "pause", "ko", stdin=b"n\n")
+    assert rc == 1, (out, err)
+    assert "spec.paused: false -> true" in out and "[y/N]" in out
+    assert "nothing was changed" in err
+    after = await get_replica(kube, namespace, "ko")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert not after["spec"].get("paused")
+    # ... and so does no answer at all (stdin closed)
+    rc, _, _ = await kubectl.ome("rollout", "pause", "ko")
+    assert rc == 1
+    # an interactive "y" writes
+    rc, out, err = await kubectl.ome("rollout", "pause", "ko", "--freeze", stdin=b"y\n")
+    assert rc == 0, (out, err)
+    ir = await get_replica(kube, namespace, "ko")
+    assert ir["spec"].get("paused") is True and ir["spec"].get("pauseMode") == "Freeze"
+    await kubectl.ok("rollout", "resume", "ko", "--yes")
+    ir = await get_replica(kube, namespace, "ko")
+    assert not ir["spec"].get("paused") and not ir["spec"].get("pauseMode")
+
+    # the object changes between the read and the confirmation: the write fails cleanly
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", "ome", "rollout", "pause", "ko", "-n", namespace,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env=kubectl.env)
+    assert proc.stdout is not None and proc.stdin is not None
+    shown = b""
+    while b"[y/N]" not in shown:
+        chunk = await asyncio.wait_for(proc.stdout.read(200), 30)
+        assert chunk, f"exited before asking: {shown!r}"
+        shown += chunk
+    await patch_replica(kube, namespace, "ko",
+                        {"metadata": {"annotations": {"example.com/touched": "yes"}}})
+    proc.stdin.write(b"y\n")
+    await proc.stdin.drain()
+    proc.stdin.close()
+    _, err_bytes = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 3, err_bytes
+    assert b"changed since it was read" in err_bytes and err_bytes.count(b"\n") == 1
+    assert not (await get_replica(kube, namespace, "ko"))["spec"].get("paused")
+
+    # pause --yes sets spec.paused, resume clears it; rollout status shows it
+    await kubectl.ok("rollout", "pause", "ko", "--yes")
+    ir = await get_replica(kube, namespace, "ko")
+    assert ir["spec"].get("paused") is True and not ir["spec"].get("pauseMode")
+    data = json.loads(await kubectl.ok("rollout", "status", "ko", "-o", "json"))
+    assert data["paused"] is True and data["pauseMode"] == "Recover"
+    await kubectl.ok("rollout", "resume", "ko", "--yes")
+    ir = await get_replica(kube, namespace, "ko")
+    assert not ir["spec"].get("paused")
+    assert "not paused" in await kubectl.ok("rollout", "resume", "ko", "--yes")
+
+    # refusals: exit 3, one line, nothing written
+    rv = ir["metadata"]["resourceVersion"]
+    rc, _, err = await kubectl.ome("scale", "ko", "0", "--yes")
+    assert rc == 3 and "refusing to scale to 0" in err and err.count("\n") == 1
+    rc, _, err = await kubectl.ome("migration", "start", "ko", "--instance", "9", "--yes")
+    assert rc == 3 and "no Instance 9" in err
+    rc, _, err = await kubectl.ome("instance", "release-held", "ko", "--revision",
+                                   "0123456789", "--yes")
+    assert rc == 3 and "no Held revision" in err
+    hints = [a for i in range(9) for a in ("--hint-node", f"n{i}")]
+    rc, _, err = await kubectl.ome("migration", "start", "ko", "--instance", "0", *hints,
+                                   "--yes")
+    assert rc == 2 and "at most 8" in err
+    assert (await get_replica(kube, namespace, "ko"))["metadata"]["resourceVersion"] == rv
+
+    # scale 3 --yes goes through the scale subresource; the new Instance comes up
+    await kubectl.ok("scale", "ko", "3", "--yes")
+    assert (await get_replica(kube, namespace, "ko"))["spec"]["replicas"] == 3
+
+    async def three() -> bool:
+        return len(_ready_rows(await kubectl.ok("instance", "list", "ko"))) == 3
+
+    await eventually(three, timeout=60, what="3 Ready Instances listed")
+
+
+async def test_migration_start_completes(
+    kube: KubeClient, namespace: str, start_manager: Any, kubectl: Kubectl
+) -> None:
+    await start_manager()
+    await create_ready(kube, namespace, replica_body("km", replicas=1), 1)
+    request = "5b0c1f9e-2222-4c1e-9c61-3f1d2b9a7e02"
+    out = await kubectl.ok("migration", "start", "km", "--instance", "0", "--reason", "test",
+                           "--requested-by", "pytest", "--request-id", request, "--yes")
+    key = f"ome.io/migration-request-v1-{request}"
+    assert key in out and '"schemaVersion":"v1"' in out
+    seen: JSON = {}
+
+    async def recorded() -> bool:
+        ir = await get_replica(kube, namespace, "km")
+        value = (ir["metadata"].get("annotations") or {}).get(key)
+        if value:
+            seen.update(json.loads(value))
+        return bool(value) or bool((ir.get("status") or {}).get("migrations"))
+
+    await eventually(recorded, timeout=30, interval=0.05, what="the request annotation")
+    if seen:  # caught before the manager consumed it
+        assert seen["instance"] == 0 and seen["requested_by"] == "pytest"
+        assert "from_node" in seen and seen["hint_target_nodes"] == []
+        assert seen["requested_at"].endswith("Z")
+    # a second request for the same Instance while it migrates: exit 3
+    rc, out2, err = await kubectl.ome("migration", "start", "km", "--instance", "0", "--yes")
+    assert rc == 3 and err.startswith("error: ") and err.count("\n") == 1, (out2, err)
+
+    async def completed() -> JSON | None:
+        data = json.loads(await kubectl.ok("migration", "status", "km", "-o", "json"))
+        mine = [m for m in data["migrations"] if m["requestUUID"] == request]
+        if mine and mine[0]["phase"] == "Failed":
+            raise AssertionError(f"migration failed: {mine[0]}")
+        return data if mine and mine[0]["phase"] == "Completed" else None
+
+    data = await eventually(completed, timeout=90, interval=0.5, what="migration Completed")
+    mine = next(m for m in data["migrations"] if m["requestUUID"] == request)
+    assert mine["sourceInstance"] == 0 and mine["succeeded"] is True
+    text = await kubectl.ok("migration", "status", "km")
+    if os.environ.get("KUBECTL_OME_SHOW"):
+        print(text, await kubectl.ok("instance", "list", "km"), sep="\n")
+    assert request in text and "Completed" in text
+
+    async def settled() -> bool:
+        rows = _ready_rows(await kubectl.ok("instance", "list", "km"))
+        return len(rows) == 1 and rows[0][1] == f"{mine['surgeInstance']}/1"
+
+    await eventually(settled, timeout=60, what="the replacement is the one Ready Instance")
+
+
+async def test_held_revision_shows_evidence_and_is_released(
+    kube: KubeClient, namespace: str, start_manager: Any, kubectl: Kubectl,
+    faults: FaultControl,
+) -> None:
+    bad = f"example.com/{namespace}/llm:broken"
+    await faults.set(bad_images=[bad])
+    await start_manager(lifecycle={**TEST_LIFECYCLE, "stuckPodGracePeriod": "2s"})
+    await kube.create(INFERENCE_REPLICAS,
+                      replica_body("kh", replicas=1, single=True, image=bad), namespace)
+    evidence: set[str] = set()
+
+    async def held() -> str | None:
+        evidence.update(line for line in
+                        (await kubectl.ok("instance", "list", "kh")).splitlines()[1:])
+        out = await kubectl.ok("instance", "retry-blocks", "kh")
+        return out if "HELD" in out else None
+
+    out = await eventually(held, timeout=90, what="kubectl ome retry-blocks: HELD")
+    ir = await get_replica(kube, namespace, "kh")
+    revision = ir["status"]["updateRevision"]
+    line = next(line for line in out.splitlines() if line.startswith("HELD"))
+    assert revision in line and "never (held)" in line and "ImagePullBackOff" in line
+    assert any("ImagePullBackOff" in e for e in evidence), evidence
+    blocks = json.loads(await kubectl.ok("instance", "retry-blocks", "kh", "-o", "json"))
+    assert blocks["retryBlocks"][0]["state"] == "Held"
+
+    await faults.clear()
+    short = revision.rsplit("-", 1)[1]
+    out = await kubectl.ok("instance", "release-held", "kh", "--revision", short, "--yes")
+    assert f"releases {revision}" in out
+
+    async def released() -> bool:
+        ir = await get_replica(kube, namespace, "kh")
+        status = ir.get("status") or {}
+        return ("ome.io/release-held-revision" not in (ir["metadata"].get("annotations") or {})
+                and status.get("readyReplicas") == 1)
+
+    await eventually(released, timeout=90, what="released and Ready")
+    assert "no retry blocks" in await kubectl.ok("instance", "retry-blocks", "kh")
