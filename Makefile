@@ -42,7 +42,7 @@ bench: ## planner benchmarks (plan time at 100/1,000/10,000 Instances, simulated
 	$(PY) benchmarks/bench_planner.py
 
 bench-controller: ## controller benchmark on the local control plane
-	$(PY) -m omenative_controller.bench
+	$(PY) benchmarks/bench_controller.py
 
 simulate: ## run the bundled example scenario
 	$(VENV)/bin/omenative simulate examples/engine-gang.yaml

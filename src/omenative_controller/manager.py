@@ -59,6 +59,7 @@ from omenative_controller.kube.resources import (
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderConfig, LeaderElector
 from omenative_controller.observability import Metrics, ProbeServer
+from omenative_controller.service_controller import ServiceController
 from omenative_core import planner
 from omenative_core.codec import (
     CodecError,
@@ -74,6 +75,7 @@ from omenative_core.model.config import ConfigError, LifecycleConfig, parse_life
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.render import headless_service_name, validate_replica
+from omenative_core.service import ServiceConfig
 
 __all__ = [
     "LIFECYCLE_KEY",
@@ -125,6 +127,8 @@ class ManagerOptions:
     identity: str = field(factory=default_identity)
     config_reload_seconds: float = 30.0
     crd_poll_seconds: float = 5.0
+    #: also run the InferenceService controller (projects ISVC components onto replicas)
+    inference_services: bool = True
     resync_seconds: float = 600.0
     shutdown_timeout: float = 30.0
     startup_timeout: float = 60.0
@@ -270,6 +274,7 @@ class Manager:
         self._tasks: list[asyncio.Task[Any]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._config_text: str | None = None
+        self._isvc_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -516,9 +521,20 @@ class Manager:
         self._enqueue_all()
         self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
                          for i in range(max(1, opts.workers))]
+        if opts.inference_services and self.client is not None:
+            isvc = ServiceController(
+                self.client, opts.namespaces, lambda: ServiceConfig(lifecycle=self.config),
+                guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
+                backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
+            self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
         log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
 
     async def _on_stopped_leading(self) -> None:
+        if self._isvc_task is not None:
+            self._isvc_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._isvc_task
+            self._isvc_task = None
         queue, self.queue = self.queue, None
         if queue is not None:
             queue.shutdown()

@@ -109,6 +109,8 @@ async def _run(options: ManagerOptions) -> int:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info")
 @click.option("--log-format", type=click.Choice(["json", "console"]), default="json")
+@click.option("--inference-services/--no-inference-services", default=True,
+              help="Also project InferenceService components onto InferenceReplicas.")
 def main(
     kubeconfig: str | None,
     kube_context: str | None,
@@ -128,6 +130,7 @@ def main(
     burst: int,
     request_timeout: float,
     identity: str | None,
+    inference_services: bool,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -152,6 +155,7 @@ def main(
         burst=burst,
         request_timeout=request_timeout,
         identity=identity or default_identity(),
+        inference_services=inference_services,
     )
     try:
         options.leader_config().validate()

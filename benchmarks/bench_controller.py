@@ -1,0 +1,728 @@
+"""Controller benchmark on the local control plane (``make bench-controller``).
+
+1. The manager: time from applying N standalone InferenceReplicas (default 100, each one
+   Instance of a leader + 3 workers = 4 pods, no GPU requests) until every one reports
+   ``status.readyReplicas == 1``.
+2. A bare kubernetes-asyncio loop on the same API server, in the same run: time to create
+   the same number of pods (N x 4, same container, no readiness gate) in a fresh namespace
+   with the same client-side limits as the manager (``--workers`` calls in flight, the same
+   QPS/burst token bucket) until every pod is Ready.
+
+Printed: both times and their ratio, the manager's peak RSS (``VmHWM`` of its process: it
+runs as a subprocess, ``omenative-manager``), its CPU time, and API requests and writes per
+created pod (from its own ``/metrics``), with a breakdown by verb/resource and action kind.
+
+The cluster: ``KUBECONFIG`` if set (it must run the kubelet stand-in), else one started
+here with ``python -m omenative_controller.devcluster up`` in a temp state folder.
+Namespaces, the manager and the cluster are removed at the end, also on error or Ctrl-C.
+Timing lives here, never in pass/fail tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio  # noqa: TID251 - the benchmark drives the controller; it is not the pure core
+import contextlib
+import ctypes
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+if importlib.util.find_spec("omenative_controller") is None:  # not installed: use src/
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import client as k8s
+from prometheus_client.parser import text_string_to_metric_families
+
+from omenative_controller.devcluster.kubelet import REQUEST_TIMEOUT, RequestError, raw_call
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.ratelimit import TokenBucket
+from omenative_controller.kube.resources import (
+    CRDS,
+    INFERENCE_REPLICAS,
+    NAMESPACES,
+    PODS,
+    Resource,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
+IMAGE = "example.com/llm:1"
+PODS_PER_REPLICA = 4  # leader + 3 workers
+T_START = time.monotonic()
+
+
+def say(msg: str) -> None:
+    """A progress line with the time since the benchmark started."""
+    print(f"[{time.monotonic() - T_START:7.1f}s] {msg}", flush=True)
+
+
+def _pdeathsig() -> None:
+    """In the child: get SIGTERM when the benchmark dies (so nothing outlives a kill -9)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _child_env() -> dict[str, str]:
+    src = str(REPO / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+# ---------------------------------------------------------------------------- the cluster
+
+
+class DevCluster:
+    """``devcluster up`` as a child process (or nothing, when ``KUBECONFIG`` is set)."""
+
+    def __init__(self, state_dir: Path, nodes: int) -> None:
+        self.state_dir = state_dir
+        self.nodes = nodes
+        self.proc: asyncio.subprocess.Process | None = None
+        self.kubeconfig: Path | None = None
+
+    async def start(self, timeout: float = 300.0) -> Path:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        err = (self.state_dir / "up.stderr.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_controller.devcluster", "up",
+            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes),
+            stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
+            preexec_fn=_pdeathsig,
+        )
+        err.close()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"devcluster up gave no KUBECONFIG within {timeout:.0f}s")
+            line = await asyncio.wait_for(self.proc.stdout.readline(), left)
+            if not line:
+                tail = (self.state_dir / "up.stderr.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"devcluster up exited ({self.proc.returncode}):\n{tail}")
+            text = line.decode().strip()
+            if text.startswith("KUBECONFIG="):
+                self.kubeconfig = Path(text.partition("=")[2])
+                return self.kubeconfig
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 30)
+        # whatever `up` left behind (it checks each PID still runs its recorded binary)
+        down = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_controller.devcluster", "down",
+            "--state-dir", str(self.state_dir), stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, env=_child_env(),
+        )
+        await down.wait()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# ---------------------------------------------------------------------------- the manager
+
+
+class ManagerProcess:
+    """``omenative-manager`` as a subprocess: its ports, log events and /proc figures."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.proc: asyncio.subprocess.Process | None = None
+        self.metrics_port: int | None = None
+        self.events: Counter[str] = Counter()
+        self.warnings: list[JSON] = []
+        self.leading = asyncio.Event()
+        self.listening = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self.hwm_kib = 0
+        self.cpu_seconds = 0.0
+
+    async def start(self, kubeconfig: Path, namespace: str, args: argparse.Namespace) -> None:
+        err = (self.log_dir / "manager.stderr.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_controller.cli.manager",
+            "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+            "--config-namespace", namespace, "--bind-address", "127.0.0.1",
+            "--metrics-port", "0", "--probe-port", "0", "--identity", "bench",
+            "--workers", str(args.workers), "--qps", str(args.qps), "--burst", str(args.burst),
+            stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
+            preexec_fn=_pdeathsig,
+        )
+        err.close()
+        self._reader = asyncio.create_task(self._read_logs())
+        await asyncio.wait_for(self.leading.wait(), 60)
+
+    async def _read_logs(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with (self.log_dir / "manager.log").open("wb") as out:
+            async for line in self.proc.stdout:
+                out.write(line)
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(rec, dict):
+                    continue
+                event = str(rec.get("event"))
+                self.events[event] += 1
+                if rec.get("level") in ("warning", "error", "critical") and len(
+                        self.warnings) < 20:
+                    self.warnings.append(rec)
+                if event == "manager.listening":
+                    self.metrics_port = int(rec["metrics_port"])
+                    self.listening.set()
+                elif event == "manager.leading":
+                    self.leading.set()
+
+    def sample_proc(self) -> tuple[int, int, float]:
+        """(VmHWM KiB, VmRSS KiB, CPU seconds) of the manager process, kept as the maximum."""
+        assert self.proc is not None
+        hwm = rss = 0
+        cpu = 0.0
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+                elif line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        self.hwm_kib = max(self.hwm_kib, hwm)
+        self.cpu_seconds = max(self.cpu_seconds, cpu)
+        return hwm, rss, cpu
+
+    async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
+        """Every sample of the manager's /metrics."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as http, http.get(
+                url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            text = await resp.text()
+        return [(s.name, dict(s.labels), float(s.value))
+                for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+    async def stop(self) -> None:
+        """SIGTERM (graceful), SIGKILL after 30 s."""
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:
+            self.sample_proc()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, 5)
+
+
+def total(samples: list[tuple[str, dict[str, str], float]], name: str,
+          where: Callable[[dict[str, str]], bool] = lambda _: True) -> float:
+    return sum(v for n, labels, v in samples if n == name and where(labels))
+
+
+def by_labels(samples: list[tuple[str, dict[str, str], float]], name: str,
+              keys: tuple[str, ...]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for n, labels, v in samples:
+        if n == name:
+            out[" ".join(labels.get(k, "") for k in keys)] += v
+    return out
+
+
+# ---------------------------------------------------------------------------- watching
+
+
+class Tracker:
+    """Watch one namespace's objects of a kind; know which are "ready" and when."""
+
+    def __init__(self, kube: KubeClient, res: Resource, namespace: str,
+                 is_ready: Callable[[JSON], bool], target: int) -> None:
+        self.kube, self.res, self.namespace = kube, res, namespace
+        self.is_ready, self.target = is_ready, target
+        self.seen: dict[str, float] = {}  # name -> first seen (monotonic)
+        self.ready: dict[str, float] = {}  # name -> became ready
+        self.done = asyncio.Event()
+        self._opened = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Tracker:
+        self._task = asyncio.create_task(self._run())
+        await asyncio.wait_for(self._opened.wait(), 30)
+        return self
+
+    def _see(self, kind: str, obj: JSON) -> None:
+        name = obj["metadata"]["name"]
+        now = time.monotonic()
+        if kind == "DELETED":
+            self.ready.pop(name, None)
+            return
+        self.seen.setdefault(name, now)
+        if self.is_ready(obj):
+            self.ready.setdefault(name, now)
+        else:
+            self.ready.pop(name, None)
+        if len(self.ready) >= self.target:
+            self.done.set()
+
+    async def _run(self) -> None:
+        rv: str | None = None
+        while True:
+            try:
+                if rv is None:
+                    page = await self.kube.list(self.res, self.namespace)
+                    for obj in page.get("items") or ():
+                        self._see("ADDED", obj)
+                    rv = page["metadata"]["resourceVersion"]
+                async with self.kube.watch(self.res, self.namespace, resource_version=rv,
+                                           timeout_seconds=600, read_timeout=120) as events:
+                    self._opened.set()
+                    async for ev in events:
+                        obj = ev.get("object") or {}
+                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                            self._see(ev["type"], obj)
+                        elif ev.get("type") == "ERROR":
+                            rv = None
+                            break
+                        rv = obj.get("metadata", {}).get("resourceVersion") or rv
+            except ApiError as exc:
+                if exc.gone:
+                    rv = None
+                await asyncio.sleep(0.2)
+            except (aiohttp.ClientError, TimeoutError):
+                await asyncio.sleep(0.2)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+def replica_ready(ir: JSON) -> bool:
+    return bool((ir.get("status") or {}).get("readyReplicas") == 1)
+
+
+def pod_ready(pod: JSON) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+async def wait_done(tracker: Tracker, what: str, timeout: float,
+                    extra: Callable[[], str] = lambda: "") -> None:
+    """Until the tracker is done; a progress line every 5 s."""
+    deadline = time.monotonic() + timeout
+    while not tracker.done.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"timed out after {timeout:.0f}s: {len(tracker.ready)}/"
+                               f"{tracker.target} {what} ready{extra()}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tracker.done.wait(), min(5.0, left))
+        if not tracker.done.is_set():
+            say(f"  {len(tracker.ready)}/{tracker.target} {what} ready{extra()}")
+
+
+# ---------------------------------------------------------------------------- objects
+
+
+def replica_body(name: str) -> JSON:
+    """One Instance: leader (1) + worker (3), no GPU requests."""
+
+    def template() -> JSON:
+        return {"spec": {"terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "ome-container", "image": IMAGE}]}}
+
+    return {
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+        "metadata": {"name": name},
+        "spec": {"component": "engine", "replicas": 1, "runners": [
+            {"name": "leader", "size": 1, "template": template()},
+            {"name": "worker", "size": PODS_PER_REPLICA - 1, "template": template()},
+        ]},
+    }
+
+
+def bare_pod(i: int) -> JSON:
+    """The same container as the manager's pods, no readiness gate, no owner."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"bare-{i // PODS_PER_REPLICA}-{i % PODS_PER_REPLICA}",
+                     "labels": {"app": "bench-bare"}},
+        "spec": {"terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "ome-container", "image": IMAGE}]},
+    }
+
+
+async def apply_crd(kube: KubeClient) -> None:
+    body = yaml.safe_load(IR_CRD_FILE.read_text())
+    name = body["metadata"]["name"]
+    try:
+        current = await kube.get(CRDS, name)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise
+        await kube.create(CRDS, body)
+    else:
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await kube.replace(CRDS, name, body)
+    deadline = time.monotonic() + 30
+    while True:
+        crd = await kube.get(CRDS, name)
+        if any(c.get("type") == "Established" and c.get("status") == "True"
+               for c in (crd.get("status") or {}).get("conditions") or ()):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"CRD {name} not Established within 30s")
+        await asyncio.sleep(0.2)
+
+
+async def bounded(n: int, concurrency: int, call: Callable[[int], Awaitable[None]]) -> None:
+    """``call(0..n-1)`` with at most ``concurrency`` in flight."""
+    items = iter(range(n))
+
+    async def worker() -> None:
+        for i in items:  # one shared iterator: each index is taken once
+            await call(i)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def bare_create_pods(api: k8s.ApiClient, namespace: str, n: int, concurrency: int,
+                           qps: float, burst: int) -> list[float]:
+    """The baseline: a plain create loop over kubernetes-asyncio's CoreV1Api.
+
+    Returns the latency of each successful create (the token-bucket wait excluded).
+    """
+    core = k8s.CoreV1Api(api)
+    bucket = TokenBucket(qps, burst)
+    latencies: list[float] = []
+
+    async def create(i: int) -> None:
+        for attempt in range(5):
+            await bucket.acquire()
+            started = time.monotonic()
+            try:
+                await raw_call(core.create_namespaced_pod(
+                    namespace, bare_pod(i), _preload_content=False,  # type: ignore[arg-type]
+                    _request_timeout=REQUEST_TIMEOUT), ok=(201, 409))
+                latencies.append(time.monotonic() - started)
+                return
+            except (RequestError, aiohttp.ClientError, TimeoutError):
+                if attempt == 4:
+                    raise
+                await asyncio.sleep(0.1 * 2 ** attempt)
+
+    await bounded(n, concurrency, create)
+    return latencies
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+async def create_namespace(kube: KubeClient, prefix: str, created: list[str]) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    await kube.create(NAMESPACES, {"metadata": {"name": name,
+                                                "labels": {"omenative.io/bench": "true"}}})
+    created.append(name)
+    return name
+
+
+async def cleanup_namespaces(kube: KubeClient, namespaces: list[str]) -> None:
+    for ns in namespaces:
+        with contextlib.suppress(Exception):  # our finalizer: the manager is gone by now
+            page = await kube.list(INFERENCE_REPLICAS, ns)
+            for ir in page.get("items") or ():
+                if ir["metadata"].get("finalizers"):
+                    with contextlib.suppress(ApiError):
+                        await kube.patch(INFERENCE_REPLICAS, ir["metadata"]["name"],
+                                         {"metadata": {"finalizers": None}}, ns)
+        with contextlib.suppress(Exception):
+            await kube.delete(NAMESPACES, ns)
+
+
+async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    n_ir = args.replicas
+    n_pods = n_ir * PODS_PER_REPLICA
+    cluster: DevCluster | None = None
+    manager = ManagerProcess(workdir)
+    kube: KubeClient | None = None
+    api: k8s.ApiClient | None = None
+    namespaces: list[str] = []
+    trackers: list[Tracker] = []
+    task = asyncio.current_task()
+    if task is not None:  # SIGTERM: unwind like Ctrl-C (the finally below cleans up)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        env = os.environ.get("KUBECONFIG")
+        if env:
+            kubeconfig = Path(env.split(os.pathsep)[0]).resolve()
+            say(f"using the cluster of KUBECONFIG={kubeconfig}")
+        else:
+            say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
+            cluster = DevCluster(workdir / "devcluster", args.nodes)
+            kubeconfig = await cluster.start()
+            say("control plane up")
+        kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
+        await apply_crd(kube)
+        say("InferenceReplica CRD applied and Established")
+
+        # ------------------------------------------------------------ 1. the manager
+        ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
+        await manager.start(kubeconfig, ns_mgr, args)
+        say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "
+            f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst})")
+        base = await manager.metrics()
+        ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
+                                   n_ir).start()
+        pod_tracker = await Tracker(kube, PODS, ns_mgr, pod_ready, n_pods).start()
+        trackers += [ir_tracker, pod_tracker]
+
+        rss_peak_seen = 0
+
+        async def rss_sampler() -> None:
+            nonlocal rss_peak_seen
+            while True:
+                _, rss, _ = manager.sample_proc()
+                rss_peak_seen = max(rss_peak_seen, rss)
+                await asyncio.sleep(0.5)
+
+        sampler = asyncio.create_task(rss_sampler())
+        say(f"applying {n_ir} InferenceReplicas (1 Instance x {PODS_PER_REPLICA} pods each)")
+        t0 = time.monotonic()
+
+        async def create_ir(i: int) -> None:
+            await kube.create(INFERENCE_REPLICAS, replica_body(f"bench-{i:03d}"), ns_mgr)
+
+        await bounded(n_ir, 8, create_ir)
+        t_applied = time.monotonic() - t0
+        say(f"  applied in {t_applied:.2f}s")
+        await wait_done(ir_tracker, "InferenceReplicas", args.timeout,
+                        lambda: f" ({len(pod_tracker.seen)} pods created, "
+                                f"{len(pod_tracker.ready)} Ready)")
+        t_mgr = max(ir_tracker.ready.values()) - t0
+        at_ready = await manager.metrics()
+        manager.sample_proc()
+        created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
+        pods_ready_at = (max(pod_tracker.ready.values()) - t0 if pod_tracker.ready
+                         else float("nan"))
+        say(f"all {n_ir} InferenceReplicas Ready after {t_mgr:.2f}s "
+            f"(last pod created at {created_at:.2f}s, last pod Ready at {pods_ready_at:.2f}s)")
+
+        # trailing writes: until no non-Lease write for 5 s (at most args.settle s)
+        def writes(samples: list[tuple[str, dict[str, str], float]]) -> float:
+            return total(samples, "omenative_api_writes_total",
+                         lambda lb: lb.get("resource") != "leases")
+
+        last_w, last_t = writes(at_ready), time.monotonic()
+        settle_end = time.monotonic() + args.settle
+        settled = at_ready
+        while time.monotonic() < settle_end and time.monotonic() - last_t < 5.0:
+            await asyncio.sleep(1.0)
+            settled = await manager.metrics()
+            if writes(settled) != last_w:
+                last_w, last_t = writes(settled), time.monotonic()
+        quiet = time.monotonic() - last_t >= 5.0
+        say(f"  after Ready: {writes(settled) - writes(at_ready):.0f} more writes, "
+            f"{'quiet for 5 s' if quiet else f'still writing after {args.settle:.0f}s'}")
+        sampler.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sampler
+        hwm, _, cpu = manager.sample_proc()
+        pods_now = await kube.list(PODS, ns_mgr)
+        items = pods_now.get("items") or []
+        ready_now = sum(1 for p in items if pod_ready(p))
+        say(f"  {len(items)} pods in {ns_mgr}, {ready_now} Ready; manager VmHWM "
+            f"{hwm / 1024:.1f} MiB, CPU {cpu:.1f}s")
+        await manager.stop()
+        say(f"manager stopped (exit {manager.proc.returncode if manager.proc else '?'})")
+        for tr in trackers:
+            await tr.stop()
+        trackers.clear()
+
+        # ------------------------------------------------------------ 2. the bare loop
+        ns_bare = await create_namespace(kube, "bench-bare", namespaces)
+        cfg = k8s.Configuration()
+        from kubernetes_asyncio import config as k8s_config  # noqa: PLC0415
+
+        await k8s_config.load_kube_config(config_file=str(kubeconfig),
+                                          client_configuration=cfg)
+        api = k8s.ApiClient(cfg)
+        bare_tracker = await Tracker(kube, PODS, ns_bare, pod_ready, n_pods).start()
+        trackers.append(bare_tracker)
+        say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.workers} in flight, "
+            f"qps={args.qps:g} burst={args.burst})")
+        t1 = time.monotonic()
+        bare_lat = await bare_create_pods(api, ns_bare, n_pods, args.workers, args.qps,
+                                          args.burst)
+        t_bare_created = time.monotonic() - t1
+        say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
+        await wait_done(bare_tracker, "pods", args.timeout)
+        t_bare = max(bare_tracker.ready.values()) - t1
+        say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s")
+
+        ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
+        lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
+        for name, at in ir_tracker.ready.items():
+            own = [v for p, v in pod_tracker.ready.items() if p.startswith(f"{name}-")]
+            if own:
+                lags.append(at - max(own))
+        lags.sort()
+        return {
+            "ir_first": ir_times[0], "ir_p50": ir_times[len(ir_times) // 2],
+            "ir_p90": ir_times[int(len(ir_times) * 0.9)],
+            "lag_p50": lags[len(lags) // 2] if lags else float("nan"),
+            "lag_max": lags[-1] if lags else float("nan"),
+            "replicas": n_ir, "pods": n_pods, "workers": args.workers,
+            "t_apply": t_applied, "t_manager": t_mgr,
+            "t_manager_pods_created": created_at, "t_manager_pods_ready": pods_ready_at,
+            "t_bare": t_bare, "t_bare_created": t_bare_created,
+            "bare_create_ms": 1000 * sum(bare_lat) / max(len(bare_lat), 1),
+            "hwm_mib": manager.hwm_kib / 1024, "rss_sampled_mib": rss_peak_seen / 1024,
+            "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
+            "settled": settled, "quiet": quiet,
+            "trailing_writes": writes(settled) - writes(at_ready),
+        }
+    finally:
+        for tr in trackers:
+            await tr.stop()
+        await manager.stop()
+        if api is not None:
+            await api.close()
+        if kube is not None:
+            await cleanup_namespaces(kube, namespaces)
+            if namespaces:
+                say(f"deleted namespaces {', '.join(namespaces)}")
+            await kube.close()
+        if cluster is not None:
+            await cluster.stop()
+            say("control plane stopped")
+        if manager.events:
+            odd = Counter({k: v for k, v in manager.events.items()
+                           if k not in ("manager.listening", "manager.leading")})
+            say(f"manager log events: {dict(odd.most_common(12))}")
+        for rec in manager.warnings[:5]:
+            say(f"  manager {rec.get('level')}: {json.dumps(rec)[:300]}")
+
+
+def report(r: dict[str, Any]) -> None:
+    n = r["pods"]
+    base, ready, settled = r["base"], r["at_ready"], r["settled"]
+
+    def req(s: list[tuple[str, dict[str, str], float]], **lb: str) -> float:
+        return total(s, "omenative_api_requests_total",
+                     lambda labels: all(labels.get(k) == v for k, v in lb.items()))
+
+    def wr(s: list[tuple[str, dict[str, str], float]], leases: bool = False) -> float:
+        return total(s, "omenative_api_writes_total",
+                     lambda labels: leases or labels.get("resource") != "leases")
+
+    print()
+    print(f"== controller benchmark: {r['replicas']} InferenceReplicas x "
+          f"{PODS_PER_REPLICA} pods = {n} pods ==")
+    print(f"manager, apply -> all InferenceReplicas Ready : {r['t_manager']:8.2f} s "
+          f"(apply {r['t_apply']:.2f} s, last pod created {r['t_manager_pods_created']:.2f} s,"
+          f" last pod Ready {r['t_manager_pods_ready']:.2f} s)")
+    print(f"  per InferenceReplica, apply -> Ready: first {r['ir_first']:.2f} s, "
+          f"median {r['ir_p50']:.2f} s, p90 {r['ir_p90']:.2f} s; its last pod Ready -> "
+          f"readyReplicas 1: median {r['lag_p50']:.2f} s, max {r['lag_max']:.2f} s")
+    print(f"bare kubernetes-asyncio loop, {n} pods Ready  : {r['t_bare']:8.2f} s "
+          f"(creates done {r['t_bare_created']:.2f} s)")
+    print(f"ratio manager / bare                          : {r['t_manager'] / r['t_bare']:8.2f}")
+    print(f"manager peak RSS (VmHWM)                      : {r['hwm_mib']:8.1f} MiB")
+    print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")
+    total_req, total_wr = req(ready), wr(ready)
+    print(f"API requests per created pod (start -> Ready) : {total_req / n:8.2f} "
+          f"({total_req:.0f} requests)")
+    print(f"API writes per created pod (Leases excluded)  : {total_wr / n:8.2f} "
+          f"({total_wr:.0f} writes; Lease writes {wr(ready, True) - total_wr:.0f})")
+    print(f"  manager write rate apply -> Ready: {total_wr / r['t_manager']:.1f}/s; bare "
+          f"loop create rate: {n / r['t_bare_created']:.1f}/s")
+    lat_sum = by_labels(ready, "omenative_api_request_duration_seconds_sum", ("verb",))
+    lat_cnt = by_labels(ready, "omenative_api_request_duration_seconds_count", ("verb",))
+    print("  mean API latency seen by the manager (to the response headers): " + ", ".join(
+        f"{v}={1000 * lat_sum[v] / lat_cnt[v]:.0f}ms" for v in sorted(lat_cnt)
+        if lat_cnt[v] and v != "watch") + f"; bare loop create: {r['bare_create_ms']:.0f}ms")
+    p_sum = total(ready, "omenative_reconcile_duration_seconds_sum")
+    p_cnt = total(ready, "omenative_reconcile_duration_seconds_count")
+    print(f"  reconcile pass time: mean {1000 * p_sum / max(p_cnt, 1):.0f}ms, "
+          f"{p_sum:.1f}s in all over {r['t_manager']:.1f}s x {r['workers']} workers")
+    print(f"  requests at startup (before the first apply): {req(base):.0f}; "
+          f"after Ready until quiet: {req(settled) - req(ready):.0f} requests, "
+          f"{r['trailing_writes']:.0f} writes")
+    passes = total(ready, "omenative_reconcile_duration_seconds_count")
+    print(f"  reconcile passes: {passes:.0f} ({passes / r['replicas']:.1f} per "
+          f"InferenceReplica)")
+    rq = by_labels(ready, "omenative_api_requests_total", ("verb", "resource"))
+    print("  requests by verb/resource: " + ", ".join(
+        f"{k}={v:.0f}" for k, v in rq.most_common() if v))
+    codes = by_labels(ready, "omenative_api_requests_total", ("code",))
+    print("  requests by code: " + ", ".join(f"{k}={v:.0f}" for k, v in codes.most_common()))
+    acts = by_labels(ready, "omenative_actions_total", ("kind",))
+    print("  actions by kind: " + ", ".join(f"{k}={v:.0f}" for k, v in acts.most_common()))
+    fails = by_labels(ready, "omenative_action_failures_total", ("kind", "reason"))
+    if any(fails.values()):
+        print("  action failures: " + ", ".join(
+            f"{k}={v:.0f}" for k, v in fails.most_common() if v))
+    restarts = by_labels(settled, "omenative_watch_restarts_total", ("resource", "reason"))
+    if any(restarts.values()):  # e.g. the API server closing a watcher it found too slow
+        print("  watch restarts: " + ", ".join(
+            f"{k}={v:.0f}" for k, v in restarts.most_common() if v))
+    results = by_labels(ready, "omenative_reconcile_duration_seconds_count", ("result",))
+    print("  passes by result: " + ", ".join(f"{k}={v:.0f}" for k, v in results.most_common()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, default=100, help="InferenceReplicas to apply")
+    parser.add_argument("--nodes", type=int, default=4, help="nodes of the cluster started here")
+    parser.add_argument("--workers", type=int, default=4, help="manager workers; bare in-flight")
+    parser.add_argument("--qps", type=float, default=50.0, help="manager and bare loop QPS")
+    parser.add_argument("--burst", type=int, default=100, help="manager and bare loop burst")
+    parser.add_argument("--timeout", type=float, default=150.0, help="wait for Ready (s)")
+    parser.add_argument("--settle", type=float, default=20.0,
+                        help="at most this long after Ready to watch trailing writes (s)")
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="keep the temp folder with the manager and cluster logs")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="omenative-bench-"))
+
+    code = 1
+    try:
+        result = asyncio.run(run(args, workdir))
+        report(result)
+        code = 0
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("interrupted", file=sys.stderr)
+        code = 130
+    except Exception as exc:  # report, clean up (done in run), exit 1
+        print(f"bench-controller failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        say(f"done in {time.monotonic() - T_START:.1f}s")
+        if args.keep_logs or code != 0:
+            print(f"logs kept in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,500 @@
+"""The InferenceService controller: watch ISVCs and runtimes, apply ``render_service``'s plan.
+
+Per InferenceService key ``namespace/name`` a pass: decode the cached ISVC (a bad field is
+a ``SpecValid=False`` condition plus a Warning Event, nothing else), check it with
+``validate_isvc`` (a rejection is reported the same way and nothing is applied), call
+``render_service`` with every cached ServingRuntime / ClusterServingRuntime, the CRDs
+present and the live replica counts, server-side apply every object of every component
+that is not blocked (``application/apply-patch+yaml``, field manager ``omenative-isvc``,
+``force=true``), and write ``status`` (``with_status(isvc, service_status(...))``) through
+the status subresource when it changed, with the cached ``resourceVersion`` as the
+precondition. A blocked component keeps its objects: nothing is ever deleted here (owned
+objects go with the ISVC through garbage collection). The InferenceReplica spec is written
+only by this controller; the IR manager writes the IR status, which brings the ISVC back
+here (the owned InferenceReplicas and Deployments are watched).
+
+Running it beside the IR manager (``manager.py`` is unchanged): start it when leading, next
+to the IR workers, with the manager's client, namespaces and lifecycle config, and cancel it
+when leadership ends::
+
+    # Manager._on_started_leading, after the IR workers are created
+    assert self.client is not None
+    isvc = ServiceController(
+        self.client, opts.namespaces, lambda: ServiceConfig(lifecycle=self.config),
+        guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
+        backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
+    self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
+
+    # Manager._on_stopped_leading, before the IR workers are cancelled
+    if self._isvc_task is not None:
+        self._isvc_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._isvc_task
+        self._isvc_task = None
+
+(plus ``self._isvc_task: asyncio.Task[None] | None = None`` in ``__init__``). Standalone:
+``await run_service_controller(client, namespaces)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import structlog
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.informer import Informer, object_key
+from omenative_controller.kube.resources import (
+    CRDS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    Resource,
+    resource_for,
+)
+from omenative_controller.kube.workqueue import WorkQueue
+from omenative_core.codec import CodecError, replica_from_json
+from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
+from omenative_core.model.spec import InferenceReplica
+from omenative_core.model.timefmt import format_time
+from omenative_core.service import (
+    CRD_LEADER_WORKER_SET,
+    CRD_POD_GROUP,
+    CRD_POD_MONITOR,
+    InferenceService,
+    ServiceConfig,
+    ServicePlan,
+    ServingRuntime,
+    find_runtime,
+    isvc_from_json,
+    isvc_to_json,
+    render_service,
+    runtime_from_json,
+    service_status,
+    validate_isvc,
+    with_status,
+)
+
+__all__ = [
+    "CLUSTER_SERVING_RUNTIMES",
+    "DEPLOYMENTS",
+    "FIELD_MANAGER",
+    "INFERENCE_SERVICES",
+    "SERVING_RUNTIMES",
+    "VALIDATION_CONDITION",
+    "ServiceController",
+    "run_service_controller",
+]
+
+log = structlog.get_logger("omenative.isvc")
+
+INFERENCE_SERVICES: Final = Resource("ome.io", "v1beta1", "inferenceservices", "InferenceService")
+"""The InferenceService resource."""
+SERVING_RUNTIMES: Final = Resource("ome.io", "v1beta1", "servingruntimes", "ServingRuntime")
+"""The namespaced ServingRuntime resource."""
+CLUSTER_SERVING_RUNTIMES: Final = Resource(
+    "ome.io", "v1beta1", "clusterservingruntimes", "ClusterServingRuntime", namespaced=False
+)
+"""The cluster-scoped ClusterServingRuntime resource."""
+DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
+"""RawDeployment components' Deployments."""
+FIELD_MANAGER: Final = "omenative-isvc"
+"""The server-side apply field manager of everything this controller writes."""
+VALIDATION_CONDITION: Final = "SpecValid"
+"""The ISVC condition that reports a decode or admission failure (False); removed when valid."""
+
+_APPLY: Final = "application/apply-patch+yaml"
+_WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP)
+_OWNED_SELECTOR: Final = LABEL_ISVC  # label exists: every object an ISVC renders carries it
+
+
+def _owner_key(obj: Mapping[str, Any]) -> str | None:
+    """``namespace/isvc`` of an owned object (its controller owner ref, else its label)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("kind") == "InferenceService" and ref.get("controller"):
+            return object_key(namespace, str(ref.get("name")))
+    name = (meta.get("labels") or {}).get(LABEL_ISVC)
+    return object_key(namespace, name) if isinstance(name, str) else None
+
+
+def _merge_condition(
+    previous: object, *, type_: str, status: str, reason: str, message: str, now: datetime
+) -> list[dict[str, Any]]:
+    old = [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) \
+        else []
+    out = [c for c in old if c.get("type") != type_]
+    prev = next((c for c in old if c.get("type") == type_), None)
+    since = format_time(now)
+    if prev is not None and prev.get("status") == status and prev.get("lastTransitionTime"):
+        since = str(prev["lastTransitionTime"])
+    out.append({"type": type_, "status": status, "reason": reason, "message": message,
+                "lastTransitionTime": since})
+    return sorted(out, key=lambda c: str(c.get("type")))
+
+
+class ServiceController:
+    """Watches InferenceServices (and what they use or own) and reconciles each one.
+
+    ``config``: the rendering settings, or a callable returning the current ones (so a
+    lifecycle ConfigMap reload reaches the next pass). ``crds_present``: a callable giving
+    the CRD names present; None polls the three optional CRDs every ``crd_poll_seconds``.
+    ``guard``: checked before every write (the manager passes "still the leader"); False
+    skips the write and retries the key later.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        namespaces: Sequence[str],
+        config: ServiceConfig | Callable[[], ServiceConfig] | None = None,
+        *,
+        crds_present: Callable[[], Iterable[str]] | None = None,
+        workers: int = 2,
+        resync_seconds: float = 300.0,
+        crd_poll_seconds: float = 30.0,
+        backoff_base: float = 0.1,
+        backoff_max: float = 30.0,
+        sync_timeout: float = 30.0,
+        guard: Callable[[], bool] = lambda: True,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.client = client
+        self.namespaces = tuple(namespaces)
+        self._config = config
+        self._crds_present = crds_present
+        self._polled_crds: frozenset[str] = frozenset()
+        self.workers = workers
+        self.resync_seconds = resync_seconds
+        self.crd_poll_seconds = crd_poll_seconds
+        self.sync_timeout = sync_timeout
+        self.guard = guard
+        self.now = now
+        self.queue: WorkQueue[str] = WorkQueue(base_delay=backoff_base, max_delay=backoff_max)
+        ns: Sequence[str] | None = self.namespaces or None
+        self.isvcs: Informer[JSON] = Informer(
+            client, INFERENCE_SERVICES, dict, namespaces=ns, on_change=self._isvc_changed)
+        self.runtimes: Informer[JSON] = Informer(
+            client, SERVING_RUNTIMES, dict, namespaces=ns, on_change=self._runtime_changed)
+        self.cluster_runtimes: Informer[JSON] = Informer(
+            client, CLUSTER_SERVING_RUNTIMES, dict, on_change=self._runtime_changed)
+        self.replicas: Informer[JSON] = Informer(
+            client, INFERENCE_REPLICAS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
+            on_change=self._owned_changed)
+        self.deployments: Informer[JSON] = Informer(
+            client, DEPLOYMENTS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
+            on_change=self._owned_changed)
+        self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
+                           self.deployments)
+        self._events_sent: dict[tuple[str, str, str], str] = {}
+
+    # ------------------------------------------------------------------ inputs
+
+    @property
+    def config(self) -> ServiceConfig:
+        """The rendering settings for the next pass."""
+        if self._config is None:
+            return ServiceConfig()
+        if isinstance(self._config, ServiceConfig):
+            return self._config
+        return self._config()
+
+    def crds(self) -> frozenset[str]:
+        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet)."""
+        if self._crds_present is not None:
+            return frozenset(self._crds_present())
+        return self._polled_crds
+
+    async def _poll_crds(self) -> None:
+        while True:
+            found: set[str] = set()
+            for name in _WATCHED_CRDS:
+                try:
+                    await self.client.get(CRDS, name)
+                    found.add(name)
+                except ApiError as exc:
+                    if not exc.not_found:
+                        found.update(n for n in self._polled_crds if n == name)
+            if frozenset(found) != self._polled_crds:
+                self._polled_crds = frozenset(found)
+                self._enqueue_all()
+            await asyncio.sleep(self.crd_poll_seconds)
+
+    # ------------------------------------------------------------------ change handlers
+
+    def _isvc_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        key = object_key(namespace, str(obj["metadata"]["name"]))
+        if new is None:
+            self.queue.discard(key)
+            return
+        self.queue.add(key)
+
+    def _runtime_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        name = obj["metadata"]["name"]
+        kind = "ClusterServingRuntime" if namespace is None else "ServingRuntime"
+        for key, isvc in self.isvcs.items():
+            ref = (isvc.get("spec") or {}).get("runtime") or {}
+            if ref.get("name") != name:
+                continue
+            if (ref.get("kind") or "ClusterServingRuntime") != kind:
+                continue
+            if namespace is not None and isvc["metadata"].get("namespace") != namespace:
+                continue
+            self.queue.add(key)
+
+    def _owned_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        for obj in (old, new):
+            if obj is not None:
+                key = _owner_key(obj)
+                if key is not None and self.isvcs.get(key) is not None:
+                    self.queue.add(key)
+
+    def _enqueue_all(self) -> None:
+        for key in self.isvcs.key_list():
+            self.queue.add(key)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """List+watch everything and reconcile until cancelled."""
+        tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}")
+                 for i in self._informers]
+        if self._crds_present is None:
+            tasks.append(asyncio.create_task(self._poll_crds(), name="isvc-crd-poll"))
+        try:
+            for i in self._informers:  # a CRD not installed yet must not stall the rest
+                await i.wait_synced(self.sync_timeout)
+            self._enqueue_all()
+            tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
+            tasks.extend(asyncio.create_task(self._worker(), name=f"isvc-worker-{n}")
+                         for n in range(self.workers))
+            await asyncio.gather(*tasks)
+        finally:
+            self.queue.shutdown()
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def _resync(self) -> None:
+        while True:
+            await asyncio.sleep(self.resync_seconds)
+            self._enqueue_all()
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get()
+            if key is None:
+                return
+            try:
+                ok = await self.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                log.info("isvc.reconcile_error", key=key, status=exc.status, reason=exc.reason,
+                         error=exc.message)
+                ok = False
+            except Exception:
+                log.exception("isvc.reconcile_bug", key=key)
+                ok = False
+            finally:
+                self.queue.done(key)
+            if ok:
+                self.queue.forget(key)
+            else:
+                self.queue.add_rate_limited(key)
+
+    # ------------------------------------------------------------------ one pass
+
+    def _all_runtimes(self) -> list[ServingRuntime]:
+        out: list[ServingRuntime] = []
+        for informer, kind in ((self.runtimes, "ServingRuntime"),
+                               (self.cluster_runtimes, "ClusterServingRuntime")):
+            for _key, obj in informer.items():
+                body = dict(obj)
+                body.setdefault("kind", kind)
+                try:
+                    out.append(runtime_from_json(body))
+                except CodecError as exc:
+                    log.info("isvc.bad_runtime", kind=kind, name=obj["metadata"].get("name"),
+                             error=str(exc))
+        return out
+
+    def _owned_replicas(self, isvc: InferenceService) -> dict[str, JSON]:
+        out: dict[str, JSON] = {}
+        for _key, obj in self.replicas.items():
+            if obj["metadata"].get("namespace") != isvc.namespace:
+                continue
+            if _owner_key(obj) != object_key(isvc.namespace, isvc.name):
+                continue
+            component = (obj.get("spec") or {}).get("component") or \
+                (obj["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
+            if isinstance(component, str):
+                out[component] = obj
+        return out
+
+    def _current_replicas(
+        self, isvc: InferenceService, owned: Mapping[str, JSON]
+    ) -> dict[str, int]:
+        current: dict[str, int] = {}
+        for component, obj in owned.items():
+            n = (obj.get("spec") or {}).get("replicas")
+            if isinstance(n, int):
+                current[component] = n
+        for _key, dep in self.deployments.items():
+            if _owner_key(dep) != object_key(isvc.namespace, isvc.name):
+                continue
+            label = (dep["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
+            count = (dep.get("spec") or {}).get("replicas")
+            if isinstance(label, str) and isinstance(count, int):
+                current.setdefault(label, count)
+        return current
+
+    async def reconcile(self, key: str) -> bool:
+        """One pass over ``namespace/name``; False asks for a (rate-limited) retry."""
+        raw = self.isvcs.get(key)
+        if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
+            return True
+        try:
+            isvc = isvc_from_json(raw)
+        except CodecError as exc:
+            await self._report_invalid(raw, "InvalidSpec", str(exc))
+            return True
+        runtimes = self._all_runtimes()
+        runtime = find_runtime(isvc, runtimes)
+        rejections = validate_isvc(isvc, runtime=runtime)
+        if rejections:
+            await self._report_invalid(raw, rejections[0].reason,
+                                       "; ".join(r.message for r in rejections))
+            return True
+        owned = self._owned_replicas(isvc)
+        plan = render_service(isvc, runtimes, self.crds(), self.config,
+                              current_replicas=self._current_replicas(isvc, owned))
+        for cp in plan.components:
+            if cp.blocked:
+                log.info("isvc.component_blocked", key=key, component=cp.component,
+                         reason=cp.ready.reason if cp.ready else "")
+                continue
+            for obj in cp.objects:
+                applied = await self.apply(obj)
+                if obj.get("kind") == "InferenceReplica":
+                    self.replicas.upsert_if_newer(applied)
+                    owned[cp.component] = self.replicas.get(
+                        object_key(isvc.namespace, obj["metadata"]["name"])) or applied
+        return await self._write_status(isvc, plan, owned)
+
+    async def apply(self, obj: Mapping[str, Any]) -> JSON:
+        """Server-side apply ``obj`` (field manager ``omenative-isvc``, force)."""
+        if not self.guard():
+            raise ApiError(0, "NotLeader", "writes are not allowed now")
+        meta = obj["metadata"]
+        res = resource_for(str(obj["apiVersion"]), str(obj["kind"]))
+        return await self.client.request(
+            "PATCH", res.path(meta.get("namespace"), meta["name"]), verb="patch",
+            resource=res.plural, query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            body=dict(obj), content_type=_APPLY,
+        )
+
+    async def _write_status(
+        self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON]
+    ) -> bool:
+        decoded: dict[str, InferenceReplica] = {}
+        for component, obj in owned.items():
+            try:
+                decoded[component] = replica_from_json(obj)
+            except CodecError as exc:
+                log.info("isvc.bad_replica", isvc=isvc.name, component=component,
+                         error=str(exc))
+        status = service_status(isvc, plan, decoded, self.now())
+        status["conditions"] = [c for c in status["conditions"]
+                                if c.get("type") != VALIDATION_CONDITION]
+        body = with_status(isvc, status)
+        return await self._put_status(isvc_to_json(isvc), body)
+
+    async def _put_status(self, raw: JSON, body: JSON) -> bool:
+        if body.get("status") == raw.get("status"):
+            return True
+        if not self.guard():
+            return False
+        meta = raw["metadata"]
+        try:
+            written = await self.client.replace(
+                INFERENCE_SERVICES, meta["name"], body, meta.get("namespace"),
+                subresource="status")
+        except ApiError as exc:
+            if exc.conflict or exc.not_found:
+                return not exc.conflict
+            raise
+        self.isvcs.upsert_if_newer(written)
+        return True
+
+    async def _report_invalid(self, raw: JSON, reason: str, message: str) -> None:
+        """``SpecValid=False`` with ``reason`` on the ISVC, plus one Warning Event."""
+        old_status = raw.get("status")
+        status = dict(old_status) if isinstance(old_status, Mapping) else {}
+        status["conditions"] = _merge_condition(
+            status.get("conditions"), type_=VALIDATION_CONDITION, status="False",
+            reason=reason, message=message, now=self.now())
+        body = dict(raw)
+        body["status"] = status
+        log.info("isvc.invalid", name=raw["metadata"].get("name"), reason=reason,
+                 error=message)
+        with contextlib.suppress(ApiError):
+            await self._put_status(raw, body)
+        await self._warn(raw, reason, message)
+
+    async def _warn(self, raw: JSON, reason: str, message: str) -> None:
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        generation = str(meta.get("generation") or "")
+        key = (uid, reason, message)
+        if self._events_sent.get(key) == generation or not self.guard():
+            return
+        stamp = format_time(self.now())
+        event: JSON = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta.get('name')}.",
+                         "namespace": meta.get("namespace")},
+            "involvedObject": {
+                "apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
+                "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "type": "Warning",
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        try:
+            await self.client.create(EVENTS, event, meta.get("namespace"))
+        except ApiError as exc:
+            log.info("isvc.event_failed", reason=reason, error=exc.message)
+            return
+        if len(self._events_sent) > 4096:  # a memo, not a record: keep it bounded
+            self._events_sent.clear()
+        self._events_sent[key] = generation
+
+
+async def run_service_controller(
+    client: KubeClient,
+    namespaces: Sequence[str],
+    config: ServiceConfig | Callable[[], ServiceConfig] | None = None,
+    **options: Any,
+) -> None:
+    """Run a :class:`ServiceController` until cancelled (``options``: its keyword settings)."""
+    await ServiceController(client, namespaces, config, **options).run()

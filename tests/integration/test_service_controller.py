@@ -1,0 +1,286 @@
+"""The InferenceService controller beside the IR manager: `chat` on OMENative, end to end.
+
+The IR manager runs in-process (``start_manager``) and the ServiceController runs as an
+asyncio task on the test's namespace. Behaviour is checked as a user sees it: the
+InferenceReplicas, pods and the ISVC status, never the API calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omenative_controller import service_crds
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS
+from omenative_controller.service_controller import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+    VALIDATION_CONDITION,
+    ServiceController,
+)
+
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import (  # noqa: E402 - after the rewrite registration
+    REPO,
+    apply_crd,
+    conditions,
+    eventually,
+    list_pods,
+    release_finalizers,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytest_plugins = ["manager_fixtures"]
+
+EXPECTED_PODS = [
+    "chat-engine-0-leader-0",
+    "chat-engine-0-worker-0",
+    "chat-engine-1-leader-0",
+    "chat-engine-1-worker-0",
+    "chat-router-0-default-0",
+]
+
+
+@pytest.fixture(scope="session")
+async def service_crds_applied(kube: KubeClient) -> list[str]:
+    """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs, Established."""
+    return [await apply_crd(kube, REPO / crd.file) for crd in service_crds.SERVICE_CRDS]
+
+
+@pytest.fixture
+async def service_controller(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, service_crds_applied: list[str]
+) -> AsyncIterator[ServiceController]:
+    """A ServiceController on the test's namespace, running as a task; finalizers released."""
+    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
+    controller = ServiceController(client, [namespace], crds_present=lambda: (),
+                                   backoff_base=0.05, backoff_max=2.0)
+    task = asyncio.create_task(controller.run(), name="isvc-controller")
+    try:
+        yield controller
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await client.close()
+        await release_finalizers(kube, namespace)
+
+
+def runtime_body(namespace: str, image: str) -> JSON:
+    """A ServingRuntime: an engine of leader + 1 worker, and a single-pod router."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "ServingRuntime",
+        "metadata": {"name": "srt-chat", "namespace": namespace},
+        "spec": {
+            "engineConfig": {
+                "terminationGracePeriodSeconds": 1,
+                "runner": {"image": image, "ports": [{"name": "http", "containerPort": 30000}]},
+                "leader": {"runner": {"command": ["serve", "--leader"]}},
+                "worker": {"size": 1, "runner": {"command": ["serve", "--worker"]}},
+                "someFutureOmeField": {"kept": True},
+            },
+            "routerConfig": {
+                "terminationGracePeriodSeconds": 1,
+                "runner": {"image": "example.com/router:1"},
+            },
+        },
+    }
+
+
+def chat_body(namespace: str) -> JSON:
+    """The seed example ``chat`` (docs/serve-a-model.md) on the namespaced runtime."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": namespace},
+        "spec": {
+            "deploymentMode": "OMENative",
+            "model": {"name": "llama-3-3-70b-instruct"},
+            "runtime": {"name": "srt-chat", "kind": "ServingRuntime"},
+            "engine": {"minReplicas": 2, "maxReplicas": 2, "leader": {}, "worker": {}},
+            "router": {"minReplicas": 1, "maxReplicas": 1},
+        },
+    }
+
+
+async def get_isvc(kube: KubeClient, namespace: str, name: str = "chat") -> JSON:
+    """The InferenceService as the API server has it."""
+    return await kube.get(INFERENCE_SERVICES, name, namespace)
+
+
+async def replica_names(kube: KubeClient, namespace: str) -> list[str]:
+    """InferenceReplicas of the namespace."""
+    page = await kube.list(INFERENCE_REPLICAS, namespace)
+    return sorted(i["metadata"]["name"] for i in page.get("items") or ())
+
+
+def _ready_pods(pods: dict[str, JSON]) -> list[str]:
+    return sorted(n for n, p in pods.items()
+                  if not p["metadata"].get("deletionTimestamp")
+                  and conditions(p).get("Ready") == "True")
+
+
+async def test_chat_is_projected_becomes_ready_and_rolls_on_a_runtime_change(
+    kube: KubeClient, namespace: str, start_manager: Any, service_controller: ServiceController
+) -> None:
+    await start_manager()
+    await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
+    await kube.create(INFERENCE_SERVICES, chat_body(namespace), namespace)
+
+    async def ready() -> JSON | None:
+        isvc = await get_isvc(kube, namespace)
+        conds = conditions(isvc)
+        pods = await list_pods(kube, namespace)
+        ok = (conds.get("EngineReady") == "True" and conds.get("RouterReady") == "True"
+              and _ready_pods(pods) == EXPECTED_PODS)
+        return isvc if ok else None
+
+    isvc = await eventually(ready, timeout=120, interval=0.3, what="chat Ready")
+    assert await replica_names(kube, namespace) == ["chat-engine", "chat-router"]
+    assert sorted(await list_pods(kube, namespace)) == EXPECTED_PODS
+    engine_status = isvc["status"]["components"]["engine"]["lifecycle"]
+    assert engine_status["readyReplicas"] == 2
+    reasons = {c["type"]: c["reason"] for c in isvc["status"]["conditions"]}
+    assert reasons["EngineReady"] == "Ready" and reasons["RouterReady"] == "Ready"
+    assert VALIDATION_CONDITION not in reasons
+    engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+    owner = engine["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "InferenceService", "chat", isvc["metadata"]["uid"])
+    managers = {f["manager"] for f in engine["metadata"]["managedFields"]
+                if f.get("operation") == "Apply"}
+    assert managers == {"omenative-isvc"}
+    # unknown OME fields survive the CRD (preserve-unknown-fields)
+    runtime = await kube.get(SERVING_RUNTIMES, "srt-chat", namespace)
+    assert runtime["spec"]["engineConfig"]["someFutureOmeField"] == {"kept": True}
+    assert isvc["spec"]["model"]["name"] == "llama-3-3-70b-instruct"
+
+    # a runtime image change: the engine rolls SurgeThenDrain, never below 2 serving
+    await kube.patch(SERVING_RUNTIMES, "srt-chat",
+                     {"spec": {"engineConfig": {"runner": {"image": "example.com/llm:2"}}}},
+                     namespace)
+    lowest_serving = 2
+    saw_new_revision = False
+
+    async def rolled() -> JSON | None:
+        nonlocal lowest_serving, saw_new_revision
+        ir = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+        status = ir.get("status") or {}
+        lowest_serving = min(lowest_serving, int(status.get("servingReplicas", 0)))
+        if status.get("updateRevision") and status.get("updateRevision") != status.get(
+                "currentRevision"):
+            saw_new_revision = True
+        images = {c["image"] for r in ir["spec"]["runners"]
+                  for c in r["template"]["spec"]["containers"]}
+        pods = await list_pods(kube, namespace)
+        engine_images = {c["image"] for n, p in pods.items() if n.startswith("chat-engine-")
+                         for c in p["spec"]["containers"]}
+        done = (images == {"example.com/llm:2"} and status.get("updatedReplicas") == 2
+                and status.get("readyReplicas") == 2 and status.get("replicas") == 2
+                and status.get("currentRevision") == status.get("updateRevision")
+                and engine_images == {"example.com/llm:2"})
+        return ir if done else None
+
+    await eventually(rolled, timeout=150, interval=0.2, what="the engine rollout to finish")
+    assert lowest_serving >= 2, f"servingReplicas dropped to {lowest_serving} during the update"
+
+    async def isvc_ready_again() -> bool:
+        conds = conditions(await get_isvc(kube, namespace))
+        return bool(conds.get("EngineReady") == "True" and conds.get("RouterReady") == "True")
+
+    await eventually(isvc_ready_again, timeout=60, what="EngineReady/RouterReady after the roll")
+    assert await replica_names(kube, namespace) == ["chat-engine", "chat-router"]
+
+
+async def test_an_invalid_isvc_gets_a_condition_and_a_warning_and_nothing_is_created(
+    kube: KubeClient, namespace: str, service_controller: ServiceController
+) -> None:
+    await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
+    body = chat_body(namespace)
+    body["metadata"]["name"] = "broken"
+    body["spec"]["engine"] = {"minReplicas": 1, "leader": {}, "worker": {"size": 0}}
+    await kube.create(INFERENCE_SERVICES, body, namespace)
+
+    async def reported() -> JSON | None:
+        isvc = await get_isvc(kube, namespace, "broken")
+        cond = next((c for c in (isvc.get("status") or {}).get("conditions") or ()
+                     if c.get("type") == VALIDATION_CONDITION), None)
+        return cond if cond and cond.get("status") == "False" else None
+
+    cond = await eventually(reported, timeout=60, what="SpecValid=False on broken")
+    assert cond["reason"]
+
+    async def warned() -> list[JSON]:
+        page = await kube.list(EVENTS, namespace,
+                               field_selector="involvedObject.name=broken,type=Warning")
+        return list(page.get("items") or ())
+
+    events = await eventually(warned, timeout=30, what="a Warning Event on broken")
+    assert events[0]["involvedObject"]["kind"] == "InferenceService"
+    await asyncio.sleep(1.0)
+    assert await replica_names(kube, namespace) == []
+    with contextlib.suppress(ApiError):
+        await kube.delete(INFERENCE_SERVICES, "broken", namespace)
+
+
+async def test_a_missing_cluster_runtime_blocks_and_a_removed_one_deletes_nothing(
+    kube: KubeClient, namespace: str, start_manager: Any, service_controller: ServiceController
+) -> None:
+    await start_manager()
+    csr_name = f"srt-{namespace}"
+    body = chat_body(namespace)
+    body["spec"]["runtime"] = {"name": csr_name}  # kind defaults to ClusterServingRuntime
+    body["spec"]["engine"] = {"minReplicas": 1, "maxReplicas": 1, "leader": {}, "worker": {}}
+    await kube.create(INFERENCE_SERVICES, body, namespace)
+
+    async def blocked() -> dict[str, str] | None:
+        isvc = await get_isvc(kube, namespace)
+        reasons = {c["type"]: c["reason"] for c in (isvc.get("status") or {}).get(
+            "conditions") or ()}
+        ok = reasons.get("EngineReady") == "RuntimeNotFound" and \
+            reasons.get("RouterReady") == "RuntimeNotFound"
+        return reasons if ok else None
+
+    await eventually(blocked, timeout=60, what="RuntimeNotFound on both components")
+    assert await replica_names(kube, namespace) == []
+
+    runtime = runtime_body(namespace, "example.com/llm:1")
+    runtime["kind"] = "ClusterServingRuntime"
+    runtime["metadata"] = {"name": csr_name}
+    await kube.create(CLUSTER_SERVING_RUNTIMES, runtime)
+    try:
+        async def ready() -> bool:
+            conds = conditions(await get_isvc(kube, namespace))
+            pods = await list_pods(kube, namespace)
+            return bool(conds.get("EngineReady") == "True"
+                        and conds.get("RouterReady") == "True"
+                        and _ready_pods(pods) == ["chat-engine-0-leader-0",
+                                                  "chat-engine-0-worker-0",
+                                                  "chat-router-0-default-0"])
+
+        await eventually(ready, timeout=120, interval=0.3, what="chat Ready on the CSR")
+        engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+        spec_before = engine["spec"]
+    finally:
+        with contextlib.suppress(ApiError):
+            await kube.delete(CLUSTER_SERVING_RUNTIMES, csr_name)
+
+    await eventually(blocked, timeout=60, what="RuntimeNotFound after the CSR is deleted")
+    await asyncio.sleep(1.0)
+    # blocked: the serving workload is left exactly as it was
+    assert await replica_names(kube, namespace) == ["chat-engine", "chat-router"]
+    engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+    assert engine["spec"] == spec_before
+    assert not engine["metadata"].get("deletionTimestamp")
+    pods = await list_pods(kube, namespace)
+    assert _ready_pods(pods) == ["chat-engine-0-leader-0", "chat-engine-0-worker-0",
+                                 "chat-router-0-default-0"]
