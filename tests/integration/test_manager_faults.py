@@ -14,7 +14,7 @@ InferenceReplica's status, with deadlines.
   ``servingReplicas`` never seen below the desired count;
 * the API down (500 to everything) for 6 s: the manager steps down, comes back, converges;
 * watches ended by ``ERROR 410 Expired`` and a pod delete that only a re-list can show;
-* (xfail, a manager bug) persistent 410s on watch starts are not backed off.
+* persistent 410s on watch starts are backed off (no LIST+WATCH spin).
 """
 
 from __future__ import annotations
@@ -526,11 +526,6 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
           f"{proxy.injected[('watch', 410)]} watches answered 410, {proxy.counts['list']} lists")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "manager bug: kube/informer.py Informer._run_scope re-lists at once, with no backoff, "
-    "after a 410 (the `_Gone` branch and the `exc.gone` branch both `continue` before the "
-    "sleep, and the successful LIST resets the backoff): while every watch start is "
-    "answered 410 each informer loops LIST+WATCH as fast as the API answers"))
 async def test_persistent_410_on_watches_is_backed_off(
     kube: KubeClient, namespace: str, proxy: FaultProxy, proxied_manager: Any
 ) -> None:
@@ -543,7 +538,9 @@ async def test_persistent_410_on_watches_is_backed_off(
         return st.get("readyReplicas") == 1
 
     await eventually(ready, timeout=60, what="bo Ready")
-    informers = 6  # InferenceReplicas, pods, nodes, revisions, Services, EndpointSlices
+    # InferenceReplicas, pods, nodes, revisions, Services, EndpointSlices, and the
+    # InferenceService controller's ISVCs, runtimes, cluster runtimes, its IRs, Deployments
+    informers = 11
     lists = proxy.counts["list"]
     rule = proxy.inject(410, verbs={"watch"}, reason="Expired", duration=3.0)
     proxy.expire_watches()

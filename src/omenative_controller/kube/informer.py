@@ -325,8 +325,7 @@ class Informer(Generic[V]):
             if rv is None:
                 try:
                     rv = await self._list(scope)
-                    backoff.reset()
-                    failures = 0
+                    failures = 0  # the backoff resets only once a watch has run
                 except ApiError as exc:
                     level = "info" if exc.not_found else "warning"
                     getattr(log, level)("informer.list_failed", resource=self.name,
@@ -344,12 +343,14 @@ class Informer(Generic[V]):
                 self.observer.watch_restart(self.name, "gone")
                 log.info("informer.relist", resource=self.name, namespace=scope, why="410")
                 rv = None
+                await asyncio.sleep(backoff.next())  # a 410 storm must not spin LIST+WATCH
                 continue
             except ApiError as exc:
                 reason = "gone" if exc.gone else "error"
                 self.observer.watch_restart(self.name, reason)
                 if exc.gone:
                     rv = None
+                    await asyncio.sleep(backoff.next())
                     continue
                 log.warning("informer.watch_failed", resource=self.name, namespace=scope,
                             status=exc.status, reason=exc.reason, error=exc.message)
