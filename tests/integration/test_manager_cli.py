@@ -14,10 +14,20 @@ import aiohttp
 import pytest
 
 from omenative_controller.kube.client import KubeClient
-from omenative_controller.kube.resources import LEASES
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, LEASES
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import REPO, eventually, put_lifecycle  # noqa: E402
+from manager_fixtures import (  # noqa: E402
+    REPO,
+    TEST_LIFECYCLE,
+    PodRecorder,
+    eventually,
+    get_replica,
+    list_pods,
+    patch_replica,
+    put_lifecycle,
+    replica_body,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -99,3 +109,77 @@ async def test_cli_serves_probes_and_stops_gracefully_on_sigterm(
 async def _ok(request: Any) -> bool:
     status, _ = await request
     return bool(status == 200)
+
+
+async def test_sigkill_in_the_middle_of_an_update_and_a_restart_finishes_it(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+) -> None:
+    """The real process is SIGKILLed mid-rollout; a new one finishes with no lost Instance."""
+    from manager_fixtures import (
+        TEST_LIFECYCLE,
+        PodRecorder,
+        get_replica,
+        list_pods,
+        patch_replica,
+        replica_body,
+    )
+
+    from omenative_controller.kube.resources import INFERENCE_REPLICAS
+
+    await put_lifecycle(kube, namespace, TEST_LIFECYCLE)
+    first = await spawn(kubeconfig_path, namespace, "--identity", "kill-1")
+    second: asyncio.subprocess.Process | None = None
+    drains: list[asyncio.Task[bytes]] = []
+    try:
+        assert first.stdout is not None and first.stderr is not None
+        drains += [asyncio.create_task(first.stdout.read()),
+                   asyncio.create_task(first.stderr.read())]
+        await kube.create(INFERENCE_REPLICAS, replica_body("kl", replicas=2), namespace)
+
+        async def status_is(pred: Any) -> bool:
+            st = (await get_replica(kube, namespace, "kl")).get("status") or {}
+            return bool(pred(st))
+
+        await eventually(lambda: status_is(lambda s: s.get("readyReplicas") == 2),
+                         timeout=90, what="2 Instances Ready")
+        old_uids = {p["metadata"]["uid"] for p in (await list_pods(kube, namespace)).values()}
+        recorder = await PodRecorder(kube, namespace).start()
+        runners = replica_body("kl", image="example.com/llm:2")["spec"]["runners"]
+        await patch_replica(kube, namespace, "kl", {"spec": {"runners": runners}})
+
+        async def new_pod_exists() -> bool:
+            pods = await list_pods(kube, namespace)
+            return any(p["metadata"]["uid"] not in old_uids for p in pods.values())
+
+        await eventually(new_pod_exists, timeout=60, interval=0.05,
+                         what="the first new-revision pod")
+        first.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(first.wait(), 10)
+        assert first.returncode == -signal.SIGKILL
+        second = await spawn(kubeconfig_path, namespace, "--identity", "kill-2")
+        assert second.stdout is not None and second.stderr is not None
+        drains += [asyncio.create_task(second.stdout.read()),
+                   asyncio.create_task(second.stderr.read())]
+
+        async def finished() -> bool:
+            pods = await list_pods(kube, namespace)
+            return await status_is(
+                lambda s: s.get("updatedReplicas") == 2 and s.get("readyReplicas") == 2
+                and s.get("replicas") == 2
+            ) and not old_uids & {p["metadata"]["uid"] for p in pods.values()} \
+                and len(pods) == 4
+
+        await eventually(finished, timeout=120, what="the restarted manager to finish")
+        await recorder.stop()
+        # never more than desired + maxSurge (1) Instances alive, never a duplicate pod name
+        for _, _, state in recorder.replay():
+            live = {p["metadata"]["labels"]["ome.io/instance-index"]
+                    for p in state.values() if not p["metadata"].get("deletionTimestamp")}
+            assert len(live) <= 3, f"{len(live)} Instances alive at once"
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        for task in drains:
+            task.cancel()
