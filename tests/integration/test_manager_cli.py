@@ -115,16 +115,7 @@ async def test_sigkill_in_the_middle_of_an_update_and_a_restart_finishes_it(
     kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
 ) -> None:
     """The real process is SIGKILLed mid-rollout; a new one finishes with no lost Instance."""
-    from manager_fixtures import (
-        TEST_LIFECYCLE,
-        PodRecorder,
-        get_replica,
-        list_pods,
-        patch_replica,
-        replica_body,
-    )
 
-    from omenative_controller.kube.resources import INFERENCE_REPLICAS
 
     await put_lifecycle(kube, namespace, TEST_LIFECYCLE)
     first = await spawn(kubeconfig_path, namespace, "--identity", "kill-1")
