@@ -1,0 +1,167 @@
+"""``explain``: one line saying which gate holds the rollout and what would release it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from omenative_core.model.timefmt import to_second
+from omenative_core.revisions import hash_of
+from omenative_core.rollout.decide import (
+    ANNOTATION_PROMOTE,
+    ANNOTATION_REPIN,
+    RolloutDecision,
+)
+from omenative_core.rollout.model import GroupState, RolloutGroup, RolloutSpec, RolloutState
+
+__all__ = ["explain", "explain_decision", "explain_group"]
+
+_RUNNING = ("Pending", "Canarying", "Paused", "Promoting", "Failed", "RollingBack")
+
+
+def _left(until: datetime, now: datetime) -> str:
+    seconds = max(int((until - now).total_seconds()), 0)
+    minutes, secs = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours}h{minutes}m"
+    if minutes:
+        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def _label(gs: GroupState) -> str:
+    return f"group {gs.index} ({'+'.join(gs.components)})"
+
+
+def _promote_hint(gs: GroupState) -> str:
+    hashes = sorted(hash_of(r) for r in gs.canary.values() if hash_of(r))
+    value = hashes[0] if hashes else "<canary hash>"
+    return f"kubectl ome rollout promote ({ANNOTATION_PROMOTE}={value})"
+
+
+def explain_group(gs: GroupState, group: RolloutGroup | None, now: datetime) -> str:
+    """One line for one group: its phase, the gate in force and what releases it."""
+    now = to_second(now)
+    label = _label(gs)
+    steps = len(group.canary.steps) if group is not None and group.canary is not None else 0
+    where = f"{label} {gs.phase}"
+    if gs.phase in ("Canarying", "Paused", "Promoting") and steps:
+        where += f" at step {gs.step + 1}/{steps}"
+    elif gs.phase == "Promoting":
+        where += f" at batch {gs.step + 1}"
+    hold = gs.hold
+    if hold is not None:
+        release = {
+            "Plan": "releases when the reason clears (resume the rollout, or the member appears)",
+            "Pairing": "releases when a new-token engine/decoder pair is ready",
+            "Ratio": "releases when ready engine:decoder is back within tolerance (or raise "
+            "maintainRatio.tolerance)",
+            "Sequential": "releases when the earlier group is Stable and the soak has passed",
+            "Budget": "releases when surge room or unavailability budget frees up",
+            "RetryBlock": "releases when the failed Instances recover or are retried",
+            "Held": "release with ome.io/release-held-revision, push a new revision, or "
+            "kubectl ome rollout rollback",
+        }.get(hold.gate, "")
+        if hold.gate == "Pairing" and "promote" in hold.reason:
+            release = f"release with {_promote_hint(gs)} or scale to 2+ Instances"
+        return f"{where}: {hold.gate} gate: {hold.reason}; {release}".rstrip("; ")
+    if gs.phase == "Stable":
+        return f"{label} Stable: nothing to roll out"
+    if gs.phase == "RolledBack":
+        rejected = ", ".join(sorted(gs.rejected.values()))
+        return f"{label} RolledBack: {rejected} rejected; push a new revision to start again"
+    if gs.phase == "RollingBack":
+        return (
+            f"{label} RollingBack: returning to "
+            f"{', '.join(sorted(gs.stable[c] for c in gs.rejected if c in gs.stable))}; "
+            "finishes when every Instance is back"
+        )
+    if gs.phase == "Failed":
+        return f"{label} Failed ({gs.failure or 'unknown'}): rolling back on the next pass"
+    step = (
+        group.canary.steps[gs.step]
+        if group is not None and group.canary is not None and gs.step < len(group.canary.steps)
+        else None
+    )
+    if gs.gate == "Capacity":
+        return f"{where}: waiting for the step's Instances to be ready on the new revision"
+    if gs.gate == "Drain":
+        return f"{where}: waiting for the old revision's Instances to drain"
+    if gs.gate == "Manual":
+        return f"{where}: manual pause; release with {_promote_hint(gs)}"
+    if (
+        gs.gate == "Pause"
+        and step is not None
+        and step.pause is not None
+        and step.pause.duration is not None
+        and gs.step_ready_at is not None
+    ):
+        until = gs.step_ready_at + step.pause.duration
+        return (
+            f"{where}: timed pause, {_left(until, now)} left; releases by itself "
+            "(promote does not shorten it)"
+        )
+    if gs.gate == "Analysis" and step is not None and step.analysis is not None:
+        a = step.analysis
+        an = gs.analysis
+        failures = an.failures if an is not None else 0
+        last = an.history[-1] if an is not None and an.history else None
+        detail = f"; last round {last.outcome}: {last.detail}" if last is not None else ""
+        nxt = ""
+        if an is not None and an.pending_round is not None:
+            nxt = f"; round {an.pending_round} is being measured"
+        elif an is not None and an.next_at is not None:
+            nxt = f"; next round in {_left(an.next_at, now)}"
+        return (
+            f"{where}: analysis, {failures}/{a.effective_failure_limit} failed rounds"
+            f"{nxt}{detail}; releases when a round passes every metric, or with "
+            f"{_promote_hint(gs)} --override-analysis"
+        )
+    return f"{where}: advancing"
+
+
+def explain(
+    state: RolloutState | None,
+    now: datetime,
+    *,
+    current_token: str | None = None,
+    spec: RolloutSpec | None = None,
+) -> str:
+    """One line for the whole rollout: the first group in a run that is held or gated
+    (or Stable), plus a plan-drift note when the spec's plan differs from the pinned one."""
+    if state is None or not state.groups:
+        return "no rollout groups"
+    pinned = spec if spec is not None else state.pinned
+    running = [g for g in state.groups if g.phase in _RUNNING]
+    moving = [g for g in running if g.phase != "Pending"]
+    order = (
+        [g for g in moving if g.hold is not None]
+        + [g for g in moving if g.hold is None]
+        + [g for g in running if g.phase == "Pending"]
+    )
+    pick = order[0] if order else None
+    if pick is None:
+        rolled = [g for g in state.groups if g.phase == "RolledBack"]
+        line = (
+            explain_group(rolled[0], None, now)
+            if rolled
+            else "Stable: every group is on its stable revision"
+        )
+    else:
+        group = pinned.groups[pick.index] if pick.index < len(pinned.groups) else None
+        line = explain_group(pick, group, now)
+        others = len(running) - 1
+        if others > 0:
+            line += f" (+{others} more group{'s' if others > 1 else ''} in progress)"
+    if current_token and state.plan_token and current_token != state.plan_token and running:
+        line += (
+            f"; plan drifted (pinned {state.plan_token}, spec {current_token}): "
+            f"{ANNOTATION_REPIN}={current_token} moves the run"
+        )
+    return line
+
+
+def explain_decision(decision: RolloutDecision, now: datetime) -> str:
+    """``explain`` of a decision's new state, with its drift note."""
+    pinned = decision.state.pinned
+    return explain(decision.state, now, current_token=decision.plan_token, spec=pinned)
