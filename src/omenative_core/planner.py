@@ -857,6 +857,13 @@ class _Planner:
             return None
         return evolve(row, phase="Deleting", operation=op)
 
+    def _condemn(self, row: InstanceStatus, revision: str, reason: str) -> None:
+        """Open a Delete operation on an Instance (drain, then delete) and take its first step."""
+        self.rows[row.index] = evolve(
+            row, phase="Deleting", operation=self._op("Delete", "Drain", revision, reason)
+        )
+        self._advance(row.index)
+
     def _abandon_surge(
         self, row: InstanceStatus, revision: str, failure: Failure
     ) -> InstanceStatus:
@@ -1328,19 +1335,7 @@ class _Planner:
                 if op is not None and op.surge_index is not None:
                     surge = self.rows.get(op.surge_index)
                     if surge is not None:
-                        self.rows[surge.index] = evolve(
-                            surge,
-                            phase="Deleting",
-                            operation=self._op("Delete", "Drain", self.target, "ScaleDown"),
-                        )
-                        self._advance(surge.index)
-                self.rows[row.index] = evolve(
-                    row,
-                    phase="Deleting",
-                    operation=self._op(
-                        "Delete", "Drain", row.running_revision or self.target, "ScaleDown"
-                    ),
-                )
+                        self._condemn(surge, self.target, "ScaleDown")
                 self.events.append(
                     Event(
                         type="Normal",
@@ -1349,7 +1344,7 @@ class _Planner:
                         instance=row.index,
                     )
                 )
-                self._advance(row.index)
+                self._condemn(row, row.running_revision or self.target, "ScaleDown")
             return
         if self.policy.paused:
             return
@@ -1830,14 +1825,7 @@ class _Planner:
             for r in (source, surge):
                 if r is not None and r not in condemned:
                     if r is surge:
-                        self.rows[r.index] = evolve(
-                            r,
-                            phase="Deleting",
-                            operation=self._op(
-                                "Delete", "Drain", r.target_revision, "MigrationCancelled"
-                            ),
-                        )
-                        self._advance(r.index)
+                        self._condemn(r, r.target_revision, "MigrationCancelled")
                     elif r.operation is not None and r.operation.type == "Migrate":
                         self.rows[r.index] = evolve(r, operation=None, phase=self._steady_phase(r))
             self._end_migration(
@@ -1846,12 +1834,7 @@ class _Planner:
             return
         if m.deadline is not None and self.now >= m.deadline and m.phase == "SurgePending":
             if surge is not None:
-                self.rows[surge.index] = evolve(
-                    surge,
-                    phase="Deleting",
-                    operation=self._op("Delete", "Drain", surge.target_revision, "MigrationFailed"),
-                )
-                self._advance(surge.index)
+                self._condemn(surge, surge.target_revision, "MigrationFailed")
             if source is not None and source.operation is not None:
                 self.rows[source.index] = evolve(
                     source, operation=None, phase=self._steady_phase(source)
@@ -1913,14 +1896,9 @@ class _Planner:
         for index in sorted(self.rows):
             row = self.rows[index]
             if row.operation is None or row.operation.type != "Delete":
-                self.rows[index] = evolve(
-                    row,
-                    phase="Deleting",
-                    operation=self._op(
-                        "Delete", "Drain", row.running_revision or self.target, "Teardown"
-                    ),
-                )
-            self._advance(index)
+                self._condemn(row, row.running_revision or self.target, "Teardown")
+            else:
+                self._advance(index)
         leftover_groups = [pg for pg in self.snap.pod_groups.values() if not pg.deleting]
         for pg in leftover_groups:
             self.a_podgroup_deletes.append(DeletePodGroup(name=pg.name, uid=pg.uid))
