@@ -1349,24 +1349,42 @@ class _Planner:
         if self.policy.paused:
             return
         for _ in range(desired - len(members)):
-            if not self._start_attempt(self.target):
-                nxt = self.book.next_retry(self.target)
+            index = self._free_index()
+            revision = self._new_instance_revision(index)
+            if not self._start_attempt(revision):
+                nxt = self.book.next_retry(revision)
                 if nxt is not None:
                     self.wake.append(nxt)
                 self._set_hold(
-                    "RetryBlock" if self.book.state(self.target) != "Held" else "Held",
-                    f"revision {self.target} is {self.book.state(self.target)}",
+                    "RetryBlock" if self.book.state(revision) != "Held" else "Held",
+                    f"revision {revision} is {self.book.state(revision)}",
                 )
                 return
-            index = self._free_index()
             self.rows[index] = InstanceStatus(
                 index=index,
                 incarnation=1,
                 phase="Creating",
-                target_revision=self.target,
-                operation=self._op("Create", "CreatePods", self.target, "ScaleUp"),
+                target_revision=revision,
+                operation=self._op("Create", "CreatePods", revision, "ScaleUp"),
             )
             self._advance(index)
+
+    def _new_instance_revision(self, index: int) -> str:
+        """The revision a new Instance at ``index`` starts on.
+
+        Below the partition the N lowest indexes stay on the prior revision, so a scale-up
+        during a staged rollout (a canary step) adds prior-revision Instances there rather
+        than growing the canary past its step; at or above it, the target.
+        """
+        current = self.prev.current_revision
+        if (
+            index < self.policy.partition
+            and current
+            and current != self.target
+            and current in self.runners_by_rev
+        ):
+            return current
+        return self.target
 
     def _set_hold(self, gate: str, reason: str) -> None:
         if self.hold is None:

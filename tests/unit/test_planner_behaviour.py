@@ -287,6 +287,28 @@ def test_partition_keeps_the_lowest_indexes_and_reports_staged() -> None:
     assert ready.reason == "AllInstancesReady"
 
 
+def test_scale_up_below_the_partition_adds_prior_revision_instances() -> None:
+    """A canary step of 1 of 4: scaling 2 -> 4 with a new revision and partition 3 must not
+    put the new Instance at index 2 on the canary (only index 3 is above the partition)."""
+    world = _world(_manifest(replicas=2), nodes=12)
+    _run(world, 60)
+    prior = world.status.current_revision if world.status else None
+    world.patch_replica({"spec": {"replicas": 4, "pacing": {"partition": 3}}})
+    world.patch_replica(_runners_patch("img:2"))
+    _run(world, 600)
+    status = world.status
+    assert status is not None and prior
+    by_index = {r.index: r.running_revision for r in status.instances}
+    assert len(by_index) == 4
+    on_new = sorted(i for i, rev in by_index.items() if rev == status.update_revision)
+    assert on_new == [3], by_index
+    assert all(by_index[i] == prior for i in (0, 1, 2))
+    world.patch_replica({"spec": {"pacing": {"partition": 0}}})
+    _run(world, 900)
+    status = world.status
+    assert status is not None and status.updated_replicas == 4
+
+
 def test_rollback_to_a_stored_revision_makes_it_the_target() -> None:
     world = _world(_manifest(replicas=1))
     _run(world, 60)
