@@ -255,11 +255,25 @@ class LeaderElector:
             log.info("leader.acquired", identity=self.config.identity,
                      lease=f"{self.config.namespace}/{self.config.name}")
             self._set_leader(True)
+            # renew from the first moment: on_started (waiting for caches to sync) may take
+            # longer than the Lease, and a leader that stops renewing meanwhile flaps
+            renew = asyncio.create_task(self._renew(stop), name="lease-renew")
             try:
                 if self.on_started is not None:
-                    await self.on_started()
-                await self._renew(stop)
+                    started = asyncio.ensure_future(self.on_started())
+                    await asyncio.wait({started, renew}, return_when=asyncio.FIRST_COMPLETED)
+                    if not started.done():  # lost the Lease before we were ready to lead
+                        started.cancel()
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await started
+                    else:
+                        started.result()
+                await renew
             finally:
+                if not renew.done():
+                    renew.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await renew
                 self._set_leader(False)
                 if self.on_stopped is not None:
                     await self.on_stopped()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
+import attrs
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, LEASES
+from omenative_controller.leader import LeaderConfig, LeaderElector
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -144,3 +147,35 @@ async def test_two_managers_one_lease_only_the_leader_writes(
 
 async def _synced(handle: Any) -> bool:
     return bool(handle.manager.caches_synced())
+
+
+async def test_a_slow_start_keeps_renewing_so_no_rival_takes_the_lease(
+    kube: KubeClient, namespace: str
+) -> None:
+    """Caches that take longer to sync than the Lease lasts must not hand leadership over:
+    the new leader renews while its start-up callback is still running."""
+    config = LeaderConfig(name="slow-start", namespace=namespace, identity="slow",
+                          lease_duration=LEASE, renew_deadline=LEASE * 2 / 3,
+                          retry_period=RETRY)
+    starting, started = asyncio.Event(), asyncio.Event()
+
+    async def slow_start() -> None:
+        starting.set()
+        await asyncio.sleep(LEASE * 3)  # three Lease durations of "cache sync"
+        started.set()
+
+    stop_a, stop_b = asyncio.Event(), asyncio.Event()
+    a = LeaderElector(kube, config, on_started=slow_start)
+    rival = LeaderElector(kube, attrs.evolve(config, identity="rival"))
+    task_a = asyncio.create_task(a.run(stop_a))
+    await asyncio.wait_for(starting.wait(), timeout=30)
+    task_b = asyncio.create_task(rival.run(stop_b))
+    try:
+        await asyncio.wait_for(started.wait(), timeout=LEASE * 10)
+        assert a.is_leader and not rival.is_leader, "the rival took over during a slow start"
+        lease = await kube.get(LEASES, "slow-start", namespace)
+        assert lease["spec"]["holderIdentity"] == "slow"
+    finally:
+        stop_a.set()
+        stop_b.set()
+        await asyncio.wait_for(asyncio.gather(task_a, task_b, return_exceptions=True), 30)
