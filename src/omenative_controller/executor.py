@@ -191,6 +191,9 @@ class Executor:
     guard: Callable[[], bool] = lambda: True
     encoding: Callable[[], tuple[str, int]] = lambda: ("ColumnarV2", 20000)
     on_replica_written: Callable[[JSON], None] | None = None
+    #: write-through of every pod we created or patched into the pod cache, so the next
+    #: pass plans from what we wrote (no second gate patch for a watch event still in flight)
+    on_pod_written: Callable[[JSON], None] | None = None
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
         """Apply ``plan.actions`` in order; stop at the first failure."""
@@ -358,7 +361,7 @@ class Executor:
         name = str(obj["metadata"].get("name", ""))
         lg = self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, name, obj)))
         try:
-            await self.client.create(res, obj, str(obj["metadata"]["namespace"]))
+            created = await self.client.create(res, obj, str(obj["metadata"]["namespace"]))
         except ApiError as exc:
             if exc.already_exists:
                 lg.debug("create.exists", kind=kind, name=name)
@@ -372,6 +375,8 @@ class Executor:
                 raise _Stop("create_error", f"create {name}: {reason}: {exc.message}",
                             reason) from None
             raise
+        if res == PODS and self.on_pod_written is not None and created:
+            self.on_pod_written(created)
         lg.info("created", kind=kind, name=name)
 
     async def _delete(
@@ -397,8 +402,8 @@ class Executor:
         self, name: str, patch: JSON, ctx: PassContext, kind: str, *, subresource: str | None
     ) -> None:
         try:
-            await self.client.patch(PODS, name, patch, ctx.namespace, patch_type="strategic",
-                                    subresource=subresource)
+            obj = await self.client.patch(PODS, name, patch, ctx.namespace,
+                                          patch_type="strategic", subresource=subresource)
         except ApiError as exc:
             if exc.not_found or exc.status == 409 or (
                 exc.invalid and "uid" in exc.message.lower()
@@ -406,6 +411,8 @@ class Executor:
                 raise _Stop("conflict", f"{kind} {name}: {exc.reason} (pod changed)",
                             exc.reason) from None
             raise
+        if self.on_pod_written is not None and obj:
+            self.on_pod_written(obj)
 
     async def _set_gate(self, action: SetServingGate, ctx: PassContext) -> None:
         value = "True" if action.value else "False"

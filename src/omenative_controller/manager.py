@@ -454,6 +454,7 @@ class Manager:
             encoding=lambda: (self.config.instance_status_encoding,
                               self.config.max_decoded_instances),
             on_replica_written=self.replicas.upsert_if_newer,
+            on_pod_written=self.pods.upsert_if_newer,
         )
         self.recorder = EventRecorder(client, identity=self.options.identity, metrics=m,
                                       guard=self.elector.may_act)

@@ -126,6 +126,8 @@ async def test_standalone_replica_two_instances_become_ready(
     assert gang["reason"] == "PodGroupCRDNotInstalled"
     assert_gangs_gated(recorder)
     assert handle.metrics.sample("omenative_api_requests_total", {"verb": "list"}) >= 6
+    # one serving-gate patch per pod: later passes plan from what we wrote, not a stale cache
+    assert handle.metrics.sample("omenative_actions_total", {"kind": "SetServingGate"}) == 4
 
 
 async def test_gate_waits_for_the_whole_gang(
