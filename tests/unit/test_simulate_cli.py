@@ -11,8 +11,12 @@ from click.testing import CliRunner
 pytest.importorskip("omenative_core.planner")
 
 from omenative_controller.cli.omenative import main
+from omenative_core.sim.scenario import load_yaml
+from omenative_core.sim.service import is_service_scenario
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+ALL_EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+SERVICE_EXAMPLES = [p for p in ALL_EXAMPLES if is_service_scenario(load_yaml(p.read_text()))]
+EXAMPLES = [p for p in ALL_EXAMPLES if p not in SERVICE_EXAMPLES]
 REQUIRED = {"timeline", "converged", "convergedAtSeconds", "summary", "final"}
 SAMPLE_KEYS = {
     "t",
@@ -109,3 +113,27 @@ def test_same_seed_same_output() -> None:
     second = _run(path, "--json", "--seed", "7")
     assert first == second and first[0] == 0
     assert json.loads(first[1])["seed"] == 7
+
+
+@pytest.mark.parametrize("path", SERVICE_EXAMPLES, ids=lambda p: p.name)
+def test_every_service_example_reports_each_component(path: Path) -> None:
+    code, out, err = _run(str(path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    components = set(data["final"])
+    assert len(components) >= 2
+    assert all(set(s["components"]) == components for s in data["timeline"])
+    code, text, err = _run(str(path))
+    assert code == 0, err
+    first = next(line for line in text.splitlines() if line.startswith("t=     0s"))
+    assert all(f"{c} " in first for c in components), first
+    assert "converged:" in text
+
+
+def test_a_service_scenario_with_a_bad_event_is_a_clear_error(tmp_path: Path) -> None:
+    path = SERVICE_EXAMPLES[0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(path.read_text().replace("promote: true", "promote: {now: true}"))
+    code, _, err = _run(str(bad))
+    assert code == 2
+    assert err.startswith("error: events[1].promote.now: unknown key"), err

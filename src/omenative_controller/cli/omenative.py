@@ -15,8 +15,15 @@ import click
 
 from omenative_core.model.timefmt import format_duration
 from omenative_core.sim import ScenarioError, SimResult, parse_scenario, run_scenario
+from omenative_core.sim.scenario import load_yaml
+from omenative_core.sim.service import (
+    ServiceSimResult,
+    is_service_scenario,
+    parse_service_scenario,
+    run_service_scenario,
+)
 
-__all__ = ["format_result", "main", "simulate"]
+__all__ = ["format_result", "format_service_result", "main", "simulate"]
 
 EXIT_BAD_SCENARIO = 2
 
@@ -105,6 +112,50 @@ def format_result(result: SimResult, *, title: str = "") -> str:
     return "\n".join(lines)
 
 
+def _component_cell(name: str, row: dict[str, Any]) -> str:
+    revs = ",".join(f"{h[:6]}:{n}" for h, n in sorted(row["revisions"].items())) or "-"
+    part = "" if not row.get("partition") else f" p{row['partition']}"
+    return f"{name} {row['ready']}/{row['desired']} ready {row['serving']} serving [{revs}]{part}"
+
+
+def format_service_result(result: ServiceSimResult, *, title: str = "",
+                          description: str = "") -> str:
+    """The readable timeline of a service run: one line per component and sample, the
+    rollout's one-line explanation when it changes, the events, and a summary."""
+    lines: list[str] = [x for x in (title, description.strip()) if x]
+    if lines:
+        lines.append("")
+    by_time: dict[float, list[tuple[str, str]]] = {}
+    for t, comp, msg in result.events:
+        by_time.setdefault(t, []).append((comp, msg))
+    samples = {s["t"]: s for s in result.timeline}
+    pad = " " * len(_t(0))
+    last_rollout = ""
+    for t in sorted({*samples, *by_time}):
+        first = True
+        sample = samples.get(t)
+        if sample is not None:
+            cells = [_component_cell(c, r) for c, r in sample["components"].items()]
+            lines.append(f"{_t(t)}  " + "  |  ".join(cells))
+            first = False
+        for comp, msg in by_time.get(t, []):
+            lines.append(f"{_t(t) if first else pad}  {'>>' if comp == 'scenario' else '--'} "
+                         f"{comp}: {msg}")
+            first = False
+        line = sample.get("rollout", "") if sample is not None else ""
+        if line and line != last_rollout:
+            lines.append(f"{pad}  rollout: {line}")
+            last_rollout = line
+    lines.append("")
+    lines.append(f"converged: {'yes' if result.converged else 'no'} by {result.ended_at:g}s")
+    for comp, row in result.final.items():
+        lines.append(f"{comp}: final {_component_cell(comp, dict(row))}; lowest serving "
+                     f"{result.min_serving.get(comp, 0)}")
+    if result.rollout:
+        lines.append(f"rollout: {result.rollout}")
+    return "\n".join(lines)
+
+
 @main.command()
 @click.argument("scenario_file", metavar="SCENARIO.yaml", type=click.File("r", encoding="utf-8"))
 @click.option(
@@ -117,16 +168,29 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
     Exits 0 when the run completes (converged or not), 2 for a bad scenario.
     """
     text = scenario_file.read()
+    name = getattr(scenario_file, "name", "")
     try:
-        scenario = parse_scenario(text)
-        result = run_scenario(scenario, seed=seed)
+        raw = load_yaml(text)
+        if is_service_scenario(raw):
+            service = parse_service_scenario(raw)
+            service_result = run_service_scenario(service, seed=seed)
+        else:
+            scenario = parse_scenario(raw)
+            result = run_scenario(scenario, seed=seed)
     except ScenarioError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_BAD_SCENARIO)
+    if is_service_scenario(raw):
+        if as_json:
+            click.echo(json.dumps(service_result.to_json(), indent=2))
+        else:
+            click.echo(format_service_result(service_result,
+                                             title=f"scenario {name} (seed {seed})",
+                                             description=service.description))
+        return
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
     else:
-        name = getattr(scenario_file, "name", "")
         click.echo(format_result(result, title=f"scenario {name} (seed {seed})"))
 
 

@@ -532,6 +532,12 @@ class World:
         if self._sched_dirty:
             self._schedule()
 
+    def reschedule(self) -> None:
+        """Try to place pending pods again: capacity changed outside this world (another
+        replica's world sharing the same nodes freed GPUs)."""
+        if self._pending:
+            self._schedule()
+
     def _run_event(self, kind: int, a: str, b: str, c: int) -> None:
         now = self.now
         if kind == _NODE_LOST:
