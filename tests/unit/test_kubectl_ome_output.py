@@ -20,6 +20,15 @@ from omenative_core.model.status import (
     RetryBlock,
     RolloutHold,
 )
+from omenative_core.rollout import (
+    GroupState,
+    RolloutState,
+    RolloutStateError,
+    parse_rollout,
+    plan_token,
+    rollout_to_json,
+    state_to_json,
+)
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 OLD = "llama-engine-ecd29a478c"
@@ -254,3 +263,269 @@ def test_short_revision_and_age() -> None:
     assert out.age(None, NOW) == "-"
     assert out.age(NOW - timedelta(hours=3, minutes=5), NOW) == "3h05m ago"
     assert out.age(NOW - timedelta(days=3), NOW) == "3d ago"
+
+
+# ---------------------------------------------------------------------------- rollout groups
+
+E1, E2 = "llama-engine-aaaaaaaaaa", "llama-engine-bbbbbbbbbb"
+D1, D2 = "llama-decoder-cccccccccc", "llama-decoder-dddddddddd"
+R1 = "llama-router-eeeeeeeeee"
+ROLLOUT: dict[str, Any] = {"groups": [
+    {"components": ["engine", "decoder"], "canary": {"steps": [
+        {"capacity": "25%", "traffic": 25, "pause": {}},
+        {"capacity": "50%", "traffic": 50, "pause": {"duration": "10m"}},
+        {"capacity": "100%", "traffic": 100,
+         "analysis": {"metrics": [{"name": "err", "query": "q", "operator": "LT",
+                                   "threshold": 0.05}]}}]}},
+    {"components": ["router"], "rollingUpdate": {"maxSurge": 1}}]}
+
+
+def _canary(**kw: Any) -> GroupState:
+    base: dict[str, Any] = {
+        "index": 0, "components": ("engine", "decoder"), "progression": "canary",
+        "phase": "Paused", "step": 0, "gate": "Manual",
+        "stable": {"engine": E1, "decoder": D1}, "canary": {"engine": E2, "decoder": D2}}
+    base.update(kw)
+    return GroupState(**base)
+
+
+def _router(**kw: Any) -> GroupState:
+    base: dict[str, Any] = {
+        "index": 1, "components": ("router",), "progression": "rollingUpdate",
+        "phase": "Stable", "stable": {"router": R1}, "stable_at": NOW - timedelta(hours=3)}
+    base.update(kw)
+    return GroupState(**base)
+
+
+def _rstate(*groups: GroupState, rollout: dict[str, Any] | None = None) -> RolloutState:
+    spec = parse_rollout(rollout or ROLLOUT)
+    return RolloutState(plan_token=plan_token(spec), plan=rollout_to_json(spec), groups=groups)
+
+
+def _member(name: str, comp: str, replicas: int, rows: list[str], cur: str,
+            upd: str) -> dict[str, Any]:
+    st = InferenceReplicaStatus(
+        replicas=len(rows), current_revision=cur, update_revision=upd,
+        instances=tuple(InstanceStatus(index=i, incarnation=1, phase="Ready",
+                                       running_revision=r, target_revision=r, pod_count=1,
+                                       serving_pod_count=1, available_pod_count=1)
+                        for i, r in enumerate(rows)))
+    return {"kind": "InferenceReplica", "metadata": {"name": name},
+            "spec": {"component": comp, "replicas": replicas}, "status": status_to_json(st)}
+
+
+REPLICAS = {
+    "engine": _member("llama-engine", "engine", 4, [E1, E1, E1, E2], E1, E2),
+    "decoder": _member("llama-decoder", "decoder", 2, [D1, D2], D1, D2),
+    "router": _member("llama-router", "router", 1, [R1], R1, R1),
+}
+
+
+def _isvc(state: RolloutState, annotations: dict[str, str] | None = None,
+          rollout: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "kind": "InferenceService",
+        "metadata": {"name": "llama", "namespace": "prod", "annotations": annotations or {}},
+        "spec": {"rollout": rollout or ROLLOUT},
+        "status": {"rollout": state_to_json(state), "components": {
+            "engine": {
+                "traffic": [
+                    {"revisionName": "llama-engine-rev-aaaaaaaaaa", "percent": 75,
+                     "tag": "stable"},
+                    {"revisionName": "llama-engine-rev-bbbbbbbbbb", "percent": 25,
+                     "tag": "canary", "latestRevision": True}],
+                "lifecycle": {"rolloutHold": {"gate": "Budget", "reason": "no surge room",
+                                              "since": "2026-12-02T11:58:00Z"}}},
+            "decoder": {"traffic": [
+                {"revisionName": "llama-decoder-rev-cccccccccc", "percent": 50, "tag": "stable"},
+                {"revisionName": "llama-decoder-rev-dddddddddd", "percent": 50,
+                 "tag": "canary"}]}}},
+    }
+
+
+def _row(text: str, first: str) -> list[str]:
+    return next(line.split() for line in text.splitlines() if line.split()[:1] == [first])
+
+
+def test_service_rollout_status_reads_per_group_and_member() -> None:
+    state = _rstate(_canary(), _router())
+    isvc = _isvc(state)
+    assert out.rollout_state(isvc) == state  # read back through the JSON written
+    text = out.format_service_rollout(isvc, state, REPLICAS, NOW)
+    lines = text.splitlines()
+    assert lines[0] == "Rollout:   inferenceservice prod/llama"
+    assert lines[1] == f"Plan:      {state.plan_token} pinned"
+    assert lines[2].startswith("Explain:   group 0 (engine+decoder) Paused at step 1/3: "
+                               "manual pause")
+    assert _row(text, "GROUP") == ["GROUP", "COMPONENTS", "PROGRESSION", "PHASE", "STEP",
+                                   "GATE", "HOLD"]
+    assert _row(text, "0") == ["0", "engine+decoder", "canary", "Paused", "1/3", "Manual", "-"]
+    assert _row(text, "1") == ["1", "router", "rollingUpdate", "Stable", "-", "-", "-"]
+    # engine: 1 of 4 on the canary is Ready and 25% of 4 allows 1
+    assert _row(text, "engine") == ["engine", "0", "aaaaaaaaaa", "bbbbbbbbbb", "-", "1/1/4",
+                                    "aaaaaaaaaa", "75%", "stable,", "bbbbbbbbbb", "25%",
+                                    "canary", "Budget"]
+    assert _row(text, "decoder")[:6] == ["decoder", "0", "cccccccccc", "dddddddddd", "-",
+                                         "1/1/2"]
+    assert _row(text, "router") == ["router", "1", "eeeeeeeeee", "-", "-", "-", "-", "-"]
+    assert "CAP(R/A/D): canary Instances Ready / allowed by the step / desired" in text
+    assert "  engine: Budget: no surge room, since 2026-12-02T11:58:00Z (2m00s ago)" in text
+    assert "Requests:" not in text
+
+
+def test_service_rollout_json() -> None:
+    state = _rstate(_canary(), _router())
+    data = out.service_rollout_json(_isvc(state, {"ome.io/rollout-promote": "bbbbbbbbbb"}),
+                                    state, REPLICAS, NOW)
+    json.dumps(data)
+    assert data["kind"] == "InferenceService" and data["active"] is True
+    assert data["planToken"] == data["specPlanToken"] and data["drifted"] is False
+    assert data["requests"] == {"ome.io/rollout-promote": "bbbbbbbbbb"}
+    g0 = data["groups"][0]
+    assert (g0["phase"], g0["step"], g0["steps"], g0["gate"]) == ("Paused", 1, 3, "Manual")
+    engine = g0["members"][0]
+    assert engine["stable"] == E1 and engine["canary"] == E2
+    assert (engine["readyOnCanary"], engine["allowed"], engine["desired"]) == (1, 1, 4)
+    assert engine["traffic"][1] == {"revisionName": "llama-engine-rev-bbbbbbbbbb",
+                                    "percent": 25, "tag": "canary", "latestRevision": True}
+    assert engine["rolloutHold"]["gate"] == "Budget"
+    assert data["groups"][1]["members"][0]["allowed"] is None
+
+
+def test_service_rollout_shows_drift_holds_failures_and_requests() -> None:
+    hold = RolloutHold(gate="Sequential", reason="Sequential waiting on engine",
+                       target=R1, since=NOW - timedelta(minutes=3))
+    state = _rstate(_canary(phase="Canarying", step=2, gate="Analysis"),
+                    _router(phase="Pending", hold=hold,
+                            canary={"router": "llama-router-ffffff0000"}))
+    edited = json.loads(json.dumps(ROLLOUT))
+    edited["groups"][1]["rollingUpdate"]["maxSurge"] = 2
+    isvc = _isvc(state, {"ome.io/rollout-rollback": "true"}, rollout=edited)
+    text = out.format_service_rollout(isvc, state, REPLICAS, NOW)
+    token = out.spec_plan_token(isvc)
+    assert token is not None and token != state.plan_token
+    assert f"spec.rollout is now {token} (drifted: kubectl ome rollout repin" in text
+    assert "Requests:  ome.io/rollout-rollback=true (not yet consumed" in text
+    assert _row(text, "1") == ["1", "router", "rollingUpdate", "Pending", "batch", "1", "-",
+                               "Sequential"]
+    assert ("  group 1 (router): Sequential: Sequential waiting on engine (target "
+            f"{R1}), since") in text
+    assert "plan drifted" in out.explain_line(isvc, state, NOW)
+
+
+def test_no_rollout_says_so() -> None:
+    bare = {"metadata": {"name": "llama", "namespace": "prod"}, "spec": {}}
+    state = out.rollout_state(bare)
+    assert not out.has_rollout(bare, state)
+    assert out.explain_line(bare, state, NOW) == (
+        "no rollout groups: spec.rollout is not set, each component rolls on its own")
+    assert "no rollout groups" in out.format_service_rollout(bare, state, {}, NOW)
+    waiting = {**bare, "spec": {"rollout": ROLLOUT}}
+    assert out.explain_line(waiting, state, NOW).startswith("no rollout state yet")
+    assert out.promote_target(bare, state, NOW) == (
+        "no rollout: spec.rollout is not set (each component rolls on its own)")
+    assert out.rollback_preview(waiting, state, NOW) == (
+        "no rollout yet: the controller has not recorded status.rollout")
+
+
+def test_bad_rollout_state_names_the_path() -> None:
+    isvc = {"status": {"rollout": {"groups": [{"phase": "Sideways"}]}}}
+    with pytest.raises(RolloutStateError, match=r"status.rollout.groups\[0\].phase"):
+        out.rollout_state(isvc)
+
+
+def test_history_tags_stable_canary_rejected_and_when() -> None:
+    state = _rstate(_canary(phase="RolledBack", gate="", canary={},
+                            rejected={"engine": E2, "decoder": D2}),
+                    _router())
+    revisions = {"engine": [
+        {"metadata": {"name": E2, "creationTimestamp": "2026-12-02T11:50:00Z"}, "revision": 2},
+        {"metadata": {"name": E1, "creationTimestamp": "2026-12-01T12:00:00Z"}, "revision": 1,
+         "data": {"pairingProtocol": "nixl-v2"}}]}
+    isvc = _isvc(state)
+    text = out.format_history(isvc, state, REPLICAS, revisions, NOW)
+    assert _row(text, "COMPONENT") == ["COMPONENT", "REVISION", "NAME", "CREATED", "ROLE",
+                                       "INSTANCES"]
+    rows = [line.split() for line in text.splitlines()[1:]]
+    assert rows[0] == ["engine", "1", E1, "24h00m", "ago", "stable,current", "3"]
+    assert rows[1] == ["engine", "2", E2, "10m", "ago", "rejected,update", "1"]
+    assert rows[2][:5] == ["decoder", "-", D1, "-", "stable,current"]
+    assert rows[-1] == ["router", "-", R1, "-", "stable,current", "(since", "3h00m", "ago)",
+                        "1"]
+    data = out.history_json(isvc, state, REPLICAS, revisions)
+    json.dumps(data)
+    engine = data["components"][0]
+    assert engine["group"] == 0
+    assert [r["revision"] for r in engine["revisions"]] == [1, 2]
+    assert engine["revisions"][0]["pairingProtocol"] == "nixl-v2"
+    assert engine["revisions"][1]["roles"] == ["rejected", "update"]
+    empty = out.format_history({"metadata": {}}, RolloutState(), {}, {}, NOW)
+    assert empty.startswith("no revisions")
+
+
+def test_promote_targets_the_gated_canary() -> None:
+    state = _rstate(_canary(), _router())
+    found = out.promote_target(_isvc(state), state, NOW)
+    assert isinstance(found, out.PromoteTarget)
+    assert found.value == "bbbbbbbbbb" and found.group.index == 0 and found.notes == ()
+    # at an analysis gate a promote without --override-analysis only waits
+    state = _rstate(_canary(phase="Canarying", step=2, gate="Analysis"), _router())
+    found = out.promote_target(_isvc(state), state, NOW)
+    assert isinstance(found, out.PromoteTarget)
+    assert "waits for a passing round unless --override-analysis" in found.notes[0]
+    found = out.promote_target(_isvc(state), state, NOW, override_analysis=True)
+    assert isinstance(found, out.PromoteTarget) and found.notes == ()
+    state = _rstate(_canary(phase="Paused", step=1, gate="Pause"), _router())
+    found = out.promote_target(_isvc(state), state, NOW)
+    assert isinstance(found, out.PromoteTarget) and "does not shorten" in found.notes[0]
+
+
+def test_promote_refusals() -> None:
+    stable = _rstate(_canary(phase="Stable", gate="", canary={}), _router())
+    refusal = out.promote_target(_isvc(stable), stable, NOW)
+    assert refusal == ("no canary to promote: Stable: every group is on its stable revision")
+    state = _rstate(_canary(), _router())
+    assert out.promote_target(_isvc(state), state, NOW, group=1) == (
+        "group 1 has no canary to promote")
+    assert out.promote_target(_isvc(state), state, NOW, group=7) == "no group 7 (groups: 0, 1)"
+    rolling = _isvc(state, {"ome.io/rollout-rollback": "true"})
+    assert out.promote_target(rolling, state, NOW) == (
+        "a rollback is requested (ome.io/rollout-rollback=true): promote is refused while it "
+        "is present (it is removed when a new revision appears)")
+
+
+def test_rollback_preview_and_refusals() -> None:
+    state = _rstate(_canary(), _router())
+    assert out.rollback_preview(_isvc(state), state, NOW) == [
+        "group 0 (engine+decoder): engine bbbbbbbbbb -> aaaaaaaaaa",
+        "group 0 (engine+decoder): decoder dddddddddd -> cccccccccc"]
+    again = out.rollback_preview(_isvc(state, {"ome.io/rollout-rollback": "true"}), state, NOW)
+    assert isinstance(again, str) and again.startswith("a rollback is requested")
+    stable = _rstate(_canary(phase="Stable", gate="", canary={}), _router())
+    nothing = out.rollback_preview(_isvc(stable), stable, NOW)
+    assert nothing == ("nothing to roll back: no rollout is in progress (Stable: every group "
+                       "is on its stable revision)")
+
+
+def test_repin_checks() -> None:
+    assert out.valid_repin_token("now") and out.valid_repin_token("rp1:3f9a0c1b2d4e")
+    assert not out.valid_repin_token("rp1:3F9A0C1B2D4E") and not out.valid_repin_token("rp1:1")
+    state = _rstate(_canary(), _router())
+    isvc = _isvc(state)
+    assert out.repin_refusal(isvc, state, "now") == (
+        f"the run already follows {state.plan_token}: nothing to repin")
+    edited = json.loads(json.dumps(ROLLOUT))
+    edited["groups"][1]["rollingUpdate"]["maxSurge"] = 2
+    drifted = _isvc(state, rollout=edited)
+    token = out.spec_plan_token(drifted)
+    assert token is not None
+    assert out.repin_refusal(drifted, state, "now") is None
+    assert out.repin_refusal(drifted, state, token) is None
+    assert out.repin_refusal(drifted, state, "rp1:000000000000") == (
+        f"rp1:000000000000 is not the current plan (spec.rollout is {token})")
+    stable = _rstate(_canary(phase="Stable", gate="", canary={}), _router())
+    assert out.repin_refusal(_isvc(stable, rollout=edited), stable, "now") == (
+        "no run is active: nothing to repin (a new plan applies at once)")
+    back = _rstate(_canary(phase="RollingBack", gate=""), _router())
+    assert out.repin_refusal(_isvc(back, rollout=edited), back, "now") == (
+        "a rollback is in progress: repin is refused")

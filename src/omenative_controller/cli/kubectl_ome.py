@@ -1,7 +1,10 @@
-"""``kubectl-ome``: a kubectl plugin to inspect and steer OMENative InferenceReplicas.
+"""``kubectl-ome``: a kubectl plugin to inspect and steer OMENative InferenceReplicas and
+the rollout groups of InferenceServices.
 
     kubectl ome instance list llama --component engine
     kubectl ome rollout pause llama-engine --yes
+    kubectl ome rollout explain llama
+    kubectl ome rollout promote llama --yes
     kubectl ome migration start llama-engine --instance 0 --yes
 
 Reads print a table (or ``-o json``). Every write shows what will change on which object,
@@ -29,9 +32,16 @@ import yaml
 from omenative_controller.cli import ome_output as out
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS
+from omenative_controller.kube.resources import (
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+    PODS,
+    Resource,
+)
 from omenative_core.codec import CodecError
+from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.status import InferenceReplicaStatus
+from omenative_core.rollout import RolloutState, RolloutStateError
 
 __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "CliError", "main"]
 
@@ -43,6 +53,8 @@ EXIT_CONFLICT = 3
 """Refused: a precondition does not hold, or the object changed since it was read."""
 BUDGET_SECONDS = 45.0
 """Time allowed for the API calls of one step (a read, or a write)."""
+INFERENCE_SERVICES = Resource("ome.io", "v1beta1", "inferenceservices", "InferenceService")
+"""OME's InferenceService (the rollout-group verbs read and annotate it)."""
 
 
 class CliError(Exception):
@@ -184,9 +196,10 @@ def _status(ir: JSON) -> InferenceReplicaStatus:
         raise CliError(f"cannot decode the status of {_ref(ir)}: {exc}") from None
 
 
-def _ref(ir: JSON) -> str:
-    meta = ir.get("metadata") or {}
-    return f"inferencereplica {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+def _ref(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind") or "InferenceReplica").lower()
+    return f"{kind} {meta.get('namespace', '?')}/{meta.get('name', '?')}"
 
 
 def _now() -> datetime:
@@ -219,7 +232,8 @@ def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = 
         raise CliError("not confirmed: nothing was changed")
 
 
-def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None) -> JSON:
+def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None,
+           resource: Resource = INFERENCE_REPLICAS) -> JSON:
     """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3)."""
     meta = ir.get("metadata") or {}
     body = dict(patch)
@@ -228,7 +242,7 @@ def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = N
     name = str(meta.get("name"))
 
     async def work(kube: KubeClient) -> JSON:
-        return await kube.patch(INFERENCE_REPLICAS, name, body, target.namespace,
+        return await kube.patch(resource, name, body, target.namespace,
                                 subresource=subresource)
 
     return _run(target, work)
@@ -285,11 +299,30 @@ def _connection(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @_connection
 def cli() -> None:
-    """Inspect and steer OMENative InferenceReplicas (standalone or projected)."""
+    """Inspect and steer OMENative InferenceReplicas (standalone or projected) and the
+    rollout groups of InferenceServices."""
 
 
 def _read(target: Target, name: str, component: str | None) -> JSON:
     return _run(target, lambda kube: _get_replica(kube, target, name, component))
+
+
+def _read_guarded(target: Target, name: str, component: str | None, verb: str) -> JSON:
+    """The replica, refused (exit 3) while its parent InferenceService carries
+    ``ome.io/rollout-rollback`` (OME refuses pause and scale during a rollback)."""
+
+    async def work(kube: KubeClient) -> tuple[JSON, JSON | None]:
+        ir = await _get_replica(kube, target, name, component)
+        parent = ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+        return ir, (await _find_isvc(kube, target, str(parent)) if parent else None)
+
+    ir, isvc = _run(target, work)
+    value = None if isvc is None else out.rollback_requested(isvc)
+    if value is not None:
+        _fail(f"{_ref(ir)}: InferenceService {isvc and isvc['metadata']['name']} has "
+              f"{out.ANNOTATION_ROLLBACK}={value}: {verb} is refused during a rollback",
+              EXIT_CONFLICT)
+    return ir
 
 
 # ------------------------------------------------------------------ instance
@@ -407,7 +440,64 @@ def instance_release_held(target: Target, name: str, revision: str, component: s
 
 @cli.group()
 def rollout() -> None:
-    """Rollout of an InferenceReplica: status, pause, resume."""
+    """Rollouts: an InferenceReplica's (status, pause, resume) and an InferenceService's
+    rollout groups (status, explain, history, promote, rollback, repin)."""
+
+
+async def _find_isvc(kube: KubeClient, target: Target, name: str) -> JSON | None:
+    """The InferenceService ``name`` (None: there is none, or the CRD is not installed)."""
+    try:
+        isvc = await kube.get(INFERENCE_SERVICES, name, target.namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+    isvc.setdefault("kind", "InferenceService")
+    return isvc
+
+
+async def _get_isvc(kube: KubeClient, target: Target, name: str) -> JSON:
+    isvc = await _find_isvc(kube, target, name)
+    if isvc is None:
+        raise CliError(f"no InferenceService {name} in namespace {target.namespace}")
+    return isvc
+
+
+def _group_components(isvc: JSON, state: RolloutState) -> list[str]:
+    """The components the rollout groups name (state first, then spec.rollout)."""
+    comps: list[str] = []
+    for g in state.groups:
+        comps.extend(c for c in g.components if c not in comps)
+    for g in ((isvc.get("spec") or {}).get("rollout") or {}).get("groups") or ():
+        if isinstance(g, dict):
+            comps.extend(str(c) for c in g.get("components") or () if str(c) not in comps)
+    return comps
+
+
+async def _member_replicas(kube: KubeClient, target: Target, isvc: JSON,
+                           state: RolloutState) -> dict[str, JSON]:
+    """The projected InferenceReplica ``{isvc}-{component}`` of each group member that exists."""
+    out: dict[str, JSON] = {}
+    for comp in _group_components(isvc, state):
+        try:
+            out[comp] = await kube.get(INFERENCE_REPLICAS, f"{isvc['metadata']['name']}-{comp}",
+                                       target.namespace)
+        except ApiError as exc:
+            if not exc.not_found:
+                raise
+    return out
+
+
+def _state(isvc: JSON) -> RolloutState:
+    try:
+        return out.rollout_state(isvc)
+    except RolloutStateError as exc:
+        raise CliError(f"cannot read the rollout state of {_ref(isvc)}: {exc}") from None
+
+
+def _read_isvc(target: Target, name: str) -> tuple[JSON, RolloutState]:
+    isvc = _run(target, lambda kube: _get_isvc(kube, target, name))
+    return isvc, _state(isvc)
 
 
 @rollout.command("status")
@@ -417,8 +507,27 @@ def rollout() -> None:
 @_connection
 @click.pass_obj
 def rollout_status(target: Target, name: str, component: str | None, output: str) -> None:
-    """Update/current revision, counts, pause, the rolloutHold gate and the Ready condition."""
-    ir = _read(target, name, component)
+    """Rollout groups of InferenceService NAME (per group and member: phase, step, stable /
+    canary revisions, capacity, traffic, holds); else InferenceReplica NAME's rollout
+    (revisions, counts, pause, rolloutHold, Ready). ``--component`` always means the
+    replica."""
+
+    async def work(kube: KubeClient) -> tuple[JSON | None, dict[str, JSON], JSON | None]:
+        isvc = None if component else await _find_isvc(kube, target, name)
+        if isvc is not None:
+            return isvc, await _member_replicas(kube, target, isvc, _state(isvc)), None
+        return None, {}, await _get_replica(kube, target, name, component)
+
+    isvc, replicas, found = _run(target, work)
+    if isvc is not None:
+        state = _state(isvc)
+        if output == "json":
+            _echo_json(out.service_rollout_json(isvc, state, replicas, _now()))
+            return
+        click.echo(out.format_service_rollout(isvc, state, replicas, _now()))
+        return
+    assert found is not None
+    ir = found
     status = _status(ir)
     if output == "json":
         _echo_json(out.rollout_json(ir, status))
@@ -436,7 +545,7 @@ def rollout_status(target: Target, name: str, component: str | None, output: str
 def rollout_pause(target: Target, name: str, freeze: bool, component: str | None,
                   yes: bool) -> None:
     """Stop starting or advancing updates, new Instances and migrations (spec.paused)."""
-    ir = _read(target, name, component)
+    ir = _read_guarded(target, name, component, "pause")
     spec = ir.get("spec") or {}
     mode = "Freeze" if freeze else None
     if spec.get("paused") and (spec.get("pauseMode") or None) == mode:
@@ -470,6 +579,136 @@ def rollout_resume(target: Target, name: str, component: str | None, yes: bool) 
     _confirm(ir, changes, yes, _projected_note(ir))
     _patch(target, ir, {"spec": {"paused": None, "pauseMode": None}})
     click.echo(f"{_ref(ir)} resumed")
+
+
+@rollout.command("explain")
+@click.argument("name")
+@_connection
+@click.pass_obj
+def rollout_explain(target: Target, name: str) -> None:
+    """One line: which gate holds InferenceService NAME's rollout and what releases it."""
+    isvc, state = _read_isvc(target, name)
+    click.echo(out.explain_line(isvc, state, _now()))
+
+
+@rollout.command("history")
+@click.argument("name")
+@_output
+@_connection
+@click.pass_obj
+def rollout_history(target: Target, name: str, output: str) -> None:
+    """The revisions of each component of InferenceService NAME, oldest first: which is
+    stable, canary or rejected, when each was created, how many Instances run it."""
+
+    async def work(kube: KubeClient) -> tuple[JSON, dict[str, JSON], dict[str, list[JSON]]]:
+        isvc = await _get_isvc(kube, target, name)
+        replicas = await _member_replicas(kube, target, isvc, _state(isvc))
+        revisions: dict[str, list[JSON]] = {}
+        for comp in _group_components(isvc, _state(isvc)) or sorted(replicas):
+            selector = f"{LABEL_REPLICA}={isvc['metadata']['name']}-{comp}"
+            page = await kube.list(CONTROLLER_REVISIONS, target.namespace,
+                                   label_selector=selector)
+            if page.get("items"):
+                revisions[comp] = list(page["items"])
+        return isvc, replicas, revisions
+
+    isvc, replicas, revisions = _run(target, work)
+    state = _state(isvc)
+    if output == "json":
+        _echo_json(out.history_json(isvc, state, replicas, revisions))
+        return
+    click.echo(out.format_history(isvc, state, replicas, revisions, _now()))
+
+
+def _annotation_changes(isvc: JSON, wanted: dict[str, str]) -> list[str]:
+    ann = (isvc.get("metadata") or {}).get("annotations") or {}
+    return [f"metadata.annotations[{k}]: "
+            f"{repr(ann[k]) if k in ann else '(unset)'} -> {v!r}" for k, v in wanted.items()]
+
+
+@rollout.command("promote")
+@click.argument("name")
+@click.option("--override-analysis", is_flag=True,
+              help="Also pass an analysis gate (sets ome.io/rollout-override-analysis).")
+@click.option("--group", "group", type=int, default=None,
+              help="Group index to promote (default: the one waiting at a gate).")
+@_yes
+@_connection
+@click.pass_obj
+def rollout_promote(target: Target, name: str, override_analysis: bool, group: int | None,
+                    yes: bool) -> None:
+    """Pass the current canary gate of InferenceService NAME one step
+    (ome.io/rollout-promote=<canary revision hash>)."""
+    isvc, state = _read_isvc(target, name)
+    found = out.promote_target(isvc, state, _now(), group=group,
+                               override_analysis=override_analysis)
+    if isinstance(found, str):
+        _fail(f"{_ref(isvc)}: {found}", EXIT_CONFLICT)
+    wanted = {out.ANNOTATION_PROMOTE: found.value}
+    if override_analysis:
+        wanted[out.ANNOTATION_OVERRIDE_ANALYSIS] = "true"
+    if out.rollout_requests(isvc).items() >= wanted.items():
+        click.echo(f"{_ref(isvc)}: promote {found.value} is already requested: nothing to do")
+        return
+    label = f"group {found.group.index} ({'+'.join(found.group.components)})"
+    _confirm(isvc, [*_annotation_changes(isvc, wanted),
+                    f"(promotes {label}, {found.group.phase} at gate "
+                    f"{found.group.gate or '-'})"], yes, list(found.notes))
+    _patch(target, isvc, {"metadata": {"annotations": wanted}}, resource=INFERENCE_SERVICES)
+    click.echo(f"{_ref(isvc)}: promote of {label} requested "
+               f"({out.ANNOTATION_PROMOTE}={found.value})")
+
+
+@rollout.command("rollback")
+@click.argument("name")
+@_yes
+@_connection
+@click.pass_obj
+def rollout_rollback(target: Target, name: str, yes: bool) -> None:
+    """Send every member of InferenceService NAME's rollout back to its stable revision
+    (ome.io/rollout-rollback=true; it stays until a new revision appears)."""
+    isvc, state = _read_isvc(target, name)
+    preview = out.rollback_preview(isvc, state, _now())
+    if isinstance(preview, str):
+        _fail(f"{_ref(isvc)}: {preview}", EXIT_CONFLICT)
+    wanted = {out.ANNOTATION_ROLLBACK: "true"}
+    _confirm(isvc, [*_annotation_changes(isvc, wanted),
+                    *(f"(rolls back {line})" for line in preview)], yes)
+    _patch(target, isvc, {"metadata": {"annotations": wanted}}, resource=INFERENCE_SERVICES)
+    click.echo(f"{_ref(isvc)}: rollback requested")
+
+
+def _repin_token(_: click.Context, __: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not out.valid_repin_token(value):
+        raise click.BadParameter(f"{value!r}: expected rp1:<12 hex digits> or now")
+    return value
+
+
+@rollout.command("repin")
+@click.argument("name")
+@click.option("--token", default=None, callback=_repin_token,
+              help="rp1:<12 hex> (must be the current plan's) or now (default: the "
+                   "current spec.rollout's token).")
+@_yes
+@_connection
+@click.pass_obj
+def rollout_repin(target: Target, name: str, token: str | None, yes: bool) -> None:
+    """Move InferenceService NAME's running rollout onto the plan spec.rollout says now
+    (ome.io/rollout-repin)."""
+    isvc, state = _read_isvc(target, name)
+    value = token or out.spec_plan_token(isvc) or "now"
+    refusal = out.repin_refusal(isvc, state, value)
+    if refusal is not None:
+        _fail(f"{_ref(isvc)}: {refusal}", EXIT_CONFLICT)
+    wanted = {out.ANNOTATION_REPIN: value}
+    if out.rollout_requests(isvc).get(out.ANNOTATION_REPIN) == value:
+        click.echo(f"{_ref(isvc)}: repin {value} is already requested: nothing to do")
+        return
+    _confirm(isvc, [*_annotation_changes(isvc, wanted),
+                    f"(moves the run from plan {state.plan_token or '-'} to "
+                    f"{out.spec_plan_token(isvc)})"], yes)
+    _patch(target, isvc, {"metadata": {"annotations": wanted}}, resource=INFERENCE_SERVICES)
+    click.echo(f"{_ref(isvc)}: repin to {value} requested")
 
 
 # ------------------------------------------------------------------ migration
@@ -577,7 +816,7 @@ def migration_start(target: Target, name: str, index: int, from_node: str | None
 def scale(target: Target, name: str, replicas: int, override_autoscaler: bool,
           component: str | None, yes: bool) -> None:
     """Set the Instance count through the scale subresource (transient under an autoscaler)."""
-    ir = _read(target, name, component)
+    ir = _read_guarded(target, name, component, "scale")
     status = _status(ir)
     refusal = out.scale_refusal(ir, status, replicas)
     spec = ir.get("spec") or {}
