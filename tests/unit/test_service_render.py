@@ -261,23 +261,24 @@ def test_headless_service_lists_unready_pods_of_the_replica() -> None:
 
 
 def test_pdb_min_available_counts_pods_of_instances_that_must_stay() -> None:
-    # 2 Instances of 2 pods, maxUnavailable 1 Instance -> 1 Instance (2 pods) must stay
+    # 2 Instances of 2 pods, maxUnavailable 1 Instance -> one pod of the 4 may be evicted
+    # (a second eviction, from the other gang, would disrupt two Instances)
     pdb = comp(render(seed_isvc()), "engine").object("PodDisruptionBudget")
     assert pdb is not None
     assert pdb["spec"] == {
-        "minAvailable": 2,
+        "minAvailable": 3,
         "selector": {"matchLabels": {"ome.io/inferencereplica": "chat-engine"}},
     }
 
 
 @pytest.mark.parametrize(
     ("policy", "expected"),
-    [({"maxUnavailable": "25%"}, 6), ({"minAvailable": "50%"}, 4), ({"minAvailable": 1}, 2)],
+    [({"maxUnavailable": "25%"}, 7), ({"minAvailable": "50%"}, 6), ({"minAvailable": 1}, 5)],
 )
 def test_pdb_from_the_component_policy_rounds_percentages_up(
     policy: dict[str, Any], expected: int
 ) -> None:
-    # 4 Instances of 2 pods: 25% unavailable -> 1 Instance may go, 3 stay (6 pods)
+    # 4 Instances of 2 pods: 25% unavailable -> 1 Instance may go: 1 of the 8 pods
     isvc = seed_isvc(minReplicas=4, podDisruptionBudget=policy)
     pdb = comp(render(isvc), "engine").object("PodDisruptionBudget")
     assert pdb is not None and pdb["spec"]["minAvailable"] == expected

@@ -6,7 +6,8 @@ give the same ``ServicePlan``. Per component, by resolved mode:
 * **OMENative**: the InferenceReplica ``{isvc}-{component}`` (owned by the ISVC, annotated
   ``ome.io/controller-write: "true"`` and ``ome.io/parent-generation``), the traffic Service
   ``{isvc}-{component}``, the headless Service ``{isvc}-{component}-headless``, a
-  PodDisruptionBudget (integer ``minAvailable`` in pods), an autoscaling/v2 HPA on the
+  PodDisruptionBudget (integer ``minAvailable`` in pods, one evictable pod per Instance that
+  may be disrupted), an autoscaling/v2 HPA on the
   InferenceReplica's scale subresource when ``maxReplicas > minReplicas``, and a PodMonitor
   when that CRD exists. Multi-pod components also get the condition
   ``GangSchedulingUnavailable`` (True when the PodGroup CRD is absent).
@@ -447,9 +448,12 @@ def _pdb_policy(merged: ComponentSpec, fallback: PdbPolicy | None) -> PdbPolicy 
 
 
 def omenative_min_available(policy: PdbPolicy, instances: int, pods_per_instance: int) -> int:
-    """OMENative PDB ``minAvailable`` in pods: Instances that must stay, times pods per
-    Instance. Percentages round up (of the unavailable Instances for ``max_unavailable``,
-    of the available ones for ``min_available``). ``BudgetError`` on a bad value."""
+    """OMENative PDB ``minAvailable`` in pods, so that evictions disrupt at most the budget
+    of *Instances*: every pod but one per Instance that may go. Losing one pod disrupts a
+    whole gang, so the pods an eviction may take must be counted in Instances, not
+    ``budget x pods per Instance`` (which lets two pods of two different gangs go at once).
+    Percentages round up (of the unavailable Instances for ``max_unavailable``, of the
+    available ones for ``min_available``). ``BudgetError`` on a bad value."""
     if policy.min_available is not None and policy.max_unavailable is not None:
         raise BudgetError("set only one of minAvailable and maxUnavailable")
     if policy.min_available is not None:
@@ -458,7 +462,7 @@ def omenative_min_available(policy: PdbPolicy, instances: int, pods_per_instance
         keep = max(instances - resolve_budget(policy.max_unavailable, instances), 0)
     else:
         raise BudgetError("set one of minAvailable and maxUnavailable")
-    return keep * pods_per_instance
+    return instances * pods_per_instance - (instances - keep)
 
 
 def _pdb(
