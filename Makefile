@@ -49,6 +49,7 @@ simulate: ## run the bundled example scenario
 
 manifests: ## regenerate config/crd/ from the core's types
 	$(PY) -m omenative_controller.crd
+	$(PY) -m omenative_controller.service_crds
 
 cluster: ## build (cached) and start the local control plane in the foreground
 	$(PY) -m omenative_controller.devcluster up

@@ -15,6 +15,16 @@ free-form JSON mapping (pod templates, stored revision data) -> an object with
 bounds and list-map keys come from the small tables below (OME's values, ome-facts §1-§3).
 The status accepts both wire encodings: DenseV1 ``instanceStatuses`` rows and ColumnarV2
 ``instanceStatusEncoding`` + ``instanceStatusColumns`` (kept free-form).
+
+Admission (docs/admission.md): CEL ``x-kubernetes-validations`` on the spec reject, with
+OME's reason at the start of the message, a runner set OME refuses (``LeaderRequiresWorker``,
+``WorkerRequiresLeader``, ``DefaultRunnerNotAlone``, ``WorkerSizeMustBePositive``,
+``InvalidRunnerSize``), a change of the immutable ``component`` / ``parentRef``, and on a
+standalone replica (no ``parentRef``) what ome-facts section 7 forbids there: the placement
+fields, an HPA/KEDA autoscaler class, ``lifecycle.minReadySeconds``, runners together with
+``modelRef`` / ``runtimeRef`` and a pinned ``runtimeRef``. Those OME fields the core does
+not model (``modelRef``, ``runtimeRef``, ``autoscaler``, ``placementExecution``,
+``placementReplicaLimit``) are declared for that, free-form, so they are kept, not pruned.
 """
 
 from __future__ import annotations
@@ -212,10 +222,110 @@ def _object_schema(cls: type) -> dict[str, Any]:
     return out
 
 
+_FREE: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _rule(rule: str, message: str, field: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"rule": rule, "message": message}
+    if field:
+        out["fieldPath"] = field
+    return out
+
+
+def _runners_have(name: str) -> str:
+    return f"self.runners.exists(r, r.name == '{name}')"
+
+
+_STANDALONE = "has(self.parentRef) || "
+"""CEL prefix: the rule after it holds on a standalone replica only (no parentRef)."""
+
+_SPEC_RULES: list[dict[str, Any]] = [
+    _rule(f"!has(self.runners) || !{_runners_have('leader')} || {_runners_have('worker')}",
+          "LeaderRequiresWorker: runner 'leader' needs a 'worker' runner", ".runners"),
+    _rule(f"!has(self.runners) || !{_runners_have('worker')} || {_runners_have('leader')}",
+          "WorkerRequiresLeader: runner 'worker' needs a 'leader' runner", ".runners"),
+    _rule(
+        f"!has(self.runners) || !{_runners_have('default')} || "
+        "self.runners.all(r, r.name == 'default')",
+        "DefaultRunnerNotAlone: runner 'default' cannot be combined with 'leader' or 'worker'",
+        ".runners",
+    ),
+    _rule("self.component == oldSelf.component",
+          "FieldImmutable: spec.component is immutable", ".component"),
+    _rule(
+        "has(self.parentRef) == has(oldSelf.parentRef) && "
+        "(!has(self.parentRef) || self.parentRef.name == oldSelf.parentRef.name)",
+        "FieldImmutable: spec.parentRef is immutable (set only when the replica is created)",
+    ),
+    _rule(
+        _STANDALONE + "(!has(self.placementExecution) && !has(self.placementReplicaLimit))",
+        "ControllerOnlyField: spec.placementExecution and spec.placementReplicaLimit are set "
+        "only by the controller, never on a standalone InferenceReplica",
+    ),
+    _rule(
+        _STANDALONE + "!has(self.autoscaler) || !has(self.autoscaler.class) || "
+        "!(self.autoscaler.class.lowerAscii() in ['hpa', 'keda'])",
+        "AutoscalerClassNotAllowed: an HPA or KEDA autoscaler class is not allowed on a "
+        "standalone InferenceReplica; scale it through its scale subresource",
+        ".autoscaler",
+    ),
+    _rule(
+        _STANDALONE + "!has(self.lifecycle) || !has(self.lifecycle.minReadySeconds)",
+        "LifecycleMinReadySecondsNotAllowed: spec.lifecycle.minReadySeconds is not read on an "
+        "InferenceReplica; set spec.minReadySeconds",
+        ".lifecycle",
+    ),
+    _rule(
+        _STANDALONE + "!has(self.runners) || size(self.runners) == 0 || "
+        "(!has(self.modelRef) && !has(self.runtimeRef))",
+        "RunnersWithRefs: spec.runners cannot be combined with spec.modelRef or spec.runtimeRef",
+        ".runners",
+    ),
+    _rule(
+        _STANDALONE + "!has(self.runtimeRef) || "
+        "((!has(self.runtimeRef.autoSync) || self.runtimeRef.autoSync) && "
+        "!has(self.runtimeRef.revision))",
+        "PinnedRuntimeRef: a pinned runtimeRef (autoSync: false or a revision) is not allowed; "
+        "the InferenceReplica follows the live runtime",
+        ".runtimeRef",
+    ),
+]
+"""The spec's CEL rules (docs/admission.md); transition rules (oldSelf) run on updates."""
+
+_RUNNER_RULES: list[dict[str, Any]] = [
+    _rule("!has(self.size) || self.name != 'worker' || self.size >= 1",
+          "WorkerSizeMustBePositive: runner 'worker' needs size >= 1", ".size"),
+    _rule("!has(self.size) || self.name == 'worker' || self.size == 1",
+          "InvalidRunnerSize: runners 'default' and 'leader' have size 1", ".size"),
+]
+
+
 def _spec_schema() -> dict[str, Any]:
     schema = _object_schema(InferenceReplicaSpec)
     # OME requires the component; the model defaults it only for programmatic use.
     schema["required"] = sorted({*schema.get("required", []), "component"})
+    props = schema["properties"]
+    props["runners"]["maxItems"] = len(RUNNER_NAMES)
+    props["runners"]["items"]["x-kubernetes-validations"] = _RUNNER_RULES
+    # OME fields the core does not model, declared for the standalone rules (kept as given).
+    props["modelRef"] = {"description": "BaseModel/ClusterBaseModel to render from.", **_FREE}
+    props["runtimeRef"] = {
+        "description": "(Cluster)ServingRuntime piece to render; never pinned.",
+        **_FREE,
+        "properties": {"autoSync": {"type": "boolean"}, "revision": {"type": "string"}},
+    }
+    props["autoscaler"] = {
+        "description": "Component autoscaler (HPA/KEDA classes only on projected replicas).",
+        **_FREE,
+        "properties": {"class": {"type": "string", "maxLength": 64}},
+    }
+    props["placementExecution"] = {"description": "Controller-only placement authority.", **_FREE}
+    props["placementReplicaLimit"] = {
+        "description": "Controller-only: largest replica count while placement pauses growth.",
+        "type": "integer",
+        "minimum": 1,
+    }
+    schema["x-kubernetes-validations"] = _SPEC_RULES
     return schema
 
 

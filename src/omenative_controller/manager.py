@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -60,6 +61,7 @@ from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderConfig, LeaderElector
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.service_controller import ServiceController
+from omenative_controller.webhook import WebhookServer, kube_runtime_lookup, serve_webhook
 from omenative_core import planner
 from omenative_core.codec import (
     CodecError,
@@ -129,6 +131,10 @@ class ManagerOptions:
     crd_poll_seconds: float = 5.0
     #: also run the InferenceService controller (projects ISVC components onto replicas)
     inference_services: bool = True
+    #: the validating admission webhook's HTTPS port (None: off); every replica serves it,
+    #: leader or not, with ``tls.crt`` / ``tls.key`` from ``webhook_cert_dir``
+    webhook_port: int | None = None
+    webhook_cert_dir: str = "/tmp/k8s-webhook-server/serving-certs"
     resync_seconds: float = 600.0
     shutdown_timeout: float = 30.0
     startup_timeout: float = 60.0
@@ -267,6 +273,7 @@ class Manager:
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
         self.servers: list[ProbeServer] = []
+        self.webhook: WebhookServer | None = None
         self.metrics_port: int | None = None
         self.probe_port: int | None = None
         self.started = asyncio.Event()
@@ -398,7 +405,14 @@ class Manager:
             server = ProbeServer(metrics=None, ready=self.readiness, healthy=self.health)
             self.probe_port = await server.start(opts.bind_address, opts.probe_port)
             self.servers.append(server)
+        if opts.webhook_port is not None:
+            assert self.client is not None
+            certs = Path(opts.webhook_cert_dir)
+            self.webhook = await serve_webhook(
+                opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
+                str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client))
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
+                 webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
@@ -743,6 +757,10 @@ class Manager:
             with contextlib.suppress(Exception):
                 await server.stop()
         self.servers = []
+        if self.webhook is not None:
+            with contextlib.suppress(Exception):
+                await self.webhook.stop()
+            self.webhook = None
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()

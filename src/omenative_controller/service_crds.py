@@ -7,6 +7,16 @@ schemas are deliberately loose: ``spec`` and ``status`` are objects with
 through the API server (a ``status`` a runtime may carry included); the pure layer
 (``omenative_core.service``) does the checking. The InferenceService has a status
 subresource; the runtimes have none.
+
+A few fields are declared (each object keeps ``x-kubernetes-preserve-unknown-fields``) so
+that CEL ``x-kubernetes-validations`` can reject, at admission and with OME's reason at the
+start of the message, what a single object shows to be wrong (docs/admission.md): the
+leader/worker pairing when no runtime is named, ``worker.size`` below 1, an engine/decoder
+mode mismatch when either is OMENative, and the shape of ``spec.rollout`` (3 groups at most,
+one progression per group, components, step capacity and traffic, tolerance). Every list and
+string a rule iterates has a maxItems / maxLength, so the rules stay inside the API
+server's CEL cost budget. What needs a runtime, the old object or parsing stays with the
+webhook (``omenative_controller.webhook``).
 """
 
 from __future__ import annotations
@@ -91,6 +101,204 @@ SERVICE_CRDS: tuple[CrdKind, ...] = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER
 
 _FREE: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
+_MODE_KEY = "ome.io/deploymentMode"
+_ACCEPTED_MODES = ("RawDeployment", "OMENative", "MultiNode", "VirtualDeployment")
+_SPEC_MODES = ("OMENative", "RawDeployment")
+_PAIRING = "InvalidLeaderWorkerPairing"
+_TOKEN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+
+def _free(**properties: Any) -> dict[str, Any]:
+    """An object that keeps unknown fields and declares ``properties`` (for CEL)."""
+    out = dict(_FREE)
+    if properties:
+        out["properties"] = properties
+    return out
+
+
+def _rule(rule: str, message: str, *, field: str | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"rule": rule, "message": message}
+    if field:
+        out["fieldPath"] = field
+    return out
+
+
+def _list(mode_values: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in mode_values) + "]"
+
+
+def _declared_mode(c: str) -> str:
+    """CEL: the mode the ISVC itself declares for ``c`` (``declared_mode`` in the core)."""
+    ann = f"self.{c}.annotations"
+    return (
+        f"((has({ann}) && '{_MODE_KEY}' in {ann} && {ann}['{_MODE_KEY}'] in "
+        f"{_list(_ACCEPTED_MODES)}) ? {ann}['{_MODE_KEY}'] : "
+        f"((has(self.deploymentMode) && self.deploymentMode in {_list(_SPEC_MODES)}) "
+        "? self.deploymentMode : ''))"
+    )
+
+
+def _component_schema(*, with_annotations: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "leader": _free(),
+        "worker": _free(size={"type": "integer"}),
+    }
+    if with_annotations:
+        props["annotations"] = {"type": "object", "additionalProperties": {"type": "string"}}
+    return _free(**props)
+
+
+def _isvc_pairing_rules() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for c in ("engine", "decoder"):
+        out += [
+            _rule(
+                f"has(self.runtime) || !has(self.{c}) || !has(self.{c}.leader) || "
+                f"has(self.{c}.worker)",
+                f"{_PAIRING}: LeaderRequiresWorker: {c}: a leader is set but no worker",
+                field=f".{c}.leader",
+            ),
+            _rule(
+                f"has(self.runtime) || !has(self.{c}) || !has(self.{c}.worker) || "
+                f"has(self.{c}.leader)",
+                f"{_PAIRING}: WorkerRequiresLeader: {c}: a worker is set but no leader",
+                field=f".{c}.worker",
+            ),
+            _rule(
+                f"!has(self.{c}) || !has(self.{c}.worker) || !has(self.{c}.worker.size) || "
+                f"self.{c}.worker.size >= 1",
+                f"{_PAIRING}: WorkerSizeMustBePositive: {c}: worker.size must be >= 1",
+                field=f".{c}.worker.size",
+            ),
+        ]
+    return out
+
+
+def _isvc_mode_rule() -> dict[str, Any]:
+    engine, decoder = _declared_mode("engine"), _declared_mode("decoder")
+    return _rule(
+        f"!has(self.engine) || !has(self.decoder) || {engine} == {decoder} || "
+        f"({engine} != 'OMENative' && {decoder} != 'OMENative')",
+        "InvalidDeploymentModeCombination: the engine and decoder deploymentMode (component "
+        "ome.io/deploymentMode annotation, else spec.deploymentMode) differ; when either is "
+        "OMENative, both must use the same value",
+        field=".decoder",
+    )
+
+
+_PERCENT = "^(0|[1-9][0-9]*)%$"
+
+
+def _rollout_schema() -> dict[str, Any]:
+    step = _free(
+        capacity={
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "maxLength": 16,
+            "x-kubernetes-validations": [
+                _rule(
+                    f"type(self) == int ? self >= 0 : (self.matches('{_PERCENT}') && "
+                    "int(self.substring(0, size(self) - 1)) <= 100)",
+                    "CanaryInvalid: capacity must be a count >= 0 or a whole percentage "
+                    "'N%' from 0% to 100% (a quoted number without % is rejected)",
+                )
+            ],
+        },
+        traffic={
+            "type": "integer",
+            "x-kubernetes-validations": [
+                _rule("self >= 0 && self <= 100", "CanaryInvalid: traffic must be 0 to 100")
+            ],
+        },
+    )
+    group = _free(
+        components={
+            "type": "array",
+            "maxItems": 3,
+            "items": {"type": "string", "maxLength": 16},
+            "x-kubernetes-validations": [
+                _rule(
+                    "size(self) >= 1 && self.all(c, c in ['router', 'engine', 'decoder'])",
+                    "InvalidComponentInCoordinationGroup: a group names 1 to 3 components "
+                    "out of router, engine and decoder",
+                ),
+                _rule(
+                    "self.all(c, self.exists_one(d, d == c))",
+                    "DuplicateComponentInCoordinationGroups: a group names a component twice",
+                ),
+            ],
+        },
+        canary=_free(steps={"type": "array", "maxItems": 20, "items": step}),
+        blueGreen=_free(),
+        rollingUpdate=_free(),
+        maintainRatio=_free(
+            tolerance={
+                "type": "integer",
+                "x-kubernetes-validations": [
+                    _rule("self >= 0 && self <= 100",
+                          "InvalidRolloutSpec: maintainRatio.tolerance must be 0 to 100")
+                ],
+            }
+        ),
+    )
+    group["x-kubernetes-validations"] = [
+        _rule(
+            "(has(self.canary) ? 1 : 0) + (has(self.blueGreen) ? 1 : 0) + "
+            "(has(self.rollingUpdate) ? 1 : 0) <= 1",
+            "InvalidRolloutSpec: a group sets at most one of canary, blueGreen, rollingUpdate",
+        )
+    ]
+    return _free(
+        groups={"type": "array", "maxItems": 3, "items": group},
+        groupOrdering={
+            "type": "string",
+            "maxLength": 32,
+            "x-kubernetes-validations": [
+                _rule("self in ['Sequential', 'Concurrent']",
+                      "InvalidRolloutSpec: groupOrdering is Sequential or Concurrent")
+            ],
+        },
+        pairingProtocol={
+            "type": "string",
+            "maxLength": 63,
+            "x-kubernetes-validations": [
+                _rule(
+                    f"self.matches('{_TOKEN}')",
+                    "InvalidRolloutSpec: pairingProtocol is at most 63 letters, digits, '-', "
+                    "'_' or '.', starting and ending with a letter or digit",
+                )
+            ],
+        },
+    )
+
+
+def _spec_schema(crd: CrdKind) -> dict[str, Any]:
+    """``spec``: free-form, plus the fields the CEL rules read."""
+    if crd is INFERENCE_SERVICE:
+        spec = _free(
+            deploymentMode={"type": "string", "maxLength": 64},
+            runtime=_free(),
+            engine=_component_schema(with_annotations=True),
+            decoder=_component_schema(with_annotations=True),
+            rollout=_rollout_schema(),
+        )
+        spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
+        return spec
+    spec = _free(
+        engineConfig=_component_schema(with_annotations=False),
+        decoderConfig=_component_schema(with_annotations=False),
+    )
+    spec["x-kubernetes-validations"] = [
+        _rule(
+            f"!has(self.{key}) || !has(self.{key}.worker) || !has(self.{key}.worker.size) || "
+            f"self.{key}.worker.size >= 1",
+            f"{_PAIRING}: WorkerSizeMustBePositive: {key}.worker.size must be >= 1",
+            field=f".{key}.worker.size",
+        )
+        for key in ("engineConfig", "decoderConfig")
+    ]
+    return spec
+
 
 def _columns(crd: CrdKind) -> list[dict[str, Any]]:
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
@@ -110,7 +318,7 @@ def crd_manifest(crd: CrdKind) -> dict[str, Any]:
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
         "metadata": {"type": "object"},
-        "spec": dict(_FREE),
+        "spec": _spec_schema(crd),
         "status": dict(_FREE),
     }
     names: dict[str, Any] = {

@@ -207,7 +207,8 @@ async def test_an_invalid_isvc_gets_a_condition_and_a_warning_and_nothing_is_cre
     await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
     body = chat_body(namespace)
     body["metadata"]["name"] = "broken"
-    body["spec"]["engine"] = {"minReplicas": 1, "leader": {}, "worker": {"size": 0}}
+    # admitted by the CRD's rules, refused by the controller (OMENative keeps one Instance)
+    body["spec"]["engine"] = {"minReplicas": 0, "leader": {}, "worker": {}}
     await kube.create(INFERENCE_SERVICES, body, namespace)
 
     async def reported() -> JSON | None:

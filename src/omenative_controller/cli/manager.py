@@ -109,6 +109,12 @@ async def _run(options: ManagerOptions) -> int:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="info")
 @click.option("--log-format", type=click.Choice(["json", "console"]), default="json")
+@click.option("--webhook-port", type=click.IntRange(min=0), default=None,
+              help="Serve the validating admission webhook on this HTTPS port (0: a free "
+                   "one; default: off).")
+@click.option("--webhook-cert-dir", type=click.Path(file_okay=False),
+              default="/tmp/k8s-webhook-server/serving-certs", show_default=True,
+              help="Directory with the webhook's tls.crt and tls.key.")
 @click.option("--inference-services/--no-inference-services", default=True,
               help="Also project InferenceService components onto InferenceReplicas.")
 def main(
@@ -130,6 +136,8 @@ def main(
     burst: int,
     request_timeout: float,
     identity: str | None,
+    webhook_port: int | None,
+    webhook_cert_dir: str,
     inference_services: bool,
     log_level: str,
     log_format: str,
@@ -156,6 +164,8 @@ def main(
         request_timeout=request_timeout,
         identity=identity or default_identity(),
         inference_services=inference_services,
+        webhook_port=webhook_port,
+        webhook_cert_dir=webhook_cert_dir,
     )
     try:
         options.leader_config().validate()
