@@ -33,6 +33,7 @@ from attrs import define, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.events import event_body
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
     CONTROLLER_REVISIONS,
@@ -554,27 +555,12 @@ class EventRecorder:
         digest = hashlib.sha256(
             f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
         name = f"{ctx.name}.{digest}"
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": ctx.namespace},
-            "involvedObject": {
-                "apiVersion": INFERENCE_REPLICAS.api_version,
-                "kind": INFERENCE_REPLICAS.kind,
-                "name": ctx.name,
-                "namespace": ctx.namespace,
-                "uid": ctx.uid,
-            },
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "type": event.type,
-            "source": {"component": "omenative-manager"},
-            "reportingComponent": "omenative-manager",
-            "reportingInstance": self.identity,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        body = event_body(
+            {"apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
+             "name": ctx.name, "namespace": ctx.namespace, "uid": ctx.uid},
+            type_=event.type, reason=event.reason, message=event.message,
+            component="omenative-manager", stamp=stamp, name=name, instance=self.identity,
+        )
         try:
             await self.client.create(EVENTS, body, ctx.namespace)
             self._seen[key] = (name, 1, now)

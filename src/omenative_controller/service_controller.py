@@ -13,6 +13,12 @@ objects go with the ISVC through garbage collection). The InferenceReplica spec 
 only by this controller; the IR manager writes the IR status, which brings the ISVC back
 here (the owned InferenceReplicas and Deployments are watched).
 
+With ``spec.rollout`` groups, ``rollout_controller.RolloutController`` decides before the
+writes (its pacing is added to each member's InferenceReplica apply body), shapes the
+status (``status.rollout``, traffic, holds) and, once the status is written, emits the
+rollout Events, removes consumed annotations, mirrors traffic, keeps the per-revision
+Services and runs the analysis queries (docs/rollout-groups.md, "What the shell does").
+
 Running it beside the IR manager (``manager.py`` is unchanged): start it when leading, next
 to the IR workers, with the manager's client, namespaces and lifecycle config, and cancel it
 when leadership ends::
@@ -48,6 +54,7 @@ import structlog
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.events import event_body
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.resources import (
     CRDS,
@@ -57,6 +64,7 @@ from omenative_controller.kube.resources import (
     resource_for,
 )
 from omenative_controller.kube.workqueue import WorkQueue
+from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
 from omenative_core.codec import CodecError, replica_from_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
@@ -121,6 +129,16 @@ def _owner_key(obj: Mapping[str, Any]) -> str | None:
             return object_key(namespace, str(ref.get("name")))
     name = (meta.get("labels") or {}).get(LABEL_ISVC)
     return object_key(namespace, name) if isinstance(name, str) else None
+
+
+def _collision_counts(owned: Mapping[str, JSON]) -> dict[str, int]:
+    """Each owned InferenceReplica's ``status.collisionCount`` (salts its revision hash)."""
+    out: dict[str, int] = {}
+    for component, obj in owned.items():
+        n = (obj.get("status") or {}).get("collisionCount")
+        if isinstance(n, int) and n > 0:
+            out[component] = n
+    return out
 
 
 def _merge_condition(
@@ -192,6 +210,7 @@ class ServiceController:
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
+        self.rollout = RolloutController(client, guard=self.guard, now=self.now)
 
     # ------------------------------------------------------------------ inputs
 
@@ -285,6 +304,7 @@ class ServiceController:
             for t in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
+            await self.rollout.close()
 
     async def _resync(self) -> None:
         while True:
@@ -379,19 +399,33 @@ class ServiceController:
             return True
         owned = self._owned_replicas(isvc)
         plan = render_service(isvc, runtimes, self.crds(), self.config,
-                              current_replicas=self._current_replicas(isvc, owned))
+                              current_replicas=self._current_replicas(isvc, owned),
+                              collision_counts=_collision_counts(owned))
+        try:  # rollout groups: decided before any write, so pacing rides with the template
+            rollout = await self.rollout.prepare(isvc, raw, plan, owned)
+        except RolloutRejected as exc:
+            await self._report_invalid(raw, exc.reason, exc.message)
+            return True
         for cp in plan.components:
             if cp.blocked:
                 log.info("isvc.component_blocked", key=key, component=cp.component,
                          reason=cp.ready.reason if cp.ready else "")
                 continue
-            for obj in cp.objects:
+            for rendered in cp.objects:
+                obj = rendered
+                if rollout is not None and obj.get("kind") == "InferenceReplica":
+                    obj = rollout.replica_body(cp.component, obj)
                 applied = await self.apply(obj)
                 if obj.get("kind") == "InferenceReplica":
                     self.replicas.upsert_if_newer(applied)
                     owned[cp.component] = self.replicas.get(
                         object_key(isvc.namespace, obj["metadata"]["name"])) or applied
-        return await self._write_status(isvc, plan, owned)
+        ok = await self._write_status(isvc, plan, owned, rollout)
+        if ok and rollout is not None:
+            delay = await self.rollout.finish(raw, isvc, plan, rollout)
+            if delay is not None:
+                self.queue.add_after(key, delay)
+        return ok
 
     async def apply(self, obj: Mapping[str, Any]) -> JSON:
         """Server-side apply ``obj`` (field manager ``omenative-isvc``, force)."""
@@ -406,7 +440,8 @@ class ServiceController:
         )
 
     async def _write_status(
-        self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON]
+        self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON],
+        rollout: RolloutPass | None = None,
     ) -> bool:
         decoded: dict[str, InferenceReplica] = {}
         for component, obj in owned.items():
@@ -418,6 +453,8 @@ class ServiceController:
         status = service_status(isvc, plan, decoded, self.now())
         status["conditions"] = [c for c in status["conditions"]
                                 if c.get("type") != VALIDATION_CONDITION]
+        if rollout is not None:
+            status = rollout.shape_status(status)
         body = with_status(isvc, status)
         return await self._put_status(isvc_to_json(isvc), body)
 
@@ -461,25 +498,13 @@ class ServiceController:
         if self._events_sent.get(key) == generation or not self.guard():
             return
         stamp = format_time(self.now())
-        event: JSON = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name')}.",
-                         "namespace": meta.get("namespace")},
-            "involvedObject": {
-                "apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
-                "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "type": "Warning",
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": FIELD_MANAGER},
-            "reportingComponent": FIELD_MANAGER,
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
+        event = event_body(
+            {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
+             "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
+             "resourceVersion": meta.get("resourceVersion")},
+            type_="Warning", reason=reason, message=message, component=FIELD_MANAGER,
+            stamp=stamp,
+        )
         try:
             await self.client.create(EVENTS, event, meta.get("namespace"))
         except ApiError as exc:

@@ -25,6 +25,7 @@ import pytest
 import yaml
 from attrs import define, field
 
+from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -38,6 +39,7 @@ from omenative_controller.kube.resources import (
 )
 from omenative_controller.manager import Manager, ManagerOptions
 from omenative_controller.observability import configure_logging
+from omenative_controller.service_controller import ServiceController
 
 __all__ = [
     "POD_GROUP_CRD_FILE",
@@ -490,3 +492,31 @@ class PodRecorder:
         if not from_start and self.baseline:
             return out[self.baseline - 1:]
         return out
+
+
+# ------------------------------------------------------ the InferenceService controller
+
+
+@pytest.fixture(scope="session")
+async def service_crds_applied(kube: KubeClient) -> list[str]:
+    """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs, Established."""
+    return [await apply_crd(kube, REPO / crd.file) for crd in service_crds.SERVICE_CRDS]
+
+
+@pytest.fixture
+async def service_controller(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, service_crds_applied: list[str]
+) -> AsyncIterator[ServiceController]:
+    """A ServiceController on the test's namespace, running as a task; finalizers released."""
+    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
+    controller = ServiceController(client, [namespace], crds_present=lambda: (),
+                                   backoff_base=0.05, backoff_max=2.0)
+    task = asyncio.create_task(controller.run(), name="isvc-controller")
+    try:
+        yield controller
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await client.close()
+        await release_finalizers(kube, namespace)

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS
@@ -29,12 +26,9 @@ from omenative_controller.service_controller import (
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
-    REPO,
-    apply_crd,
     conditions,
     eventually,
     list_pods,
-    release_finalizers,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -48,30 +42,6 @@ EXPECTED_PODS = [
     "chat-router-0-default-0",
 ]
 
-
-@pytest.fixture(scope="session")
-async def service_crds_applied(kube: KubeClient) -> list[str]:
-    """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs, Established."""
-    return [await apply_crd(kube, REPO / crd.file) for crd in service_crds.SERVICE_CRDS]
-
-
-@pytest.fixture
-async def service_controller(
-    kubeconfig_path: Path, namespace: str, kube: KubeClient, service_crds_applied: list[str]
-) -> AsyncIterator[ServiceController]:
-    """A ServiceController on the test's namespace, running as a task; finalizers released."""
-    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
-    controller = ServiceController(client, [namespace], crds_present=lambda: (),
-                                   backoff_base=0.05, backoff_max=2.0)
-    task = asyncio.create_task(controller.run(), name="isvc-controller")
-    try:
-        yield controller
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        await client.close()
-        await release_finalizers(kube, namespace)
 
 
 def runtime_body(namespace: str, image: str) -> JSON:

@@ -35,10 +35,14 @@ def test_checked_in_crd_is_fresh() -> None:
     )
 
 
-def test_config_crd_holds_only_crds() -> None:
-    for file in (ROOT / "config" / "crd").iterdir():
-        docs = [d for d in yaml.safe_load_all(file.read_text()) if d]
-        assert docs and all(d["kind"] == "CustomResourceDefinition" for d in docs), file
+def test_config_crd_holds_only_crds_and_lists_every_one() -> None:
+    crd_dir = ROOT / "config" / "crd"
+    manifests = sorted(f.name for f in crd_dir.iterdir() if f.name != "kustomization.yaml")
+    for name in manifests:
+        docs = [d for d in yaml.safe_load_all((crd_dir / name).read_text()) if d]
+        assert docs and all(d["kind"] == "CustomResourceDefinition" for d in docs), name
+    kustomization = yaml.safe_load((crd_dir / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == manifests
 
 
 def _version() -> dict[str, Any]:

@@ -28,22 +28,23 @@ def _new_count(row: dict[str, Any], old: str) -> int:
 def test_canary_holds_its_step_until_promoted_then_finishes_on_the_new_revision() -> None:
     result = run_service_scenario(parse_service_scenario(_raw()))
     first = result.timeline[0]["components"]
-    old = next(iter(first["engine"]["revisions"]))
+    olds = {c: next(iter(first[c]["revisions"])) for c in ("engine", "decoder")}
     before_promote = [s for s in result.timeline if s["t"] < 600]
     after = [s for s in result.timeline if s["t"] >= 600]
     # step 1 is 25% of 4 = 1 Instance of each member on the canary, until the promote at 10m
-    assert max(_new_count(s["components"]["engine"], old) for s in before_promote) == 1
-    assert all(_new_count(s["components"][c], old) <= 1
+    assert max(_new_count(s["components"]["engine"], olds["engine"])
+               for s in before_promote) == 1
+    assert all(_new_count(s["components"][c], olds[c]) <= 1
                for s in before_promote for c in ("engine", "decoder"))
     paused = [s for s in before_promote if "Paused at step 1/2" in s.get("rollout", "")]
     assert paused, "the manual pause was never reached"
     # engine and decoder move together: never more than one Instance apart on the canary
     for s in result.timeline:
-        e, d = (_new_count(s["components"][c], old) for c in ("engine", "decoder"))
+        e, d = (_new_count(s["components"][c], olds[c]) for c in ("engine", "decoder"))
         assert abs(e - d) <= 1, s
-    assert any(_new_count(s["components"]["engine"], old) > 1 for s in after)
+    assert any(_new_count(s["components"]["engine"], olds["engine"]) > 1 for s in after)
     assert result.converged
-    assert all(old not in row["revisions"] for row in result.final.values())
+    assert all(olds[c] not in row["revisions"] for c, row in result.final.items())
     assert result.min_serving == {"engine": 4, "decoder": 4}
     assert result.rollout.startswith("Stable")
     assert any("RolloutPromoted" in m for _, _, m in result.events)
@@ -53,9 +54,9 @@ def test_rollback_returns_every_member_to_the_stable_revision() -> None:
     raw = _raw()
     raw["events"][1] = {"at": "10m", "rollback": True}
     result = run_service_scenario(parse_service_scenario(raw))
-    old = next(iter(result.timeline[0]["components"]["engine"]["revisions"]))
+    olds = {c: next(iter(r["revisions"])) for c, r in result.timeline[0]["components"].items()}
     for comp, row in result.final.items():
-        assert row["revisions"] == {old: 4}, (comp, row)
+        assert row["revisions"] == {olds[comp]: 4}, (comp, row)
         assert row["serving"] == 4
     assert "RolledBack" in result.rollout or "rolled back" in result.rollout.lower(), \
         result.rollout
@@ -68,10 +69,10 @@ def test_components_compete_for_one_clusters_gpus() -> None:
     # so the canary never gets ready, times out (readyTimeout, 15m by default) and rolls back
     raw["cluster"]["nodes"] = 4
     result = run_service_scenario(parse_service_scenario(raw))
-    old = next(iter(result.timeline[0]["components"]["engine"]["revisions"]))
+    olds = {c: next(iter(r["revisions"])) for c, r in result.timeline[0]["components"].items()}
     assert all(sum(r["gpus"] for r in s["components"].values()) <= 16 for s in result.timeline)
     assert max(sum(r["pods"] for r in s["components"].values()) for s in result.timeline) > 8
-    assert all(r["revisions"] == {old: 4} for r in result.final.values())
+    assert all(r["revisions"] == {olds[c]: 4} for c, r in result.final.items())
     assert result.min_serving == {"engine": 4, "decoder": 4}
     assert "RolledBack" in result.rollout, result.rollout
 

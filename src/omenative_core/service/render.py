@@ -62,6 +62,7 @@ from omenative_core.render import (
     pods_per_instance,
     validate_replica,
 )
+from omenative_core.revisions import revision_hash
 from omenative_core.service.merge import (
     MAIN_CONTAINER,
     OperatorDefaults,
@@ -105,6 +106,7 @@ __all__ = [
     "find_runtime",
     "isvc_owner_reference",
     "omenative_min_available",
+    "peer_env_for",
     "render_service",
     "service_selector",
 ]
@@ -185,7 +187,12 @@ class ServiceCondition:
 
 @frozen(kw_only=True)
 class ComponentPlan:
-    """What one component needs. ``blocked``: nothing could be rendered, keep what exists."""
+    """What one component needs. ``blocked``: nothing could be rendered, keep what exists.
+
+    ``revision_hash``: for an OMENative component, the hash of the revision its
+    InferenceReplica spec renders (salted with the ``collision_counts`` passed in), so the
+    shell knows the revision before the manager has seen the spec.
+    """
 
     component: str
     mode: str
@@ -199,6 +206,7 @@ class ComponentPlan:
     ready: ServiceCondition | None = None
     conditions: tuple[ServiceCondition, ...] = ()
     notes: tuple[str, ...] = ()
+    revision_hash: str = ""
 
     def object(self, kind: str) -> dict[str, Any] | None:
         """The first rendered object of ``kind`` (``Service`` is the traffic Service)."""
@@ -587,6 +595,60 @@ def _migration_annotations(isvc: InferenceService, component: str) -> dict[str, 
     return out
 
 
+def _rollout_groups(isvc: InferenceService) -> bool:
+    rollout = isvc.spec.get("rollout")
+    return isinstance(rollout, Mapping) and bool(rollout.get("groups"))
+
+
+def peer_env_for(
+    isvc: InferenceService, component: str, peer_hashes: Mapping[str, str]
+) -> dict[str, str]:
+    """The peer variables a component's pod template gets under rollout groups.
+
+    Every peer gets ``OME_<PEER>_ENDPOINT`` (its main Service). Only the decoder gets
+    ``OME_ENGINE_REVISION_ENDPOINT``: the engine revision its template is rendered with
+    (``peer_hashes["engine"]``), so the decoder of a revision talks to the engine of the
+    same run. The variables are part of the template, hence of the revision hash; to keep
+    that hash a fixed point the dependency is one way only (engine -> decoder): the
+    engine's template never names a decoder revision and the router's names none, or the
+    engine's hash would depend on the decoder's, which depends on the engine's.
+    """
+    env: dict[str, str] = {}
+    for peer in _PEERS.get(component, ()):
+        key = peer.upper()
+        env[f"OME_{key}_ENDPOINT"] = f"{isvc.name}-{peer}.{isvc.namespace}.svc.cluster.local"
+        if component == "decoder" and peer == "engine" and peer_hashes.get("engine"):
+            env[f"OME_{key}_REVISION_ENDPOINT"] = (
+                f"{isvc.name}-engine-rev-{peer_hashes['engine']}"
+                f".{isvc.namespace}.svc.cluster.local"
+            )
+    return env
+
+
+def _with_env(template: Mapping[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """``template`` with ``env`` appended to every container that does not set the name."""
+    out = dict(template)
+    spec = dict(out.get("spec") or {})
+    containers = []
+    for raw in spec.get("containers") or ():
+        c = dict(raw)
+        own = list(c.get("env") or ())
+        names = {e.get("name") for e in own if isinstance(e, Mapping)}
+        own.extend({"name": k, "value": v} for k, v in env.items() if k not in names)
+        c["env"] = own
+        containers.append(c)
+    spec["containers"] = containers
+    out["spec"] = spec
+    return out
+
+
+_PEERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "engine": ("decoder",),
+    "decoder": ("engine",),
+    "router": ("engine", "decoder"),
+}
+
+
 def _render_omenative(
     isvc: InferenceService,
     runtime: ServingRuntime | None,
@@ -596,6 +658,8 @@ def _render_omenative(
     crds: frozenset[str],
     config: ServiceConfig,
     current_replicas: Mapping[str, int],
+    peer_hashes: Mapping[str, str],
+    collision_count: int | None,
 ) -> ComponentPlan:
     prefix = f"{isvc.name}-{component}"
     multi = merged.leader is not None or merged.worker is not None
@@ -610,6 +674,9 @@ def _render_omenative(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
+    if _rollout_groups(isvc):
+        env = peer_env_for(isvc, component, peer_hashes)
+        runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)
     own = isvc.component(component)
     runtime_lc = runtime.config(component) if runtime is not None else None
     try:
@@ -738,6 +805,7 @@ def _render_omenative(
         multi_pod=multi,
         conditions=tuple(conditions),
         notes=tuple(notes),
+        revision_hash=revision_hash(spec.runners, spec.pairing_protocol, collision_count),
     )
 
 
@@ -928,6 +996,7 @@ def render_service(
     *,
     auto_selected: RuntimeRef | None = None,
     current_replicas: Mapping[str, int] | None = None,
+    collision_counts: Mapping[str, int] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -935,9 +1004,12 @@ def render_service(
     one, or ``auto_selected`` when the ISVC names none (runtime auto-selection is the
     shell's). ``crds_present``: CRD names (``CRD_LEADER_WORKER_SET``, ``CRD_POD_MONITOR``,
     ``CRD_POD_GROUP``). ``current_replicas``: the live ``spec.replicas`` per component,
-    kept when an autoscaler owns the count. A component runs when the ISVC declares it
-    (``engine: {}`` is enough); an ISVC that declares none runs every component its
-    runtime configures.
+    kept when an autoscaler owns the count. ``collision_counts``: each InferenceReplica's
+    ``status.collisionCount``, salting ``ComponentPlan.revision_hash`` as the manager does.
+    Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``
+    (the decoder's names the engine revision rendered in this same pass). A component
+    runs when the ISVC declares it (``engine: {}`` is enough); an ISVC that declares none
+    runs every component its runtime configures.
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -965,6 +1037,8 @@ def render_service(
     names = isvc.declared_components if runtime_problem else _active_components(isvc, runtime)
 
     plans: list[ComponentPlan] = []
+    hashes: dict[str, str] = {}
+    collisions = collision_counts or {}
     failed: str | None = None
     for component in names:
         if runtime_problem is not None:
@@ -988,9 +1062,13 @@ def render_service(
         merged = effective_component(isvc, runtime, component)
         assert merged is not None
         if res.mode == MODE_OMENATIVE:
-            plans.append(
-                _render_omenative(isvc, runtime, component, merged, res, crds, config, current)
+            cp = _render_omenative(
+                isvc, runtime, component, merged, res, crds, config, current, hashes,
+                collisions.get(component),
             )
+            if cp.revision_hash:
+                hashes[component] = cp.revision_hash
+            plans.append(cp)
         elif res.mode == MODE_MULTI_NODE:
             plans.append(_render_multinode(isvc, runtime, component, merged, res, crds, config))
         else:

@@ -1,0 +1,446 @@
+"""Rollout groups, the shell side: feed ``omenative_core.rollout.decide`` and apply it.
+
+The InferenceService controller calls this module in every pass over an ISVC whose
+``spec.rollout`` has groups (without groups nothing here runs and every component rolls
+on its own). One pass:
+
+1. ``RolloutController.prepare`` (before any write): one ``MemberView`` per member from
+   the live InferenceReplica's status and the *rendered* spec (so the revision is the one
+   about to be applied), the pairing token of every live revision from its
+   ControllerRevision, the state persisted in ``status.rollout``, the measurements taken
+   for the queries asked last pass, then ``decide``.
+2. ``RolloutPass.replica_body``: the member's pacing (``spec.pacing.partition``,
+   ``rollbackToRevision``) and a rollingUpdate group's budgets
+   (``spec.lifecycle.updateStrategy.rollingUpdate``) go into the same server-side apply
+   body as the template, under the same field manager: a new template never lands without
+   the partition that holds it back, and the pacing is dropped by SSA when rollout groups
+   are removed.
+3. ``RolloutPass.shape_status``: ``status.rollout`` (``state_to_json``),
+   ``status.components.<c>.traffic`` and the group's hold in
+   ``status.components.<c>.lifecycle.rolloutHold``; the ISVC status write is the commit
+   point of the pass.
+4. ``RolloutController.finish`` (only after that write succeeded, so a pass repeated from
+   the same persisted state emits nothing twice): Events on the ISVC, consumed annotations
+   removed by a JSON patch that first tests their value, each member's traffic and
+   ``coordinationGroupRef`` mirrored into the InferenceReplica status (the planner keeps
+   both; its own status PUT carries a resourceVersion, so a concurrent write makes it
+   re-read, never overwrite), per-revision Services created and the stale ones deleted,
+   the due analysis queries run; it returns when to look again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any, Final
+
+import structlog
+from attrs import define, field
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.events import event_body
+from omenative_controller.kube.resources import (
+    CONTROLLER_REVISIONS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    SERVICES,
+    Resource,
+)
+from omenative_controller.prometheus import PrometheusClient
+from omenative_core.codec import CodecError, replica_from_json, revision_view_from_json, to_json
+from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
+from omenative_core.model.timefmt import format_time
+from omenative_core.revisions import hash_of, pairing_from_revision
+from omenative_core.rollout import (
+    AnalysisMeasurement,
+    MemberView,
+    RolloutConfig,
+    RolloutDecision,
+    RolloutSpec,
+    RolloutSpecError,
+    RolloutStateError,
+    decide,
+    member_view,
+    parse_rollout,
+    render_revision_service,
+    state_from_json,
+    state_to_json,
+    validate_rollout,
+)
+from omenative_core.rollout.validate import errors as rollout_errors
+from omenative_core.service import InferenceService, ServicePlan
+from omenative_core.service.render import isvc_owner_reference
+
+__all__ = [
+    "ANSWERED_REQUEUE_SECONDS",
+    "RolloutController",
+    "RolloutPass",
+    "RolloutRejected",
+    "has_rollout_groups",
+]
+
+log = structlog.get_logger("omenative.rollout")
+
+ANSWERED_REQUEUE_SECONDS: Final = 0.5
+"""Look again this soon after analysis queries were answered, so the round is evaluated."""
+
+_INFERENCE_SERVICES: Final = Resource(
+    "ome.io", "v1beta1", "inferenceservices", "InferenceService"
+)
+
+
+def has_rollout_groups(isvc: InferenceService) -> bool:
+    """``spec.rollout`` names at least one group (otherwise components roll on their own)."""
+    rollout = isvc.spec.get("rollout")
+    return isinstance(rollout, Mapping) and bool(rollout.get("groups"))
+
+
+class RolloutRejected(Exception):
+    """``spec.rollout`` or ``status.rollout`` cannot be used; nothing is applied."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@define
+class RolloutPass:
+    """One decided pass: what to write into the member specs, the status, and after."""
+
+    spec: RolloutSpec
+    decision: RolloutDecision
+    members: dict[str, MemberView]
+    live: dict[str, JSON] = field(factory=dict)
+
+    def replica_body(self, component: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The InferenceReplica apply body with the member's pacing (and group budgets)."""
+        cd = self.decision.components.get(component)
+        if cd is None:
+            return dict(obj)
+        body = dict(obj)
+        spec = dict(body.get("spec") or {})
+        pacing: dict[str, Any] = {"partition": cd.pacing.partition or 0}
+        if cd.pacing.rollback_to_revision:
+            pacing["rollbackToRevision"] = cd.pacing.rollback_to_revision
+        spec["pacing"] = pacing
+        if cd.rolling_update is not None:
+            lifecycle = dict(spec.get("lifecycle") or {})
+            strategy = dict(lifecycle.get("updateStrategy") or {})
+            rolling = dict(strategy.get("rollingUpdate") or {})
+            rolling["maxSurge"] = cd.rolling_update.max_surge
+            rolling["maxUnavailable"] = cd.rolling_update.max_unavailable
+            strategy["rollingUpdate"] = rolling
+            lifecycle["updateStrategy"] = strategy
+            spec["lifecycle"] = lifecycle
+        body["spec"] = spec
+        return body
+
+    def traffic_json(self, component: str) -> list[Any]:
+        """The member's traffic targets as status JSON."""
+        cd = self.decision.components.get(component)
+        return [to_json(t) for t in cd.traffic] if cd is not None else []
+
+    def shape_status(self, status: dict[str, Any]) -> dict[str, Any]:
+        """Add ``rollout``, each member's ``traffic`` and the group holds to a status."""
+        status["rollout"] = state_to_json(self.decision.state)
+        components = status.setdefault("components", {})
+        for c, cd in sorted(self.decision.components.items()):
+            entry = components.setdefault(c, {})
+            entry["traffic"] = self.traffic_json(c)
+            if cd.hold is not None:
+                lifecycle = entry.setdefault("lifecycle", {})
+                lifecycle["rolloutHold"] = to_json(cd.hold)
+        return status
+
+
+class RolloutController:
+    """Runs the rollout decisions for the InferenceService controller.
+
+    ``prometheus``: the analysis client (one is created when None). Measurements wait in
+    memory, by ISVC uid, until the pass after the one that asked for them; lost ones (a
+    restart) are asked again, since a pending round re-issues its queries.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        guard: Callable[[], bool],
+        now: Callable[[], datetime],
+        prometheus: PrometheusClient | None = None,
+        config: RolloutConfig | None = None,
+        source: str = "omenative-isvc",
+    ) -> None:
+        self.client = client
+        self.guard = guard
+        self.now = now
+        self.prometheus = prometheus or PrometheusClient()
+        self.config = config or RolloutConfig()
+        self.source = source
+        self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
+
+    # ------------------------------------------------------------------ before writing
+
+    async def prepare(
+        self,
+        isvc: InferenceService,
+        raw: Mapping[str, Any],
+        plan: ServicePlan,
+        owned: Mapping[str, JSON],
+    ) -> RolloutPass | None:
+        """Decide this pass (None without rollout groups); raises ``RolloutRejected``."""
+        if not has_rollout_groups(isvc):
+            self._answers.pop(isvc.uid, None)
+            return None
+        rollout_json = isvc.spec.get("rollout")
+        try:
+            spec = parse_rollout(rollout_json)
+        except RolloutSpecError as exc:
+            first = exc.problems[0] if exc.problems else None
+            raise RolloutRejected(first.reason if first else "InvalidRolloutSpec",
+                                  str(exc)) from None
+        found = rollout_errors(validate_rollout(rollout_json, annotations=isvc.annotations,
+                                                config=self.config))
+        if found:
+            raise RolloutRejected(found[0].reason,
+                                  "; ".join(f"{r.path}: {r.message}" for r in found))
+        status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
+        assert isinstance(status, Mapping)
+        try:
+            state = state_from_json(status.get("rollout"))
+        except RolloutStateError as exc:
+            raise RolloutRejected("InvalidRolloutState", str(exc)) from None
+        members: dict[str, MemberView] = {}
+        named = {c for g in spec.groups for c in g.components}
+        pairing = await self._pairing_tokens(isvc) if named else {}
+        for cp in plan.components:
+            if cp.component not in named or cp.blocked or cp.replica is None:
+                continue
+            live = owned.get(cp.component)
+            if live is None or not cp.revision_hash:
+                continue  # not created yet: its group holds with gate Plan
+            body = dict(live)
+            body["spec"] = cp.replica["spec"]
+            try:
+                replica = replica_from_json(body)
+            except CodecError as exc:
+                log.info("rollout.bad_replica", isvc=isvc.name, component=cp.component,
+                         error=str(exc))
+                continue
+            revision = f"{isvc.name}-{cp.component}-{cp.revision_hash}"
+            tokens: dict[str, str | None] = dict(pairing.get(cp.component, {}))
+            tokens[revision] = replica.spec.pairing_protocol
+            members[cp.component] = member_view(replica, revision, pairing=tokens)
+        answers = list(self._answers.get(isvc.uid, {}).values())
+        decision = decide(spec, state, members, self.now(), answers, isvc.annotations,
+                          self.config)
+        return RolloutPass(spec=spec, decision=decision, members=members, live=dict(owned))
+
+    async def _pairing_tokens(self, isvc: InferenceService) -> dict[str, dict[str, str | None]]:
+        page = await self.client.list(CONTROLLER_REVISIONS, isvc.namespace,
+                                      label_selector=f"{LABEL_ISVC}={isvc.name}")
+        out: dict[str, dict[str, str | None]] = {}
+        for obj in page.get("items") or ():
+            component = (obj["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
+            if not isinstance(component, str):
+                continue
+            try:
+                view = revision_view_from_json(obj)
+            except CodecError:
+                continue
+            out.setdefault(component, {})[view.name] = pairing_from_revision(view)
+        return out
+
+    # ------------------------------------------------------------------ after the status
+
+    async def finish(
+        self, raw: Mapping[str, Any], isvc: InferenceService, plan: ServicePlan,
+        rp: RolloutPass,
+    ) -> float | None:
+        """Apply the rest of a committed pass; returns seconds until the next look."""
+        d = rp.decision
+        for ev in d.events:
+            await self._event(raw, ev.type, ev.reason, ev.message)
+        if d.remove_annotations:
+            await self._remove_annotations(raw, d.remove_annotations)
+        await self._mirror_traffic(isvc, rp)
+        await self._revision_services(isvc, plan, rp)
+        answered = await self._run_queries(isvc, rp)
+        delays = []
+        if d.requeue_after is not None:
+            delays.append(max(d.requeue_after.total_seconds(), 0.0))
+        if answered:
+            delays.append(ANSWERED_REQUEUE_SECONDS)
+        return min(delays) if delays else None
+
+    async def _event(self, raw: Mapping[str, Any], type_: str, reason: str,
+                     message: str) -> None:
+        if not self.guard():
+            return
+        meta = raw.get("metadata") or {}
+        stamp = format_time(self.now())
+        event = event_body(
+            {"apiVersion": _INFERENCE_SERVICES.api_version, "kind": "InferenceService",
+             "name": meta.get("name"), "namespace": meta.get("namespace"),
+             "uid": meta.get("uid")},
+            type_=type_, reason=reason, message=message, component=self.source, stamp=stamp,
+        )
+        try:
+            await self.client.create(EVENTS, event, meta.get("namespace"))
+        except ApiError as exc:
+            log.info("rollout.event_failed", reason=reason, error=exc.message)
+
+    async def _remove_annotations(self, raw: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+        meta = raw.get("metadata") or {}
+        present = meta.get("annotations") or {}
+        ops: list[JSON] = []
+        for key in keys:
+            if key not in present:
+                continue
+            path = "/metadata/annotations/" + key.replace("~", "~0").replace("/", "~1")
+            ops.append({"op": "test", "path": path, "value": present[key]})
+            ops.append({"op": "remove", "path": path})
+        if not ops or not self.guard():
+            return
+        try:
+            await self.client.patch(_INFERENCE_SERVICES, str(meta["name"]), ops,
+                                    meta.get("namespace"), patch_type="json")
+        except ApiError as exc:
+            # a changed value (test failed) or a gone ISVC: the next pass decides again
+            log.info("rollout.annotations_not_removed", keys=list(keys), error=exc.message)
+
+    async def _mirror_traffic(self, isvc: InferenceService, rp: RolloutPass) -> None:
+        for c, cd in sorted(rp.decision.components.items()):
+            live = rp.live.get(c)
+            status = live.get("status") if live is not None else None
+            if not isinstance(status, Mapping) or live is None:
+                continue  # the manager has not written a status yet
+            traffic = rp.traffic_json(c)
+            if (status.get("traffic") or []) == traffic and \
+                    status.get("coordinationGroupRef") == cd.coordination_group_ref:
+                continue
+            if not self.guard():
+                return
+            try:
+                await self.client.patch(
+                    INFERENCE_REPLICAS, str(live["metadata"]["name"]),
+                    {"status": {"traffic": traffic,
+                                "coordinationGroupRef": cd.coordination_group_ref}},
+                    isvc.namespace, subresource="status")
+            except ApiError as exc:
+                log.info("rollout.traffic_not_mirrored", component=c, error=exc.message)
+
+    async def _revision_services(
+        self, isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
+    ) -> None:
+        """Create the Services of every live revision of every member; delete the rest."""
+        state = rp.decision.state
+        wanted: dict[str, JSON] = {}
+        owner = isvc_owner_reference(isvc)
+        for c, view in sorted(rp.members.items()):
+            cp = plan.component(c)
+            main = cp.object("Service") if cp is not None else None
+            ports = list((main or {}).get("spec", {}).get("ports") or []) or None
+            revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
+            for g in state.groups:
+                for m in (g.stable, g.canary):
+                    if m.get(c):
+                        revisions.add(m[c])
+            for rev in sorted(revisions):
+                h = hash_of(rev)
+                if not h:
+                    continue
+                for headless in (False, True):
+                    svc = render_revision_service(isvc.name, c, h, isvc.namespace,
+                                                  ports=ports, headless=headless, owner=owner)
+                    if not headless and main is not None:
+                        svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
+                                                   LABEL_REVISION_HASH: h}
+                    wanted[svc["metadata"]["name"]] = svc
+        page = await self.client.list(SERVICES, isvc.namespace, label_selector=(
+            f"{LABEL_ISVC}={isvc.name},{LABEL_REVISION_HASH}"))
+        existing = {s["metadata"]["name"]: s for s in page.get("items") or ()}
+        for name, svc in sorted(wanted.items()):
+            have = existing.get(name)
+            if have is not None and _same_service(have, svc):
+                continue
+            if not self.guard():
+                return
+            try:
+                await self.client.request(
+                    "PATCH", SERVICES.path(isvc.namespace, name), verb="patch",
+                    resource=SERVICES.plural,
+                    query=[("fieldManager", self.source), ("force", "true")],
+                    body=svc, content_type="application/apply-patch+yaml")
+            except ApiError as exc:
+                log.info("rollout.service_failed", name=name, error=exc.message)
+        for name, have in sorted(existing.items()):
+            if name in wanted or "-rev-" not in name:
+                continue
+            refs = have["metadata"].get("ownerReferences") or ()
+            if not any(r.get("uid") == isvc.uid for r in refs) or not self.guard():
+                continue
+            try:
+                await self.client.delete(SERVICES, name, isvc.namespace,
+                                         uid=have["metadata"].get("uid"))
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.info("rollout.service_delete_failed", name=name, error=exc.message)
+
+    async def _run_queries(self, isvc: InferenceService, rp: RolloutPass) -> bool:
+        """Run the due queries not answered yet; True when some got an answer."""
+        asked = {q.id: q for q in rp.decision.queries}
+        kept = {i: m for i, m in self._answers.get(isvc.uid, {}).items() if i in asked}
+        todo = [q for i, q in sorted(asked.items()) if i not in kept]
+        if not todo:
+            if kept:
+                self._answers[isvc.uid] = kept
+            else:
+                self._answers.pop(isvc.uid, None)
+            return False
+        pinned = rp.decision.state.pinned
+        groups = pinned.groups if pinned.groups else rp.spec.groups
+
+        async def one(q: Any) -> AnalysisMeasurement:
+            group = groups[q.group] if q.group < len(groups) else None
+            source = group.canary.prometheus if group and group.canary else None
+            if source is None or not source.server_address:
+                why = ("prometheus.providerRef is not supported; set serverAddress"
+                       if source is not None and source.provider_ref else
+                       "no canary.prometheus.serverAddress")
+                return AnalysisMeasurement(id=q.id, value=None, error=f"error: {why}")
+            result = await self.prometheus.query(source.server_address, q.query,
+                                                 headers=source.headers)
+            m = result.measurement(q.id)
+            if m.value is not None and math.isnan(m.value):
+                return AnalysisMeasurement(id=q.id, value=None, error="inconclusive: NaN")
+            return m
+
+        results = await asyncio.gather(*(one(q) for q in todo))
+        for m in results:
+            kept[m.id] = m
+        self._answers[isvc.uid] = kept
+        log.info("rollout.analysis", isvc=isvc.name,
+                 answers={m.id: m.value if m.value is not None else m.error for m in results})
+        return True
+
+    async def close(self) -> None:
+        """Close the Prometheus session."""
+        await self.prometheus.close()
+
+
+def _same_service(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:
+    hs, ws = have.get("spec") or {}, want.get("spec") or {}
+    if hs.get("selector") != ws.get("selector"):
+        return False
+    hp = [(p.get("name"), p.get("port"), p.get("targetPort")) for p in hs.get("ports") or ()]
+    wp = [(p.get("name"), p.get("port"), p.get("targetPort")) for p in ws.get("ports") or ()]
+    if hp != wp:
+        return False
+    refs = have.get("metadata", {}).get("ownerReferences") or ()
+    want_refs = want.get("metadata", {}).get("ownerReferences") or ()
+    return [r.get("uid") for r in refs] == [r.get("uid") for r in want_refs]
