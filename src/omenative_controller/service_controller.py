@@ -56,7 +56,9 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import event_body
 from omenative_controller.kube.informer import Informer, object_key
+from omenative_controller.kube.jsonpatch import annotation_removal
 from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
     CRDS,
     EVENTS,
     INFERENCE_REPLICAS,
@@ -70,6 +72,7 @@ from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
 from omenative_core.service import (
+    AUDIT_KEY,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -77,9 +80,13 @@ from omenative_core.service import (
     ServiceConfig,
     ServicePlan,
     ServingRuntime,
+    accepted_migration_annotations,
+    audit_configmap,
+    audit_configmap_name,
     find_runtime,
     isvc_from_json,
     isvc_to_json,
+    merge_audit,
     render_service,
     runtime_from_json,
     service_status,
@@ -210,6 +217,7 @@ class ServiceController:
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
+        self._audits: dict[str, str] = {}  # namespace/name -> the audit text last seen
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
 
     # ------------------------------------------------------------------ inputs
@@ -398,6 +406,7 @@ class ServiceController:
                                        "; ".join(r.message for r in rejections))
             return True
         owned = self._owned_replicas(isvc)
+        raw, isvc = await self._take_migrations(raw, isvc, self._decoded(isvc, owned))
         plan = render_service(isvc, runtimes, self.crds(), self.config,
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned))
@@ -443,6 +452,16 @@ class ServiceController:
         self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON],
         rollout: RolloutPass | None = None,
     ) -> bool:
+        status = service_status(isvc, plan, self._decoded(isvc, owned), self.now())
+        status["conditions"] = [c for c in status["conditions"]
+                                if c.get("type") != VALIDATION_CONDITION]
+        if rollout is not None:
+            status = rollout.shape_status(status)
+        body = with_status(isvc, status)
+        return await self._put_status(isvc_to_json(isvc), body)
+
+    @staticmethod
+    def _decoded(isvc: InferenceService, owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
         decoded: dict[str, InferenceReplica] = {}
         for component, obj in owned.items():
             try:
@@ -450,13 +469,58 @@ class ServiceController:
             except CodecError as exc:
                 log.info("isvc.bad_replica", isvc=isvc.name, component=component,
                          error=str(exc))
-        status = service_status(isvc, plan, decoded, self.now())
-        status["conditions"] = [c for c in status["conditions"]
-                                if c.get("type") != VALIDATION_CONDITION]
-        if rollout is not None:
-            status = rollout.shape_status(status)
-        body = with_status(isvc, status)
-        return await self._put_status(isvc_to_json(isvc), body)
+        return decoded
+
+    async def _take_migrations(
+        self, raw: JSON, isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
+    ) -> tuple[JSON, InferenceService]:
+        """Audit what the components recorded, then drop the ISVC's requests they took (so
+        they are not forwarded again); returns the ISVC as it now stands."""
+        await self._write_audit(isvc, replicas)
+        taken = accepted_migration_annotations(isvc, replicas)
+        ops = annotation_removal(isvc.annotations, taken)
+        if not ops or not self.guard():
+            return raw, isvc
+        try:
+            patched = await self.client.patch(INFERENCE_SERVICES, isvc.name, ops,
+                                              isvc.namespace, patch_type="json")
+        except ApiError as exc:  # rewritten meanwhile, or gone: the next pass decides again
+            log.info("isvc.migration_annotations_kept", isvc=isvc.name, keys=list(taken),
+                     error=exc.message)
+            return raw, isvc
+        log.info("isvc.migration_requests_taken", isvc=isvc.name, keys=list(taken))
+        self.isvcs.upsert_if_newer(patched)
+        try:
+            return patched, isvc_from_json(patched)
+        except CodecError:
+            return raw, isvc
+
+    async def _write_audit(
+        self, isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
+    ) -> None:
+        """Keep ``<isvc>-ome-migration-audit`` in line with the components' migrations."""
+        key = object_key(isvc.namespace, isvc.name)
+        if merge_audit(self._audits.get(key), replicas) is None:
+            return  # nothing since the last write (or never a migration): no read, no write
+        name = audit_configmap_name(isvc.name)
+        try:
+            current = await self.client.get(CONFIG_MAPS, name, isvc.namespace)
+            previous = (current.get("data") or {}).get(AUDIT_KEY)
+        except ApiError as exc:
+            if not exc.not_found:
+                log.info("isvc.audit_read_failed", isvc=isvc.name, error=exc.message)
+                return
+            previous = None
+        text = merge_audit(previous, replicas)
+        if text is None:
+            self._audits[key] = previous or ""
+            return
+        try:
+            await self.apply(audit_configmap(isvc, text))
+        except ApiError as exc:
+            log.info("isvc.audit_write_failed", isvc=isvc.name, error=exc.message)
+            return
+        self._audits[key] = text
 
     async def _put_status(self, raw: JSON, body: JSON) -> bool:
         if body.get("status") == raw.get("status"):

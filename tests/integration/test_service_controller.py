@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from typing import Any
 
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS
+from omenative_controller.kube.resources import CONFIG_MAPS, EVENTS, INFERENCE_REPLICAS
 from omenative_controller.service_controller import (
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_SERVICES,
@@ -169,6 +170,72 @@ async def test_chat_is_projected_becomes_ready_and_rolls_on_a_runtime_change(
 
     await eventually(isvc_ready_again, timeout=60, what="EngineReady/RouterReady after the roll")
     assert await replica_names(kube, namespace) == ["chat-engine", "chat-router"]
+
+
+async def test_a_migration_requested_on_the_isvc_is_taken_once_audited_and_removed(
+    kube: KubeClient, namespace: str, start_manager: Any, service_controller: ServiceController
+) -> None:
+    await start_manager()
+    await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
+    body = chat_body(namespace)
+    body["spec"]["engine"].update(minReplicas=1, maxReplicas=1)
+    await kube.create(INFERENCE_SERVICES, body, namespace)
+
+    async def engine_ready() -> dict[str, JSON] | None:
+        pods = await list_pods(kube, namespace)
+        ready = [n for n in _ready_pods(pods) if n.startswith("chat-engine-0-")]
+        return pods if len(ready) == 2 else None
+
+    pods = await eventually(engine_ready, timeout=90, interval=0.3, what="chat-engine-0 Ready")
+    source_node = pods["chat-engine-0-leader-0"]["spec"]["nodeName"]
+    request_id = "7c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f"
+    key = f"ome.io/migration-request-v1-{request_id}"
+    request = {"schemaVersion": "v1", "component": "engine", "instance": 0,
+               "from_node": source_node, "hint_target_nodes": [], "reason": "maintenance",
+               "requested_at": "2026-01-01T00:00:00Z", "requested_by": "pytest"}
+    await kube.patch(INFERENCE_SERVICES, "chat",
+                     {"metadata": {"annotations": {key: json.dumps(request)}}}, namespace)
+
+    async def finished() -> JSON | None:
+        ir = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+        mine = [m for m in (ir.get("status") or {}).get("migrations") or ()
+                if m["requestUUID"] == request_id]
+        if mine and mine[0]["phase"] == "Failed":
+            raise AssertionError(f"migration failed: {mine[0]}")
+        return ir if mine and mine[0]["phase"] == "Completed" else None
+
+    ir = await eventually(finished, timeout=120, interval=0.3, what="the migration to complete")
+    (record,) = [m for m in ir["status"]["migrations"] if m["requestUUID"] == request_id]
+    assert record["sourceInstance"] == 0 and record["succeeded"] is True
+
+    async def audited() -> JSON | None:
+        try:
+            cm = await kube.get(CONFIG_MAPS, "chat-ome-migration-audit", namespace)
+        except ApiError:
+            return None
+        rows = json.loads(cm["data"]["history.json"])["entries"]
+        return cm if any(r.get("outcome") == "succeeded" for r in rows) else None
+
+    cm = await eventually(audited, timeout=30, what="the audit row's outcome")
+    (row,) = json.loads(cm["data"]["history.json"])["entries"]
+    assert (row["requestUUID"], row["component"], row["fromNode"], row["phase"]) == (
+        request_id, "engine", source_node, "Completed")
+    assert cm["metadata"]["ownerReferences"][0]["name"] == "chat"  # goes with the ISVC
+
+    async def removed() -> bool:
+        isvc = await get_isvc(kube, namespace)
+        return key not in (isvc["metadata"].get("annotations") or {})
+
+    await eventually(removed, timeout=30, what="the request annotation removed from the ISVC")
+    # later passes neither forward it again nor start a second migration
+    service_controller.queue.add(f"{namespace}/chat")
+    await asyncio.sleep(2)
+    ir = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+    assert key not in (ir["metadata"].get("annotations") or {})
+    assert [m["requestUUID"] for m in ir["status"]["migrations"]].count(request_id) == 1
+    assert key not in ((await get_isvc(kube, namespace))["metadata"].get("annotations") or {})
+    pods = await list_pods(kube, namespace)
+    assert "chat-engine-0-leader-0" not in pods  # the Instance moved to a surge index
 
 
 async def test_an_invalid_isvc_gets_a_condition_and_a_warning_and_nothing_is_created(
