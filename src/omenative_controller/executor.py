@@ -145,6 +145,15 @@ class PassContext:
         return str((self.raw.get("metadata") or {}).get("resourceVersion") or "")
 
 
+def _service_owner(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The InferenceService that controls this InferenceReplica (a projected replica)."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") and \
+                ref.get("kind") == "InferenceService" and ref.get("name") and ref.get("uid"):
+            return ref
+    return None
+
+
 @define
 class ApplyResult:
     """How far a plan got: ``outcome`` is ok, conflict, create_error, failed or not_leader."""
@@ -530,20 +539,35 @@ class EventRecorder:
         await self.emit(ctx, [Event(type=type_, reason=reason, message=message)])
 
     async def _emit_one(self, ctx: PassContext, event: Event) -> None:
-        now = self.clock()
-        key = (ctx.namespace, ctx.name, ctx.uid, event.type, event.reason, event.message)
-        stamp = _now_rfc3339()
         lg = ctx.log if ctx.log is not None else log
         lg = lg.bind(**_instance_kw(event.instance))
-        seen = self._seen.get(key)
         if self.metrics is not None:
             self.metrics.events.labels(event.type, event.reason).inc()
         lg.info("event", type=event.type, reason=event.reason, message=event.message)
+        await self._record(lg, {
+            "apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
+            "name": ctx.name, "namespace": ctx.namespace, "uid": ctx.uid,
+        }, event.type, event.reason, event.message)
+        owner = _service_owner(ctx.raw)
+        if owner is not None:  # surfaced on the InferenceService, naming the component's IR
+            await self._record(lg, {
+                "apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                "name": owner.get("name"), "namespace": ctx.namespace, "uid": owner.get("uid"),
+            }, event.type, event.reason, f"{ctx.name}: {event.message}")
+
+    async def _record(self, lg: Any, involved: Mapping[str, Any], type_: str, reason: str,
+                      message: str) -> None:
+        """Create the Event on ``involved``, or count a repeat within ``window`` on it."""
+        now = self.clock()
+        namespace = str(involved["namespace"])
+        key = (namespace, str(involved["name"]), str(involved["uid"]), type_, reason, message)
+        stamp = _now_rfc3339()
+        seen = self._seen.get(key)
         if seen is not None and now - seen[2] < self.window:
             name, count, _ = seen
             try:
                 await self.client.patch(
-                    EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, ctx.namespace,
+                    EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, namespace,
                     patch_type="strategic",
                 )
                 self._seen[key] = (name, count + 1, now)
@@ -554,15 +578,12 @@ class EventRecorder:
                     return
         digest = hashlib.sha256(
             f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
-        name = f"{ctx.name}.{digest}"
-        body = event_body(
-            {"apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
-             "name": ctx.name, "namespace": ctx.namespace, "uid": ctx.uid},
-            type_=event.type, reason=event.reason, message=event.message,
-            component="omenative-manager", stamp=stamp, name=name, instance=self.identity,
-        )
+        name = f"{involved['name']}.{digest}"
+        body = event_body(involved, type_=type_, reason=reason, message=message,
+                          component="omenative-manager", stamp=stamp, name=name,
+                          instance=self.identity)
         try:
-            await self.client.create(EVENTS, body, ctx.namespace)
+            await self.client.create(EVENTS, body, namespace)
             self._seen[key] = (name, 1, now)
         except ApiError as exc:
             lg.warning("event.create_failed", reason=exc.reason, error=exc.message)

@@ -58,7 +58,6 @@ from omenative_controller.kube.events import event_body
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
 from omenative_controller.kube.resources import (
-    CONFIG_MAPS,
     CRDS,
     EVENTS,
     INFERENCE_REPLICAS,
@@ -72,7 +71,6 @@ from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
 from omenative_core.service import (
-    AUDIT_KEY,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -81,12 +79,9 @@ from omenative_core.service import (
     ServicePlan,
     ServingRuntime,
     accepted_migration_annotations,
-    audit_configmap,
-    audit_configmap_name,
     find_runtime,
     isvc_from_json,
     isvc_to_json,
-    merge_audit,
     render_service,
     runtime_from_json,
     service_status,
@@ -217,7 +212,6 @@ class ServiceController:
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
-        self._audits: dict[str, str] = {}  # namespace/name -> the audit text last seen
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
 
     # ------------------------------------------------------------------ inputs
@@ -474,9 +468,8 @@ class ServiceController:
     async def _take_migrations(
         self, raw: JSON, isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
     ) -> tuple[JSON, InferenceService]:
-        """Audit what the components recorded, then drop the ISVC's requests they took (so
-        they are not forwarded again); returns the ISVC as it now stands."""
-        await self._write_audit(isvc, replicas)
+        """Drop the ISVC's migration requests that a component has recorded (the IR manager
+        audits them), so they are not forwarded again; returns the ISVC as it now stands."""
         taken = accepted_migration_annotations(isvc, replicas)
         ops = annotation_removal(isvc.annotations, taken)
         if not ops or not self.guard():
@@ -494,33 +487,6 @@ class ServiceController:
             return patched, isvc_from_json(patched)
         except CodecError:
             return raw, isvc
-
-    async def _write_audit(
-        self, isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
-    ) -> None:
-        """Keep ``<isvc>-ome-migration-audit`` in line with the components' migrations."""
-        key = object_key(isvc.namespace, isvc.name)
-        if merge_audit(self._audits.get(key), replicas) is None:
-            return  # nothing since the last write (or never a migration): no read, no write
-        name = audit_configmap_name(isvc.name)
-        try:
-            current = await self.client.get(CONFIG_MAPS, name, isvc.namespace)
-            previous = (current.get("data") or {}).get(AUDIT_KEY)
-        except ApiError as exc:
-            if not exc.not_found:
-                log.info("isvc.audit_read_failed", isvc=isvc.name, error=exc.message)
-                return
-            previous = None
-        text = merge_audit(previous, replicas)
-        if text is None:
-            self._audits[key] = previous or ""
-            return
-        try:
-            await self.apply(audit_configmap(isvc, text))
-        except ApiError as exc:
-            log.info("isvc.audit_write_failed", isvc=isvc.name, error=exc.message)
-            return
-        self._audits[key] = text
 
     async def _put_status(self, raw: JSON, body: JSON) -> bool:
         if body.get("status") == raw.get("status"):

@@ -220,7 +220,6 @@ async def test_a_migration_requested_on_the_isvc_is_taken_once_audited_and_remov
     (row,) = json.loads(cm["data"]["history.json"])["entries"]
     assert (row["requestUUID"], row["component"], row["fromNode"], row["phase"]) == (
         request_id, "engine", source_node, "Completed")
-    assert cm["metadata"]["ownerReferences"][0]["name"] == "chat"  # goes with the ISVC
 
     async def removed() -> bool:
         isvc = await get_isvc(kube, namespace)
@@ -236,6 +235,19 @@ async def test_a_migration_requested_on_the_isvc_is_taken_once_audited_and_remov
     assert key not in ((await get_isvc(kube, namespace))["metadata"].get("annotations") or {})
     pods = await list_pods(kube, namespace)
     assert "chat-engine-0-leader-0" not in pods  # the Instance moved to a surge index
+
+    # the InferenceReplica's Events are surfaced on the InferenceService, naming the component
+    async def surfaced() -> list[JSON] | None:
+        page = await kube.list(EVENTS, namespace)
+        mine = [e for e in page.get("items") or ()
+                if e["involvedObject"].get("kind") == "InferenceService"
+                and e["involvedObject"].get("name") == "chat"
+                and e.get("reason") == "MigrationAccepted"]
+        return mine or None
+
+    (event,) = await eventually(surfaced, timeout=20, what="MigrationAccepted on the ISVC")
+    assert event["message"].startswith("chat-engine: ") and request_id in event["message"]
+    assert event["involvedObject"]["uid"] == (await get_isvc(kube, namespace))["metadata"]["uid"]
 
 
 async def test_an_invalid_isvc_gets_a_condition_and_a_warning_and_nothing_is_created(

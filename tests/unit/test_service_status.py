@@ -19,9 +19,11 @@ from omenative_core.model.spec import (
 from omenative_core.model.status import (
     Condition,
     InferenceReplicaStatus,
+    MigrationStatus,
     RolloutHold,
 )
 from omenative_core.service import (
+    accepted_migration_annotations,
     component_ready,
     isvc_from_json,
     lifecycle_status,
@@ -245,3 +247,28 @@ def test_write_back_keeps_fields_written_by_others() -> None:
     assert out["status"]["components"]["engine"]["traffic"] == [{"percent": 100}]
     assert out["status"]["components"]["engine"]["lifecycle"]["replicas"] == 4
     assert out["spec"] == isvc.raw["spec"]
+
+
+def test_accepted_migrations_are_the_ones_a_replica_recorded() -> None:
+    done, waiting = "0b6e8f43-3c1d-4a0e-9f1a-2b3c4d5e6f70", "1b6e8f43-3c1d-4a0e-9f1a-2b3c4d5e6f70"
+    isvc = isvc_from_json(
+        {
+            "metadata": {
+                "name": "chat",
+                "annotations": {
+                    f"ome.io/migration-request-v1-{done}": "{}",
+                    f"ome.io/migration-request-v1-{waiting}": "{}",
+                    "other": "x",
+                },
+            },
+            "spec": {},
+        }
+    )
+    replica = InferenceReplica(
+        metadata=ObjectMeta(name="chat-engine"),
+        spec=spec(),
+        status=InferenceReplicaStatus(migrations=(MigrationStatus(request_uuid=done),)),
+    )
+    assert accepted_migration_annotations(isvc, {"engine": replica}) == (
+        f"ome.io/migration-request-v1-{done}",
+    )

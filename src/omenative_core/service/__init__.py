@@ -8,7 +8,6 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 """
 
 from omenative_core.service.merge import *  # noqa: F403
-from omenative_core.service.migrations import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
 from omenative_core.service.modes import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403

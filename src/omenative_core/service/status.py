@@ -35,12 +35,14 @@ from omenative_core.policy import BudgetError, resolve_budget
 from omenative_core.service.model import COMPONENT_ORDER, InferenceService
 from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.render import (
+    ANNOTATION_MIGRATION_PREFIX,
     ServiceCondition,
     ServicePlan,
     condition_type,
 )
 
 __all__ = [
+    "accepted_migration_annotations",
     "component_ready",
     "lifecycle_status",
     "minimum_serving",
@@ -196,3 +198,24 @@ def service_status(
     if components:
         out["components"] = components
     return out
+
+
+def accepted_migration_annotations(
+    isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
+) -> tuple[str, ...]:
+    """The ISVC's ``ome.io/migration-request-v1-<uuid>`` annotations that some component's
+    InferenceReplica has recorded in ``status.migrations``: the shell removes them, as OME
+    does once a request is Accepted."""
+    recorded: set[str] = set()
+    for replica in replicas.values():
+        status = replica.status
+        if isinstance(status, InferenceReplicaStatus):
+            recorded.update(m.request_uuid for m in status.migrations)
+    return tuple(
+        sorted(
+            key
+            for key in isvc.annotations
+            if key.startswith(ANNOTATION_MIGRATION_PREFIX)
+            and key[len(ANNOTATION_MIGRATION_PREFIX) :] in recorded
+        )
+    )
