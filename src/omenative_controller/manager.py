@@ -26,7 +26,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -77,7 +77,7 @@ from omenative_core.model.config import ConfigError, LifecycleConfig, parse_life
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.render import headless_service_name, validate_replica
-from omenative_core.service import ServiceConfig
+from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
 
 __all__ = [
     "LIFECYCLE_KEY",
@@ -259,6 +259,7 @@ class Manager:
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
         self.config = LifecycleConfig()
+        self.service_config = ServiceConfig()
         self.client: KubeClient | None = None
         self.queue: WorkQueue[str] | None = None
         self.create_errors = CreateErrorStore()
@@ -280,8 +281,9 @@ class Manager:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._config_text: str | None = None
+        self._config_data: dict[str, str] | None = None
         self._isvc_task: asyncio.Task[None] | None = None
+        self._isvc: ServiceController | None = None
 
     # ------------------------------------------------------------------ public
 
@@ -346,7 +348,8 @@ class Manager:
 
     # ------------------------------------------------------------------ startup
 
-    async def _read_config(self) -> str | None:
+    async def _read_config(self) -> dict[str, str] | None:
+        """The keys of ``inferenceservice-config`` this manager reads (None: no ConfigMap)."""
         assert self.client is not None
         opts = self.options
         try:
@@ -355,25 +358,33 @@ class Manager:
             if exc.not_found:
                 return None
             raise
-        value = (cm.get("data") or {}).get(LIFECYCLE_KEY)
-        return value if isinstance(value, str) else None
+        data = cm.get("data") or {}
+        return {k: v for k in (LIFECYCLE_KEY, *SERVICE_CONFIG_KEYS)
+                if isinstance(v := data.get(k), str)}
 
-    def _parse(self, text: str | None) -> LifecycleConfig:
+    @staticmethod
+    def _parse_all(data: Mapping[str, str] | None) -> tuple[LifecycleConfig, ServiceConfig]:
+        """The lifecycle entry and the InferenceService blocks; ConfigError names the key."""
+        lifecycle = parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
+        return lifecycle, parse_service_config(data or {}, lifecycle)
+
+    def _parse(self, data: Mapping[str, str] | None) -> LifecycleConfig:
         opts = self.options
         try:
-            return parse_lifecycle_config(text)
+            lifecycle, self.service_config = self._parse_all(data)
         except ConfigError as exc:
             raise StartupError(
                 f"Failed to initialize lifecycle configuration from ConfigMap "
-                f"{opts.config_namespace}/{opts.config_name} key {LIFECYCLE_KEY!r}: {exc}"
+                f"{opts.config_namespace}/{opts.config_name}: {exc}"
             ) from exc
+        return lifecycle
 
     async def _initial_config(self) -> LifecycleConfig:
         opts = self.options
         deadline = time.monotonic() + opts.startup_timeout
         while True:
             try:
-                text = await self._read_config()
+                data = await self._read_config()
                 break
             except ApiError as exc:
                 if time.monotonic() > deadline or not exc.retriable:
@@ -383,10 +394,10 @@ class Manager:
                     ) from exc
                 log.warning("config.read_failed", error=str(exc))
                 await asyncio.sleep(1.0)
-        cfg = self._parse(text)
-        self._config_text = text
+        cfg = self._parse(data)
+        self._config_data = data
         log.info("config.loaded", source=f"{opts.config_namespace}/{opts.config_name}",
-                 defaults=text is None)
+                 defaults=data is None, keys=sorted(data or ()))
         return cfg
 
     async def _start_servers(self) -> None:
@@ -538,9 +549,10 @@ class Manager:
                          for i in range(max(1, opts.workers))]
         if opts.inference_services and self.client is not None:
             isvc = ServiceController(
-                self.client, opts.namespaces, lambda: ServiceConfig(lifecycle=self.config),
+                self.client, opts.namespaces, lambda: self.service_config,
                 guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
                 backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
+            self._isvc = isvc
             self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
         log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
 
@@ -549,7 +561,7 @@ class Manager:
             self._isvc_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._isvc_task
-            self._isvc_task = None
+            self._isvc_task = self._isvc = None
         queue, self.queue = self.queue, None
         if queue is not None:
             queue.shutdown()
@@ -572,25 +584,27 @@ class Manager:
         while True:
             await asyncio.sleep(opts.config_reload_seconds)
             try:
-                text = await self._read_config()
+                data = await self._read_config()
             except ApiError as exc:
                 self.metrics.config_reloads.labels("read_error").inc()
                 log.warning("config.reload_failed", error=str(exc))
                 continue
-            if text == self._config_text:
+            if data == self._config_data:
                 self.metrics.config_reloads.labels("unchanged").inc()
                 continue
             try:
-                cfg = parse_lifecycle_config(text)
+                cfg, service_cfg = self._parse_all(data)
             except ConfigError as exc:
                 self.metrics.config_reloads.labels("invalid").inc()
                 log.error("config.invalid_kept_previous", error=str(exc))
                 continue
-            self._config_text = text
-            self.config = cfg
+            self._config_data = data
+            self.config, self.service_config = cfg, service_cfg
             self.metrics.config_reloads.labels("changed").inc()
             log.info("config.reloaded")
             self._enqueue_all()
+            if self._isvc is not None:
+                self._isvc.enqueue_all()
 
     async def _resync_loop(self) -> None:
         while True:

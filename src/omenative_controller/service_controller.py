@@ -19,27 +19,10 @@ status (``status.rollout``, traffic, holds) and, once the status is written, emi
 rollout Events, removes consumed annotations, mirrors traffic, keeps the per-revision
 Services and runs the analysis queries (docs/rollout-groups.md, "What the shell does").
 
-Running it beside the IR manager (``manager.py`` is unchanged): start it when leading, next
-to the IR workers, with the manager's client, namespaces and lifecycle config, and cancel it
-when leadership ends::
-
-    # Manager._on_started_leading, after the IR workers are created
-    assert self.client is not None
-    isvc = ServiceController(
-        self.client, opts.namespaces, lambda: ServiceConfig(lifecycle=self.config),
-        guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
-        backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
-    self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
-
-    # Manager._on_stopped_leading, before the IR workers are cancelled
-    if self._isvc_task is not None:
-        self._isvc_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._isvc_task
-        self._isvc_task = None
-
-(plus ``self._isvc_task: asyncio.Task[None] | None = None`` in ``__init__``). Standalone:
-``await run_service_controller(client, namespaces)``.
+The manager (``manager.py``) runs it while it leads, next to the IR workers, with its
+client, namespaces and the settings of ``inferenceservice-config`` (``lifecycle`` and the
+blocks ``parse_service_config`` reads, reloaded with the ConfigMap), and cancels it when
+leadership ends. Standalone: ``await run_service_controller(client, namespaces)``.
 """
 
 from __future__ import annotations
@@ -243,7 +226,7 @@ class ServiceController:
                         found.update(n for n in self._polled_crds if n == name)
             if frozenset(found) != self._polled_crds:
                 self._polled_crds = frozenset(found)
-                self._enqueue_all()
+                self.enqueue_all()
             await asyncio.sleep(self.crd_poll_seconds)
 
     # ------------------------------------------------------------------ change handlers
@@ -279,7 +262,8 @@ class ServiceController:
                 if key is not None and self.isvcs.get(key) is not None:
                     self.queue.add(key)
 
-    def _enqueue_all(self) -> None:
+    def enqueue_all(self) -> None:
+        """Look at every InferenceService again (the cluster settings changed)."""
         for key in self.isvcs.key_list():
             self.queue.add(key)
 
@@ -294,7 +278,7 @@ class ServiceController:
         try:
             for i in self._informers:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
-            self._enqueue_all()
+            self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
             tasks.extend(asyncio.create_task(self._worker(), name=f"isvc-worker-{n}")
                          for n in range(self.workers))
@@ -311,7 +295,7 @@ class ServiceController:
     async def _resync(self) -> None:
         while True:
             await asyncio.sleep(self.resync_seconds)
-            self._enqueue_all()
+            self.enqueue_all()
 
     async def _worker(self) -> None:
         while True:
@@ -404,6 +388,7 @@ class ServiceController:
         plan = render_service(isvc, runtimes, self.crds(), self.config,
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned))
+        self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
         try:  # rollout groups: decided before any write, so pacing rides with the template
             rollout = await self.rollout.prepare(isvc, raw, plan, owned)
         except RolloutRejected as exc:

@@ -1,13 +1,21 @@
-"""The cluster ``lifecycle`` config is re-read while the manager runs."""
+"""The cluster config (``lifecycle`` and the InferenceService blocks) is re-read while the
+manager runs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+)
+from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -83,3 +91,63 @@ async def test_config_changes_apply_without_restart_and_bad_config_keeps_the_las
 
 async def _true(value: bool) -> bool:
     return value
+
+
+def _router_isvc(namespace: str) -> tuple[JSON, JSON]:
+    """A runtime and an InferenceService whose router sets no replica count."""
+    runtime: JSON = {
+        "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
+        "metadata": {"name": "srt-cfg", "namespace": namespace},
+        "spec": {"routerConfig": {"terminationGracePeriodSeconds": 1,
+                                  "runner": {"image": "example.com/router:1"}}},
+    }
+    isvc: JSON = {
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "cfg", "namespace": namespace},
+        "spec": {"deploymentMode": "OMENative", "model": {"name": "m"},
+                 "runtime": {"name": "srt-cfg", "kind": "ServingRuntime"}, "router": {}},
+    }
+    return runtime, isvc
+
+
+async def test_inferenceservice_blocks_of_the_config_reach_rendering_and_reload(
+    kube: KubeClient, namespace: str, start_manager: Any, service_crds_applied: list[str]
+) -> None:
+    await put_lifecycle(kube, namespace, TEST_LIFECYCLE)
+    await kube.patch(CONFIG_MAPS, "inferenceservice-config",
+                     {"data": {"deploy": json.dumps({"replicas": 2})}}, namespace)
+    handle = await start_manager(write_config=False)
+    runtime, isvc = _router_isvc(namespace)
+    await kube.create(SERVING_RUNTIMES, runtime, namespace)
+    await kube.create(INFERENCE_SERVICES, isvc, namespace)
+
+    async def replicas(n: int) -> JSON | None:
+        try:
+            ir = await get_replica(kube, namespace, "cfg-router")
+        except ApiError:
+            return None
+        return ir if ir["spec"].get("replicas") == n else None
+
+    await eventually(lambda: replicas(2), timeout=60, what="deploy.replicas=2 on the router")
+
+    def reloads(result: str) -> float:
+        return float(handle.metrics.sample("omenative_config_reloads_total", {"result": result}))
+
+    # a malformed block is refused as a whole: the previous settings stay
+    await kube.patch(CONFIG_MAPS, "inferenceservice-config",
+                     {"data": {"deploy": json.dumps({"replicas": 3}),
+                               "coordination": "{not json"}}, namespace)
+    await eventually(lambda: _true(reloads("invalid") >= 1), timeout=30,
+                     what="the invalid coordination block noticed")
+    await kube.patch(INFERENCE_SERVICES, "cfg", {"metadata": {"labels": {"poke": "1"}}},
+                     namespace)
+    await eventually(lambda: _true(reloads("invalid") >= 2), timeout=30,
+                     what="a second reload still refused")
+    assert (await get_replica(kube, namespace, "cfg-router"))["spec"]["replicas"] == 2
+
+    # fixed: the next reload applies it and every InferenceService is rendered again
+    await kube.patch(CONFIG_MAPS, "inferenceservice-config",
+                     {"data": {"coordination": json.dumps({"defaultRatioTolerancePercent": 10})}},
+                     namespace)
+    await eventually(lambda: replicas(3), timeout=60, what="deploy.replicas=3 after the fix")
+    assert handle.manager.service_config.rollout.default_ratio_tolerance == 10

@@ -7,6 +7,7 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 ``service_status`` returns.
 """
 
+from omenative_core.service.cluster_config import *  # noqa: F403
 from omenative_core.service.merge import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
 from omenative_core.service.modes import *  # noqa: F403

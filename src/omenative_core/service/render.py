@@ -63,6 +63,7 @@ from omenative_core.render import (
     validate_replica,
 )
 from omenative_core.revisions import revision_hash
+from omenative_core.rollout.model import RolloutConfig
 from omenative_core.service.merge import (
     MAIN_CONTAINER,
     OperatorDefaults,
@@ -159,7 +160,8 @@ class ServiceConfig:
     """The operator settings rendering reads; the defaults are the ome-resources chart's.
 
     ``pdb_omenative`` / ``pdb_raw_deployment`` None means no PodDisruptionBudget unless
-    the component sets one.
+    the component sets one. ``rollout``: the settings rollout groups read. All of it comes
+    from the ``inferenceservice-config`` ConfigMap (``parse_service_config``).
     """
 
     lifecycle: LifecycleConfig = field(factory=LifecycleConfig)
@@ -169,6 +171,7 @@ class ServiceConfig:
     default_min_replicas: int = 1
     hpa_cpu_utilization: int = 80
     default_port: int = 8080
+    rollout: RolloutConfig = field(factory=RolloutConfig)
 
 
 # ---------------------------------------------------------------------------- outputs
