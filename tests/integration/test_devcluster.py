@@ -240,9 +240,13 @@ async def test_dead_node_goes_not_ready_and_recovers(
                                              _request_timeout=REQUEST_TIMEOUT))
         return n if conditions(n).get("Ready") == want else None
 
-    n = await eventually(lambda: node_ready("Unknown"), f"{node} Ready=Unknown", timeout=120)
-    taints = {t["key"] for t in n.get("spec", {}).get("taints") or []}
-    assert "node.kubernetes.io/unreachable" in taints
+    async def unreachable() -> Json | None:
+        # the node-lifecycle controller writes the condition first and the taint after it
+        n = await node_ready("Unknown")
+        taints = {t["key"] for t in (n or {}).get("spec", {}).get("taints") or []}
+        return n if "node.kubernetes.io/unreachable" in taints else None
+
+    await eventually(unreachable, f"{node} Ready=Unknown and tainted unreachable", timeout=120)
     await faults.set(dead_nodes=[])
 
     async def healthy() -> Json | None:

@@ -10,6 +10,7 @@ from omenative_core.model import (
     InferenceReplica,
     InferenceReplicaSpec,
     InferenceReplicaStatus,
+    InstanceOperation,
     InstanceStatus,
     ObjectMeta,
     RetryBlock,
@@ -913,6 +914,42 @@ def test_member_view_from_an_inference_replica() -> None:
     assert v.ready == {E1: 1, E2: 1}
     assert v.held and not v.failed
     assert v.pairing_token == "v2"
+
+
+def _surge_replica(step: str, serving: int) -> InferenceReplica:
+    """Four single-pod engine Instances: 0 on E1, 1 and 3 on E2, and 2 surging from E1 to
+    E2 in its other slot (at ``step``; ``serving`` of its two pods serve)."""
+    def ready(i: int, r: str) -> InstanceStatus:
+        return InstanceStatus(index=i, phase="Ready", running_revision=r, target_revision=r,
+                              pod_count=1, serving_pod_count=1)
+    surging = InstanceStatus(
+        index=2, phase="Updating", running_revision=E1, target_revision=E2, pod_count=2,
+        serving_pod_count=serving,
+        operation=InstanceOperation(id="update-1", type="Update", step=step,
+                                    target_revision=E2, strategy="SurgeThenDrain"))
+    return InferenceReplica(
+        metadata=ObjectMeta(name="x-engine"),
+        spec=InferenceReplicaSpec(component="engine", replicas=4),
+        status=InferenceReplicaStatus(
+            instances=(ready(0, E1), ready(1, E2), surging, ready(3, E2)),
+            current_revision=E1, update_revision=E2),
+    )
+
+
+def test_a_single_pod_instance_surging_in_its_other_slot_still_serves() -> None:
+    # regression: the row counts both pods, so "every pod serving" never held while one
+    # pod of the Instance served, and the recorded traffic jumped (33% old, then 0% old
+    # while the old pod still served, then back to 25%)
+    for step in ("Surge", "SurgeDrain"):
+        v = member_view(_surge_replica(step, serving=1), E2)
+        assert v.ready == {E1: 2, E2: 2}, step
+        assert v.serving == {E1: 2, E2: 2}, step
+        assert v.instances == {E1: 2, E2: 2}, step
+    # nothing of it serving (the old pod lost its gate before the replacement was up)
+    assert member_view(_surge_replica("Surge", serving=0), E2).ready == {E1: 1, E2: 2}
+    spec = parse_rollout({"groups": [{"components": ["engine"], "blueGreen": {}}]})
+    d = decide(spec, None, {"engine": member_view(_surge_replica("Surge", serving=1), E2)}, T0)
+    assert traffic(d, "engine") == {"x-engine-rev-aaaaaaaaaa": 50, "x-engine-rev-bbbbbbbbbb": 50}
 
 
 # ------------------------------------------------------------------------------ regressions

@@ -33,9 +33,15 @@ from datetime import datetime, timedelta
 from attrs import evolve, field, frozen
 
 from omenative_core.model.spec import InferenceReplica, IntOrStr, Pacing, RollingUpdate
-from omenative_core.model.status import InferenceReplicaStatus, RolloutHold, TrafficTarget
+from omenative_core.model.status import (
+    InferenceReplicaStatus,
+    InstanceStatus,
+    RolloutHold,
+    TrafficTarget,
+)
 from omenative_core.model.timefmt import DurationError, parse_duration, to_second
 from omenative_core.policy import BudgetError, resolve_budget
+from omenative_core.render import is_multi_pod
 from omenative_core.revisions import canonical_json, hash_of
 from omenative_core.rollout.model import (
     Analysis,
@@ -308,6 +314,17 @@ def _group_label(gs: GroupState) -> str:
     return f"group {gs.index} ({'+'.join(gs.components)})"
 
 
+def _slot_surge(row: InstanceStatus) -> bool:
+    """The row is a SurgeThenDrain update of a single-pod Instance in its other slot."""
+    op = row.operation
+    return (
+        row.phase == "Updating"
+        and op is not None
+        and op.type == "Update"
+        and op.step in ("Surge", "SurgeDrain")
+    )
+
+
 def member_view(
     replica: InferenceReplica,
     revision: str,
@@ -327,6 +344,7 @@ def member_view(
     ready: dict[str, int] = {}
     serving: dict[str, int] = {}
     held = failed = False
+    single_pod = not is_multi_pod(spec.runners)  # a gang surges at a new index instead
     if status is not None:
         for row in status.instances:
             rev = row.running_revision or row.target_revision
@@ -334,6 +352,12 @@ def member_view(
                 continue
             instances[rev] = instances.get(rev, 0) + 1
             all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
+            if single_pod and _slot_surge(row):
+                # a single-pod Instance brings its replacement up in its other slot: the
+                # row counts both pods, and one serving pod is the whole Instance serving
+                # (the old one until the replacement serves, then the replacement), still
+                # on the running revision until the old pod is gone
+                all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
             if row.running_revision and (
                 row.phase == "Ready" or (row.phase in ("Updating", "Migrating") and all_up)
             ):
