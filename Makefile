@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
-        bench bench-controller simulate manifests cluster cluster-down ci clean
+        bench bench-controller simulate manifests cluster cluster-down install uninstall image ci clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -56,6 +56,15 @@ cluster: ## build (cached) and start the local control plane in the foreground
 
 cluster-down: ## stop the local control plane started by `make cluster`
 	$(PY) -m omenative_controller.devcluster down
+
+install: ## apply config/ to the current cluster (guarded against foreign CRDs; asks first)
+	$(VENV)/bin/omenative install
+
+uninstall: ## remove what `make install` applied (keeps the CRDs; refuses while workloads remain)
+	$(VENV)/bin/omenative uninstall
+
+image: ## build the manager image (needs docker; not available on the dev machine)
+	docker build -t omenative-manager:0.1.0 .
 
 ci: ## what CI runs
 	bash .ci/run

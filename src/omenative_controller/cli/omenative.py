@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from omenative_controller.cli.install import install, uninstall
 from omenative_core.model.timefmt import format_duration
 from omenative_core.sim import ScenarioError, SimResult, parse_scenario, run_scenario
 from omenative_core.sim.scenario import load_yaml
@@ -192,6 +193,10 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
     else:
         click.echo(format_result(result, title=f"scenario {name} (seed {seed})"))
+
+
+main.add_command(install)  # omenative install / uninstall: config/ with a guard (install.py)
+main.add_command(uninstall)
 
 
 if __name__ == "__main__":  # pragma: no cover
