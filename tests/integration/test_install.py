@@ -246,8 +246,13 @@ async def _sa_kubeconfig(kubectl: Kubectl, admin: Path, path: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def _manager(kubeconfig: Path, log: Path) -> AsyncIterator[dict[str, Any]]:
-    """``omenative-manager`` as a process on the SA kubeconfig, cluster-wide, like the pod."""
+async def _manager(kubeconfig: Path, log: Path, namespace: str) -> AsyncIterator[dict[str, Any]]:
+    """``omenative-manager`` as a process on the SA kubeconfig, on the pod's Lease and config.
+
+    It watches only the test's ``namespace`` (nodes stay cluster-wide): in the shared test
+    cluster, earlier tests' namespaces may still be terminating with InferenceReplicas in
+    them, and a create there is refused with a 403 that says nothing about RBAC. The
+    ClusterRoleBinding is what grants the namespaced work either way."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep +
            os.environ.get("PYTHONPATH", "")}
     with log.open("wb") as out:
@@ -256,6 +261,7 @@ async def _manager(kubeconfig: Path, log: Path) -> AsyncIterator[dict[str, Any]]
             "--kubeconfig", str(kubeconfig), "--bind-address", "127.0.0.1",
             "--metrics-port", "0", "--probe-port", "0", "--identity", "install-test",
             "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "500ms",
+            "--namespace", namespace,
             stdout=out, stderr=asyncio.subprocess.STDOUT, env=env)
     try:
         async def listening() -> dict[str, Any] | None:
@@ -293,7 +299,7 @@ async def test_the_manager_serves_chat_on_its_service_account_alone(
     who = await kubectl.run("--kubeconfig", str(sa_config), "auth", "whoami", "-o", "json")
     assert json.loads(who[1])["status"]["userInfo"]["username"] == SA, who
     started = time.monotonic()
-    async with _manager(sa_config, tmp_path / "manager.log") as mgr:
+    async with _manager(sa_config, tmp_path / "manager.log", namespace) as mgr:
         await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"),
                           namespace)
         await kube.create(INFERENCE_SERVICES, chat_body(namespace), namespace)
