@@ -467,7 +467,8 @@ class Executor:
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
                     "metadata": {"name": action.config_map, "namespace": ctx.namespace,
-                                 "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
+                                 "labels": {LABEL_MANAGED_BY: MANAGED_BY},
+                                 "ownerReferences": [_audit_owner(ctx)]},
                     "data": {AUDIT_KEY: _audit_text([], action.entries)},
                 }
                 try:
@@ -484,9 +485,14 @@ class Executor:
                 self._log(ctx).warning("audit.unreadable", config_map=action.config_map)
                 old = []
             text = _audit_text(old, action.entries)
-            if text == data.get(AUDIT_KEY):
-                return
             meta = dict(cm.get("metadata") or {})
+            owner = _audit_owner(ctx)
+            refs = list(meta.get("ownerReferences") or ())
+            owned = any(isinstance(r, Mapping) and r.get("uid") == owner["uid"] for r in refs)
+            if text == data.get(AUDIT_KEY) and owned:
+                return
+            if not owned:  # written before the audit map had an owner
+                meta["ownerReferences"] = [*refs, owner]
             meta.pop("managedFields", None)
             cm = {**cm, "metadata": meta, "data": {**data, AUDIT_KEY: text}}
             try:
@@ -497,6 +503,17 @@ class Executor:
                     continue
                 raise
         raise _Stop("conflict", f"audit {action.config_map}: kept conflicting")
+
+
+def _audit_owner(ctx: PassContext) -> dict[str, Any]:
+    """The audit ConfigMap belongs to the InferenceService (or the standalone replica) it
+    records, so it goes with it instead of lingering for a later one of the same name."""
+    owner = _service_owner(ctx.raw)
+    if owner is not None:
+        return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
+                "name": owner.get("name"), "uid": owner.get("uid")}
+    return {"apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
+            "name": ctx.name, "uid": ctx.uid}
 
 
 def _audit_text(old: Sequence[Any], new: Sequence[Mapping[str, Any]]) -> str:

@@ -264,7 +264,13 @@ class RolloutController:
         """Apply the rest of a committed pass; returns seconds until the next look."""
         d = rp.decision
         for ev in d.events:
-            await self._event(raw, ev.type, ev.reason, ev.message)
+            await self._event(_reference(raw, "InferenceService"), ev.type, ev.reason,
+                              ev.message)
+            for component in ev.components:  # also where `kubectl describe irep` shows it
+                member = rp.live.get(component)
+                if member is not None:
+                    await self._event(_reference(member, INFERENCE_REPLICAS.kind), ev.type,
+                                      ev.reason, ev.message)
         if d.remove_annotations:
             await self._remove_annotations(raw, d.remove_annotations)
         await self._mirror_traffic(isvc, rp)
@@ -277,20 +283,15 @@ class RolloutController:
             delays.append(ANSWERED_REQUEUE_SECONDS)
         return min(delays) if delays else None
 
-    async def _event(self, raw: Mapping[str, Any], type_: str, reason: str,
+    async def _event(self, involved: Mapping[str, Any], type_: str, reason: str,
                      message: str) -> None:
         if not self.guard():
             return
-        meta = raw.get("metadata") or {}
         stamp = format_time(self.now())
-        event = event_body(
-            {"apiVersion": _INFERENCE_SERVICES.api_version, "kind": "InferenceService",
-             "name": meta.get("name"), "namespace": meta.get("namespace"),
-             "uid": meta.get("uid")},
-            type_=type_, reason=reason, message=message, component=self.source, stamp=stamp,
-        )
+        event = event_body(involved, type_=type_, reason=reason, message=message,
+                           component=self.source, stamp=stamp)
         try:
-            await self.client.create(EVENTS, event, meta.get("namespace"))
+            await self.client.create(EVENTS, event, involved.get("namespace"))
         except ApiError as exc:
             log.info("rollout.event_failed", reason=reason, error=exc.message)
 
@@ -431,6 +432,14 @@ class RolloutController:
     async def close(self) -> None:
         """Close the Prometheus session."""
         await self.prometheus.close()
+
+
+def _reference(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """An Event's ``involvedObject`` for ``obj`` (an ome.io/v1beta1 object of ``kind``)."""
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": _INFERENCE_SERVICES.api_version, "kind": kind,
+            "name": meta.get("name"), "namespace": meta.get("namespace"),
+            "uid": meta.get("uid")}
 
 
 def _same_service(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:

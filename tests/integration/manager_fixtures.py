@@ -244,10 +244,19 @@ class ManagerHandle:
 
 @pytest.fixture
 async def start_manager(
-    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[Callable[..., Awaitable[ManagerHandle]]]:
-    """Factory: write the lifecycle ConfigMap and start a manager on the test's namespace."""
+    """Factory: write the lifecycle ConfigMap and start a manager on the test's namespace.
+
+    A test that also uses ``service_controller`` gets managers without their own
+    InferenceService controller, so one ISVC controller runs per namespace, as in a cluster.
+    """
     handles: list[ManagerHandle] = []
+    if "service_controller" in request.fixturenames:
+        defaults: dict[str, Any] = {"inference_services": False}
+    else:
+        defaults = {}
 
     async def start(
         *,
@@ -279,7 +288,7 @@ async def start_manager(
             backoff_base=0.05,
             backoff_max=5.0,
             identity=identity or f"test-{len(handles)}",
-            **extra,
+            **{**defaults, **extra},
         )
         manager = Manager(opts)
         handle = ManagerHandle(manager, asyncio.create_task(manager.run(),

@@ -37,7 +37,6 @@ from omenative_controller.kube.resources import (
 from omenative_controller.service_controller import (
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
-    ServiceController,
 )
 from omenative_core.model.timefmt import parse_time
 from omenative_core.revisions import hash_of
@@ -271,9 +270,9 @@ def traffic(isvc: JSON, component: str) -> dict[str, int]:
     return {r["revisionName"]: r["percent"] for r in rows}
 
 
-async def events(kube: KubeClient, namespace: str) -> dict[str, list[str]]:
-    """Event reasons on the ISVC -> messages."""
-    page = await kube.list(EVENTS, namespace, field_selector="involvedObject.name=pd")
+async def events(kube: KubeClient, namespace: str, name: str = "pd") -> dict[str, list[str]]:
+    """Event reasons on the ISVC (or the object ``name``) -> messages."""
+    page = await kube.list(EVENTS, namespace, field_selector=f"involvedObject.name={name}")
     out: dict[str, list[str]] = {}
     for e in page.get("items") or ():
         out.setdefault(e["reason"], []).append(e["message"])
@@ -351,7 +350,7 @@ def assert_canary_at_zero(isvc: JSON, old: dict[str, str]) -> None:
 
 async def test_canary_holds_its_step_at_a_manual_pause_and_promote_finishes_it(
     kube: KubeClient, namespace: str, start_manager: Any,
-    service_controller: ServiceController,
+    service_crds_applied: list[str],
 ) -> None:
     await start_manager()
     steps = [{"capacity": "25%", "traffic": 25, "pause": {}},
@@ -424,6 +423,10 @@ async def test_canary_holds_its_step_at_a_manual_pause_and_promote_finishes_it(
         assert group(isvc)["stable"][c] == f"pd-{c}-{new[c]}"
     reasons = await events(kube, namespace)
     assert "RolloutPromoted" in reasons, sorted(reasons)
+    for c in MEMBERS:  # each member's InferenceReplica shows its group's events too
+        on_ir = await events(kube, namespace, f"pd-{c}")
+        assert {"RolloutStarted", "RolloutPromoted", "RolloutGroupStable"} <= set(on_ir), \
+            sorted(on_ir)
 
     # settled: the revision stays put (the peer env does not start another revision), the
     # old revision's Services are gone and the new ones stay
@@ -457,7 +460,7 @@ ANALYSIS_STEPS: list[JSON] = [
 
 async def test_a_passing_analysis_promotes_the_canary_by_itself(
     kube: KubeClient, namespace: str, start_manager: Any,
-    service_controller: ServiceController, prometheus: tuple[PrometheusServer, Metrics],
+    service_crds_applied: list[str], prometheus: tuple[PrometheusServer, Metrics],
 ) -> None:
     server, metrics = prometheus
     metrics.error_rate = 0.01  # below the 0.05 threshold
@@ -486,7 +489,7 @@ async def test_a_passing_analysis_promotes_the_canary_by_itself(
 
 async def test_a_failing_analysis_rolls_every_member_back_with_the_canary_at_zero(
     kube: KubeClient, namespace: str, start_manager: Any,
-    service_controller: ServiceController, prometheus: tuple[PrometheusServer, Metrics],
+    service_crds_applied: list[str], prometheus: tuple[PrometheusServer, Metrics],
 ) -> None:
     server, metrics = prometheus
     metrics.error_rate = 0.5  # well above the 0.05 threshold
@@ -509,7 +512,7 @@ async def test_a_failing_analysis_rolls_every_member_back_with_the_canary_at_zer
 
 async def test_the_rollback_annotation_sends_every_member_back(
     kube: KubeClient, namespace: str, start_manager: Any,
-    service_controller: ServiceController,
+    service_crds_applied: list[str],
 ) -> None:
     await start_manager()
     steps = [{"capacity": "50%", "traffic": 50, "pause": {}},

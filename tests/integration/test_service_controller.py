@@ -218,6 +218,10 @@ async def test_a_migration_requested_on_the_isvc_is_taken_once_audited_and_remov
 
     cm = await eventually(audited, timeout=30, what="the audit row's outcome")
     (row,) = json.loads(cm["data"]["history.json"])["entries"]
+    # the audit goes with the InferenceService it records (garbage-collected on delete)
+    isvc_uid = (await get_isvc(kube, namespace))["metadata"]["uid"]
+    assert [(r["kind"], r["name"], r["uid"]) for r in cm["metadata"]["ownerReferences"]] == [
+        ("InferenceService", "chat", isvc_uid)]
     assert (row["requestUUID"], row["component"], row["fromNode"], row["phase"]) == (
         request_id, "engine", source_node, "Completed")
 

@@ -192,6 +192,8 @@ def test_three_step_canary_through_manual_pause_timed_pause_and_analysis() -> No
     fleet.revision.update(engine=E2, decoder=D2)
     d = fleet.step()
     assert fleet.reasons(d) == ["RolloutStarted"]
+    # a group's events name its members, so their InferenceReplicas show them too
+    assert d.events[0].components == ("engine", "decoder")
     assert {c: cd.allowed for c, cd in d.components.items()} == {"engine": 1, "decoder": 2}
     assert d.components["engine"].pacing.partition == 3
     assert d.components["decoder"].pacing.partition == 6

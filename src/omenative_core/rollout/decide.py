@@ -194,12 +194,13 @@ class AnalysisQuery:
 
 @frozen(kw_only=True)
 class RolloutEvent:
-    """A Kubernetes Event for the InferenceService (and the named component's replica)."""
+    """A Kubernetes Event for the InferenceService, and for the InferenceReplica of each of
+    ``components`` (the members of the group it is about; none for run-wide events)."""
 
     type: str
     reason: str
     message: str
-    component: str | None = None
+    components: tuple[str, ...] = ()
 
 
 @frozen(kw_only=True)
@@ -433,9 +434,12 @@ class _Decider:
 
     # ---------------------------------------------------------------- small helpers
 
-    def event(self, type_: str, reason: str, message: str, component: str | None = None) -> None:
+    def event(self, type_: str, reason: str, message: str) -> None:
+        self.events.append(RolloutEvent(type=type_, reason=reason, message=message))
+
+    def group_event(self, gs: GroupState, type_: str, reason: str, message: str) -> None:
         self.events.append(
-            RolloutEvent(type=type_, reason=reason, message=message, component=component)
+            RolloutEvent(type=type_, reason=reason, message=message, components=gs.components)
         )
 
     def drop(self, key: str) -> None:
@@ -696,7 +700,9 @@ class _Decider:
         self.drop(ANNOTATION_PROMOTE)
         self.drop(ANNOTATION_OVERRIDE_ANALYSIS)
         if reason is not None:
-            self.event("Normal", "RolloutPromoted", f"{_group_label(gs)}: promoted past {reason}")
+            self.group_event(
+                gs, "Normal", "RolloutPromoted", f"{_group_label(gs)}: promoted past {reason}"
+            )
         return True
 
     def promote_for(self, gs: GroupState) -> tuple[bool, bool]:
@@ -711,7 +717,8 @@ class _Decider:
         rejected = dict(gs.rejected)
         rejected.update(gs.canary)
         self.again = True
-        self.event(
+        self.group_event(
+            gs,
             "Warning",
             "RolloutRollingBack",
             f"{_group_label(gs)}: rolling back to "
@@ -738,7 +745,8 @@ class _Decider:
             if c in views
         )
         if gs.phase == "RollingBack" and done:
-            self.event(
+            self.group_event(
+                gs,
                 "Normal",
                 "RolloutRolledBack",
                 f"{_group_label(gs)}: rolled back; rejected "
@@ -940,20 +948,24 @@ class _Decider:
                 label = f"{_group_label(gs)} step {gs.step + 1} analysis round {n}"
                 if outcome == "Pass":
                     an = evolve(an, passed=True, inconclusive=0)
-                    self.event("Normal", "CanaryAnalysisPassed", f"{label} passed: {detail}")
+                    self.group_event(
+                        gs, "Normal", "CanaryAnalysisPassed", f"{label} passed: {detail}"
+                    )
                     return evolve(gs, analysis=an), "open"
                 if outcome == "Fail":
                     an = evolve(
                         an, failures=an.failures + 1, inconclusive=0, next_at=self.now + interval
                     )
                     if an.failures >= a.effective_failure_limit:
-                        self.event(
+                        self.group_event(
+                            gs,
                             "Warning",
                             "CanaryAnalysisFailed",
                             f"{label} failed ({an.failures}/{a.effective_failure_limit}): {detail}",
                         )
                         return evolve(gs, analysis=an, failure="AnalysisFailed"), "failed"
-                    self.event(
+                    self.group_event(
+                        gs,
                         "Warning",
                         "CanaryAnalysisRoundFailed",
                         f"{label} failed ({an.failures}/{a.effective_failure_limit}): {detail}",
@@ -961,7 +973,8 @@ class _Decider:
                 else:
                     an = evolve(an, inconclusive=an.inconclusive + 1, next_at=self.now + interval)
                     policy = a.effective_on_inconclusive
-                    self.event(
+                    self.group_event(
+                        gs,
                         "Warning",
                         "CanaryAnalysisInconclusive",
                         f"{label} inconclusive ({policy}): {detail}",
@@ -1025,7 +1038,8 @@ class _Decider:
                 return self.rolling_back(gs, views)
             self.drop(ANNOTATION_ROLLBACK)
             if reverted:
-                self.event(
+                self.group_event(
+                    gs,
                     "Normal",
                     "RolloutReverted",
                     f"{_group_label(gs)}: the spec is back on the stable revision",
@@ -1046,7 +1060,8 @@ class _Decider:
                 canary[c] = target
         if not canary:
             if gs.phase != "Stable":
-                self.event(
+                self.group_event(
+                    gs,
                     "Normal",
                     "RolloutAbandoned",
                     f"{_group_label(gs)}: no member has a new revision any more",
@@ -1068,7 +1083,8 @@ class _Decider:
         if restart or gs.phase == "Stable":
             self.drop(ANNOTATION_ROLLBACK)  # a new revision: the rollback is over
             if restart:
-                self.event(
+                self.group_event(
+                    gs,
                     "Normal",
                     "RolloutRestarted",
                     f"{_group_label(gs)}: a member moved to a new revision; the run "
@@ -1118,7 +1134,8 @@ class _Decider:
             if why is not None:
                 return self.hold(gs, "Ratio", why)
             self.again = True
-            self.event(
+            self.group_event(
+                gs,
                 "Normal",
                 "RolloutStarted",
                 f"{_group_label(gs)}: rolling out "
@@ -1144,7 +1161,8 @@ class _Decider:
         held = [c for c in gs.canary if views[c].held]
         if held:
             if gs.phase != "Failed":
-                self.event(
+                self.group_event(
+                    gs,
                     "Warning",
                     "RolloutHeld",
                     f"{_group_label(gs)}: {', '.join(held)} revision "
@@ -1231,7 +1249,8 @@ class _Decider:
             self.use_promote(gs, None)
             stable = dict(gs.stable)
             stable.update(gs.canary)
-            self.event(
+            self.group_event(
+                gs,
                 "Normal",
                 "RolloutGroupStable",
                 f"{_group_label(gs)}: stable on "
@@ -1267,7 +1286,8 @@ class _Decider:
         self.use_promote(gs, promoted_past)
         nxt = gs.step + 1
         self.again = True
-        self.event(
+        self.group_event(
+            gs,
             "Normal",
             "RolloutStepAdvanced",
             f"{_group_label(gs)}: step {nxt + 1}/{last + 1} "
@@ -1304,7 +1324,8 @@ class _Decider:
         deadline = clock + self.ready_timeout(group)
         if self.now >= deadline:
             self.again = True
-            self.event(
+            self.group_event(
+                gs,
                 "Warning",
                 "CanaryReadyTimeout",
                 f"{_group_label(gs)}: step {gs.step + 1} was not ready within "

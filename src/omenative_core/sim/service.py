@@ -374,7 +374,7 @@ class ServiceWorld:
                    annotations=annotations)
         self.rollout_state, self.last_decision = d.state, d
         for ev in d.events:
-            self.events.append((self.now, ev.component or "rollout", f"{ev.reason}: {ev.message}"))
+            self.events.append((self.now, "rollout", f"{ev.reason}: {ev.message}"))
         changed = False
         if d.remove_annotations:
             self.service = merge_patch(
