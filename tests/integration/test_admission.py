@@ -27,7 +27,11 @@ from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, Resource
-from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
+from omenative_controller.service_controller import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+)
 from omenative_controller.webhook import (
     ISVC_PATH,
     REPLICA_PATH,
@@ -535,3 +539,34 @@ async def test_the_manager_serves_the_webhook_with_webhook_port(
     finally:
         with contextlib.suppress(ApiError):
             await kube.delete(WEBHOOKS, name)
+
+
+async def test_the_chat_sample_is_admitted_without_warnings(
+    kube: KubeClient, namespace: str, webhook: WebhookServer
+) -> None:
+    """config/samples/chat.yaml, as a user applies it: CRD rules and the webhook accept it."""
+    runtime, isvc = [d for d in yaml.safe_load_all(
+        (REPO / "config" / "samples" / "chat.yaml").read_text()) if d]
+    name = runtime["metadata"]["name"]
+    with contextlib.suppress(ApiError):
+        await kube.delete(CLUSTER_SERVING_RUNTIMES, name)
+    await kube.create(CLUSTER_SERVING_RUNTIMES, runtime)
+    try:
+        probe = _bad_migration(namespace, "probe")  # wait until the webhook is in force
+
+        async def in_force() -> bool:
+            try:
+                await kube.create(INFERENCE_SERVICES, probe, namespace)
+            except ApiError:
+                return True
+            await kube.delete(INFERENCE_SERVICES, "probe", namespace)
+            return False
+
+        await eventually(in_force, timeout=30, what="the webhook in force")
+        isvc["metadata"]["namespace"] = namespace
+        assert await _create_with_warnings(kube, isvc, namespace) == []
+        stored = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+        assert stored["spec"]["engine"] == isvc["spec"]["engine"]
+    finally:
+        with contextlib.suppress(ApiError):
+            await kube.delete(CLUSTER_SERVING_RUNTIMES, name)

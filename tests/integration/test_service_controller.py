@@ -122,6 +122,7 @@ async def test_chat_is_projected_becomes_ready_and_rolls_on_a_runtime_change(
     assert engine_status["readyReplicas"] == 2
     reasons = {c["type"]: c["reason"] for c in isvc["status"]["conditions"]}
     assert reasons["EngineReady"] == "Ready" and reasons["RouterReady"] == "Ready"
+    assert conditions(isvc).get("Ready") == "True"  # what `kubectl get isvc` shows
     assert VALIDATION_CONDITION not in reasons
     engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
     owner = engine["metadata"]["ownerReferences"][0]

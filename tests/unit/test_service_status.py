@@ -23,11 +23,13 @@ from omenative_core.model.status import (
     RolloutHold,
 )
 from omenative_core.service import (
+    ServiceCondition,
     accepted_migration_annotations,
     component_ready,
     isvc_from_json,
     lifecycle_status,
     render_service,
+    service_ready,
     service_status,
     with_status,
 )
@@ -192,7 +194,10 @@ def test_service_status_reports_lifecycle_and_ready_conditions() -> None:
     assert conds == {
         "EngineReady": ("True", "Ready"),
         "RouterReady": ("False", "InsufficientAvailable"),
+        "Ready": ("False", "RouterNotReady"),  # the ISVC is ready when every component is
     }
+    (overall,) = [c for c in out["conditions"] if c["type"] == "Ready"]
+    assert overall["message"] == "RouterReady InsufficientAvailable: 0/1 Instances serving, need 1"
 
 
 def test_transition_time_moves_only_when_the_status_changes() -> None:
@@ -205,7 +210,12 @@ def test_transition_time_moves_only_when_the_status_changes() -> None:
     degraded = {**ready, "engine": _live(plan, "engine", status(1))}
     later = service_status(isvc_from_json({**isvc.raw, "status": first}), plan, degraded, T1)
     times = {c["type"]: c["lastTransitionTime"] for c in later["conditions"]}
-    assert times == {"EngineReady": "2025-06-01T11:00:00Z", "RouterReady": "2025-06-01T10:00:00Z"}
+    assert times == {
+        "EngineReady": "2025-06-01T11:00:00Z",
+        "RouterReady": "2025-06-01T10:00:00Z",
+        "Ready": "2025-06-01T11:00:00Z",
+    }
+    assert {c["type"]: c["status"] for c in first["conditions"]}["Ready"] == "True"
 
 
 def test_blocked_component_reports_its_plan_reason_and_others_conditions_stay() -> None:
@@ -272,3 +282,22 @@ def test_accepted_migrations_are_the_ones_a_replica_recorded() -> None:
     assert accepted_migration_annotations(isvc, {"engine": replica}) == (
         f"ome.io/migration-request-v1-{done}",
     )
+
+
+def test_the_isvc_is_ready_only_when_every_reporting_component_is() -> None:
+    ok = ServiceCondition(type="EngineReady", status="True", reason="Ready", message="m")
+    low = ServiceCondition(type="DecoderReady", status="True", reason="MinimumAvailable",
+                           message="1/2 Instances serving (min 1)")
+    down = ServiceCondition(type="RouterReady", status="False", reason="RuntimeNotFound",
+                            message="no runtime")
+    ready = service_ready([ok, low], ["engine", "decoder"])
+    assert ready is not None
+    assert (ready.status, ready.reason, ready.message) == (
+        "True", "Ready", "engine ready, decoder ready")
+    not_ready = service_ready([down, ok], ["engine", "router"])
+    assert not_ready is not None
+    assert (not_ready.status, not_ready.reason) == ("False", "RouterNotReady")
+    # a RawDeployment component reports no {Component}Ready and does not count
+    only = service_ready([ok], ["engine", "router"])
+    assert only is not None and only.status == "True"
+    assert service_ready([], ["router"]) is None

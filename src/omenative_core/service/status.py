@@ -16,7 +16,8 @@ reason                     status  message
 
 The minimum is the desired count less the ``maxUnavailable`` of the component's update
 strategy (never below one Instance), or every Instance when it is unset. A blocked
-component gets its plan's ``{Component}Ready=False`` instead. Conditions follow
+component gets its plan's ``{Component}Ready=False`` instead. The ISVC's own ``Ready``
+sums them up (``service_ready``), so ``kubectl get isvc`` shows it. Conditions follow
 Kubernetes' rule: ``lastTransitionTime`` moves only when the status changes, so an
 unchanged world writes an identical status. ``now`` is an input: nothing here reads a clock.
 """
@@ -46,6 +47,7 @@ __all__ = [
     "component_ready",
     "lifecycle_status",
     "minimum_serving",
+    "service_ready",
     "service_status",
 ]
 
@@ -121,6 +123,38 @@ def component_ready(
     )
 
 
+def service_ready(
+    conditions: list[ServiceCondition], components: list[str]
+) -> ServiceCondition | None:
+    """The InferenceService's ``Ready``: True when every component that reports a
+    ``{Component}Ready`` is ready, else False naming the first that is not (in the order
+    engine, decoder, router). Components without that condition (RawDeployment and
+    MultiNode ones, whose readiness is their Deployment's or LeaderWorkerSet's) do not
+    count; with none reporting there is no ``Ready`` (None)."""
+    by_type = {c.type: c for c in conditions}
+    reported = [
+        (c, by_type[condition_type(c)])
+        for c in COMPONENT_ORDER
+        if c in components and condition_type(c) in by_type
+    ]
+    if not reported:
+        return None
+    for _component, cond in reported:
+        if cond.status != "True":
+            return ServiceCondition(
+                type="Ready",
+                status="False",
+                reason=f"{cond.type[: -len('Ready')]}NotReady",
+                message=f"{cond.type} {cond.reason}: {cond.message}",
+            )
+    return ServiceCondition(
+        type="Ready",
+        status="True",
+        reason="Ready",
+        message=", ".join(f"{component} ready" for component, _ in reported),
+    )
+
+
 def _merge_conditions(
     previous: object, wanted: list[ServiceCondition], remove: set[str], now: datetime
 ) -> list[dict[str, Any]]:
@@ -190,6 +224,9 @@ def service_status(
                 wanted.append(component_ready(cp.component, spec, status))
         if entry:
             components[cp.component] = entry
+    overall = service_ready(wanted, [cp.component for cp in plan.components])
+    if overall is not None:
+        wanted.append(overall)
     present = {cp.component for cp in plan.components}
     remove = {condition_type(c) for c in COMPONENT_ORDER if c not in present}
     out: dict[str, Any] = {
