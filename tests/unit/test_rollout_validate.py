@@ -361,3 +361,19 @@ def test_every_problem_is_reported_at_once() -> None:
         "SoakNotHonored",
         "CanaryRequiresOMENative",
     }
+
+
+def test_fields_omenative_does_not_implement_are_admitted_with_a_warning() -> None:
+    delayed = canary({"capacity": "100%"}, scaleDownDelaySeconds=30)
+    found = validate_rollout(delayed, None, ALL)
+    assert errors(found) == []
+    assert [(r.reason, r.path) for r in warnings(found)] == [
+        ("FieldIgnored", "spec.rollout.groups[0].canary.scaleDownDelaySeconds")
+    ]
+    provider = canary({"capacity": "100%"}, prometheus={"providerRef": {"name": "prom"}})
+    (warned,) = warnings(validate_rollout(provider, None, ALL))
+    assert warned.reason == "FieldIgnored" and "set serverAddress" in warned.message
+    # with a serverAddress the reference is not needed: nothing to warn about
+    both = canary({"capacity": "100%"}, prometheus={"providerRef": {"name": "prom"},
+                                                    "serverAddress": "http://prom:9090"})
+    assert validate_rollout(both, None, ALL) == []

@@ -233,6 +233,21 @@ class _Checks:
             self.reject(
                 "CanaryInvalid", f"{path}.canary.scaleDownDelaySeconds", "must not be negative"
             )
+        elif canary.scale_down_delay_seconds is not None:
+            self.warn(
+                "FieldIgnored",
+                f"{path}.canary.scaleDownDelaySeconds",
+                "omenative does not implement it: an old Instance is deleted once it is "
+                "drained and unrouted (its pods get their terminationGracePeriodSeconds)",
+            )
+        prom = canary.prometheus
+        if prom is not None and prom.provider_ref and not prom.server_address:
+            self.warn(
+                "FieldIgnored",
+                f"{path}.canary.prometheus.providerRef",
+                "omenative does not resolve providerRef: every analysis round will error; "
+                "set serverAddress",
+            )
 
     def analysis(self, step: Any, path: str) -> None:
         a = step.analysis
