@@ -15,11 +15,16 @@ from omenative_core.model.spec import InferenceReplica
 
 __all__ = [
     "ANNOTATION_IN_PLACE",
+    "ANNOTATION_KUEUE_POD_GROUP_NAME",
+    "ANNOTATION_KUEUE_POD_GROUP_SERVING",
+    "ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT",
     "ANNOTATION_TOPOLOGY_KEY",
     "LABEL_COMPONENT",
     "LABEL_INCARNATION",
     "LABEL_INSTANCE_INDEX",
     "LABEL_ISVC",
+    "LABEL_KUEUE_POD_GROUP",
+    "LABEL_KUEUE_QUEUE",
     "LABEL_MANAGED_BY",
     "LABEL_PAIRING",
     "LABEL_POD_GROUP",
@@ -72,6 +77,28 @@ LABEL_PAIRING = "ome.io/pairing-protocol"
 
 LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 """The scheduler-plugins PodGroup of a multi-pod Instance."""
+
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+"""Kueue's LocalQueue label; a pod carrying it is admitted by Kueue (the user sets it)."""
+
+LABEL_KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
+"""Kueue's pod group: pods with the same value form one Workload, admitted all at once.
+
+omenative sets it on every pod of a multi-pod Instance that carries ``LABEL_KUEUE_QUEUE``;
+the value is per Instance incarnation (``render.kueue_pod_group_name``)."""
+
+ANNOTATION_KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+"""The annotation form of ``LABEL_KUEUE_POD_GROUP`` (read first by Kueue's
+``WorkloadIdentifierAnnotations`` feature gate); omenative overrides it only when the
+template carries it."""
+
+ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+"""How many pods Kueue's pod group has: every pod of the Instance, as a decimal string."""
+
+ANNOTATION_KUEUE_POD_GROUP_SERVING = "kueue.x-k8s.io/pod-group-serving"
+"""``"true"``: the pod group serves and never finishes, so Kueue does not apply its batch
+rules (a pod that exits giving back its share of the quota); Kueue's own LeaderWorkerSet
+integration sets it the same way."""
 
 SERVING_GATE = "ome.io/serving"
 """The readiness gate (pod condition type) that puts a pod in rotation."""

@@ -14,6 +14,7 @@ copy), and every object it edits is rebuilt.
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 import pickle
 import re
@@ -25,11 +26,16 @@ from attrs import frozen
 
 from omenative_core.labels import (
     ANNOTATION_IN_PLACE,
+    ANNOTATION_KUEUE_POD_GROUP_NAME,
+    ANNOTATION_KUEUE_POD_GROUP_SERVING,
+    ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT,
     ANNOTATION_TOPOLOGY_KEY,
     LABEL_COMPONENT,
     LABEL_INCARNATION,
     LABEL_INSTANCE_INDEX,
     LABEL_ISVC,
+    LABEL_KUEUE_POD_GROUP,
+    LABEL_KUEUE_QUEUE,
     LABEL_MANAGED_BY,
     LABEL_PAIRING,
     LABEL_POD_GROUP,
@@ -48,6 +54,9 @@ from omenative_core.model.spec import COMPONENTS, RUNNER_NAMES, InferenceReplica
 
 __all__ = [
     "ANNOTATION_IN_PLACE",
+    "ANNOTATION_KUEUE_POD_GROUP_NAME",
+    "ANNOTATION_KUEUE_POD_GROUP_SERVING",
+    "ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT",
     "ANNOTATION_TOPOLOGY_KEY",
     "ENV_COMPONENT",
     "ENV_COMPONENT_REPLICAS",
@@ -65,6 +74,8 @@ __all__ = [
     "LABEL_INCARNATION",
     "LABEL_INSTANCE_INDEX",
     "LABEL_ISVC",
+    "LABEL_KUEUE_POD_GROUP",
+    "LABEL_KUEUE_QUEUE",
     "LABEL_MANAGED_BY",
     "LABEL_PAIRING",
     "LABEL_POD_GROUP",
@@ -81,6 +92,7 @@ __all__ = [
     "instance_slots",
     "instance_subdomain",
     "is_multi_pod",
+    "kueue_pod_group_name",
     "pod_group_name",
     "pod_name",
     "pods_per_instance",
@@ -145,6 +157,30 @@ def pod_name(prefix: str, index: int, runner: str, ordinal: int) -> str:
 def pod_group_name(prefix: str, index: int) -> str:
     """The PodGroup of a multi-pod Instance: ``{prefix}-{index}``."""
     return f"{prefix}-{index}"
+
+
+_KUEUE_HASH_LENGTH: Final = 8
+
+
+def kueue_pod_group_name(prefix: str, index: int, incarnation: int) -> str:
+    """Kueue's pod group (and Workload) of one incarnation of multi-pod Instance ``index``.
+
+    ``{prefix}-{index}-{incarnation}``, e.g. ``chat-engine-0-1``: unlike the scheduler-plugins
+    PodGroup (``pod_group_name``, one per index) it changes on every whole-Instance restart
+    and is new for a surge or migration Instance (a new index), so a new attempt never joins
+    the Workload of pods being deleted. Longer than ``MAX_NAME_LENGTH`` (a label value and
+    the Workload's name), the prefix is cut and an 8-hex-digit sha256 of the full name is
+    put before ``-{index}-{incarnation}``, so the result stays distinct and valid.
+    """
+    tail = f"-{index}-{incarnation}"
+    full = f"{prefix}{tail}"
+    if len(full) <= MAX_NAME_LENGTH:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:_KUEUE_HASH_LENGTH]
+    room = MAX_NAME_LENGTH - len(tail) - _KUEUE_HASH_LENGTH - 1
+    head = prefix[: max(room, 0)].rstrip("-.")
+    name = f"{head}-{digest}{tail}" if head else f"{digest}{tail}"
+    return name[:MAX_NAME_LENGTH]
 
 
 def headless_service_name(prefix: str) -> str:
@@ -263,7 +299,14 @@ def render_pod(
     Instance's active ordinal, 0 or 1) for a single ``default`` pod. ``pairing_protocol``
     defaults to the spec's; pass the revision's when rendering an older revision.
 
-    OME's labels win over the template's. OME's env vars go first in every non-init
+    OME's labels win over the template's. A multi-pod Instance whose pod carries
+    ``kueue.x-k8s.io/queue-name`` also gets Kueue's pod group: the label
+    ``kueue.x-k8s.io/pod-group-name`` (``kueue_pod_group_name``, per incarnation) and the
+    annotations ``kueue.x-k8s.io/pod-group-total-count`` (pods per Instance) and
+    ``kueue.x-k8s.io/pod-group-serving: "true"``, all replacing the template's;
+    single-pod Instances and pods without a queue keep whatever the template has. These
+    are rendered per pod, not part of the hashed template, so they never change a
+    revision. OME's env vars go first in every non-init
     container, replacing any template entry of the same name, so template vars can refer
     to them with ``$(OME_...)`` (Kubernetes only expands references to earlier entries;
     LWS orders its variables the same way).
@@ -277,6 +320,8 @@ def render_pod(
         )
     spec_in = replica.spec
     multi = "leader" in by_name or "worker" in by_name
+    worker = by_name.get("worker")
+    count = 1 + (worker.size if worker is not None else 0)
     ordinal = slot.ordinal if multi else ordinal_slot
     prefix = replica.prefix
     name = pod_name(prefix, index, slot.runner, ordinal)
@@ -306,6 +351,14 @@ def render_pod(
         "labels": labels,
     }
     annotations = _as_dict(tmeta.get("annotations"))
+    if multi and labels.get(LABEL_KUEUE_QUEUE):
+        # one Kueue Workload per Instance incarnation, admitted all at once
+        kueue_group = kueue_pod_group_name(prefix, index, incarnation)
+        labels[LABEL_KUEUE_POD_GROUP] = kueue_group
+        if ANNOTATION_KUEUE_POD_GROUP_NAME in annotations:
+            annotations[ANNOTATION_KUEUE_POD_GROUP_NAME] = kueue_group
+        annotations[ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT] = str(count)
+        annotations[ANNOTATION_KUEUE_POD_GROUP_SERVING] = "true"
     if annotations:
         metadata["annotations"] = annotations
     metadata["ownerReferences"] = [owner_reference(replica)]
@@ -331,8 +384,6 @@ def render_pod(
         (ENV_INSTANCE_SUBDOMAIN, instance_subdomain(prefix, index)),
     ]
     if multi:
-        worker = by_name.get("worker")
-        count = 1 + (worker.size if worker is not None else 0)
         ours += [
             (ENV_LEADER_ADDRESS, f"{pod_name(prefix, index, 'leader', 0)}.{headless}"),
             (ENV_INSTANCE_POD_RANK, str(slot.rank)),

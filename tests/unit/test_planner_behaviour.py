@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sim_helpers import run_world as _run
 
 from omenative_core.model import (
     ConfigError,
@@ -45,28 +46,6 @@ def _world(manifest: dict[str, Any], *, config: LifecycleConfig | None = None,
     return World(ClusterSpec(nodes=nodes, gpus_per_node=2, pod_start_seconds=2,
                              pod_ready_seconds=ready),
                  manifest, config=config or LifecycleConfig())
-
-
-def _run(world: World, seconds: float) -> None:
-    """Reconcile to a fixed point at each instant, advancing time for ``seconds``."""
-    end = world.now + seconds
-    while True:
-        for _ in range(50):
-            p = plan(world.snapshot())
-            if not p.actions:
-                break
-            world.apply(p)
-        nxt = world.next_event_time()
-        wake = world.now + p.requeue_after.total_seconds() if p.requeue_after else None
-        times = [t for t in (nxt, wake) if t is not None and t <= end]
-        if not times:
-            world.advance(end)
-            p = plan(world.snapshot())
-            if p.actions:
-                world.apply(p)
-                continue
-            return
-        world.advance(max(min(times), world.now))
 
 
 def test_gang_is_created_whole_podgroup_first_with_oem_names() -> None:

@@ -31,6 +31,7 @@ from typing import Any, Final
 from attrs import evolve, field, frozen
 
 from omenative_core.codec import from_json
+from omenative_core.labels import LABEL_KUEUE_QUEUE
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import (
     InPlaceUpdateStrategy,
@@ -61,9 +62,6 @@ __all__ = [
 
 MAIN_CONTAINER: Final = "ome-container"
 """The name of the model-serving container a ``runner`` override goes into."""
-
-LABEL_KUEUE_QUEUE: Final = "kueue.x-k8s.io/queue-name"
-"""Kueue's queue label, passed to the pods from the component or the InferenceService."""
 
 MERGE_KEYS: Final = {
     "containers": "name",

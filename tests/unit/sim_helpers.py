@@ -1,0 +1,28 @@
+"""Driving the simulator's World with the real planner, shared by the unit tests."""
+
+from __future__ import annotations
+
+from omenative_core.planner import plan
+from omenative_core.sim.world import World
+
+
+def run_world(world: World, seconds: float) -> None:
+    """Reconcile to a fixed point at each instant, advancing time for ``seconds``."""
+    end = world.now + seconds
+    while True:
+        for _ in range(50):
+            p = plan(world.snapshot())
+            if not p.actions:
+                break
+            world.apply(p)
+        nxt = world.next_event_time()
+        wake = world.now + p.requeue_after.total_seconds() if p.requeue_after else None
+        times = [t for t in (nxt, wake) if t is not None and t <= end]
+        if not times:
+            world.advance(end)
+            p = plan(world.snapshot())
+            if p.actions:
+                world.apply(p)
+                continue
+            return
+        world.advance(max(min(times), world.now))
