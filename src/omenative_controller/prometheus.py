@@ -5,11 +5,16 @@ else is not a number to compare: no series, more than one series, NaN or an infi
 *inconclusive* (the round follows ``onInconclusive``); an unreachable server, a timeout, a
 non-2xx answer or ``status: error`` is an *error*. Both reach ``decide`` as an
 ``AnalysisMeasurement`` with no value and the reason, so the round's history says why.
+
+``auth_headers`` turns the Secret named by ``canary.prometheus.authRef`` into the
+``Authorization`` header (``token`` -> Bearer, else ``username`` + ``password`` -> Basic).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import math
 from collections.abc import Mapping
 from typing import Any, Final
@@ -19,7 +24,15 @@ from attrs import frozen
 
 from omenative_core.rollout import AnalysisMeasurement
 
-__all__ = ["DEFAULT_TIMEOUT", "PrometheusClient", "QueryResult", "parse_response"]
+__all__ = [
+    "ANALYSIS_CREDENTIALS_LABEL",
+    "DEFAULT_TIMEOUT",
+    "AuthSecretError",
+    "PrometheusClient",
+    "QueryResult",
+    "auth_headers",
+    "parse_response",
+]
 
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds one query may take (connect and read) before it counts as an error."""
@@ -43,6 +56,76 @@ class QueryResult:
             return AnalysisMeasurement(id=id, value=self.value)
         prefix = "inconclusive" if self.kind == "inconclusive" else "error"
         return AnalysisMeasurement(id=id, value=None, error=f"{prefix}: {self.detail}")
+
+
+class AuthSecretError(ValueError):
+    """The authRef Secret cannot make an ``Authorization`` header; the message names the
+    Secret and what is missing or wrong (never a value)."""
+
+
+def _secret_value(data: Mapping[str, Any], string_data: Mapping[str, Any], key: str,
+                  name: str) -> str | None:
+    """``key``'s value: base64 in ``data`` (what the API returns), else plain in
+    ``stringData``; None when absent or empty."""
+    raw = data.get(key)
+    if raw is not None:
+        if not isinstance(raw, str):
+            raise AuthSecretError(f"authRef secret {name}: key {key} is not a string")
+        try:
+            value = base64.b64decode(raw, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise AuthSecretError(
+                f"authRef secret {name}: key {key} is not base64-encoded UTF-8") from None
+        return value or None
+    plain = string_data.get(key)
+    if plain is not None and not isinstance(plain, str):
+        raise AuthSecretError(f"authRef secret {name}: key {key} is not a string")
+    return plain or None
+
+
+ANALYSIS_CREDENTIALS_LABEL: Final = "omenative.io/analysis-credentials"
+"""A Secret the manager may send to a Prometheus carries this label with value ``"true"``.
+
+The manager can read every Secret of the namespaces it manages, and whoever writes an
+InferenceService picks the ``serverAddress``; without this opt-in, write access to
+InferenceServices would be read access to the namespace's Secrets."""
+
+
+def auth_headers(secret: Mapping[str, Any]) -> dict[str, str]:
+    """The ``Authorization`` header an authRef Secret gives (pure; exposed for tests).
+
+    The Secret must be labelled ``ANALYSIS_CREDENTIALS_LABEL: "true"``, else it is refused.
+    Key ``token``: ``Bearer <token>``; else keys ``username`` and ``password``:
+    ``Basic base64(username:password)``. Values are read from ``data`` (base64, as the API
+    returns them) or ``stringData``; surrounding whitespace of a token (a trailing newline
+    from ``echo``) is dropped. Raises ``AuthSecretError`` naming the Secret and the missing
+    keys; the message never holds a value.
+    """
+    meta = secret.get("metadata")
+    name = str(meta.get("name") or "?") if isinstance(meta, Mapping) else "?"
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if not isinstance(labels, Mapping) or labels.get(ANALYSIS_CREDENTIALS_LABEL) != "true":
+        raise AuthSecretError(
+            f"authRef secret {name} is not marked for analysis: label it "
+            f"{ANALYSIS_CREDENTIALS_LABEL}=true to let the manager send it to Prometheus")
+    data = secret.get("data") or {}
+    string_data = secret.get("stringData") or {}
+    if not isinstance(data, Mapping) or not isinstance(string_data, Mapping):
+        raise AuthSecretError(f"authRef secret {name}: data is not a map of keys")
+    token = _secret_value(data, string_data, "token", name)
+    if token is not None and token.strip():
+        return {"Authorization": f"Bearer {token.strip()}"}
+    username = _secret_value(data, string_data, "username", name)
+    password = _secret_value(data, string_data, "password", name)
+    if username is None or password is None:
+        missing = [k for k, v in (("username", username), ("password", password)) if v is None]
+        raise AuthSecretError(
+            f"authRef secret {name} has no token and no {' and '.join(missing)} "
+            "(set key token, or keys username and password)")
+    if ":" in username:
+        raise AuthSecretError(f"authRef secret {name}: username must not contain ':'")
+    basic = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    return {"Authorization": f"Basic {basic}"}
 
 
 def _inconclusive(detail: str) -> QueryResult:

@@ -25,7 +25,8 @@ on its own). One pass:
    ``coordinationGroupRef`` mirrored into the InferenceReplica status (the planner keeps
    both; its own status PUT carries a resourceVersion, so a concurrent write makes it
    re-read, never overwrite), per-revision Services created and the stale ones deleted,
-   the due analysis queries run; it returns when to look again.
+   the due analysis queries run (with the ``authRef`` Secret's credentials); it returns
+   when to look again.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ from omenative_controller.kube.resources import (
     CONTROLLER_REVISIONS,
     EVENTS,
     INFERENCE_REPLICAS,
+    SECRETS,
     SERVICES,
     Resource,
 )
-from omenative_controller.prometheus import PrometheusClient
+from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
 from omenative_core.codec import CodecError, replica_from_json, revision_view_from_json, to_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
 from omenative_core.model.timefmt import format_time
@@ -406,16 +408,33 @@ class RolloutController:
         pinned = rp.decision.state.pinned
         groups = pinned.groups if pinned.groups else rp.spec.groups
 
-        async def one(q: Any) -> AnalysisMeasurement:
+        def source_of(q: Any) -> Any:
             group = groups[q.group] if q.group < len(groups) else None
-            source = group.canary.prometheus if group and group.canary else None
+            return group.canary.prometheus if group and group.canary else None
+
+        # each authRef Secret read once per pass: its header, or why there is none
+        refs = sorted({s.auth_ref for s in map(source_of, todo)
+                       if s is not None and s.server_address and s.auth_ref})
+        auths = dict(zip(refs, await asyncio.gather(
+            *(self._auth_header(isvc.namespace, r) for r in refs)), strict=True))
+
+        async def one(q: Any) -> AnalysisMeasurement:
+            source = source_of(q)
             if source is None or not source.server_address:
                 why = ("prometheus.providerRef is not supported; set serverAddress"
                        if source is not None and source.provider_ref else
                        "no canary.prometheus.serverAddress")
                 return AnalysisMeasurement(id=q.id, value=None, error=f"error: {why}")
+            headers = dict(source.headers)
+            if source.auth_ref:
+                auth = auths[source.auth_ref]
+                if isinstance(auth, str):
+                    return AnalysisMeasurement(id=q.id, value=None, error=f"error: {auth}")
+                # the Secret's header wins over a spelled-out one, whatever its case
+                headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+                headers.update(auth)
             result = await self.prometheus.query(source.server_address, q.query,
-                                                 headers=source.headers)
+                                                 headers=headers)
             m = result.measurement(q.id)
             if m.value is not None and math.isnan(m.value):
                 return AnalysisMeasurement(id=q.id, value=None, error="inconclusive: NaN")
@@ -428,6 +447,22 @@ class RolloutController:
         log.info("rollout.analysis", isvc=isvc.name,
                  answers={m.id: m.value if m.value is not None else m.error for m in results})
         return True
+
+    async def _auth_header(self, namespace: str, name: str) -> dict[str, str] | str:
+        """The ``Authorization`` header of authRef Secret ``name``, or why there is none
+        (never raises; neither the Secret's content nor the header is logged)."""
+        try:
+            secret = await self.client.get(SECRETS, name, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                return f"authRef secret {name} not found"
+            if exc.status == 403:
+                return f"reading authRef secret {name} is forbidden: {exc.message}"[:300]
+            return f"reading authRef secret {name} failed: {exc}"[:300]
+        try:
+            return auth_headers(secret)
+        except AuthSecretError as exc:
+            return str(exc)
 
     async def close(self) -> None:
         """Close the Prometheus session."""

@@ -191,7 +191,8 @@ async def test_config_installs_the_manager_least_privileged_and_hardened(
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
             assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
-            assert "secrets" not in rule["resources"], rule
+            if "secrets" in rule["resources"]:  # a canary's prometheus.authRef, read by name
+                assert name == "omenative-manager" and rule["verbs"] == ["get"], rule
     await kubectl.ok("get", "rolebinding", "omenative-manager-leader-election", "-n", "ome")
 
     deploy = await kubectl.get_json("deployment", "omenative-manager", "-n", "ome")
@@ -360,10 +361,17 @@ async def test_the_service_account_can_do_nothing_more(
         ("update", "leases.coordination.k8s.io/omenative-manager", "-n", "ome"),
         ("get", "customresourcedefinitions.apiextensions.k8s.io/"
                 "podgroups.scheduling.x-k8s.io"),
+        # a canary's prometheus.authRef Secret, by name (RBAC cannot narrow the name)
+        ("get", "secrets/prom-auth", "-n", "default"),
     ]
     denied = [
-        ("get", "secrets", "-n", "ome"),
         ("list", "secrets", "--all-namespaces"),
+        ("list", "secrets", "-n", "default"),
+        ("watch", "secrets", "-n", "default"),
+        ("create", "secrets", "-n", "default"),
+        ("update", "secrets/prom-auth", "-n", "default"),
+        ("patch", "secrets/prom-auth", "-n", "default"),
+        ("delete", "secrets/prom-auth", "-n", "default"),
         ("delete", "customresourcedefinitions.apiextensions.k8s.io"),
         ("update", "customresourcedefinitions.apiextensions.k8s.io/inferencereplicas.ome.io"),
         ("get", "customresourcedefinitions.apiextensions.k8s.io/inferencereplicas.ome.io"),

@@ -335,6 +335,20 @@ async def back_on_stable(kube: KubeClient, namespace: str, old: dict[str, str],
                             what="every member back on its stable revision")
 
 
+async def stable_on_canary(kube: KubeClient, namespace: str, old: dict[str, str]) -> JSON:
+    """Wait until every member is Stable on a revision other than ``old``, all pods on it."""
+    async def finished() -> JSON | None:
+        isvc = await get_isvc(kube, namespace)
+        pods = await list_pods(kube, namespace)
+        g = group(isvc)
+        ok = g.get("phase") == "Stable" and all(
+            g.get("stable", {}).get(c, "").rsplit("-", 1)[-1] != old[c]
+            and set(by_revision(pods, c)) == {hash_of(g["stable"][c])} for c in MEMBERS)
+        return isvc if ok else None
+
+    return await eventually(finished, timeout=120, interval=0.3, what="Stable on the canary")
+
+
 def assert_canary_at_zero(isvc: JSON, old: dict[str, str]) -> None:
     """The rejected canary is recorded with 0% and the stable revision has it all."""
     rejected = group(isvc).get("rejected") or {}
@@ -469,16 +483,7 @@ async def test_a_passing_analysis_promotes_the_canary_by_itself(
     old = await start_stable(kube, namespace, body, 2)
     await change_image(kube, namespace, "example.com/llm:2")
 
-    async def finished() -> JSON | None:
-        isvc = await get_isvc(kube, namespace)
-        pods = await list_pods(kube, namespace)
-        g = group(isvc)
-        ok = g.get("phase") == "Stable" and all(
-            g.get("stable", {}).get(c, "").rsplit("-", 1)[-1] != old[c]
-            and set(by_revision(pods, c)) == {hash_of(g["stable"][c])} for c in MEMBERS)
-        return isvc if ok else None
-
-    isvc = await eventually(finished, timeout=120, interval=0.3, what="Stable on the canary")
+    isvc = await stable_on_canary(kube, namespace, old)
     for c in MEMBERS:
         new = hash_of(group(isvc)["stable"][c])
         assert traffic(isvc, c) == {f"pd-{c}-rev-{new}": 100}

@@ -7,7 +7,10 @@ temporary folder and copies ``usr/bin/prometheus`` to
 is started. A cached binary is returned at once.
 
 ``PrometheusServer`` runs it on 127.0.0.1 on a free port, scraping one target every second
-(its TSDB in a temporary folder), waits for ``/-/ready`` and stops it.
+(its TSDB in a temporary folder), waits for ``/-/ready`` and stops it. With
+``basic_auth=BasicAuth(user, password, bcrypt_hash)`` every endpoint (``/-/ready``
+included) asks for those credentials, through Prometheus's ``--web.config.file``
+(``basic_auth_users``); the readiness check sends them.
 
     python -m omenative_controller.devcluster.prometheus fetch   # prints the binary's path
 """
@@ -15,6 +18,8 @@ is started. A cached binary is returned at once.
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import shutil
 import signal
@@ -26,11 +31,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 from urllib.parse import urlsplit
 
 __all__ = [
     "DEFAULT_VERSION",
+    "BasicAuth",
     "PrometheusError",
     "PrometheusServer",
     "cache_dir",
@@ -44,6 +50,21 @@ DEFAULT_VERSION: Final = "2.42.0+ds-5+deb12u1"
 
 class PrometheusError(RuntimeError):
     """Prometheus could not be fetched or started; the message says what to do."""
+
+
+class BasicAuth(NamedTuple):
+    """The one user Prometheus accepts: ``bcrypt_hash`` is the bcrypt hash of
+    ``password`` (what ``basic_auth_users`` holds); ``password`` is sent by the readiness
+    check."""
+
+    username: str
+    password: str
+    bcrypt_hash: str
+
+    def header(self) -> str:
+        """The ``Authorization`` header value of these credentials."""
+        raw = f"{self.username}:{self.password}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
 
 
 def cache_dir() -> Path:
@@ -114,13 +135,15 @@ def _free_port() -> int:
 
 class PrometheusServer:
     """One Prometheus on 127.0.0.1 scraping ``target_url`` (``http://host:port/path``)
-    every ``interval``; ``url`` is its address once started."""
+    every ``interval``; ``url`` is its address once started. ``basic_auth`` makes it
+    refuse requests without those credentials (HTTP 401)."""
 
     def __init__(self, target_url: str, *, binary: Path | None = None,
-                 interval: str = "1s") -> None:
+                 interval: str = "1s", basic_auth: BasicAuth | None = None) -> None:
         self.target_url = target_url
         self.binary = binary
         self.interval = interval
+        self.basic_auth = basic_auth
         self.port = 0
         self.url = ""
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -143,6 +166,12 @@ class PrometheusServer:
             f"  - targets: ['{parts.netloc}']\n"
         )
 
+    def _web_config(self) -> str:
+        """``--web.config.file``: the one basic-auth user (JSON is YAML)."""
+        assert self.basic_auth is not None
+        user, _, bcrypt_hash = self.basic_auth
+        return json.dumps({"basic_auth_users": {user: bcrypt_hash}}) + "\n"
+
     def spawn(self) -> None:
         """Start the process (``wait_ready`` / ``await ready()`` waits for it)."""
         binary = self.binary or fetch_prometheus()
@@ -152,12 +181,15 @@ class PrometheusServer:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._log = root / "prometheus.log"
+        args = [str(binary), f"--config.file={root / 'prometheus.yml'}",
+                f"--storage.tsdb.path={root / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}"]
+        if self.basic_auth is not None:
+            (root / "web.yml").write_text(self._web_config())
+            args.append(f"--web.config.file={root / 'web.yml'}")
         with self._log.open("wb") as log:
-            self._proc = subprocess.Popen(
-                [str(binary), f"--config.file={root / 'prometheus.yml'}",
-                 f"--storage.tsdb.path={root / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}"],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
 
     def _is_ready(self) -> bool:
         if self._proc is None:
@@ -165,8 +197,11 @@ class PrometheusServer:
         if self._proc.poll() is not None:
             raise PrometheusError(f"prometheus exited with {self._proc.returncode}: "
                                   f"{self.log_tail()}")
+        request = urllib.request.Request(f"{self.url}/-/ready")
+        if self.basic_auth is not None:
+            request.add_header("Authorization", self.basic_auth.header())
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as resp:
+            with urllib.request.urlopen(request, timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False

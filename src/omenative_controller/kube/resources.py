@@ -18,6 +18,7 @@ __all__ = [
     "NODES",
     "PODS",
     "POD_GROUP_CRD",
+    "SECRETS",
     "SERVICES",
     "Resource",
     "pod_groups",
@@ -60,6 +61,8 @@ NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 SERVICES = Resource("", "v1", "services", "Service")
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+"""Read one by one (``get``) for a canary's ``prometheus.authRef``; never listed."""
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
