@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import Any, Final
 
 import structlog
-from attrs import define, field
+from attrs import define, evolve, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -52,8 +52,9 @@ from omenative_controller.kube.resources import (
     Resource,
 )
 from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
-from omenative_core.codec import CodecError, replica_from_json, revision_view_from_json, to_json
+from omenative_core.codec import CodecError, revision_view_from_json, spec_from_json, to_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
+from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
 from omenative_core.revisions import hash_of, pairing_from_revision
 from omenative_core.rollout import (
@@ -193,8 +194,12 @@ class RolloutController:
         raw: Mapping[str, Any],
         plan: ServicePlan,
         owned: Mapping[str, JSON],
+        decoded: Mapping[str, InferenceReplica],
     ) -> RolloutPass | None:
-        """Decide this pass (None without rollout groups); raises ``RolloutRejected``."""
+        """Decide this pass (None without rollout groups); raises ``RolloutRejected``.
+
+        ``owned``: each member's live InferenceReplica object, ``decoded``: the same decoded
+        (one that does not decode is missing and its group holds)."""
         if not has_rollout_groups(isvc):
             self._answers.pop(isvc.uid, None)
             return None
@@ -222,13 +227,11 @@ class RolloutController:
         for cp in plan.components:
             if cp.component not in named or cp.blocked or cp.replica is None:
                 continue
-            live = owned.get(cp.component)
+            live = decoded.get(cp.component)
             if live is None or not cp.revision_hash:
-                continue  # not created yet: its group holds with gate Plan
-            body = dict(live)
-            body["spec"] = cp.replica["spec"]
-            try:
-                replica = replica_from_json(body)
+                continue  # not created yet (or undecodable): its group holds with gate Plan
+            try:  # the live status against the spec about to be applied
+                replica = evolve(live, spec=spec_from_json(cp.replica["spec"]))
             except CodecError as exc:
                 log.info("rollout.bad_replica", isvc=isvc.name, component=cp.component,
                          error=str(exc))

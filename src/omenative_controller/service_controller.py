@@ -35,6 +35,7 @@ from typing import Any, Final
 
 import structlog
 
+from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import event_body
@@ -49,7 +50,7 @@ from omenative_controller.kube.resources import (
 )
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
-from omenative_core.codec import CodecError, replica_from_json
+from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
@@ -196,6 +197,7 @@ class ServiceController:
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
+        self.decoder = ReplicaDecoder()
 
     # ------------------------------------------------------------------ inputs
 
@@ -384,13 +386,14 @@ class ServiceController:
                                        "; ".join(r.message for r in rejections))
             return True
         owned = self._owned_replicas(isvc)
-        raw, isvc = await self._take_migrations(raw, isvc, self._decoded(isvc, owned))
+        decoded = self._decoded(isvc, owned)
+        raw, isvc = await self._take_migrations(raw, isvc, decoded)
         plan = render_service(isvc, runtimes, self.crds(), self.config,
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned))
         self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
         try:  # rollout groups: decided before any write, so pacing rides with the template
-            rollout = await self.rollout.prepare(isvc, raw, plan, owned)
+            rollout = await self.rollout.prepare(isvc, raw, plan, owned, decoded)
         except RolloutRejected as exc:
             await self._report_invalid(raw, exc.reason, exc.message)
             return True
@@ -439,12 +442,16 @@ class ServiceController:
         body = with_status(isvc, status)
         return await self._put_status(isvc_to_json(isvc), body)
 
-    @staticmethod
-    def _decoded(isvc: InferenceService, owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
+    def _decoded(self, isvc: InferenceService,
+                 owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
+        """The owned InferenceReplicas decoded (each once per resourceVersion), by component;
+        one that does not decode is left out and logged."""
+        if len(self.decoder) > len(self.replicas) + 64:  # forget deleted replicas
+            self.decoder.retain({str(o["metadata"].get("uid")) for _k, o in self.replicas.items()})
         decoded: dict[str, InferenceReplica] = {}
         for component, obj in owned.items():
             try:
-                decoded[component] = replica_from_json(obj)
+                decoded[component] = self.decoder.decode(obj)
             except CodecError as exc:
                 log.info("isvc.bad_replica", isvc=isvc.name, component=component,
                          error=str(exc))

@@ -1,0 +1,55 @@
+"""ReplicaDecoder: one decode per InferenceReplica resourceVersion, the same result reused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from omenative_controller.decoded import ReplicaDecoder
+from omenative_core.codec import CodecError
+
+
+def replica(rv: str | None, uid: str | None = "u-1", replicas: int = 2) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "chat-engine", "namespace": "llm"}
+    if uid is not None:
+        meta["uid"] = uid
+    if rv is not None:
+        meta["resourceVersion"] = rv
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": meta,
+            "spec": {"component": "engine", "replicas": replicas,
+                     "runners": [{"name": "default", "template": {"spec": {"containers": [
+                         {"name": "ome-container", "image": "x:1"}]}}}]},
+            "status": {"replicas": replicas, "readyReplicas": 1}}
+
+
+def test_an_unchanged_object_is_decoded_once_and_a_new_version_again() -> None:
+    d = ReplicaDecoder()
+    first = d.decode(replica("10"))
+    assert d.decode(replica("10")) is first
+    assert d.decodes == 1
+    newer = d.decode(replica("11", replicas=3))
+    assert d.decodes == 2 and newer.spec.replicas == 3
+    assert newer.status is not None and newer.status.ready_replicas == 1
+
+
+def test_objects_without_uid_or_resource_version_are_never_cached() -> None:
+    d = ReplicaDecoder()
+    d.decode(replica(None))
+    d.decode(replica(None))
+    d.decode(replica("5", uid=None))
+    assert d.decodes == 3 and len(d) == 0
+
+
+def test_retain_forgets_deleted_replicas_and_errors_are_not_cached() -> None:
+    d = ReplicaDecoder()
+    d.decode(replica("1", uid="a"))
+    d.decode(replica("1", uid="b"))
+    d.retain({"b"})
+    assert len(d) == 1
+    bad = replica("2", uid="c")
+    del bad["spec"]
+    for _ in range(2):
+        with pytest.raises(CodecError):
+            d.decode(bad)
+    assert len(d) == 1
