@@ -38,8 +38,9 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## planner benchmarks (plan time at 100/1,000/10,000 Instances, simulated rollout)
+bench: ## pure-core benchmarks: planner (bench_planner.py), InferenceService + rollout layers (bench_service.py)
 	$(PY) benchmarks/bench_planner.py
+	$(PY) benchmarks/bench_service.py
 
 bench-controller: ## controller benchmark on the local control plane
 	$(PY) benchmarks/bench_controller.py
