@@ -10,7 +10,7 @@ resourceVersion and hands the same immutable ``InferenceReplica`` to every reade
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from omenative_core.codec import replica_from_json
@@ -24,6 +24,9 @@ class ReplicaDecoder:
     ``metadata.resourceVersion`` (the API server changes it on every write, so a hit is
     the same object). Objects without either are decoded every time. Raises ``CodecError``
     like ``replica_from_json``; failures are not cached."""
+
+    SLACK = 64
+    """Deleted replicas tolerated in the cache before ``trim`` scans."""
 
     def __init__(self, *, max_decoded: int = 20000) -> None:
         self.max_decoded = max_decoded
@@ -49,6 +52,12 @@ class ReplicaDecoder:
         """Forget every replica whose uid is not in ``uids`` (deleted ones)."""
         for uid in [u for u in self._cache if u not in uids]:
             del self._cache[uid]
+
+    def trim(self, live: int, uids: Callable[[], Iterable[str]]) -> None:
+        """``retain(uids())`` once the cache holds ``SLACK`` more replicas than the ``live``
+        count, so deleted replicas are forgotten without a scan on every pass."""
+        if len(self._cache) > live + self.SLACK:
+            self.retain(set(uids()))
 
     def __len__(self) -> int:
         return len(self._cache)

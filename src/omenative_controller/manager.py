@@ -35,6 +35,7 @@ from typing import Any
 import structlog
 from attrs import define, field, frozen
 
+from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
     ApplyResult,
     CreateErrorStore,
@@ -68,7 +69,6 @@ from omenative_core.codec import (
     node_view_from_json,
     pod_group_view_from_json,
     pod_view_from_json,
-    replica_from_json,
     revision_view_from_json,
     routed_pods_from_endpoint_slices,
 )
@@ -267,6 +267,7 @@ class Manager:
         self.executor: Executor | None = None
         self.recorder: EventRecorder | None = None
         self.replicas: Informer[JSON] | None = None
+        self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.pods: Informer[PodView] | None = None
         self.nodes: Informer[NodeView] | None = None
         self.revisions: Informer[Any] | None = None
@@ -683,8 +684,13 @@ class Manager:
         namespace, _, name = key.partition("/")
         lg = log.bind(namespace=namespace, replica=name)
         ctx = PassContext(key=key, namespace=namespace, name=name, raw=raw, log=lg)
-        try:
-            replica = replica_from_json(raw, max_decoded=self.config.max_decoded_instances)
+        if self.decoder.max_decoded != self.config.max_decoded_instances:  # reloaded
+            self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
+        replicas = self.replicas
+        self.decoder.trim(len(replicas), lambda: (
+            str(o["metadata"].get("uid")) for _k, o in replicas.items()))
+        try:  # a pass for a pod change decodes the (unchanged) replica no more
+            replica = self.decoder.decode(raw)
         except CodecError as exc:
             where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
                 "InvalidSpec")

@@ -446,8 +446,8 @@ class ServiceController:
                  owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
         """The owned InferenceReplicas decoded (each once per resourceVersion), by component;
         one that does not decode is left out and logged."""
-        if len(self.decoder) > len(self.replicas) + 64:  # forget deleted replicas
-            self.decoder.retain({str(o["metadata"].get("uid")) for _k, o in self.replicas.items()})
+        self.decoder.trim(len(self.replicas), lambda: (
+            str(o["metadata"].get("uid")) for _k, o in self.replicas.items()))
         decoded: dict[str, InferenceReplica] = {}
         for component, obj in owned.items():
             try:

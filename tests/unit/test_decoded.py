@@ -53,3 +53,19 @@ def test_retain_forgets_deleted_replicas_and_errors_are_not_cached() -> None:
         with pytest.raises(CodecError):
             d.decode(bad)
     assert len(d) == 1
+
+
+def test_trim_scans_only_once_the_cache_outgrows_the_live_replicas() -> None:
+    d = ReplicaDecoder()
+    for i in range(ReplicaDecoder.SLACK + 2):
+        d.decode(replica("1", uid=f"u{i}"))
+    asked: list[int] = []
+
+    def live() -> list[str]:
+        asked.append(1)
+        return ["u0"]
+
+    d.trim(len(d), live)  # as many live as cached: nothing to forget, no scan
+    assert not asked and len(d) == ReplicaDecoder.SLACK + 2
+    d.trim(1, live)
+    assert asked and len(d) == 1
