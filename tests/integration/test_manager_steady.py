@@ -1,4 +1,7 @@
-"""Quiescent at rest: with every Instance Ready, the manager makes no write calls."""
+"""Quiescent at rest: with every Instance Ready, the manager makes no write calls, for a
+bare InferenceReplica and for an InferenceService whose engine and decoder are a rollout
+group that has just finished a canary (the ISVC controller, the rollout shell and the IR
+manager must not keep rewriting each other's objects)."""
 
 from __future__ import annotations
 
@@ -13,17 +16,27 @@ from omenative_controller.kube.resources import INFERENCE_REPLICAS
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
+    ManagerHandle,
     eventually,
     gate,
     get_replica,
     list_pods,
     replica_body,
 )
+from test_rollout_groups import (  # noqa: E402
+    MEMBERS,
+    change_image,
+    group,
+    isvc_body,
+    stable_on_canary,
+    start_stable,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
 
 WINDOW = 30.0
+ISVC_WINDOW = 15.0
 
 
 async def test_zero_writes_at_steady_state(
@@ -40,7 +53,25 @@ async def test_zero_writes_at_steady_state(
                 and len(pods) == 4 and all(gate(p) == "True" for p in pods.values()))
 
     await eventually(converged, timeout=90, what="2 Instances Ready and available")
+    await assert_no_writes(handle, WINDOW)
+    ir = await get_replica(kube, namespace, "st")
+    assert ir["status"]["readyReplicas"] == 2
 
+
+async def test_zero_writes_after_a_rollout_group_finished_its_canary(
+    kube: KubeClient, namespace: str, start_manager: Any, service_crds_applied: list[str]
+) -> None:
+    handle = await start_manager()  # the IR manager and its InferenceService controller
+    steps = [{"capacity": "100%", "traffic": 100}]
+    old = await start_stable(kube, namespace, isvc_body(namespace, 2, steps), 2)
+    await change_image(kube, namespace, "example.com/llm:2")
+    isvc = await stable_on_canary(kube, namespace, old)
+    assert all(group(isvc)["stable"][c] != f"pd-{c}-{old[c]}" for c in MEMBERS)
+    await assert_no_writes(handle, ISVC_WINDOW)
+
+
+async def assert_no_writes(handle: ManagerHandle, window: float) -> None:
+    """Once writes have stopped for 5 s, none happen in ``window`` seconds."""
     # Settled: the last trailing write (a status after the endpoints caught up) is done.
     last = {"writes": handle.writes(), "at": time.monotonic()}
 
@@ -55,13 +86,24 @@ async def test_zero_writes_at_steady_state(
     writes0, leases0 = handle.writes(), handle.lease_writes()
     requests0 = handle.metrics.sample("omenative_api_requests_total")
     passes0 = handle.metrics.sample("omenative_reconcile_duration_seconds_count")
-    await asyncio.sleep(WINDOW)  # the measurement window itself, not a wait for a condition
+    by_resource0 = _writes_by_resource(handle)
+    await asyncio.sleep(window)  # the measurement window itself, not a wait for a condition
     writes = handle.writes() - writes0
     leases = handle.lease_writes() - leases0
     requests = handle.metrics.sample("omenative_api_requests_total") - requests0
     passes = handle.metrics.sample("omenative_reconcile_duration_seconds_count") - passes0
-    print(f"STEADY-STATE {WINDOW:.0f}s: writes={writes:.0f} (leases excluded), "
+    print(f"STEADY-STATE {window:.0f}s: writes={writes:.0f} (leases excluded), "
           f"lease_writes={leases:.0f}, api_requests={requests:.0f}, reconciles={passes:.0f}")
-    assert writes == 0, f"{writes} write calls at steady state"
-    ir = await get_replica(kube, namespace, "st")
-    assert ir["status"]["readyReplicas"] == 2
+    grew = {k: v - by_resource0.get(k, 0.0) for k, v in _writes_by_resource(handle).items()
+            if v != by_resource0.get(k, 0.0)}
+    assert writes == 0, f"{writes} write calls at steady state: {grew}"
+
+
+def _writes_by_resource(handle: ManagerHandle) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for family in handle.manager.metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == "omenative_api_writes_total":
+                key = f"{sample.labels.get('verb')} {sample.labels.get('resource')}"
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
