@@ -14,6 +14,7 @@ import pytest
 
 from omenative_controller.devcluster import build
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 
 pytest.register_assert_rewrite("manager_fixtures")
@@ -25,6 +26,12 @@ from manager_fixtures import (  # noqa: E402
     replica_body,
 )
 from test_manager_lifecycle import create_ready  # noqa: E402
+from test_service_controller import (  # noqa: E402 - the seed example, as the ISVC tests use it
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+    chat_body,
+    runtime_body,
+)
 
 if TYPE_CHECKING:
     from conftest import FaultControl
@@ -302,3 +309,52 @@ async def test_held_revision_shows_evidence_and_is_released(
 
     await eventually(released, timeout=90, what="released and Ready")
     assert "no retry blocks" in await kubectl.ok("instance", "retry-blocks", "kh")
+
+
+async def test_pause_and_resume_an_inference_service(
+    kube: KubeClient, namespace: str, start_manager: Any, service_crds_applied: list[str],
+    kubectl: Kubectl,
+) -> None:
+    """`rollout pause NAME` on an InferenceService pauses every OMENative component through
+    ome.io/rollout-paused (OME pauses per service); a projected replica is not paused on its
+    own."""
+    await start_manager()  # with its InferenceService controller
+    await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
+    await kube.create(INFERENCE_SERVICES, chat_body(namespace), namespace)
+
+    async def paused_as(want: tuple[Any, Any]) -> bool:
+        for name in ("chat-engine", "chat-router"):
+            try:
+                spec = (await get_replica(kube, namespace, name))["spec"]
+            except ApiError:  # not projected yet
+                return False
+            if (spec.get("paused") or None, spec.get("pauseMode") or None) != want:
+                return False
+        return True
+
+    await eventually(lambda: paused_as((None, None)), timeout=60, what="chat projected")
+
+    out = await kubectl.ok("rollout", "pause", "chat", "--yes")
+    assert "ome.io/rollout-paused]: (unset) -> 'true'" in out and "paused (true)" in out, out
+    isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+    assert isvc["metadata"]["annotations"]["ome.io/rollout-paused"] == "true"
+    await eventually(lambda: paused_as((True, None)), timeout=30,
+                     what="every component paused by the ISVC controller")
+
+    # a projected replica is paused through its InferenceService, never on its own
+    rc, out, err = await kubectl.ome("rollout", "pause", "chat-engine", "--yes")
+    assert rc == 3, (out, err)
+    assert "projected from InferenceService chat" in err and \
+        "kubectl ome rollout pause chat" in err, err
+
+    out = await kubectl.ok("rollout", "pause", "chat", "--freeze", "--yes")
+    assert "'true' -> 'freeze'" in out and "repairs too" in out, out
+    await eventually(lambda: paused_as((True, "Freeze")), timeout=30, what="Freeze projected")
+
+    out = await kubectl.ok("rollout", "resume", "chat", "--yes")
+    assert "'freeze' -> (unset)" in out and "resumed" in out, out
+    isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+    assert "ome.io/rollout-paused" not in (isvc["metadata"].get("annotations") or {})
+    await eventually(lambda: paused_as((None, None)), timeout=30, what="every component resumed")
+    out = await kubectl.ok("rollout", "resume", "chat", "--yes")
+    assert "not paused: nothing to do" in out, out

@@ -544,8 +544,15 @@ def rollout_status(target: Target, name: str, component: str | None, output: str
 @click.pass_obj
 def rollout_pause(target: Target, name: str, freeze: bool, component: str | None,
                   yes: bool) -> None:
-    """Stop starting or advancing updates, new Instances and migrations (spec.paused)."""
+    """Stop starting or advancing updates, new Instances and migrations: on InferenceService
+    NAME every OMENative component (ome.io/rollout-paused), else InferenceReplica NAME
+    (spec.paused)."""
+    isvc = None if component else _run(target, lambda kube: _find_isvc(kube, target, name))
+    if isvc is not None:
+        _pause_isvc(target, isvc, "freeze" if freeze else "true", yes)
+        return
     ir = _read_guarded(target, name, component, "pause")
+    _refuse_projected(ir, "pause", "rollout pause")
     spec = ir.get("spec") or {}
     mode = "Freeze" if freeze else None
     if spec.get("paused") and (spec.get("pauseMode") or None) == mode:
@@ -567,8 +574,14 @@ def rollout_pause(target: Target, name: str, freeze: bool, component: str | None
 @_connection
 @click.pass_obj
 def rollout_resume(target: Target, name: str, component: str | None, yes: bool) -> None:
-    """Clear spec.paused (and pauseMode)."""
+    """Undo a pause: remove ome.io/rollout-paused from InferenceService NAME, else clear
+    InferenceReplica NAME's spec.paused (and pauseMode)."""
+    isvc = None if component else _run(target, lambda kube: _find_isvc(kube, target, name))
+    if isvc is not None:
+        _pause_isvc(target, isvc, None, yes)
+        return
     ir = _read(target, name, component)
+    _refuse_projected(ir, "resume", "rollout resume")
     spec = ir.get("spec") or {}
     if not spec.get("paused") and not spec.get("pauseMode"):
         click.echo(f"{_ref(ir)} is not paused: nothing to do")
@@ -579,6 +592,43 @@ def rollout_resume(target: Target, name: str, component: str | None, yes: bool) 
     _confirm(ir, changes, yes, _projected_note(ir))
     _patch(target, ir, {"spec": {"paused": None, "pauseMode": None}})
     click.echo(f"{_ref(ir)} resumed")
+
+
+def _refuse_projected(ir: JSON, verb: str, command: str) -> None:
+    """A projected replica's pause is its InferenceService's (OME pauses per service, and
+    the manager owns the replica's spec): refuse (exit 3) and name the command to run."""
+    parent = ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+    if parent:
+        _fail(f"{_ref(ir)} is projected from InferenceService {parent}, whose controller owns "
+              f"its spec: {verb} the InferenceService instead (kubectl ome {command} "
+              f"{parent}); it covers all of its components", EXIT_CONFLICT)
+
+
+def _pause_isvc(target: Target, isvc: JSON, value: str | None, yes: bool) -> None:
+    """Set ``ome.io/rollout-paused`` to ``value`` (``true`` or ``freeze``), or remove it
+    (None); the InferenceService controller passes it to every OMENative component."""
+    key = out.ANNOTATION_PAUSED
+    have = ((isvc.get("metadata") or {}).get("annotations") or {}).get(key)
+    if value is not None:
+        rollback = out.rollback_requested(isvc)
+        if rollback is not None:
+            _fail(f"{_ref(isvc)} has {out.ANNOTATION_ROLLBACK}={rollback}: pause is refused "
+                  "during a rollback", EXIT_CONFLICT)
+    if have == value or (value is None and have is None):
+        state = f"paused ({have})" if have else "not paused"
+        click.echo(f"{_ref(isvc)} is already {state}: nothing to do")
+        return
+    if value is None:
+        changes = [f"metadata.annotations[{key}]: {have!r} -> (unset)"]
+    else:
+        changes = _annotation_changes(isvc, {key: value})
+    what = ("(every OMENative component: updates, new Instances and migrations wait"
+            + ("; repairs too)" if value == "freeze" else ")") if value else
+            "(every OMENative component carries on)")
+    _confirm(isvc, [*changes, what], yes)
+    _patch(target, isvc, {"metadata": {"annotations": {key: value}}},
+           resource=INFERENCE_SERVICES)
+    click.echo(f"{_ref(isvc)} " + (f"paused ({value})" if value else "resumed"))
 
 
 @rollout.command("explain")
