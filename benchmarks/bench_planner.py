@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from callcount import function_calls
+
 from omenative_core.model import LifecycleConfig, Snapshot
 from omenative_core.planner import plan
 from omenative_core.sim.world import ClusterSpec, World
@@ -114,23 +116,6 @@ def _median_time(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(samples)
 
 
-def _calls(fn: Callable[[], object]) -> int:
-    """Python function calls made by ``fn``: a noise-free measure of work done."""
-    count = 0
-
-    def tracer(frame: object, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(tracer)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return count
-
-
 def _converged_world(n: int) -> World:
     nodes = math.ceil(n * 2 * 1.3 / 8) + 1
     world = World(
@@ -159,11 +144,11 @@ def bench_scaling() -> None:
         assert rest_plan.status == rest.replica.status
         repeat = 5 if n <= 1000 else 3
         t_rest = _median_time(lambda: plan(rest), repeat)  # noqa: B023 (called at once)
-        calls[n] = [_calls(lambda: plan(rest))]  # noqa: B023
+        calls[n] = [function_calls(lambda: plan(rest))]  # noqa: B023
         world.patch_replica(_image_patch("img:2"))
         work = world.snapshot()
         t_work = _median_time(lambda: plan(work), repeat)  # noqa: B023
-        calls[n].append(_calls(lambda: plan(work)))  # noqa: B023
+        calls[n].append(function_calls(lambda: plan(work)))  # noqa: B023
         # mid-rollout: apply a few passes and let a quarter of the surges come up
         world.apply(plan(work))
         world.advance(world.now + 1.5)
@@ -172,7 +157,7 @@ def bench_scaling() -> None:
             world.apply(p)
         mid = world.snapshot()
         t_mid = _median_time(lambda: plan(mid), repeat)  # noqa: B023
-        calls[n].append(_calls(lambda: plan(mid)))  # noqa: B023
+        calls[n].append(function_calls(lambda: plan(mid)))  # noqa: B023
         results[n] = (t_rest, t_work, t_mid)
         print(
             f"{n:>10} {t_rest * 1000:>10.1f}ms {t_work * 1000:>12.1f}ms {t_mid * 1000:>11.1f}ms"

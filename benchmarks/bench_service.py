@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from attrs import evolve
+from callcount import function_calls
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_core.codec import replica_from_json, replica_to_json
@@ -85,23 +86,6 @@ def _sample(fn: Callable[[], object], loops: int) -> float:
     for _ in range(loops):
         fn()
     return (time.perf_counter() - t0) / loops
-
-
-def _calls(fn: Callable[[], object]) -> int:
-    """Python and C function calls made by ``fn``: a noise-free measure of work done."""
-    count = 0
-
-    def tracer(frame: object, event: str, arg: object) -> None:
-        nonlocal count
-        if event in ("call", "c_call"):
-            count += 1
-
-    sys.setprofile(tracer)
-    try:
-        fn()
-    finally:
-        sys.setprofile(None)
-    return count
 
 
 class Table:
@@ -164,7 +148,7 @@ def measure(tables: list[Table]) -> None:
     finally:
         gc.unfreeze()
     for i, (t, label, n, fn) in enumerate(cells):
-        t.rows.setdefault(label, {})[n] = (statistics.median(samples[i]), _calls(fn))
+        t.rows.setdefault(label, {})[n] = (statistics.median(samples[i]), function_calls(fn))
 
 
 def _short(n: int) -> str:
