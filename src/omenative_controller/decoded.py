@@ -10,13 +10,21 @@ resourceVersion and hands the same immutable ``InferenceReplica`` to every reade
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any, Protocol
 
 from omenative_core.codec import replica_from_json
 from omenative_core.model.spec import InferenceReplica
 
-__all__ = ["ReplicaDecoder"]
+__all__ = ["LiveReplicas", "ReplicaDecoder"]
+
+
+class LiveReplicas(Protocol):
+    """What ``trim`` reads of an informer: its size and its (key, object) pairs."""
+
+    def __len__(self) -> int: ...
+
+    def items(self) -> Iterator[tuple[str, Mapping[str, Any]]]: ...
 
 
 class ReplicaDecoder:
@@ -53,11 +61,11 @@ class ReplicaDecoder:
         for uid in [u for u in self._cache if u not in uids]:
             del self._cache[uid]
 
-    def trim(self, live: int, uids: Callable[[], Iterable[str]]) -> None:
-        """``retain(uids())`` once the cache holds ``SLACK`` more replicas than the ``live``
-        count, so deleted replicas are forgotten without a scan on every pass."""
-        if len(self._cache) > live + self.SLACK:
-            self.retain(set(uids()))
+    def trim(self, live: LiveReplicas) -> None:
+        """Forget replicas no longer in ``live`` (the informer's cache), once the cache holds
+        ``SLACK`` more than it: deleted replicas go without a scan on every pass."""
+        if len(self._cache) > len(live) + self.SLACK:
+            self.retain({str((obj.get("metadata") or {}).get("uid")) for _k, obj in live.items()})
 
     def __len__(self) -> int:
         return len(self._cache)

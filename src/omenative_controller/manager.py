@@ -686,9 +686,7 @@ class Manager:
         ctx = PassContext(key=key, namespace=namespace, name=name, raw=raw, log=lg)
         if self.decoder.max_decoded != self.config.max_decoded_instances:  # reloaded
             self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
-        replicas = self.replicas
-        self.decoder.trim(len(replicas), lambda: (
-            str(o["metadata"].get("uid")) for _k, o in replicas.items()))
+        self.decoder.trim(self.replicas)
         try:  # a pass for a pod change decodes the (unchanged) replica no more
             replica = self.decoder.decode(raw)
         except CodecError as exc:

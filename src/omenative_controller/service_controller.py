@@ -446,8 +446,7 @@ class ServiceController:
                  owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
         """The owned InferenceReplicas decoded (each once per resourceVersion), by component;
         one that does not decode is left out and logged."""
-        self.decoder.trim(len(self.replicas), lambda: (
-            str(o["metadata"].get("uid")) for _k, o in self.replicas.items()))
+        self.decoder.trim(self.replicas)
         decoded: dict[str, InferenceReplica] = {}
         for component, obj in owned.items():
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -59,13 +60,23 @@ def test_trim_scans_only_once_the_cache_outgrows_the_live_replicas() -> None:
     d = ReplicaDecoder()
     for i in range(ReplicaDecoder.SLACK + 2):
         d.decode(replica("1", uid=f"u{i}"))
-    asked: list[int] = []
+    class Live:
+        """An informer's cache as trim reads it; counts the scans."""
 
-    def live() -> list[str]:
-        asked.append(1)
-        return ["u0"]
+        def __init__(self, uids: list[str]) -> None:
+            self.objs = {u: {"metadata": {"uid": u}} for u in uids}
+            self.scans = 0
 
-    d.trim(len(d), live)  # as many live as cached: nothing to forget, no scan
-    assert not asked and len(d) == ReplicaDecoder.SLACK + 2
-    d.trim(1, live)
-    assert asked and len(d) == 1
+        def __len__(self) -> int:
+            return len(self.objs)
+
+        def items(self) -> Iterator[tuple[str, Mapping[str, Any]]]:
+            self.scans += 1
+            return iter(self.objs.items())
+
+    everyone = Live([f"u{i}" for i in range(ReplicaDecoder.SLACK + 2)])
+    d.trim(everyone)  # as many live as cached: nothing to forget, no scan
+    assert everyone.scans == 0 and len(d) == ReplicaDecoder.SLACK + 2
+    one = Live(["u0"])
+    d.trim(one)
+    assert one.scans == 1 and len(d) == 1
