@@ -29,8 +29,9 @@ test-integration: ## integration tests against the local control plane (starts o
 test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
 
-lint: ## ruff
-	$(VENV)/bin/ruff check src tests
+lint: ## ruff (with the core's bans) and import-linter (the package boundaries)
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/lint-imports
 
 format: ## ruff format
 	$(VENV)/bin/ruff format src tests
@@ -53,10 +54,10 @@ manifests: ## regenerate config/crd/ from the core's types
 	$(PY) -m omenative_controller.service_crds
 
 cluster: ## build (cached) and start the local control plane in the foreground
-	$(PY) -m omenative_controller.devcluster up
+	$(PY) -m omenative_devcluster up
 
 cluster-down: ## stop the local control plane started by `make cluster`
-	$(PY) -m omenative_controller.devcluster down
+	$(PY) -m omenative_devcluster down
 
 install: ## apply config/ to the current cluster (guarded against foreign CRDs; asks first)
 	$(VENV)/bin/omenative install

@@ -13,7 +13,7 @@ runs as a subprocess, ``omenative-manager``), its CPU time, and API requests and
 created pod (from its own ``/metrics``), with a breakdown by verb/resource and action kind.
 
 The cluster: ``KUBECONFIG`` if set (it must run the kubelet stand-in), else one started
-here with ``python -m omenative_controller.devcluster up`` in a temp state folder.
+here with ``python -m omenative_devcluster up`` in a temp state folder.
 Namespaces, the manager and the cluster are removed at the end, also on error or Ctrl-C.
 Timing lives here, never in pass/fail tests.
 """
@@ -21,7 +21,7 @@ Timing lives here, never in pass/fail tests.
 from __future__ import annotations
 
 import argparse
-import asyncio  # noqa: TID251 - the benchmark drives the controller; it is not the pure core
+import asyncio
 import contextlib
 import ctypes
 import importlib.util
@@ -46,7 +46,6 @@ import yaml
 from kubernetes_asyncio import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
-from omenative_controller.devcluster.kubelet import REQUEST_TIMEOUT, RequestError, raw_call
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.ratelimit import TokenBucket
@@ -57,6 +56,7 @@ from omenative_controller.kube.resources import (
     PODS,
     Resource,
 )
+from omenative_devcluster.kubelet import REQUEST_TIMEOUT, RequestError, raw_call
 
 REPO = Path(__file__).resolve().parents[1]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
@@ -97,7 +97,7 @@ class DevCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         err = (self.state_dir / "up.stderr.log").open("wb")
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "omenative_controller.devcluster", "up",
+            sys.executable, "-m", "omenative_devcluster", "up",
             "--state-dir", str(self.state_dir), "--nodes", str(self.nodes),
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
@@ -125,7 +125,7 @@ class DevCluster:
                 await asyncio.wait_for(self.proc.wait(), 30)
         # whatever `up` left behind (it checks each PID still runs its recorded binary)
         down = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "omenative_controller.devcluster", "down",
+            sys.executable, "-m", "omenative_devcluster", "down",
             "--state-dir", str(self.state_dir), stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL, env=_child_env(),
         )

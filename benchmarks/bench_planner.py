@@ -24,7 +24,7 @@ from callcount import function_calls
 
 from omenative_core.model import LifecycleConfig, Snapshot
 from omenative_core.planner import plan
-from omenative_core.sim.world import ClusterSpec, World
+from omenative_sim.world import ClusterSpec, World
 
 
 def _replica(n: int, image: str, *, workers: int = 1, max_surge: str = "25%") -> dict[str, Any]:

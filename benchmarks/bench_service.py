@@ -36,7 +36,6 @@ from attrs import evolve
 from callcount import function_calls
 
 from omenative_controller.decoded import ReplicaDecoder
-from omenative_core.codec import replica_from_json, replica_to_json
 from omenative_core.model.spec import InferenceReplica, ObjectMeta
 from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
 from omenative_core.rollout import (
@@ -58,6 +57,7 @@ from omenative_core.service import (
     render_service,
     service_status,
 )
+from omenative_core.status.wire import replica_from_json, replica_to_json
 
 SIZES = (10, 100, 1000, 10000)
 COMPONENTS = ("engine", "decoder", "router")

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol
 
-from omenative_core.codec import replica_from_json
 from omenative_core.model.spec import InferenceReplica
+from omenative_core.status.wire import replica_from_json
 
 __all__ = ["LiveReplicas", "ReplicaDecoder"]
 

@@ -45,7 +45,6 @@ from omenative_controller.kube.resources import (
     resource_for,
 )
 from omenative_controller.observability import Metrics
-from omenative_core.codec import status_to_json
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_MANAGED_BY, MANAGED_BY, SERVING_GATE
 from omenative_core.model.observed import CreateError
 from omenative_core.model.plan import (
@@ -67,6 +66,7 @@ from omenative_core.model.plan import (
     SetServingGate,
     UpdateStatus,
 )
+from omenative_core.status.wire import status_to_json
 
 __all__ = [
     "AUDIT_KEY",

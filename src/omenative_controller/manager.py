@@ -64,20 +64,20 @@ from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.webhook import WebhookServer, kube_runtime_lookup, serve_webhook
 from omenative_core import planner
-from omenative_core.codec import (
-    CodecError,
-    node_view_from_json,
-    pod_group_view_from_json,
-    pod_view_from_json,
-    revision_view_from_json,
-    routed_pods_from_endpoint_slices,
-)
+from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.render import headless_service_name, validate_replica
 from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
+from omenative_core.views import (
+    node_view_from_json,
+    pod_group_view_from_json,
+    pod_view_from_json,
+    revision_view_from_json,
+    routed_pods_from_endpoint_slices,
+)
 
 __all__ = [
     "LIFECYCLE_KEY",

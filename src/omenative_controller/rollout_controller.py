@@ -52,7 +52,7 @@ from omenative_controller.kube.resources import (
     Resource,
 )
 from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
-from omenative_core.codec import CodecError, revision_view_from_json, spec_from_json, to_json
+from omenative_core.codec import CodecError, spec_from_json, to_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
@@ -76,6 +76,7 @@ from omenative_core.rollout import (
 from omenative_core.rollout.validate import errors as rollout_errors
 from omenative_core.service import InferenceService, ServicePlan
 from omenative_core.service.render import isvc_owner_reference
+from omenative_core.views import revision_view_from_json
 
 __all__ = [
     "ANSWERED_REQUEUE_SECONDS",

@@ -1,7 +1,7 @@
-"""Fixtures for tests against a real local control plane (``omenative_controller.devcluster``).
+"""Fixtures for tests against a real local control plane (``omenative_devcluster``).
 
 If ``KUBECONFIG`` is set (CI starts one cluster with ``python -m
-omenative_controller.devcluster up`` and exports it), the tests use that cluster, and faults
+omenative_devcluster up`` and exports it), the tests use that cluster, and faults
 go through the ``faults.json`` next to that kubeconfig (the state folder). Otherwise one
 cluster is started for the whole session (building the binaries first if they are missing),
 with the kubelet stand-in running in the test process, and stopped at the end. A cluster
@@ -31,13 +31,13 @@ if importlib.util.find_spec("omenative_controller") is None:  # not installed: u
 
 from kubernetes_asyncio import client, config
 
-from omenative_controller.devcluster.cluster import (
+from omenative_devcluster.cluster import (
     FAULTS_FILE,
     Cluster,
     ClusterError,
     ClusterOptions,
 )
-from omenative_controller.devcluster.kubelet import (
+from omenative_devcluster.kubelet import (
     REQUEST_TIMEOUT,
     Faults,
     KubeletStandIn,

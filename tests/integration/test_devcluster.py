@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 from kubernetes_asyncio import client
 
-from omenative_controller.devcluster.kubelet import GPU, REQUEST_TIMEOUT, raw_call
+from omenative_devcluster.kubelet import GPU, REQUEST_TIMEOUT, raw_call
 
 if TYPE_CHECKING:
     from conftest import FaultControl

@@ -36,11 +36,11 @@ from omenative_controller.cli.install import (
     object_key,
     plan_uninstall,
 )
-from omenative_controller.devcluster import build
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 from omenative_core.model.config import LifecycleConfig, parse_lifecycle_config
+from omenative_devcluster import build
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import REPO, conditions, eventually  # noqa: E402

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from omenative_controller.devcluster import build
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_devcluster import build
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402
@@ -74,7 +74,7 @@ def kubectl(tmp_path: Path, kubeconfig_path: Path, namespace: str) -> Kubectl:
     real = build.bin_dir() / "kubectl"
     if not os.access(real, os.X_OK):
         pytest.fail(f"no cached kubectl at {real} (run python -m "
-                    "omenative_controller.devcluster.build)", pytrace=False)
+                    "omenative_devcluster.build)", pytrace=False)
     plugin = Path(sys.executable).parent / "kubectl-ome"
     if not os.access(plugin, os.X_OK):
         pytest.fail(f"no kubectl-ome next to {sys.executable} (pip install -e .)",

@@ -20,7 +20,7 @@ from omenative_controller import service_crds
 from omenative_controller.cli.kubectl_ome import INFERENCE_SERVICES
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS
-from omenative_core.codec import status_to_json, to_json
+from omenative_core.codec import to_json
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.rollout import (
     MemberView,
@@ -30,6 +30,7 @@ from omenative_core.rollout import (
     plan_token,
     state_to_json,
 )
+from omenative_core.status.wire import status_to_json
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import REPO, apply_crd  # noqa: E402

@@ -20,15 +20,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from omenative_controller.devcluster.prometheus import (
-    BasicAuth,
-    PrometheusServer,
-    fetch_prometheus,
-)
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import SECRETS
 from omenative_controller.prometheus import ANALYSIS_CREDENTIALS_LABEL
 from omenative_core.revisions import hash_of
+from omenative_devcluster.prometheus import (
+    BasicAuth,
+    PrometheusServer,
+    fetch_prometheus,
+)
 
 pytest.register_assert_rewrite("manager_fixtures")
 from test_rollout_groups import (  # noqa: E402

@@ -23,7 +23,6 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from omenative_controller.devcluster.prometheus import PrometheusServer, fetch_prometheus
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -40,6 +39,7 @@ from omenative_controller.service_controller import (
 )
 from omenative_core.model.timefmt import parse_time
 from omenative_core.revisions import hash_of
+from omenative_devcluster.prometheus import PrometheusServer, fetch_prometheus
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration

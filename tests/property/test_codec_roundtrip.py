@@ -14,17 +14,16 @@ import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omenative_core.codec import (
-    replica_from_json,
-    replica_to_json,
-    spec_from_json,
-    spec_to_json,
-    status_from_json,
-    status_to_json,
-)
+from omenative_core.codec import spec_from_json, spec_to_json
 from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.status import decode_columns, encode_columns
+from omenative_core.status.wire import (
+    replica_from_json,
+    replica_to_json,
+    status_from_json,
+    status_to_json,
+)
 from tests.property.strategies import instance_rows, replicas, specs, statuses
 
 

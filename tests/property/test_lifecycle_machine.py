@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.model.config import ForceDeleteConfig, UpdateRetry
 from omenative_core.planner import plan as make_plan
-from omenative_core.sim.world import ClusterSpec, World
+from omenative_sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
     converged,

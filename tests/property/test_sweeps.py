@@ -17,7 +17,7 @@ import pytest
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.planner import plan as make_plan
 from omenative_core.policy import resolve_budget
-from omenative_core.sim.world import ClusterSpec, World
+from omenative_sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
     converged,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omenative_core.planner import plan
-from omenative_core.sim.world import World
+from omenative_sim.world import World
 
 
 def run_world(world: World, seconds: float) -> None:

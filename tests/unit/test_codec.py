@@ -14,20 +14,7 @@ from typing import Any
 
 import pytest
 
-from omenative_core.codec import (
-    CodecError,
-    node_view_from_json,
-    pod_group_view_from_json,
-    pod_view_from_json,
-    replica_from_json,
-    replica_to_json,
-    revision_view_from_json,
-    routed_pods_from_endpoint_slices,
-    spec_from_json,
-    spec_to_json,
-    status_from_json,
-    status_to_json,
-)
+from omenative_core.codec import CodecError, spec_from_json, spec_to_json
 from omenative_core.model.spec import LifecycleSpec, Runner
 from omenative_core.model.status import (
     InferenceReplicaStatus,
@@ -35,6 +22,19 @@ from omenative_core.model.status import (
     InstanceStatus,
 )
 from omenative_core.status import ColumnarDecodeError, encode_columns
+from omenative_core.status.wire import (
+    replica_from_json,
+    replica_to_json,
+    status_from_json,
+    status_to_json,
+)
+from omenative_core.views import (
+    node_view_from_json,
+    pod_group_view_from_json,
+    pod_view_from_json,
+    revision_view_from_json,
+    routed_pods_from_endpoint_slices,
+)
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 

@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 from omenative_controller import crd
-from omenative_core.codec import spec_to_json, status_to_json
+from omenative_core.codec import spec_to_json
 from omenative_core.model.spec import InferenceReplicaSpec
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.status.wire import status_to_json
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from omenative_controller.cli.omenative import main
+from omenative_sim.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from omenative_controller.cli import ome_output as out
-from omenative_core.codec import status_to_json
 from omenative_core.model.status import (
     Condition,
     InferenceReplicaStatus,
@@ -29,6 +28,7 @@ from omenative_core.rollout import (
     rollout_to_json,
     state_to_json,
 )
+from omenative_core.status.wire import status_to_json
 
 NOW = datetime(2026, 12, 2, 12, 0, 0, tzinfo=UTC)
 OLD = "llama-engine-ecd29a478c"

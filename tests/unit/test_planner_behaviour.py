@@ -21,7 +21,7 @@ from omenative_core.model import (
 )
 from omenative_core.model.config import UpdateRetry
 from omenative_core.planner import plan
-from omenative_core.sim.world import ClusterSpec, World
+from omenative_sim.world import ClusterSpec, World
 
 
 def _manifest(*, workers: int = 1, replicas: int = 2, image: str = "img:1",

@@ -32,7 +32,7 @@ from omenative_core.render import (
     render_pod,
 )
 from omenative_core.revisions import hash_of, revision_hash
-from omenative_core.sim.world import ClusterSpec, World
+from omenative_sim.world import ClusterSpec, World
 
 HASH = "0123456789"
 # a DNS-1123 label: what both a label value and Kueue's Workload name (the group name) accept

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from omenative_core.codec import replica_from_json, spec_from_json
+from omenative_core.codec import spec_from_json
 from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import CreatePod
 from omenative_core.planner import plan as plan_replica
@@ -27,6 +27,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
+from omenative_core.status.wire import replica_from_json
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 

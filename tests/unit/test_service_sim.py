@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from omenative_core.sim.scenario import ScenarioError, load_yaml
-from omenative_core.sim.service import parse_service_scenario, run_service_scenario
+from omenative_sim.scenario import ScenarioError, load_yaml
+from omenative_sim.service import parse_service_scenario, run_service_scenario
 
 CANARY = Path(__file__).resolve().parents[2] / "examples" / "service-canary.yaml"
 

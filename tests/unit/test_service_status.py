@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from omenative_core.codec import replica_from_json
 from omenative_core.model.spec import (
     InferenceReplica,
     InferenceReplicaSpec,
@@ -33,6 +32,7 @@ from omenative_core.service import (
     service_status,
     with_status,
 )
+from omenative_core.status.wire import replica_from_json
 
 T0 = datetime(2025, 6, 1, 10, 0, tzinfo=UTC)
 T1 = datetime(2025, 6, 1, 11, 0, tzinfo=UTC)

@@ -27,7 +27,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
-from omenative_core.sim import (
+from omenative_sim import (
     ClusterSpec,
     ScenarioError,
     World,

@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 pytest.importorskip("omenative_core.planner")
 
-from omenative_controller.cli.omenative import main
-from omenative_core.sim.scenario import load_yaml
-from omenative_core.sim.service import is_service_scenario
+from omenative_sim.cli import main
+from omenative_sim.scenario import load_yaml
+from omenative_sim.service import is_service_scenario
 
 ALL_EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 SERVICE_EXAMPLES = [p for p in ALL_EXAMPLES if is_service_scenario(load_yaml(p.read_text()))]

@@ -21,7 +21,6 @@ functions, unit-tested in ``tests/unit/test_install_cli.py``.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -32,8 +31,6 @@ from typing import Any
 import click
 import yaml
 from attrs import frozen
-
-from omenative_controller.devcluster import build  # where the local control plane's kubectl is
 
 __all__ = [
     "EXIT_REFUSED",
@@ -313,9 +310,6 @@ class Kubectl:
         found = shutil.which("kubectl")
         if found:
             return found
-        cached = build.bin_dir() / "kubectl"
-        if os.access(cached, os.X_OK):
-            return str(cached)
         raise click.UsageError("kubectl not found on PATH (pass --kubectl)")
 
     def run(self, *args: str, stdin: str = "", check: bool = True,

@@ -15,7 +15,7 @@ from typing import Any
 
 from attrs import frozen
 
-from omenative_core.codec import CodecError, from_json, status_from_json, to_json
+from omenative_core.codec import CodecError, from_json, to_json
 from omenative_core.model.status import (
     Condition,
     InferenceReplicaStatus,
@@ -43,6 +43,7 @@ from omenative_core.rollout import (
     state_from_json,
     step_allowance,
 )
+from omenative_core.status.wire import status_from_json
 
 __all__ = [
     "ACTIVE_MIGRATION_PHASES",

@@ -31,8 +31,8 @@ from typing import Any, TextIO
 
 import attrs
 
-from omenative_controller.devcluster import build
-from omenative_controller.devcluster.kubelet import KubeletStandIn, StandInConfig
+from omenative_devcluster import build
+from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
 
 DEFAULT_STATE_DIR = Path(".state") / "devcluster"
 PIDS_FILE = "pids.json"
@@ -297,7 +297,7 @@ class Cluster:
             if not self.options.build_if_missing:
                 raise ClusterError(
                     f"binaries {missing} missing in {build.bin_dir(self.options.version)}; "
-                    "run `python -m omenative_controller.devcluster build`"
+                    "run `python -m omenative_devcluster build`"
                 )
             _log(f"binaries missing ({', '.join(missing)}): building (cold: tens of minutes)")
             try:
@@ -314,7 +314,7 @@ class Cluster:
         if alive:
             raise ClusterError(
                 f"a cluster is already running from {self.state_dir} ({', '.join(alive)}): "
-                f"run `python -m omenative_controller.devcluster down --state-dir "
+                f"run `python -m omenative_devcluster down --state-dir "
                 f"{self.state_dir}` first or pick another --state-dir"
             )
 
@@ -484,7 +484,7 @@ def down(state_dir: Path, timeout: float = 20.0) -> list[str]:
     sup_pid = int(sup.get("pid", 0))
     if sup.get("cli") and sup_pid and sup_pid != os.getpid() and pid_alive(sup_pid):
         argv = _cmdline(sup_pid)
-        if any("omenative_controller.devcluster" in a for a in argv):
+        if any("omenative_devcluster" in a for a in argv):
             os.kill(sup_pid, signal.SIGTERM)
             stopped.append(f"supervisor ({sup_pid})")
             deadline = time.monotonic() + timeout

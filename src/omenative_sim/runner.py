@@ -27,12 +27,11 @@ no later plan has actions until ``until``.
 from __future__ import annotations
 
 import heapq
-import importlib
 import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
 from attrs import frozen
 
@@ -42,9 +41,10 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Event, Plan
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.model.timefmt import format_duration
+from omenative_core.planner import plan
 from omenative_core.render import pods_per_instance
-from omenative_core.sim.scenario import FailPod, Migrate, Scenario, ScenarioError, ScenarioEvent
-from omenative_core.sim.world import SimPod, World, WorldError
+from omenative_sim.scenario import FailPod, Migrate, Scenario, ScenarioError, ScenarioEvent
+from omenative_sim.world import SimPod, World, WorldError
 
 __all__ = [
     "CONVERGE_LIMIT_SECONDS",
@@ -74,8 +74,7 @@ def migration_request_uuid(seed: int, event_index: int) -> str:
 
 
 def _default_planner() -> Planner:
-    module = importlib.import_module("omenative_core.planner")
-    return cast(Planner, module.plan)
+    return plan
 
 
 def _num(value: float) -> int | float:

@@ -1,6 +1,6 @@
 """``omenative``: the user's tool. ``omenative simulate SCENARIO.yaml`` previews a rollout.
 
-The simulation itself is pure (``omenative_core.sim``); this module only reads the file,
+The simulation itself is pure (``omenative_sim``); this module only reads the file,
 prints, and maps a bad scenario to exit status 2 with ``error: <key path>: <what>``.
 """
 
@@ -15,9 +15,9 @@ import click
 
 from omenative_controller.cli.install import install, uninstall
 from omenative_core.model.timefmt import format_duration
-from omenative_core.sim import ScenarioError, SimResult, parse_scenario, run_scenario
-from omenative_core.sim.scenario import load_yaml
-from omenative_core.sim.service import (
+from omenative_sim import ScenarioError, SimResult, parse_scenario, run_scenario
+from omenative_sim.scenario import load_yaml
+from omenative_sim.service import (
     ServiceSimResult,
     is_service_scenario,
     parse_service_scenario,

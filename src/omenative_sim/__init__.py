@@ -7,14 +7,14 @@ here is pure: no I/O, no clock, and randomness only from the world's own seeded
 ``random.Random``.
 """
 
-from omenative_core.sim.runner import (
+from omenative_sim.runner import (
     MIGRATION_ANNOTATION_PREFIX,
     Planner,
     SimResult,
     migration_request_uuid,
     run_scenario,
 )
-from omenative_core.sim.scenario import (
+from omenative_sim.scenario import (
     EVENT_KINDS,
     FailPod,
     Migrate,
@@ -23,7 +23,7 @@ from omenative_core.sim.scenario import (
     ScenarioEvent,
     parse_scenario,
 )
-from omenative_core.sim.world import (
+from omenative_sim.world import (
     EPOCH,
     GPU_RESOURCE,
     ApplyResult,

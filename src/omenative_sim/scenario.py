@@ -52,12 +52,13 @@ from typing import Any
 import yaml
 from attrs import field, frozen
 
-from omenative_core.codec import CodecError, replica_from_json
+from omenative_core.codec import CodecError
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.spec import JSON, RUNNER_NAMES
 from omenative_core.model.timefmt import DurationError, parse_duration
 from omenative_core.render import validate_replica
-from omenative_core.sim.world import ClusterSpec, merge_patch
+from omenative_core.status.wire import replica_from_json
+from omenative_sim.world import ClusterSpec, merge_patch
 
 __all__ = [
     "EVENT_KINDS",

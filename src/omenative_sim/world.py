@@ -51,7 +51,6 @@ from typing import Any
 import attrs
 from attrs import field, frozen
 
-from omenative_core.codec import replica_from_json, status_from_json, status_to_json
 from omenative_core.labels import (
     LABEL_POD_GROUP,
     LABEL_POD_ORDINAL,
@@ -89,6 +88,7 @@ from omenative_core.model.plan import (
 from omenative_core.model.spec import JSON, InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.model.timefmt import to_second
+from omenative_core.status.wire import replica_from_json, status_from_json, status_to_json
 
 __all__ = [
     "EPOCH",

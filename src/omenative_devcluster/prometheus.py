@@ -12,7 +12,7 @@ is started. A cached binary is returned at once.
 included) asks for those credentials, through Prometheus's ``--web.config.file``
 (``basic_auth_users``); the readiness check sends them.
 
-    python -m omenative_controller.devcluster.prometheus fetch   # prints the binary's path
+    python -m omenative_devcluster.prometheus fetch   # prints the binary's path
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     """``fetch [--version V]``: print the cached binary's path (exit 1 with the reason)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] != "fetch":
-        print("usage: python -m omenative_controller.devcluster.prometheus fetch "
+        print("usage: python -m omenative_devcluster.prometheus fetch "
               "[--version VERSION]", file=sys.stderr)
         return 2
     version = DEFAULT_VERSION

@@ -71,7 +71,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
-from omenative_core.sim.scenario import (
+from omenative_sim.scenario import (
     ScenarioError,
     _cluster,
     _duration,
@@ -84,7 +84,7 @@ from omenative_core.sim.scenario import (
     _str,
     load_yaml,
 )
-from omenative_core.sim.world import ClusterSpec, World, merge_patch
+from omenative_sim.world import ClusterSpec, World, merge_patch
 
 __all__ = [
     "SERVICE_EVENT_KINDS",

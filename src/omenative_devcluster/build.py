@@ -6,7 +6,7 @@ its published ``v0.N.M``), etcd from ``go.etcd.io/etcd/server/v3``. Everything l
 ``$OMENATIVE_CACHE/k8s/<version>/bin/`` (default ``~/.cache/omenative``); when all binaries
 are there, the build is skipped.
 
-Run as ``python -m omenative_controller.devcluster.build`` (or ``... devcluster build``).
+Run as ``python -m omenative_devcluster.build`` (or ``... devcluster build``).
 """
 
 from __future__ import annotations

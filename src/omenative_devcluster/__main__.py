@@ -1,4 +1,4 @@
-"""Command line: ``python -m omenative_controller.devcluster {build,up,down,status}``."""
+"""Command line: ``python -m omenative_devcluster {build,up,down,status}``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from omenative_controller.devcluster import build as build_mod
+from omenative_devcluster import build as build_mod
 
 # the cluster module (and kubernetes-asyncio) is imported lazily: `build` stays instant
 _state_dir = click.option(
@@ -55,7 +55,7 @@ def up(
     no_build: bool,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
-    from omenative_controller.devcluster.cluster import ClusterOptions, run_up  # noqa: PLC0415
+    from omenative_devcluster.cluster import ClusterOptions, run_up  # noqa: PLC0415
 
     opts = ClusterOptions(
         state_dir=state_dir,
@@ -74,7 +74,7 @@ def up(
 @_state_dir
 def down_cmd(state_dir: Path) -> None:
     """Stop the processes recorded in the state folder's pids.json."""
-    from omenative_controller.devcluster.cluster import down  # noqa: PLC0415
+    from omenative_devcluster.cluster import down  # noqa: PLC0415
 
     stopped = down(state_dir)
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -84,7 +84,7 @@ def down_cmd(state_dir: Path) -> None:
 @_state_dir
 def status(state_dir: Path) -> None:
     """Show the recorded processes and whether they are alive."""
-    from omenative_controller.devcluster.cluster import pid_alive, read_pids  # noqa: PLC0415
+    from omenative_devcluster.cluster import pid_alive, read_pids  # noqa: PLC0415
 
     pids = read_pids(state_dir.resolve())
     if pids is None:
