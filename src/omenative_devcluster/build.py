@@ -175,6 +175,18 @@ def build(version: str = K8S_VERSION, etcd_version: str = ETCD_VERSION) -> Path:
     if not missing:
         log(f"all binaries present in {bdir}: nothing to build")
         return bdir
+    from omenative_devcluster.components import build_lock  # noqa: PLC0415 - no cycle at import
+
+    with build_lock():
+        return _build_locked(version, etcd_version)
+
+
+def _build_locked(version: str, etcd_version: str) -> Path:
+    bdir = bin_dir(version)
+    missing = missing_binaries(version)
+    if not missing:
+        return bdir
+    started = time.monotonic()
     log(f"building {', '.join(missing)} into {bdir}")
     if shutil.which("go") is None:
         raise RuntimeError("no `go` command on PATH: Go 1.26+ is needed to build the binaries")
@@ -232,6 +244,7 @@ def build(version: str = K8S_VERSION, etcd_version: str = ETCD_VERSION) -> Path:
     still = missing_binaries(version)
     if still:
         raise RuntimeError(f"build finished but {still} are missing in {bdir}")
+    log(f"BUILD TIME control plane {version}: {time.monotonic() - started:.1f} s")
     log(f"done: {bdir}")
     return bdir
 

@@ -1,0 +1,170 @@
+"""The shared builder of the real Go components the tests run beside omenative.
+
+Users run omenative next to a gang scheduler, Kueue, sometimes LeaderWorkerSet, and install
+it with Helm; the tests run the real ones. Each is a Go module served by the Go module
+proxy: ``go mod download`` fetches its source at an exact version, the source is copied out
+of the read-only module cache into ours (its own ``go.mod``, with its ``replace``
+directives, then applies), and ``go build`` writes the binaries to
+``$OMENATIVE_CACHE/components/<name>/<version>/bin/``. A component whose binaries are all
+there is not built again.
+
+One builder for every Go component, the control plane included: builds take a file lock in
+the cache, so two processes (a test session and ``make``) never compile at once on a
+2-core machine, and each build prints how long it took.
+
+``python -m omenative_devcluster build --with kueue,helm`` builds the control plane and the
+named components; ``--with all`` builds every one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from attrs import frozen
+
+from omenative_devcluster.build import _run, cache_root, log
+
+
+@frozen
+class GoComponent:
+    """A Go module at an exact version and the commands of it we build."""
+
+    name: str
+    module: str
+    version: str
+    #: binary name -> package path inside the module (``.`` for the module root)
+    commands: Mapping[str, str]
+    why: str
+
+
+COMPONENTS: Mapping[str, GoComponent] = {
+    c.name: c
+    for c in (
+        GoComponent(
+            name="scheduler-plugins",
+            module="sigs.k8s.io/scheduler-plugins",
+            version="v0.32.7",
+            commands={"kube-scheduler-plugins": "cmd/scheduler",
+                      "scheduler-plugins-controller": "cmd/controller"},
+            why="coscheduling: gangs bound all or nothing through PodGroups",
+        ),
+        GoComponent(
+            name="kueue",
+            module="sigs.k8s.io/kueue",
+            version="v0.17.0",
+            commands={"kueue": "cmd/kueue"},
+            why="quotas: whole Instances admitted within a ClusterQueue, the rest gated",
+        ),
+        GoComponent(
+            name="lws",
+            module="sigs.k8s.io/lws",
+            version="v0.7.0",
+            commands={"lws-manager": "cmd"},
+            why="LeaderWorkerSet: the MultiNode mode and the move off it",
+        ),
+        GoComponent(
+            name="helm",
+            module="helm.sh/helm/v4",
+            version="v4.3.2",
+            commands={"helm": "cmd/helm"},
+            why="the Helm chart: lint, template, install, upgrade",
+        ),
+    )
+}
+"""Every Go component the tests may start, by name."""
+
+
+def component_dir(component: GoComponent) -> Path:
+    """Cache folder of one component version."""
+    return cache_root() / "components" / component.name / component.version
+
+
+def binary_path(name: str, command: str | None = None) -> Path:
+    """Where the cached binary ``command`` of component ``name`` lives (built or not)."""
+    component = COMPONENTS[name]
+    cmd = command or next(iter(component.commands))
+    if cmd not in component.commands:
+        raise KeyError(f"{name} has no command {cmd!r}: {sorted(component.commands)}")
+    return component_dir(component) / "bin" / cmd
+
+
+def missing(component: GoComponent) -> list[str]:
+    """The commands of ``component`` not yet in the cache."""
+    bdir = component_dir(component) / "bin"
+    return [c for c in component.commands if not os.access(bdir / c, os.X_OK)]
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """Hold the cache's build lock: one Go build at a time on this machine."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "build.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another build holds the cache's build lock: waiting for it")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _writable_copy(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, symlinks=True)
+    for root, dirs, files in os.walk(dst):
+        for entry in (*dirs, *files):
+            p = Path(root) / entry
+            if not p.is_symlink():
+                p.chmod(p.stat().st_mode | stat.S_IWUSR)
+
+
+def build_component(name: str) -> Path:
+    """Build (or find) component ``name`` and return its bin directory."""
+    if name not in COMPONENTS:
+        raise RuntimeError(f"unknown component {name!r}: expected one of {sorted(COMPONENTS)}")
+    component = COMPONENTS[name]
+    bdir = component_dir(component) / "bin"
+    if not missing(component):
+        log(f"{name} {component.version}: cached in {bdir}")
+        return bdir
+    with build_lock():
+        todo = missing(component)
+        if not todo:
+            return bdir
+        if shutil.which("go") is None:
+            raise RuntimeError(f"no `go` command on PATH: Go is needed to build {name}")
+        started = time.monotonic()
+        log(f"building {name} {component.version} ({component.why}): {', '.join(todo)}")
+        work = component_dir(component) / "work"
+        work.mkdir(parents=True, exist_ok=True)
+        info = json.loads(
+            _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
+                 work, capture=True)
+        )
+        src = component_dir(component) / "src"
+        _writable_copy(Path(info["Dir"]), src)
+        partial = component_dir(component) / "bin.partial"
+        partial.mkdir(parents=True, exist_ok=True)
+        bdir.mkdir(parents=True, exist_ok=True)
+        for cmd in todo:
+            pkg = component.commands[cmd]
+            _run(["go", "build", "-mod=mod", "-v", "-p", "2", "-trimpath", "-ldflags", "-s -w",
+                  "-o", str(partial / cmd), "./" + pkg if pkg != "." else "."],
+                 src, progress=True)
+            os.replace(partial / cmd, bdir / cmd)
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(src, ignore_errors=True)
+        log(f"BUILD TIME {name} {component.version}: {time.monotonic() - started:.1f} s")
+    return bdir
