@@ -24,9 +24,11 @@ from omenative_core.advisor.model import (
     Recommendation,
     ReplicaView,
 )
+from omenative_core.advisor.observe import GPU_RESOURCE, cluster_view_from_json, gpu_quantity
 from omenative_core.advisor.search import advise
 
 __all__ = [
+    "GPU_RESOURCE",
     "REASONS",
     "Advice",
     "AdvisorConfig",
@@ -41,4 +43,6 @@ __all__ = [
     "Recommendation",
     "ReplicaView",
     "advise",
+    "cluster_view_from_json",
+    "gpu_quantity",
 ]

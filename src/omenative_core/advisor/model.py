@@ -120,12 +120,13 @@ class AdvisorConfig:
 
     ``bad_gpu_conditions``: node condition types that, when True, flag bad GPUs (empty by
     default: clusters name them differently). ``max_moves_per_gang`` bounds the greedy
-    search for one pending gang. ``audit`` holds the migration caps of ``lifecycle.audit``.
+    search for one pending gang. ``audit`` holds the migration caps of ``lifecycle.audit``
+    (None: not configured, and then the manager starts no migration at all).
     """
 
     bad_gpu_conditions: tuple[str, ...] = ()
     max_moves_per_gang: int = 4
-    audit: AuditConfig = field(factory=AuditConfig)
+    audit: AuditConfig | None = field(factory=AuditConfig)
 
 
 @frozen(kw_only=True)

@@ -77,6 +77,9 @@ class _Budget:
             reason = "it is not Ready (only serving Instances move)"
         elif replica.migrations_in_flight > 0:
             reason = "a migration of its replica is in flight"
+        elif audit is None:
+            reason = ("lifecycle.audit is not configured: the manager would keep the "
+                      "migration waiting in Accepted")
         elif audit.max_in_flight_migrations <= 0 or audit.max_migrations_per_window <= 0:
             reason = "the audit caps allow no migrations (lifecycle.audit)"
         elif replica.migrations_in_window + planned >= audit.max_migrations_per_window:
