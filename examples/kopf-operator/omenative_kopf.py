@@ -69,6 +69,8 @@ GROUP, VERSION, PLURAL = "ome.io", "v1beta1", "inferencereplicas"
 PG_GROUP, PG_VERSION, PG_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "podgroups"
 RESYNC_SECONDS = 60.0
 """Look at every known replica at least this often, even when nothing woke it."""
+REQUEST_TIMEOUT = 30.0
+"""Seconds one API call may take (the client has no timeout of its own)."""
 RETRY_SECONDS = 1.0
 """Look again this soon after a pass that stopped on a failed action."""
 
@@ -140,19 +142,19 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 # Only low-level event handlers: they store no progress, no diff-base and add no finalizer
 # (kopf's timers and daemons would add kopf's finalizer to every InferenceReplica).
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def replica_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
+async def replica_event(namespace: str, name: str, memo: kopf.Memo, **_: Any) -> None:
     """Any change to an InferenceReplica: plan it again."""
     memo.controller.wake((namespace, name))
 
 
 @kopf.on.event("", "v1", "pods", labels={LABEL_REPLICA: kopf.PRESENT})
-def pod_event(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
+async def pod_event(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
     """A pod of an InferenceReplica changed: plan its owner again."""
     memo.controller.wake((namespace, labels[LABEL_REPLICA]))
 
 
 @kopf.on.event("discovery.k8s.io", "v1", "endpointslices", labels={LABEL_REPLICA: kopf.PRESENT})
-def slice_event(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
+async def slice_event(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
     """Routing changed (a drained pod left its Service): plan the owner again."""
     memo.controller.wake((namespace, labels[LABEL_REPLICA]))
 
@@ -372,7 +374,7 @@ class Controller:
         try:
             return await call(self.custom.patch_namespaced_custom_object(
                 GROUP, VERSION, meta["namespace"], PLURAL, meta["name"], patch,
-                _preload_content=False))
+                _content_type="application/merge-patch+json", _preload_content=False))
         except ApiException as exc:
             if exc.status in (404, 409):
                 raise Stop(f"replica patch: conflict ({exc.status})") from None
@@ -435,12 +437,18 @@ class Controller:
 
 
 async def call(request: Awaitable[Any]) -> dict[str, Any]:
-    """Await a kubernetes-asyncio call made with ``_preload_content=False``; its JSON."""
-    response = await request
+    """Await a kubernetes-asyncio call made with ``_preload_content=False``: its JSON, or an
+    ``ApiException`` for a non-2xx answer (with raw responses the client does not raise)."""
+    response = await asyncio.wait_for(request, REQUEST_TIMEOUT)
     try:
-        data: dict[str, Any] = json.loads(await response.read())
+        raw = await asyncio.wait_for(response.read(), REQUEST_TIMEOUT)
     finally:
         response.release()
+    if not 200 <= response.status <= 299:
+        exc = ApiException(status=response.status, reason=response.reason)
+        exc.body = raw.decode(errors="replace")
+        raise exc
+    data: dict[str, Any] = json.loads(raw)
     return data
 
 
