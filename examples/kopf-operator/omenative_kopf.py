@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -318,18 +318,19 @@ class Controller:
             elif isinstance(action, DeletePod):
                 await delete(self.core.delete_namespaced_pod(
                     action.name, namespace, body=delete_options(action.uid, action.force),
-                    _preload_content=False))
+                    _preload_content=False), f"Pod {action.name}")
             elif isinstance(action, DeleteRevision):
                 await delete(self.apps.delete_namespaced_controller_revision(
                     action.name, namespace, body=delete_options(action.uid),
-                    _preload_content=False))
+                    _preload_content=False), f"ControllerRevision {action.name}")
             elif isinstance(action, DeletePodGroup):
                 await delete(self.custom.delete_namespaced_custom_object(
                     PG_GROUP, PG_VERSION, namespace, PG_PLURAL, action.name,
-                    body=delete_options(action.uid), _preload_content=False))
+                    body=delete_options(action.uid), _preload_content=False),
+                    f"PodGroup {action.name}")
             elif isinstance(action, DeleteObject) and action.object_kind == "Service":
                 await delete(self.core.delete_namespaced_service(
-                    action.name, namespace, _preload_content=False))
+                    action.name, namespace, _preload_content=False), f"Service {action.name}")
             elif isinstance(action, SetServingGate):
                 await self.patch_pod(action.name, namespace, gate_patch(action), status=True)
             elif isinstance(action, PatchPodImages):
@@ -380,7 +381,7 @@ class Controller:
                 raise Stop(f"replica patch: conflict ({exc.status})") from None
             raise
 
-    async def create(self, key: Key, body: dict[str, Any], request: Awaitable[Any]) -> None:
+    async def create(self, key: Key, body: Mapping[str, Any], request: Awaitable[Any]) -> None:
         """A create: 409 AlreadyExists is success (names are deterministic); 422 and quota
         refusals go to the next snapshot as a ``CreateError`` and end the pass."""
         name = str(body["metadata"]["name"])
@@ -452,7 +453,7 @@ async def call(request: Awaitable[Any]) -> dict[str, Any]:
     return data
 
 
-async def delete(request: Awaitable[Any]) -> None:
+async def delete(request: Awaitable[Any], what: str) -> None:
     """A delete: 404 (already gone) and 409 (the UID precondition failed: the name now
     belongs to a newer object, which this plan did not mean) are success."""
     try:
@@ -460,6 +461,8 @@ async def delete(request: Awaitable[Any]) -> None:
     except ApiException as exc:
         if exc.status not in (404, 409):
             raise
+        return
+    log.info("deleted %s", what)
 
 
 def delete_options(uid: str, force: bool = False) -> dict[str, Any]:
@@ -470,7 +473,7 @@ def delete_options(uid: str, force: bool = False) -> dict[str, Any]:
     return options
 
 
-def owned(raw: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+def owned(raw: dict[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
     """``body`` with the InferenceReplica as its controller owner (so GC cleans up)."""
     meta = dict(body.get("metadata") or {})
     if not meta.get("ownerReferences"):
@@ -515,6 +518,8 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not args.verbose:  # kopf logs every handled watch event at INFO
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kopf.run(standalone=True, namespaces=args.namespace, clusterwide=not args.namespace)
 
 
