@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
-        bench bench-controller simulate manifests cluster cluster-down install uninstall image ci clean
+        bench bench-controller simulate api-docs manifests cluster cluster-down install uninstall image ci clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -48,6 +48,14 @@ bench-controller: ## controller benchmark on the local control plane
 
 simulate: ## run the bundled example scenario
 	$(VENV)/bin/omenative simulate examples/engine-gang.yaml
+
+api-docs: ## API reference of omenative_core (pdoc) into a temp dir (API_DOCS_DIR to choose); fails on any pdoc warning
+	@out="$${API_DOCS_DIR:-$$(mktemp -d /tmp/omenative-api-docs.XXXXXX)}"; \
+	warnings="$$($(PY) -m pdoc --docformat restructuredtext --output-directory "$$out" omenative_core 2>&1)" \
+	  || { echo "$$warnings"; echo "pdoc failed"; exit 1; }; \
+	if [ -n "$$warnings" ]; then echo "$$warnings"; \
+	  echo "pdoc warned (above): fix the docstrings or annotations it names"; exit 1; fi; \
+	echo "API reference: $$out/index.html"
 
 manifests: ## regenerate config/crd/ from the core's types
 	$(PY) -m omenative_controller.crd

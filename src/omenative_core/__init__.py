@@ -19,7 +19,9 @@ Contract (one screen):
 The public surface is ``__all__`` below: ``plan``, the model (``Snapshot``, ``Plan``, the
 actions, spec and status types), and the codec a controller needs to build a snapshot from
 the JSON its caches hold and to write the status back (``replica_from_json``,
-``pod_view_from_json`` and the other views, ``status_to_json``). Everything else is internal
+``pod_view_from_json`` and the other views, ``status_to_json``), and the few names a
+controller needs to select and route what the plan creates (``LABEL_REPLICA``,
+``SERVING_GATE``, ``headless_service_name``). Everything else is internal
 and may change. docs/library.md shows a controller built on it.
 """
 
@@ -32,6 +34,7 @@ from omenative_core.codec import (
     spec_to_json,
     to_json,
 )
+from omenative_core.labels import LABEL_REPLICA, SERVING_GATE
 from omenative_core.model import (
     COMPONENTS,
     JSON,
@@ -102,6 +105,7 @@ from omenative_core.model import (
 from omenative_core.planner import (
     plan,
 )
+from omenative_core.render import headless_service_name
 from omenative_core.status.wire import (
     ENCODINGS,
     replica_from_json,
@@ -123,8 +127,10 @@ __all__ = [
     "ENCODINGS",
     "JSON",
     "KIND",
+    "LABEL_REPLICA",
     "PHASES",
     "RUNNER_NAMES",
+    "SERVING_GATE",
     "Action",
     "AuditConfig",
     "AutoMigrateConfig",
@@ -184,6 +190,7 @@ __all__ = [
     "format_duration",
     "format_time",
     "from_json",
+    "headless_service_name",
     "node_view_from_json",
     "parse_duration",
     "parse_lifecycle_config",
