@@ -40,14 +40,14 @@ PHASES = (
 
 @frozen(kw_only=True)
 class Condition:
-    """A metav1.Condition."""
+    """A metav1.Condition (fields in its Go struct order, which is its JSON order)."""
 
     type: str
     status: str
+    observed_generation: int | None = None
+    last_transition_time: datetime | None = None
     reason: str
     message: str = ""
-    last_transition_time: datetime | None = None
-    observed_generation: int | None = None
 
 
 @frozen(kw_only=True)
