@@ -159,6 +159,14 @@ def test_replica_round_trip(replica: InferenceReplica, encoding: str) -> None:
 def test_zero_values_are_never_written(status: InferenceReplicaStatus) -> None:
     """OME's omitempty: a row never carries an empty string, a 0 count or a false flag."""
     for row in status_to_json(status, encoding="DenseV1").get("instanceStatuses", []):
-        for key in ("incarnation", "runningRevision", "targetRevision", "podCount",
-                    "servingPodCount", "availablePodCount", "admitted", "activeOrdinal"):
+        for key in (
+            "incarnation",
+            "runningRevision",
+            "targetRevision",
+            "podCount",
+            "servingPodCount",
+            "availablePodCount",
+            "admitted",
+            "activeOrdinal",
+        ):
             assert row.get(key, 1) not in (0, "", False)

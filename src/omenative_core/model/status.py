@@ -40,7 +40,9 @@ PHASES = (
 
 @frozen(kw_only=True)
 class Condition:
-    """A metav1.Condition (fields in its Go struct order, which is its JSON order)."""
+    """A metav1.Condition."""
+
+    # fields in metav1.Condition's Go struct order, which is the order OME writes them in
 
     type: str
     status: str
