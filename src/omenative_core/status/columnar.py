@@ -22,7 +22,7 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any, Final
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from omenative_core.codec import CodecError, converter, from_json, show_value
 from omenative_core.model.status import (
@@ -529,17 +529,8 @@ def _row(fields: tuple[Any, ...], entry: _Entry | None) -> InstanceStatus:
     )
     if entry is None:
         return row
-    return InstanceStatus(
-        index=index,
-        incarnation=inc,
-        phase=phase,
-        running_revision=run,
-        target_revision=tgt,
-        pod_count=pc,
-        serving_pod_count=sc,
-        available_pod_count=ac,
-        admitted=adm,
-        active_ordinal=ao,
+    return evolve(
+        row,
         conditions=entry.conditions,
         ready_since=entry.ready_since,
         operation=entry.operation,
