@@ -333,9 +333,12 @@ def _status_schema() -> dict[str, Any]:
     schema = _object_schema(InferenceReplicaStatus)
     props = schema["properties"]
     props["instanceStatusEncoding"] = {
-        "description": "ColumnarV2 when the rows are in instanceStatusColumns; absent: DenseV1.",
+        "description": (
+            "ColumnarV2 when the rows are in instanceStatusColumns; absent means DenseV1 "
+            "(instanceStatuses). OME's enum: ColumnarV2 is the only value."
+        ),
         "type": "string",
-        "enum": ["ColumnarV2", "DenseV1"],
+        "enum": ["ColumnarV2"],
     }
     props["instanceStatusColumns"] = {
         "description": "ColumnarV2 per-Instance columns (index sets per value, ome-facts §4).",

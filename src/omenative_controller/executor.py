@@ -9,7 +9,9 @@ Rules (design.md, "The shell"):
 * Deletes carry a UID precondition; 404 NotFound and 409 (the precondition failed: the name
   now belongs to a newer object) are success. ``force`` is ``gracePeriodSeconds: 0``.
 * ``UpdateStatus`` PUTs the status subresource with the observed resourceVersion; a 409
-  means the view was stale: the pass ends and the key is planned again at once. Writes to
+  means the view was stale: the pass ends and the key is planned again at once. A body
+  over ``STATUS_SIZE_LIMIT`` (etcd's default request limit) is never sent: the pass ends
+  and a Warning Event ``StatusSizeExceeded`` names the size and the limit. Writes to
   the InferenceReplica itself (finalizer, annotations) carry the resourceVersion the pass
   last saw, and their answers are written through to the cache.
 * ``SetServingGate`` and ``PatchPodImages`` are strategic merge patches that name the pod's
@@ -71,6 +73,7 @@ from omenative_core.status.wire import status_to_json
 __all__ = [
     "AUDIT_KEY",
     "AUDIT_LIMIT",
+    "STATUS_SIZE_LIMIT",
     "ApplyResult",
     "CreateErrorStore",
     "EventRecorder",
@@ -86,6 +89,12 @@ AUDIT_LIMIT = 200
 """Audit entries kept."""
 CREATE_ERROR_TTL = 60.0
 """Seconds a recorded create error waits for the next snapshot."""
+STATUS_SIZE_LIMIT = 1536 * 1024
+"""Largest status write sent, in bytes of its JSON body: etcd's default request limit.
+
+A larger write would be refused by etcd (or the API server) after the cost of sending it;
+the manager says why instead, once per pass, and writes nothing.
+"""
 
 
 class _Stop(Exception):
@@ -204,6 +213,9 @@ class Executor:
     #: write-through of every pod we created or patched into the pod cache, so the next
     #: pass plans from what we wrote (no second gate patch for a watch event still in flight)
     on_pod_written: Callable[[JSON], None] | None = None
+    #: where Warning Events about refused writes (an oversized status) go
+    events: EventRecorder | None = None
+    status_size_limit: int = STATUS_SIZE_LIMIT
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
         """Apply ``plan.actions`` in order; stop at the first failure."""
@@ -307,6 +319,7 @@ class Executor:
             "spec": ctx.raw.get("spec") or {},
             "status": status,
         }
+        await self._check_status_size(body, ctx)
         try:
             obj = await self.client.replace(
                 INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
@@ -314,6 +327,22 @@ class Executor:
         except ApiError as exc:
             raise self._replica_conflict(exc, "status update") from None
         self._wrote_replica(ctx, obj)
+
+    async def _check_status_size(self, body: JSON, ctx: PassContext) -> None:
+        """End the pass, with a Warning Event, when the status body is over the limit."""
+        size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        if size <= self.status_size_limit:
+            return
+        rows = len((body.get("status") or {}).get("instanceStatuses") or ())
+        message = (
+            f"status update not sent: its body is {size} bytes, over the "
+            f"{self.status_size_limit}-byte limit (etcd's default request size, 1.5 MiB)"
+            + (f"; {rows} Instance rows are written DenseV1" if rows else "")
+        )
+        self._log(ctx).warning("status.too_large", size=size, limit=self.status_size_limit)
+        if self.events is not None:
+            await self.events.emit_raw(ctx, "Warning", "StatusSizeExceeded", message)
+        raise _Stop("failed", message, "StatusSizeExceeded")
 
     async def _set_finalizer(self, action: SetFinalizer, ctx: PassContext) -> None:
         meta = ctx.raw.get("metadata") or {}

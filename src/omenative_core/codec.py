@@ -6,7 +6,11 @@ One cattrs converter serves every attrs class of the model:
   ``request_uuid`` -> ``requestUUID``); unknown input fields are ignored, so an OME manifest
   with fields we do not model (``modelRef``, ``autoscaler``, ...) still loads;
 * on output, a field is omitted when it is None, or an empty tuple/mapping, and that is also
-  its default (so the output is small and reads back to the same value);
+  its default (so the output is small and reads back to the same value). Status types
+  follow OME's Go tags exactly (``encoding/json`` with ``omitempty``): a zero string,
+  number or false is omitted unless OME's field has no ``omitempty`` (``phase``, ``step``,
+  a condition's ``message``, ...), fields come in OME's struct order, and an absent
+  ``incarnation`` reads as 0, as OME's decoder reads it;
 * timestamps are RFC 3339 at second precision, durations are Go durations (``30m0s``),
   IntOrString is an int or a string, pod templates and other JSON objects pass through;
 * input is type-checked: ``"3"`` is not an integer and ``30`` is not a duration. Any error
@@ -36,7 +40,15 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from omenative_core.model.spec import (
     InferenceReplicaSpec,
 )
-from omenative_core.model.status import InferenceReplicaStatus
+from omenative_core.model.status import (
+    Condition,
+    InferenceReplicaStatus,
+    InstanceOperation,
+    InstanceStatus,
+    InstanceTermination,
+    MigrationStatus,
+    RetryBlock,
+)
 from omenative_core.model.timefmt import (
     format_duration,
     format_time,
@@ -201,8 +213,48 @@ def _structure_int_or_str(obj: object, _: object) -> int | str | None:
 # the converter
 
 
-def _omit_when_default(field: attrs.Attribute[Any]) -> bool:
-    """Omit a field on output when its value equals a None / empty default."""
+_GO_TAGGED: frozenset[type] = frozenset(
+    {
+        InferenceReplicaStatus,
+        InstanceStatus,
+        Condition,
+        InstanceOperation,
+        InstanceTermination,
+        RetryBlock,
+        MigrationStatus,
+    }
+)
+"""Status types written exactly as OME's Go structs are: zero values omitted per ``omitempty``.
+
+``RolloutHold`` is not among them yet: the InferenceService status mirrors it and its
+tests pin ``target: ""``; OME omits an empty target.
+"""
+
+_GO_WRITES_ZERO: frozenset[tuple[type, str]] = frozenset(
+    {
+        (InstanceStatus, "phase"),
+        (Condition, "reason"),
+        (Condition, "message"),
+        (InstanceTermination, "pod_name"),
+        (InstanceOperation, "step"),
+        (RetryBlock, "attempts_started"),
+        (MigrationStatus, "source_instance"),
+    }
+)
+"""Fields of ``_GO_TAGGED`` types whose Go JSON tag has no ``omitempty``."""
+
+
+def _is_go_zero(value: object) -> bool:
+    return value is False or (type(value) in (int, str) and not value)
+
+
+def _omit_when_default(cl: type, field: attrs.Attribute[Any]) -> bool:
+    """Omit a field on output when its value equals its default, if that default is "empty".
+
+    Empty is None or an empty collection for every type; for the status types of
+    ``_GO_TAGGED`` it is also Go's zero value ("", 0, false) unless OME writes the field
+    even then (``_GO_WRITES_ZERO``).
+    """
     default = field.default
     if default is None:
         return True
@@ -213,6 +265,8 @@ def _omit_when_default(field: attrs.Attribute[Any]) -> bool:
             return False
         made = default.factory()
         return isinstance(made, Mapping | tuple | list | frozenset | set) and not made
+    if cl in _GO_TAGGED and (cl, field.name) not in _GO_WRITES_ZERO:
+        return _is_go_zero(default)
     return False
 
 
@@ -222,10 +276,8 @@ def _json_name(cl: type, field: attrs.Attribute[Any]) -> str:
     return camel_name(field.name)
 
 
-def _make_converter() -> Converter:
-    conv = Converter(detailed_validation=True, forbid_extra_keys=False)
-
-    # structure: strict leaves
+def _register_structure_hooks(conv: Converter) -> None:
+    """Strict leaves; optional, tuple, mapping, IntOrString and attrs classes on top."""
     conv.register_structure_hook(int, _structure_int)
     conv.register_structure_hook(str, _structure_str)
     conv.register_structure_hook(bool, _structure_bool)
@@ -279,10 +331,14 @@ def _make_converter() -> Converter:
             f.name: override(rename=_json_name(cl, f)) for f in attrs.fields(cl)
         }
         fn = make_dict_structure_fn(cl, conv, **overrides)
+        # OME's incarnation is omitempty: an absent one is 0, not the model's default of 1
+        absent_zero = "incarnation" if cl is InstanceStatus else None
 
         def hook(obj: Any, _: Any) -> Any:
             if not isinstance(obj, Mapping):
                 raise _Mismatch(f"expected an object, got {show_value(obj)}")
+            if absent_zero is not None and absent_zero not in obj:
+                obj = {**obj, absent_zero: 0}
             return fn(obj, cl)
 
         return hook
@@ -294,7 +350,24 @@ def _make_converter() -> Converter:
     # registered last: takes precedence over the generic optional hook for IntOrStr | None
     conv.register_structure_hook_factory(_is_int_or_str, lambda _t: _structure_int_or_str)
 
-    # unstructure
+
+def _in_declared_order(
+    fn: Callable[[Any], dict[str, Any]], order: list[str]
+) -> Callable[[Any], dict[str, Any]]:
+    """``fn`` with its keys put back in declaration (OME's struct) order.
+
+    cattrs writes the always-present fields first, then the omittable ones.
+    """
+
+    def hook(value: Any) -> dict[str, Any]:
+        out = fn(value)
+        return {key: out[key] for key in order if key in out}
+
+    return hook
+
+
+def _register_unstructure_hooks(conv: Converter) -> None:
+    """Compact camelCase output; OME's field order and omitempty rules for status types."""
     conv.register_unstructure_hook(datetime, format_time)
     conv.register_unstructure_hook(timedelta, format_duration)
 
@@ -313,15 +386,35 @@ def _make_converter() -> Converter:
         return value if type(value) is dict else dict(value)
 
     def unstructure_attrs_factory(cl: type[Any]) -> Callable[[Any], dict[str, Any]]:
+        fields = attrs.fields(cl)
+        omitted = [_omit_when_default(cl, f) for f in fields]
         overrides: dict[str, Any] = {
-            f.name: override(rename=_json_name(cl, f), omit_if_default=_omit_when_default(f))
-            for f in attrs.fields(cl)
+            f.name: override(rename=_json_name(cl, f), omit_if_default=omit)
+            for f, omit in zip(fields, omitted, strict=True)
         }
-        return make_dict_unstructure_fn(cl, conv, **overrides)
+        fn = make_dict_unstructure_fn(cl, conv, **overrides)
+        if omitted != sorted(omitted):
+            fn = _in_declared_order(fn, [_json_name(cl, f) for f in fields])
+        if cl is not InstanceStatus:
+            return fn
+
+        def row_hook(value: InstanceStatus) -> dict[str, Any]:
+            out = fn(value)
+            if not value.incarnation:  # omitempty, though the model's default is 1
+                del out["incarnation"]
+            return out
+
+        return row_hook
 
     conv.register_unstructure_hook_factory(attrs.has, unstructure_attrs_factory)
     conv.register_unstructure_hook_factory(_is_mapping, lambda _t: unstructure_mapping)
     conv.register_unstructure_hook_factory(_is_homogeneous_tuple, unstructure_tuple_factory)
+
+
+def _make_converter() -> Converter:
+    conv = Converter(detailed_validation=True, forbid_extra_keys=False)
+    _register_structure_hooks(conv)
+    _register_unstructure_hooks(conv)
     return conv
 
 

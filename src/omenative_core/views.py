@@ -29,6 +29,7 @@ __all__ = [
     "routed_pods_from_endpoint_slices",
 ]
 
+
 def _obj(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 

@@ -42,12 +42,14 @@ PHASES = (
 class Condition:
     """A metav1.Condition."""
 
+    # fields in metav1.Condition's Go struct order, which is the order OME writes them in
+
     type: str
     status: str
+    observed_generation: int | None = None
+    last_transition_time: datetime | None = None
     reason: str
     message: str = ""
-    last_transition_time: datetime | None = None
-    observed_generation: int | None = None
 
 
 @frozen(kw_only=True)

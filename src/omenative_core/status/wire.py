@@ -36,6 +36,7 @@ from omenative_core.status.columnar import (
 
 __all__ = [
     "ENCODINGS",
+    "go_json_bytes",
     "replica_from_json",
     "replica_to_json",
     "status_from_json",
@@ -46,14 +47,47 @@ ENCODINGS = ("ColumnarV2", "DenseV1")
 """Instance row encodings ``status_to_json`` can write."""
 
 _STATUS_ROW_KEYS = ("instanceStatuses", "instanceStatusEncoding", "instanceStatusColumns")
+_GO_ESCAPES = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+
+
+def go_json_bytes(value: Any) -> bytes:
+    """``value`` as Go's ``json.Marshal`` writes it: compact, UTF-8, HTML characters escaped.
+
+    Key order is the dict's (the codec writes OME's struct order). This is the body OME's
+    client sends, so its length is the size OME compares when it picks an encoding.
+    """
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.translate(_GO_ESCAPES).encode("utf-8", "surrogatepass")
+
+
+def _union_error(what: str, where: str, reason: str = "representation_union") -> CodecError:
+    path = f"status.{where}"
+    return ColumnarDecodeError(f"{path}: {what}", reason=reason, path=path)
+
+
+def _dense_from_json(obj: Mapping[str, Any]) -> InferenceReplicaStatus:
+    status = from_json(obj, InferenceReplicaStatus, path="status")
+    seen: set[int] = set()
+    for i, row in enumerate(status.instances):
+        if row.index in seen:
+            raise CodecError(
+                f"status.instanceStatuses[{i}].index: duplicate index {row.index}",
+                path=f"status.instanceStatuses[{i}].index",
+            )
+        seen.add(row.index)
+    return status
 
 
 def status_from_json(obj: object, *, max_decoded: int = 20000) -> InferenceReplicaStatus:
     """Parse an InferenceReplica ``status``, with its rows in either encoding.
 
     DenseV1 rows (``instanceStatuses``) must have distinct indexes. ColumnarV2 columns are
-    decoded strictly and at most ``max_decoded`` rows are accepted; their errors are a
-    ``ColumnarDecodeError`` (a ``CodecError``) with a ``reason``.
+    decoded strictly and at most ``max_decoded`` rows are accepted. Encoding errors are a
+    ``ColumnarDecodeError`` (a ``CodecError``) whose ``reason`` is one of OME's
+    (``unknown_encoding`` for a marker other than ColumnarV2, ``representation_union`` for
+    a mixed or incomplete spelling, the column reasons of ``decode_columns`` otherwise).
     """
     if not isinstance(obj, Mapping):
         raise CodecError(f"status: expected an object, got {show_value(obj)}", path="status")
@@ -61,39 +95,25 @@ def status_from_json(obj: object, *, max_decoded: int = 20000) -> InferenceRepli
     columns = obj.get("instanceStatusColumns")
     if encoding is None:
         if columns is not None:
-            raise ColumnarDecodeError(
-                "status.instanceStatusColumns: requires instanceStatusEncoding: ColumnarV2",
-                reason="schema",
-                path="status.instanceStatusColumns",
+            raise _union_error(
+                "requires instanceStatusEncoding: ColumnarV2; an unmarked status carries only "
+                "instanceStatuses",
+                "instanceStatusColumns",
             )
-        status = from_json(obj, InferenceReplicaStatus, path="status")
-        seen: set[int] = set()
-        for i, row in enumerate(status.instances):
-            if row.index in seen:
-                raise CodecError(
-                    f"status.instanceStatuses[{i}].index: duplicate index {row.index}",
-                    path=f"status.instanceStatuses[{i}].index",
-                )
-            seen.add(row.index)
-        return status
+        return _dense_from_json(obj)
     if encoding != "ColumnarV2":
-        raise ColumnarDecodeError(
-            f"status.instanceStatusEncoding: expected 'ColumnarV2' (or absent for DenseV1), "
-            f"got {show_value(encoding)}",
-            reason="schema",
-            path="status.instanceStatusEncoding",
+        raise _union_error(
+            f"expected 'ColumnarV2' (or absent for DenseV1), got {show_value(encoding)}",
+            "instanceStatusEncoding",
+            "unknown_encoding",
         )
     if obj.get("instanceStatuses"):
-        raise ColumnarDecodeError(
-            "status.instanceStatuses: not allowed with instanceStatusEncoding: ColumnarV2",
-            reason="schema",
-            path="status.instanceStatuses",
+        raise _union_error(
+            "not allowed with instanceStatusEncoding: ColumnarV2", "instanceStatuses"
         )
     if columns is None:
-        raise ColumnarDecodeError(
-            "status.instanceStatusColumns: required with instanceStatusEncoding: ColumnarV2",
-            reason="schema",
-            path="status.instanceStatusColumns",
+        raise _union_error(
+            "required with instanceStatusEncoding: ColumnarV2", "instanceStatusColumns"
         )
     rest = {k: v for k, v in obj.items() if k not in _STATUS_ROW_KEYS}
     status = from_json(rest, InferenceReplicaStatus, path="status")
@@ -101,50 +121,60 @@ def status_from_json(obj: object, *, max_decoded: int = 20000) -> InferenceRepli
     return attrs.evolve(status, instances=rows)
 
 
-def _json_size(value: Any) -> int:
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
 @functools.cache
 def _dense_row_floor() -> int:
-    """Compact JSON size of the smallest possible DenseV1 row (a lower bound for any row)."""
-    skeleton = InstanceStatus(index=0, incarnation=0, phase="", admitted=True)
-    return _json_size(converter.unstructure(skeleton))
+    """Size of the smallest possible DenseV1 row (a lower bound for any row)."""
+    skeleton = InstanceStatus(index=0, incarnation=0, phase="")
+    return len(go_json_bytes(converter.unstructure(skeleton)))
+
+
+_DENSE_KEY = len('"instanceStatuses":')
+_COLUMNAR_KEYS = len('"instanceStatusEncoding":"ColumnarV2","instanceStatusColumns":')
+
+
+def _columnar_if_smaller(
+    rows: tuple[InstanceStatus, ...], dense_rows: list[Any], max_decoded: int
+) -> dict[str, Any] | None:
+    """The columns when they are strictly smaller than the dense list, else None."""
+    if not rows or len(rows) > max_decoded:
+        return None
+    try:
+        columns = encode_columns(rows)
+    except ColumnarEncodeError:
+        return None
+    columnar_size = len(go_json_bytes(columns)) + _COLUMNAR_KEYS
+    # Every dense row holds at least the skeleton (its always-written fields at their
+    # shortest), so when even that bound exceeds the columns the exact dense size (a
+    # serialisation of the whole list) is not needed: the columns are smaller.
+    dense_floor = len(rows) * (_dense_row_floor() + 1) + 1 + _DENSE_KEY
+    if dense_floor <= columnar_size:
+        dense_size = len(go_json_bytes(dense_rows)) + _DENSE_KEY
+        if dense_size <= columnar_size:
+            return None
+    return columns
 
 
 def status_to_json(
     status: InferenceReplicaStatus, *, encoding: str = "ColumnarV2", max_decoded: int = 20000
 ) -> dict[str, Any]:
-    """Write an InferenceReplica ``status``, choosing the row encoding as OME does.
+    """Write an InferenceReplica ``status`` as OME does, choosing the row encoding as OME does.
 
-    ``DenseV1`` always writes ``instanceStatuses``. ``ColumnarV2`` writes columns unless
-    there are no rows, more than ``max_decoded`` rows (readers would refuse them), rows the
-    columns cannot hold (a negative count, an activeOrdinal other than 0/1), or the dense
-    list is no larger in compact JSON bytes (``"instanceStatuses":[...]`` against
-    ``"instanceStatusEncoding":"ColumnarV2","instanceStatusColumns":{...}``).
+    Fields come in OME's struct order with OME's ``omitempty`` rules (see ``codec``).
+    ``DenseV1`` always writes ``instanceStatuses``. ``ColumnarV2`` writes columns only when
+    they are strictly smaller in Go's compact JSON bytes (``"instanceStatuses":[...]``
+    against ``"instanceStatusEncoding":"ColumnarV2","instanceStatusColumns":{...}``), and
+    never when there are no rows, more than ``max_decoded`` rows (readers would refuse
+    them) or rows the columns cannot hold (an unknown phase, a count outside int32, an
+    activeOrdinal other than 0/1, ...).
     """
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown instance status encoding {encoding!r}: expected {ENCODINGS}")
     out: dict[str, Any] = converter.unstructure(status)
-    rows = status.instances
-    if encoding == "DenseV1" or not rows or len(rows) > max_decoded:
+    if encoding == "DenseV1" or "instanceStatuses" not in out:
         return out
-    try:
-        columns = encode_columns(rows)
-    except ColumnarEncodeError:
+    columns = _columnar_if_smaller(status.instances, out["instanceStatuses"], max_decoded)
+    if columns is None:
         return out
-    columnar_size = _json_size(columns) + len(
-        '"instanceStatusEncoding":"ColumnarV2","instanceStatusColumns":'
-    )
-    # Every dense row holds at least the skeleton (its always-written fields at their
-    # shortest), so when even that bound exceeds the columns the exact dense size (a
-    # serialisation of the whole list) is not needed: the columns are smaller.
-    dense_floor = len(rows) * (_dense_row_floor() + 1) + 1 + len('"instanceStatuses":')
-    if dense_floor <= columnar_size:
-        dense_size = _json_size(out["instanceStatuses"]) + len('"instanceStatuses":')
-        if dense_size <= columnar_size:
-            return out
     result: dict[str, Any] = {}
     for key, value in out.items():
         if key == "instanceStatuses":
