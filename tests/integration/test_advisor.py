@@ -60,6 +60,20 @@ async def ready_rows(kube: KubeClient, namespace: str, name: str) -> int:
     return sum(1 for r in rows if r.get("phase") == "Ready" and not r.get("operation"))
 
 
+async def serving_pods(kube: KubeClient, namespace: str, name: str) -> int:
+    """Pods of ``name`` in rotation: Ready, their ``ome.io/serving`` gate True, not deleting."""
+    pods = (await kube.list(PODS, namespace,
+                            label_selector=f"ome.io/inferencereplica={name}")).get("items") or []
+    count = 0
+    for p in pods:
+        conds = {c.get("type"): c.get("status")
+                 for c in (p.get("status") or {}).get("conditions") or ()}
+        if (conds.get("Ready") == "True" and conds.get("ome.io/serving") == "True"
+                and not p["metadata"].get("deletionTimestamp")):
+            count += 1
+    return count
+
+
 async def gpu_nodes(kube: KubeClient) -> list[str]:
     nodes = (await kube.list(NODES)).get("items") or []
     return sorted(n["metadata"]["name"] for n in nodes
@@ -119,7 +133,7 @@ async def test_advise_apply_frees_two_nodes_and_the_pending_gang_becomes_ready(
     async def watch_serving() -> None:
         nonlocal lowest
         while not done.is_set():
-            lowest = min(lowest, await ready_rows(kube, namespace, "small"))
+            lowest = min(lowest, await serving_pods(kube, namespace, "small"))
             await asyncio.sleep(0.5)
 
     watcher = asyncio.create_task(watch_serving())
