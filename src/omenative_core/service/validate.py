@@ -380,10 +380,10 @@ def isvc_warnings(new: InferenceService, old: InferenceService | None = None) ->
             warn(
                 "RuntimeNotNamed",
                 "spec.runtime",
-                "spec.runtime names no runtime, and automatic runtime selection is not "
-                "supported by omenative: set spec.runtime.name (and kind) to a "
-                "ServingRuntime or ClusterServingRuntime, or every component must carry "
-                "its own containers",
+                "spec.runtime names no runtime and automatic runtime selection is not "
+                "supported: set spec.runtime.name to a ServingRuntime or "
+                "ClusterServingRuntime (a component without containers of its own "
+                "cannot be rendered)",
             )
         )
     for c in new.declared_components:

@@ -337,7 +337,8 @@ def replica_warnings(
                 warn(
                     "PartitionAboveReplicas",
                     path,
-                    _partition_text(path, value, replicas, "spec.replicas"),
+                    f"{path} is {value}, above spec.replicas ({replicas}): no Instance is "
+                    "updated until the partition is lowered",
                 )
             )
     rollback = _rollback_warning(spec, old_spec, stored_revisions)
@@ -373,8 +374,7 @@ def _rollback_warning(
     return warn(
         "RollbackRevisionNotFound",
         "spec.pacing.rollbackToRevision",
-        f"spec.pacing.rollbackToRevision {value!r} is neither the name nor the hash of a "
-        f"stored revision of this InferenceReplica (stored: {known}); until it is, the "
-        "manager keeps the spec's revision and reports FailedUpdate=True "
-        "RollbackRevisionNotFound",
+        f"spec.pacing.rollbackToRevision {value!r} names no stored revision (by name or "
+        "hash); the manager keeps the spec's revision until it does. Stored: "
+        f"{known}",
     )
