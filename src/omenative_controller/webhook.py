@@ -53,7 +53,11 @@ from omenative_core.service.model import InferenceService, ServingRuntime, isvc_
 from omenative_core.service.model import runtime_from_json as _runtime_from_json
 from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_mode
 from omenative_core.service.rejection import Rejection
-from omenative_core.service.validate import isvc_warnings, validate_isvc
+from omenative_core.service.validate import (
+    isvc_warnings,
+    validate_isvc,
+    validate_isvc_partitions,
+)
 from omenative_core.service.validate_replica import (
     replica_warnings,
     validate_replica_annotations,
@@ -178,7 +182,7 @@ def _isvc_verdict(
         if old is not None and old.spec == new.spec and old.annotations == new.annotations:
             return Verdict(True)  # metadata only: finalizers, labels, owner references
     warnings = [r.message for r in isvc_warnings(new, old)]
-    rejections = validate_isvc(new, old, runtime=runtime)
+    rejections = [*validate_isvc(new, old, runtime=runtime), *validate_isvc_partitions(new, old)]
     if new.runtime_ref is not None and runtime is None:
         rejections = [r for r in rejections if r.reason not in _RUNTIME_REASONS]
         warnings.append(

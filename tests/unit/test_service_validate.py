@@ -13,6 +13,7 @@ from omenative_core.service import (
     isvc_warnings,
     runtime_from_json,
     validate_isvc,
+    validate_isvc_partitions,
     validate_standalone_replica,
 )
 from omenative_core.service.migration_request import MigrationTarget, migration_request_problem
@@ -402,16 +403,18 @@ def _partitioned(partition: int, **bounds: int) -> Any:
     return isvc({"deploymentMode": "OMENative", "engine": engine})
 
 
-def test_a_component_partition_above_its_replicas_is_rejected() -> None:
-    (rej,) = validate_isvc(_partitioned(5, minReplicas=2, maxReplicas=3))
+def test_a_component_partition_above_its_replicas_is_rejected_at_admission() -> None:
+    (rej,) = validate_isvc_partitions(_partitioned(5, minReplicas=2, maxReplicas=3))
     assert rej.reason == "PartitionAboveReplicas"
     assert f"spec.engine.{RU}.partition is 5" in rej.message and "(3)" in rej.message
-    assert validate_isvc(_partitioned(3, minReplicas=2, maxReplicas=3)) == []
+    assert validate_isvc_partitions(_partitioned(3, minReplicas=2, maxReplicas=3)) == []
+    # the service controller (no old object) never blocks a component on it
+    assert validate_isvc(_partitioned(5, minReplicas=2, maxReplicas=3)) == []
 
 
 def test_lowering_replicas_below_a_kept_partition_only_warns() -> None:
     old, new = _partitioned(3, minReplicas=3), _partitioned(3, minReplicas=2)
-    assert validate_isvc(new, old=old) == []
+    assert validate_isvc_partitions(new, old) == []
     (w,) = [w for w in isvc_warnings(new, old) if w.reason == "PartitionAboveReplicas"]
     assert w.warning and "no Instance is updated" in w.message
 

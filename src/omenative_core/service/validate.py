@@ -25,8 +25,8 @@ messages do, so it reads on its own in ``kubectl apply`` output. Rules:
 * ``InvalidRollingUpdateInteger`` / ``InvalidRollingUpdatePercent``: a component's
   ``lifecycle.updateStrategy.rollingUpdate.maxSurge`` / ``maxUnavailable`` that is neither
   a count >= 0 nor a whole percentage up to 100% (the rule of rollout groups).
-* ``PartitionAboveReplicas``: a new or changed ``rollingUpdate.partition`` above the most
-  replicas the component asks for.
+* ``PartitionAboveReplicas`` (``validate_isvc_partitions``, admission only): a new or
+  changed ``rollingUpdate.partition`` above the most replicas the component asks for.
 
 ``isvc_warnings(new, old)`` lists what only warns (no runtime named, replica bounds above
 ``maxDecodedInstances``). ``validate_standalone_replica`` (``validate_replica.py``, re-exported
@@ -66,6 +66,7 @@ __all__ = [
     "Rejection",
     "isvc_warnings",
     "validate_isvc",
+    "validate_isvc_partitions",
     "validate_standalone_replica",
 ]
 
@@ -324,7 +325,7 @@ def _replica_ceiling(isvc: InferenceService, c: str) -> int:
     return max(bounds, default=1)
 
 
-def _component_budgets(new: InferenceService, old: InferenceService | None) -> list[Rejection]:
+def _component_budgets(new: InferenceService) -> list[Rejection]:
     out: list[Rejection] = []
     for c in new.declared_components:
         rolling, path = _rolling_update(new, c), f"spec.{c}.lifecycle.updateStrategy.rollingUpdate"
@@ -332,9 +333,25 @@ def _component_budgets(new: InferenceService, old: InferenceService | None) -> l
             problem = budget_problem(rolling.get(key), f"{path}.{key}")
             if problem is not None:
                 out.append(_reject(problem[0], f"{path}.{key}", problem[1]))
+    return out
+
+
+def validate_isvc_partitions(
+    new: InferenceService, old: InferenceService | None = None
+) -> list[Rejection]:
+    """``PartitionAboveReplicas`` for a new or changed component partition above the most
+    replicas the component asks for.
+
+    Admission only (the webhook calls it beside ``validate_isvc``): the service controller,
+    which has no old object, must not block a component whose partition a lowered replica
+    bound left above it; that is harmless (no Instance is updated) and only warned.
+    """
+    out: list[Rejection] = []
+    for c in new.declared_components:
+        path = f"spec.{c}.lifecycle.updateStrategy.rollingUpdate.partition"
         before = _rolling_update(old, c).get("partition") if old is not None else None
         out += partition_rejections(
-            [(f"{path}.partition", rolling.get("partition"), before)],
+            [(path, _rolling_update(new, c).get("partition"), before)],
             _replica_ceiling(new, c),
             f"the most replicas spec.{c} asks for (minReplicas/maxReplicas)",
         )
@@ -361,7 +378,7 @@ def validate_isvc(
         *_lifecycle(new),
         *_pdb(new),
         *_migrations(new, old, runtime),
-        *_component_budgets(new, old),
+        *_component_budgets(new),
     ]
 
 
