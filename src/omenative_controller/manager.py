@@ -62,7 +62,12 @@ from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderConfig, LeaderElector
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.service_controller import ServiceController
-from omenative_controller.webhook import WebhookServer, kube_runtime_lookup, serve_webhook
+from omenative_controller.webhook import (
+    WebhookServer,
+    kube_revision_lookup,
+    kube_runtime_lookup,
+    serve_webhook,
+)
 from omenative_core import planner
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
@@ -422,7 +427,8 @@ class Manager:
             certs = Path(opts.webhook_cert_dir)
             self.webhook = await serve_webhook(
                 opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
-                str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client))
+                str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
+                revision_lookup=kube_revision_lookup(self.client))
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)

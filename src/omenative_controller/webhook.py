@@ -9,10 +9,16 @@ validators of the core:
   the InferenceService names (leader/worker pairing over the runtime, ``readyPolicy: None``
   on a multi-pod OMENative component, a malformed migration request, scale-to-zero, PDB,
   lifecycle values) and ``validate_rollout`` with the old object (ratcheted rules, lockstep,
-  pairing-protocol changes); its warnings, and ``deploymentStrategy`` on an OMENative
-  component, come back as admission warnings.
-* ``POST /validate-inferencereplica`` (create, update): ``validate_standalone_replica`` on a
-  replica without ``parentRef`` (name lengths and the rest of the core's spec checks).
+  pairing-protocol changes); its warnings, ``isvc_warnings`` (no runtime named, replica
+  bounds above ``maxDecodedInstances``) and ``deploymentStrategy`` on an OMENative
+  component come back as admission warnings.
+* ``POST /validate-inferencereplica`` (create, update): ``validate_replica_annotations`` on
+  every replica (an empty ``ome.io/release-held-revision``; migration requests on a
+  standalone one, by the same function as on an InferenceService);
+  ``validate_standalone_replica`` when a standalone replica's spec changes (budgets,
+  partition, name lengths, the rest of the core's spec checks) and ``replica_warnings``
+  (more Instances than are decoded, a ``rollbackToRevision`` that names no stored
+  ControllerRevision: ``revision_lookup`` lists them).
 
 A denial carries OME's reason in ``status.reason`` and a message that starts with it. An
 update that leaves ``spec`` and the annotations as they were (finalizers, labels, owner
@@ -22,14 +28,15 @@ admission with a warning (and a log line), never a 500.
 
 ``review_response`` is the pure request-to-response function; ``serve_webhook`` runs it
 behind TLS (``runtime_lookup`` fetches the named runtime; without one, runtimes are unknown
-and the checks that need them are skipped with a warning).
+and the checks that need them are skipped with a warning; ``revision_lookup`` lists a
+replica's ControllerRevisions, and without it the rollback check is skipped).
 """
 
 from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import structlog
@@ -38,20 +45,33 @@ from attrs import frozen
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import Resource
+from omenative_controller.kube.resources import CONTROLLER_REVISIONS, Resource
 from omenative_core.codec import CodecError
+from omenative_core.labels import LABEL_REPLICA
 from omenative_core.rollout.validate import validate_rollout
 from omenative_core.service.model import InferenceService, ServingRuntime, isvc_from_json
 from omenative_core.service.model import runtime_from_json as _runtime_from_json
 from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_mode
-from omenative_core.service.validate import validate_isvc, validate_standalone_replica
+from omenative_core.service.rejection import Rejection
+from omenative_core.service.validate import (
+    isvc_warnings,
+    validate_isvc,
+    validate_isvc_partitions,
+)
+from omenative_core.service.validate_replica import (
+    replica_warnings,
+    validate_replica_annotations,
+    validate_standalone_replica,
+)
 
 __all__ = [
     "ISVC_PATH",
     "REPLICA_PATH",
+    "RevisionLookup",
     "RuntimeLookup",
     "Verdict",
     "WebhookServer",
+    "kube_revision_lookup",
     "kube_runtime_lookup",
     "review_response",
     "serve_webhook",
@@ -67,6 +87,10 @@ REPLICA_PATH: Final = "/validate-inferencereplica"
 
 RuntimeLookup = Callable[[InferenceService], Awaitable[ServingRuntime | None]]
 """Fetch the (Cluster)ServingRuntime an InferenceService names; None when there is none."""
+
+RevisionLookup = Callable[[str, str], Awaitable[Sequence[str] | None]]
+"""List the ControllerRevision names of InferenceReplica (namespace, name); None when the
+list failed (the ``rollbackToRevision`` check is then skipped)."""
 
 _MAX_WARNING: Final = 240
 _RUNTIME_REASONS: Final = frozenset({"LeaderRequiresWorker", "WorkerRequiresLeader"})
@@ -157,8 +181,8 @@ def _isvc_verdict(
             old = None  # stored before these rules: judge the new object alone
         if old is not None and old.spec == new.spec and old.annotations == new.annotations:
             return Verdict(True)  # metadata only: finalizers, labels, owner references
-    warnings: list[str] = []
-    rejections = validate_isvc(new, old, runtime=runtime)
+    warnings = [r.message for r in isvc_warnings(new, old)]
+    rejections = [*validate_isvc(new, old, runtime=runtime), *validate_isvc_partitions(new, old)]
     if new.runtime_ref is not None and runtime is None:
         rejections = [r for r in rejections if r.reason not in _RUNTIME_REASONS]
         warnings.append(
@@ -206,32 +230,54 @@ def _projected(obj: Mapping[str, Any]) -> bool:
     )
 
 
-def _replica_verdict(request: Mapping[str, Any]) -> Verdict:
+def _replica_verdict(
+    request: Mapping[str, Any], revisions: Sequence[str] | None = None
+) -> Verdict:
     obj = request.get("object")
     if not isinstance(obj, Mapping) or not isinstance(obj.get("spec"), Mapping):
         return _deny("InvalidSpec", "InvalidSpec: the request carries no InferenceReplica spec")
-    old = request.get("oldObject")
-    if request.get("operation") == "UPDATE" and isinstance(old, Mapping) and \
-            old.get("spec") == obj.get("spec"):
-        return Verdict(True)  # metadata only: finalizers, labels, annotations
-    if _projected(obj):
-        return Verdict(True)  # rendered and checked by the controller; the policy guards it
-    rejections = validate_standalone_replica(obj)
+    raw_old = request.get("oldObject")
+    old = raw_old if request.get("operation") == "UPDATE" and isinstance(raw_old, Mapping) \
+        else None
+    spec_changed = old is None or old.get("spec") != obj.get("spec")
+    if not spec_changed and _annotations_of(old) == _annotations_of(obj):
+        return Verdict(True)  # metadata only: finalizers, labels, owner references
+    projected = _projected(obj)
+    rejections = validate_replica_annotations(obj, old, projected=projected)
+    if projected:  # the spec is rendered and checked by the controller; the policy guards it
+        return _verdict(rejections, [])
+    if spec_changed:
+        rejections += validate_standalone_replica(obj, old)
+    return _verdict(rejections, replica_warnings(obj, old, revisions))
+
+
+def _annotations_of(obj: Mapping[str, Any] | None) -> object:
+    meta = obj.get("metadata") if obj is not None else None
+    return meta.get("annotations") if isinstance(meta, Mapping) else None
+
+
+def _verdict(rejections: list[Rejection], warnings: list[Rejection]) -> Verdict:
+    shown = tuple(_warning(w.message) for w in warnings)
     if rejections:
-        return _deny(rejections[0].reason, "; ".join(r.message for r in rejections))
-    return Verdict(True)
+        return _deny(rejections[0].reason, "; ".join(r.message for r in rejections), shown)
+    return Verdict(True, warnings=shown)
 
 
 # ---------------------------------------------------------------------------- reviews
 
 
 def validate_request(
-    request: Mapping[str, Any], *, runtime: ServingRuntime | None = None
+    request: Mapping[str, Any],
+    *,
+    runtime: ServingRuntime | None = None,
+    revisions: Sequence[str] | None = None,
 ) -> Verdict:
     """The verdict on one AdmissionRequest (its ``kind`` picks the checks); pure.
 
     Operations other than CREATE and UPDATE, and kinds other than InferenceService and
     InferenceReplica, are admitted. A validator that fails is an admission with a warning.
+    ``revisions``: the InferenceReplica's ControllerRevision names, when the caller listed
+    them (for the ``rollbackToRevision`` warning).
     """
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return Verdict(True)
@@ -241,7 +287,7 @@ def validate_request(
         if name == "InferenceService":
             return _isvc_verdict(request, runtime)
         if name == "InferenceReplica":
-            return _replica_verdict(request)
+            return _replica_verdict(request, revisions)
     except Exception as exc:  # a validator bug must not lock users out
         log.exception("webhook.validator_failed", kind=name, error=str(exc))
         return Verdict(True, warnings=(_warning(f"omenative webhook: not validated ({exc!r})"),))
@@ -249,12 +295,16 @@ def validate_request(
 
 
 def review_response(
-    review: object, *, runtime: ServingRuntime | None = None
+    review: object,
+    *,
+    runtime: ServingRuntime | None = None,
+    revisions: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview (``admission.k8s.io/v1``) answering ``review``; pure, never raises.
 
     A review without a request object is denied with reason ``BadRequest``. ``runtime`` is
-    the runtime the InferenceService names, when the caller fetched it.
+    the runtime the InferenceService names, ``revisions`` the InferenceReplica's stored
+    ControllerRevisions, when the caller fetched them.
     """
     request = review.get("request") if isinstance(review, Mapping) else None
     if not isinstance(request, Mapping):
@@ -262,7 +312,7 @@ def review_response(
         uid: object = ""
     else:
         uid = request.get("uid", "")
-        verdict = validate_request(request, runtime=runtime)
+        verdict = validate_request(request, runtime=runtime, revisions=revisions)
     response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "",
                                 "allowed": verdict.allowed}
     if not verdict.allowed:
@@ -310,6 +360,44 @@ def kube_runtime_lookup(client: KubeClient) -> RuntimeLookup:
     return lookup
 
 
+def _rollback_target(review: object) -> tuple[str, str] | None:
+    """(namespace, name) of an InferenceReplica write that sets ``rollbackToRevision``."""
+    request = review.get("request") if isinstance(review, Mapping) else None
+    if not isinstance(request, Mapping) or request.get("operation") not in ("CREATE", "UPDATE"):
+        return None
+    kind, obj = request.get("kind"), request.get("object")
+    if not isinstance(kind, Mapping) or kind.get("kind") != "InferenceReplica" or \
+            not isinstance(obj, Mapping):
+        return None
+    spec, meta = obj.get("spec"), obj.get("metadata")
+    pacing = spec.get("pacing") if isinstance(spec, Mapping) else None
+    if not isinstance(pacing, Mapping) or not pacing.get("rollbackToRevision"):
+        return None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    namespace = request.get("namespace")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        return None
+    return namespace, name
+
+
+def kube_revision_lookup(client: KubeClient) -> RevisionLookup:
+    """A ``RevisionLookup`` that LISTs the replica's ControllerRevisions by its
+    ``ome.io/inferencereplica`` label (None when the list fails)."""
+
+    async def lookup(namespace: str, name: str) -> Sequence[str] | None:
+        try:
+            page = await client.list(CONTROLLER_REVISIONS, namespace,
+                                     label_selector=f"{LABEL_REPLICA}={name}")
+        except ApiError as exc:
+            log.info("webhook.revisions_unavailable", replica=name, error=str(exc))
+            return None
+        items = page.get("items") or ()
+        return [str(i["metadata"]["name"]) for i in items
+                if isinstance(i, Mapping) and isinstance(i.get("metadata"), Mapping)]
+
+    return lookup
+
+
 # ---------------------------------------------------------------------------- server
 
 
@@ -332,20 +420,26 @@ class WebhookServer:
         await self._runner.cleanup()
 
 
-def _app(runtime_lookup: RuntimeLookup | None) -> web.Application:
+def _app(
+    runtime_lookup: RuntimeLookup | None, revision_lookup: RevisionLookup | None
+) -> web.Application:
     async def handle(req: web.Request) -> web.Response:
         try:
             review: Any = json.loads(await req.read())
         except (ValueError, UnicodeDecodeError):
             return web.json_response(review_response(None), status=400)
         runtime: ServingRuntime | None = None
+        revisions: Sequence[str] | None = None
         isvc = _request_isvc(review)
-        if isvc is not None and runtime_lookup is not None:
-            try:
+        replica = _rollback_target(review)
+        try:  # the lookups are best effort
+            if isvc is not None and runtime_lookup is not None:
                 runtime = await runtime_lookup(isvc)
-            except Exception as exc:  # the lookup is best effort
-                log.info("webhook.runtime_lookup_failed", error=str(exc))
-        return web.json_response(review_response(review, runtime=runtime))
+            if replica is not None and revision_lookup is not None:
+                revisions = await revision_lookup(*replica)
+        except Exception as exc:
+            log.info("webhook.lookup_failed", error=str(exc))
+        return web.json_response(review_response(review, runtime=runtime, revisions=revisions))
 
     async def healthz(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -364,11 +458,16 @@ async def serve_webhook(
     key_file: str,
     *,
     runtime_lookup: RuntimeLookup | None = None,
+    revision_lookup: RevisionLookup | None = None,
 ) -> WebhookServer:
-    """Start the webhook on ``host:port`` (0: any free port) with the given TLS key pair."""
+    """Start the webhook on ``host:port`` (0: any free port) with the given TLS key pair.
+
+    ``runtime_lookup`` fetches the runtime an InferenceService names; ``revision_lookup``
+    lists an InferenceReplica's ControllerRevisions (for ``rollbackToRevision``).
+    """
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
-    runner = web.AppRunner(_app(runtime_lookup), access_log=None)
+    runner = web.AppRunner(_app(runtime_lookup, revision_lookup), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()

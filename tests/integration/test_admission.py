@@ -26,7 +26,11 @@ import yaml
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, Resource
+from omenative_controller.kube.resources import (
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+    Resource,
+)
 from omenative_controller.service_controller import (
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_SERVICES,
@@ -36,6 +40,7 @@ from omenative_controller.webhook import (
     ISVC_PATH,
     REPLICA_PATH,
     WebhookServer,
+    kube_revision_lookup,
     kube_runtime_lookup,
     serve_webhook,
 )
@@ -404,7 +409,8 @@ async def webhook(
     """The webhook on 127.0.0.1, registered for the test's namespace only."""
     cert, key = _self_signed(tmp_path)
     server = await serve_webhook("127.0.0.1", 0, str(cert), str(key),
-                                 runtime_lookup=kube_runtime_lookup(kube))
+                                 runtime_lookup=kube_runtime_lookup(kube),
+                                 revision_lookup=kube_revision_lookup(kube))
     name = f"omenative-test-{namespace}"
     try:
         await kube.create(WEBHOOKS, _webhook_config(name, namespace, server, cert.read_bytes()))
@@ -570,3 +576,130 @@ async def test_the_chat_sample_is_admitted_without_warnings(
     finally:
         with contextlib.suppress(ApiError):
             await kube.delete(CLUSTER_SERVING_RUNTIMES, name)
+
+
+# ---------------------------------------------------------------------------- issue 15
+
+
+async def _write_with_warnings(
+    kube: KubeClient, method: str, path: str, body: JSON, content_type: str = "application/json"
+) -> list[str]:
+    """POST or PATCH ``body``; the Warning headers of the (successful) answer."""
+    resp = await kube.api.call_api(
+        path, method, body=body,
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
+        auth_settings=["BearerToken"], _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(total=30))
+    try:
+        text = await resp.read()
+        assert resp.status in (200, 201), text
+        return list(resp.headers.getall("Warning", []))
+    finally:
+        resp.release()
+
+
+async def _webhook_in_force(kube: KubeClient, namespace: str) -> None:
+    counter = itertools.count()
+
+    async def in_force() -> bool:
+        name = f"probe-{next(counter)}"
+        try:
+            await kube.create(INFERENCE_SERVICES, _bad_migration(namespace, name), namespace)
+        except ApiError:
+            return True
+        await kube.delete(INFERENCE_SERVICES, name, namespace)
+        return False
+
+    await eventually(in_force, timeout=30, what="the webhook in force")
+
+
+async def test_bad_inference_service_input_gets_a_clear_answer_at_apply_time(
+    kube: KubeClient, namespace: str, webhook: WebhookServer
+) -> None:
+    await _webhook_in_force(kube, namespace)
+    lifecycle = {"updateStrategy": {"rollingUpdate": {"maxSurge": "150%"}}}
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(
+        namespace, "surge", engine={"minReplicas": 1, "leader": {}, "worker": {"size": 1},
+                                    "lifecycle": lifecycle}), namespace))
+    assert "InvalidRollingUpdatePercent: spec.engine.lifecycle.updateStrategy.rollingUpdate." \
+        "maxSurge is '150%', above 100%" in exc.message, exc.message
+
+    partition = {"updateStrategy": {"rollingUpdate": {"partition": 4}}}
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(
+        namespace, "part", engine={"minReplicas": 2, "leader": {}, "worker": {"size": 1},
+                                   "lifecycle": partition}), namespace))
+    assert "PartitionAboveReplicas:" in exc.message, exc.message
+
+    # OME's reasons for a malformed migration request
+    exc = await rejected(kube.create(INFERENCE_SERVICES, _bad_migration(namespace, "mig"),
+                                     namespace))
+    assert "UnsupportedSchemaVersion: schemaVersion must be \"v1\"" in exc.message, exc.message
+    body = isvc_body(namespace, "mig")
+    body["metadata"]["annotations"] = {MIGRATION_KEY: json.dumps(
+        {"schemaVersion": "v1", "component": "engine", "instance": -1})}
+    exc = await rejected(kube.create(INFERENCE_SERVICES, body, namespace))
+    assert "MigrationRequestRejected: instance must be an integer >= 0" in exc.message
+
+    # warnings admit: no runtime named, more Instances than are decoded
+    big = isvc_body(namespace, "big", engine={"minReplicas": 1, "maxReplicas": 20_001,
+                                              "leader": {}, "worker": {"size": 1}})
+    warnings = await _write_with_warnings(kube, "POST", INFERENCE_SERVICES.path(namespace), big)
+    assert any("RuntimeNotNamed: spec.runtime names no runtime and automatic runtime "
+               "selection is not supported" in w for w in warnings), warnings
+    assert any("TooManyInstances: spec.engine.maxReplicas is 20001" in w for w in warnings), \
+        warnings
+
+
+async def test_bad_inference_replica_input_gets_a_clear_answer_at_apply_time(
+    kube: KubeClient, namespace: str, webhook: WebhookServer
+) -> None:
+    await _webhook_in_force(kube, namespace)
+    exc = await rejected(kube.create(INFERENCE_REPLICAS, replica_body(
+        namespace, "surge", lifecycle={"updateStrategy": {"rollingUpdate": {
+            "maxUnavailable": "lots"}}}), namespace))
+    assert "InvalidRollingUpdatePercent: spec.lifecycle.updateStrategy.rollingUpdate." \
+        "maxUnavailable is 'lots'" in exc.message, exc.message
+    exc = await rejected(kube.create(INFERENCE_REPLICAS, replica_body(
+        namespace, "part", replicas=2, pacing={"partition": 3}), namespace))
+    assert "PartitionAboveReplicas: spec.pacing.partition is 3, above spec.replicas (2)" in \
+        exc.message, exc.message
+
+    warnings = await _write_with_warnings(kube, "POST", INFERENCE_REPLICAS.path(namespace),
+                                          replica_body(namespace, "solo", replicas=20_001))
+    assert any("TooManyInstances: spec.replicas is 20001" in w for w in warnings), warnings
+
+    # annotations, as `kubectl annotate` writes them (an annotation-only update)
+    exc = await rejected(kube.patch(INFERENCE_REPLICAS, "solo", {"metadata": {"annotations": {
+        "ome.io/release-held-revision": ""}}}, namespace))
+    assert "InvalidReleaseHeldRevision: ome.io/release-held-revision is empty" in exc.message
+    value = '{"schemaVersion": "v2", "instance": 0}'
+    exc = await rejected(kube.patch(INFERENCE_REPLICAS, "solo", {"metadata": {"annotations": {
+        MIGRATION_KEY: value}}}, namespace))
+    on_replica = exc.message
+    service = isvc_body(namespace, "svc")
+    service["metadata"]["annotations"] = {MIGRATION_KEY: value}
+    on_service = (await rejected(kube.create(INFERENCE_SERVICES, service, namespace))).message
+    expected = f"InvalidMigrationRequest: migration request {MIGRATION_KEY}: " \
+        'UnsupportedSchemaVersion: schemaVersion must be "v1", got \'v2\''
+    assert expected in on_replica and expected in on_service, (on_replica, on_service)
+    good = json.dumps({"schemaVersion": "v1", "instance": 0})
+    await kube.patch(INFERENCE_REPLICAS, "solo", {"metadata": {"annotations": {
+        MIGRATION_KEY: good}}}, namespace)
+
+    # rollbackToRevision is looked up among the replica's ControllerRevisions
+    await kube.create(CONTROLLER_REVISIONS, {
+        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+        "metadata": {"name": "solo-5f7c9d2a1b", "namespace": namespace,
+                     "labels": {"ome.io/inferencereplica": "solo"}},
+        "revision": 1, "data": {}}, namespace)
+    path = INFERENCE_REPLICAS.path(namespace, "solo")
+    warnings = await _write_with_warnings(
+        kube, "PATCH", path, {"spec": {"pacing": {"rollbackToRevision": "solo-0000000000"}}},
+        "application/merge-patch+json")
+    assert any("RollbackRevisionNotFound: spec.pacing.rollbackToRevision 'solo-0000000000' "
+               "names no stored revision" in w and "Stored: solo-5f7c9d2a1b" in w
+               for w in warnings), warnings
+    warnings = await _write_with_warnings(
+        kube, "PATCH", path, {"spec": {"pacing": {"rollbackToRevision": "5f7c9d2a1b"}}},
+        "application/merge-patch+json")
+    assert not any("RollbackRevisionNotFound" in w for w in warnings), warnings

@@ -10,6 +10,7 @@ import pytest
 from omenative_core.rollout import (
     ANNOTATION_READY_TIMEOUT,
     Rejection,
+    budget_problem,
     errors,
     validate_rollout,
     warnings,
@@ -377,3 +378,37 @@ def test_fields_omenative_does_not_implement_are_admitted_with_a_warning() -> No
     both = canary({"capacity": "100%"}, prometheus={"providerRef": {"name": "prom"},
                                                     "serverAddress": "http://prom:9090"})
     assert validate_rollout(both, None, ALL) == []
+
+
+@pytest.mark.parametrize("budgets", [{"maxSurge": "150%"}, {"maxUnavailable": "lots"}])
+def test_a_group_budget_message_names_the_field_and_the_rule(budgets: dict[str, Any]) -> None:
+    spec = {"groups": [{"components": ["router"], "rollingUpdate": budgets}]}
+    (found,) = errors(validate_rollout(spec, None, ALL))
+    (key,) = budgets
+    assert found.path == f"spec.rollout.groups[0].rollingUpdate.{key}"
+    assert found.message.startswith(f"{key} is ")
+    assert "a count >= 0 such as 1, or a whole percentage from 0% to 100% such as '25%'" in (
+        found.message
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (None, None),
+        (0, None),
+        ("100%", None),
+        (" 25% ", None),
+        (-1, "InvalidRollingUpdateInteger"),
+        ("101%", "InvalidRollingUpdatePercent"),
+        ("-3", "InvalidRollingUpdateInteger"),
+        (True, "InvalidRollingUpdatePercent"),
+        (2.5, "InvalidRollingUpdatePercent"),
+        ([1], "InvalidRollingUpdatePercent"),
+    ],
+)
+def test_budget_problem_is_the_one_rule_for_every_budget(value: object, reason: str | None) -> None:
+    found = budget_problem(value, "spec.x.maxSurge")
+    assert (found[0] if found else None) == reason
+    if found:
+        assert found[1].startswith("spec.x.maxSurge is ")

@@ -10,9 +10,16 @@ import pytest
 from omenative_core.service import (
     Rejection,
     isvc_from_json,
+    isvc_warnings,
     runtime_from_json,
     validate_isvc,
+    validate_isvc_partitions,
     validate_standalone_replica,
+)
+from omenative_core.service.migration_request import MigrationTarget, migration_request_problem
+from omenative_core.service.validate_replica import (
+    replica_warnings,
+    validate_replica_annotations,
 )
 
 UUID = "0b6e8f43-3c1d-4a0e-9f1a-2b3c4d5e6f70"
@@ -357,3 +364,237 @@ def test_pinned_runtime_ref_is_rejected() -> None:
         "spec": {"component": "engine", "runtimeRef": {"name": "srt", "autoSync": False}},
     }
     assert reasons(validate_standalone_replica(obj)) == ["PinnedRuntimeRef"]
+
+
+# ---------------------------------------------------------------------------- issue 15: budgets
+
+RU = "lifecycle.updateStrategy.rollingUpdate"
+
+
+@pytest.mark.parametrize(
+    ("value", "reason", "words"),
+    [
+        ("150%", "InvalidRollingUpdatePercent", "above 100%"),
+        (-1, "InvalidRollingUpdateInteger", "negative"),
+        ("2", "InvalidRollingUpdateInteger", "quoted number"),
+        ("lots", "InvalidRollingUpdatePercent", "neither a count nor a percentage"),
+    ],
+)
+@pytest.mark.parametrize("key", ["maxSurge", "maxUnavailable"])
+def test_a_component_budget_without_a_valid_form_is_rejected_naming_the_field(
+    key: str, value: object, reason: str, words: str
+) -> None:
+    engine = {**LW, "lifecycle": {"updateStrategy": {"rollingUpdate": {key: value}}}}
+    (rej,) = validate_isvc(isvc({"deploymentMode": "OMENative", "engine": engine}))
+    assert rej.reason == reason
+    assert rej.field == f"spec.engine.{RU}.{key}"
+    assert f"spec.engine.{RU}.{key} is" in rej.message and words in rej.message
+
+
+@pytest.mark.parametrize("value", [0, 3, "0%", "25%", "100%"])
+def test_valid_component_budgets_are_admitted(value: object) -> None:
+    engine = {**LW, "lifecycle": {"updateStrategy": {"rollingUpdate": {"maxSurge": value}}}}
+    assert validate_isvc(isvc({"deploymentMode": "OMENative", "engine": engine})) == []
+
+
+def _partitioned(partition: int, **bounds: int) -> Any:
+    engine = {**LW, **bounds, "lifecycle": {"updateStrategy": {"rollingUpdate": {
+        "partition": partition}}}}
+    return isvc({"deploymentMode": "OMENative", "engine": engine})
+
+
+def test_a_component_partition_above_its_replicas_is_rejected_at_admission() -> None:
+    (rej,) = validate_isvc_partitions(_partitioned(5, minReplicas=2, maxReplicas=3))
+    assert rej.reason == "PartitionAboveReplicas"
+    assert f"spec.engine.{RU}.partition is 5" in rej.message and "(3)" in rej.message
+    assert validate_isvc_partitions(_partitioned(3, minReplicas=2, maxReplicas=3)) == []
+    # the service controller (no old object) never blocks a component on it
+    assert validate_isvc(_partitioned(5, minReplicas=2, maxReplicas=3)) == []
+
+
+def test_lowering_replicas_below_a_kept_partition_only_warns() -> None:
+    old, new = _partitioned(3, minReplicas=3), _partitioned(3, minReplicas=2)
+    assert validate_isvc_partitions(new, old) == []
+    (w,) = [w for w in isvc_warnings(new, old) if w.reason == "PartitionAboveReplicas"]
+    assert w.warning and "no Instance is updated" in w.message
+
+
+def test_no_runtime_warns_that_automatic_selection_is_not_supported() -> None:
+    warnings = isvc_warnings(isvc({"deploymentMode": "OMENative", "engine": LW}))
+    (w,) = [w for w in warnings if w.reason == "RuntimeNotNamed"]
+    assert w.warning and w.field == "spec.runtime"
+    assert "names no runtime" in w.message
+    assert "automatic runtime selection is not supported" in w.message
+    named = isvc({"runtime": {"name": "srt"}, "engine": LW})
+    assert [w.reason for w in isvc_warnings(named)] == []
+
+
+def test_replica_bounds_above_the_decode_limit_warn() -> None:
+    service = isvc({"runtime": {"name": "srt"}, "engine": {**LW, "maxReplicas": 20_001}})
+    (w,) = isvc_warnings(service)
+    assert w.reason == "TooManyInstances" and "spec.engine.maxReplicas is 20001" in w.message
+    assert "maxDecodedInstances (20,000)" in w.message
+    at_limit = isvc({"runtime": {"name": "srt"}, "engine": {**LW, "maxReplicas": 20_000}})
+    assert isvc_warnings(at_limit) == []
+
+
+# ---------------------------------------------------------------------------- issue 15: migration
+
+
+@pytest.mark.parametrize(
+    ("value", "ome_reason"),
+    [
+        ({**GOOD, "schemaVersion": "v2"}, "UnsupportedSchemaVersion"),
+        ({k: v for k, v in GOOD.items() if k != "schemaVersion"}, "UnsupportedSchemaVersion"),
+        ("{not json", "MigrationRequestRejected"),
+        ({**GOOD, "instance": -3}, "MigrationRequestRejected"),
+        ({k: v for k, v in GOOD.items() if k != "instance"}, "MigrationRequestRejected"),
+    ],
+)
+def test_malformed_requests_carry_omes_reason(value: object, ome_reason: str) -> None:
+    (rej,) = validate_isvc(_migration(value))
+    assert f"migration request {KEY}: {ome_reason}: " in rej.message
+
+
+def test_a_missing_instance_says_what_to_give() -> None:
+    value = {k: v for k, v in GOOD.items() if k != "instance"}
+    (rej,) = validate_isvc(_migration(value))
+    assert "instance is missing" in rej.message and "integer >= 0" in rej.message
+
+
+def test_a_key_that_is_not_a_uuid_is_rejected_with_omes_reason() -> None:
+    (rej,) = validate_isvc(_migration(GOOD, key="ome.io/migration-request-v1-move-it"))
+    assert "MigrationRequestRejected: the key must end in a UUID" in rej.message
+
+
+def _ir_with(annotations: dict[str, str], **spec: Any) -> dict[str, Any]:
+    body = _ir(spec)
+    body["metadata"]["annotations"] = annotations
+    return body
+
+
+BAD_REQUESTS: list[object] = [
+    {**GOOD, "schemaVersion": "v2"},
+    "{not json",
+    {**GOOD, "instance": -1},
+    {k: v for k, v in GOOD.items() if k != "instance"},
+    {**GOOD, "hint_target_node": ["x"]},
+    {**GOOD, "requested_at": "yesterday"},
+]
+
+
+@pytest.mark.parametrize("value", BAD_REQUESTS)
+def test_a_standalone_replica_judges_a_request_exactly_as_an_inference_service(
+    value: object,
+) -> None:
+    text = value if isinstance(value, str) else json.dumps(value)
+    (on_isvc,) = validate_isvc(_migration(text))
+    (on_ir,) = validate_replica_annotations(_ir_with({KEY: text}))
+    assert on_ir == on_isvc
+
+
+def test_a_request_on_a_standalone_replica_may_leave_out_its_component() -> None:
+    value = {k: v for k, v in GOOD.items() if k != "component"}
+    assert validate_replica_annotations(_ir_with({KEY: json.dumps(value)})) == []
+    other = json.dumps({**GOOD, "component": "decoder"})
+    (rej,) = validate_replica_annotations(_ir_with({KEY: other}))
+    assert "component 'decoder' is not a component of this InferenceReplica (engine)" in (
+        rej.message
+    )
+
+
+def test_requests_on_a_projected_replica_are_left_to_the_inference_service() -> None:
+    body = _ir_with({KEY: "{not json"})
+    assert validate_replica_annotations(body, projected=True) == []
+
+
+def test_one_function_judges_both_paths() -> None:
+    target = MigrationTarget(modes={"engine": "OMENative"})
+    assert migration_request_problem(KEY, json.dumps(GOOD), target) is None
+    reason, text = migration_request_problem(KEY, '{"schemaVersion": 2}', target) or ("", "")
+    assert reason == "UnsupportedSchemaVersion" and "got 2" in text
+
+
+# ---------------------------------------------------------------------------- issue 15: replicas
+
+RELEASE = "ome.io/release-held-revision"
+
+
+def test_an_empty_release_held_revision_is_rejected() -> None:
+    (rej,) = validate_replica_annotations(_ir_with({RELEASE: ""}))
+    assert rej.reason == "InvalidReleaseHeldRevision"
+    assert f"{RELEASE} is empty" in rej.message and "hash" in rej.message
+    assert validate_replica_annotations(_ir_with({RELEASE: "solo-5f7c9d2a1b"})) == []
+    # on a projected replica too: the manager consumes it there as well
+    assert reasons(validate_replica_annotations(_ir_with({RELEASE: " "}), projected=True)) == [
+        "InvalidReleaseHeldRevision"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "reason"),
+    [
+        (("lifecycle", "updateStrategy", "rollingUpdate", "maxSurge"), "101%",
+         "InvalidRollingUpdatePercent"),
+        (("lifecycle", "updateStrategy", "rollingUpdate", "maxUnavailable"), -2,
+         "InvalidRollingUpdateInteger"),
+        (("pacing", "maxUnavailable"), "half", "InvalidRollingUpdatePercent"),
+    ],
+)
+def test_a_standalone_replica_budget_names_the_field(
+    keys: tuple[str, ...], value: object, reason: str
+) -> None:
+    spec: dict[str, Any] = {}
+    node = spec
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = value
+    found = [r for r in validate_standalone_replica(_ir(spec)) if r.reason == reason]
+    path = "spec." + ".".join(keys)
+    assert [r.field for r in found] == [path]
+    assert f"{path} is {value!r}" in found[0].message or f"{path} is {value}" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"replicas": 2, "pacing": {"partition": 3}},
+        {"replicas": 2, "lifecycle": {"updateStrategy": {"rollingUpdate": {"partition": 5}}}},
+        {"pacing": {"partition": 2}},  # replicas defaults to 1
+    ],
+)
+def test_a_standalone_replica_partition_above_replicas_is_rejected(spec: dict[str, Any]) -> None:
+    (rej,) = validate_standalone_replica(_ir(spec))
+    assert rej.reason == "PartitionAboveReplicas"
+    assert "above spec.replicas" in rej.message and "lower the partition" in rej.message
+
+
+def test_scaling_below_a_kept_partition_is_admitted_with_a_warning() -> None:
+    old = _ir({"replicas": 4, "pacing": {"partition": 3}})
+    new = _ir({"replicas": 2, "pacing": {"partition": 3}})
+    assert validate_standalone_replica(new, old) == []
+    (w,) = replica_warnings(new, old)
+    assert w.reason == "PartitionAboveReplicas" and w.warning
+
+
+def test_replicas_above_the_decode_limit_warn() -> None:
+    (w,) = replica_warnings(_ir({"replicas": 25_000}))
+    assert w.reason == "TooManyInstances" and "spec.replicas is 25000" in w.message
+    assert replica_warnings(_ir({"replicas": 20_000})) == []
+
+
+def test_a_rollback_to_an_unknown_revision_warns_naming_the_stored_ones() -> None:
+    body = _ir({"pacing": {"rollbackToRevision": "solo-deadbeef00"}})
+    stored = ["solo-5f7c9d2a1b", "solo-0a1b2c3d4e"]
+    (w,) = replica_warnings(body, None, stored)
+    assert w.reason == "RollbackRevisionNotFound"
+    assert "'solo-deadbeef00'" in w.message
+    assert "Stored: solo-0a1b2c3d4e, solo-5f7c9d2a1b" in w.message
+    # a stored name, or its hash, is fine; so is not knowing (the list failed)
+    assert replica_warnings(_ir({"pacing": {"rollbackToRevision": "solo-5f7c9d2a1b"}}),
+                            None, stored) == []
+    assert replica_warnings(_ir({"pacing": {"rollbackToRevision": "5f7c9d2a1b"}}),
+                            None, stored) == []
+    assert replica_warnings(body, None, None) == []
+    # an unchanged value is not warned about again
+    assert replica_warnings(body, body, stored) == []

@@ -286,3 +286,88 @@ async def test_the_server_answers_reviews_over_tls_and_junk_with_400(tmp_path: P
             assert data["response"]["allowed"] is False
     finally:
         await server.stop()
+
+
+# ---------------------------------------------------------------------------- issue 15
+
+
+def test_a_component_budget_above_100_percent_is_denied_naming_the_field() -> None:
+    body = isvc(engine={"minReplicas": 1, "leader": {}, "worker": {}, "lifecycle": {
+        "updateStrategy": {"rollingUpdate": {"maxSurge": "150%"}}}})
+    message = denied(answer(body), "InvalidRollingUpdatePercent")
+    assert "spec.engine.lifecycle.updateStrategy.rollingUpdate.maxSurge is '150%'" in message
+
+
+def test_an_inference_service_without_a_runtime_is_admitted_with_a_clear_warning() -> None:
+    body = isvc()
+    del body["spec"]["runtime"]
+    response = answer(body, runtime=None)
+    assert response["allowed"] is True
+    (warning,) = [w for w in response["warnings"] if w.startswith("RuntimeNotNamed:")]
+    assert "names no runtime" in warning
+    assert "automatic runtime selection is not supported" in warning
+
+
+def test_a_bad_migration_request_on_a_standalone_replica_is_denied_like_on_a_service() -> None:
+    value = '{"schemaVersion": "v2", "instance": 0}'
+    service = isvc()
+    service["metadata"]["annotations"] = {MIGRATION_KEY: value}
+    on_isvc = denied(answer(service), "InvalidMigrationRequest")
+    solo = replica()
+    annotated = copy.deepcopy(solo)
+    annotated["metadata"]["annotations"] = {MIGRATION_KEY: value}
+    # an annotation-only update, as `kubectl annotate` sends it
+    on_ir = denied(answer(annotated, solo, kind="InferenceReplica"), "InvalidMigrationRequest")
+    assert on_ir == on_isvc
+    assert "UnsupportedSchemaVersion: schemaVersion must be \"v1\"" in on_ir
+
+
+def test_a_well_formed_request_on_a_standalone_replica_is_admitted() -> None:
+    solo = replica()
+    annotated = copy.deepcopy(solo)
+    annotated["metadata"]["annotations"] = {MIGRATION_KEY: json.dumps(
+        {"schemaVersion": "v1", "instance": 0, "from_node": "n1"})}
+    assert answer(annotated, solo, kind="InferenceReplica")["allowed"] is True
+
+
+def test_an_empty_release_held_revision_is_denied_on_any_replica() -> None:
+    projected = replica(parentRef={"name": "chat"})
+    projected["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": "chat", "uid": "u"}]
+    for body in (replica(), projected):
+        annotated = copy.deepcopy(body)
+        annotated["metadata"]["annotations"] = {"ome.io/release-held-revision": ""}
+        message = denied(answer(annotated, body, kind="InferenceReplica"),
+                         "InvalidReleaseHeldRevision")
+        assert "ome.io/release-held-revision is empty" in message
+
+
+def test_a_partition_above_replicas_is_denied_but_a_scale_down_is_not() -> None:
+    message = denied(answer(replica(replicas=2, pacing={"partition": 3}), kind="InferenceReplica"),
+                     "PartitionAboveReplicas")
+    assert "spec.pacing.partition is 3, above spec.replicas (2)" in message
+    old = replica(replicas=4, pacing={"partition": 3})
+    response = answer(replica(replicas=2, pacing={"partition": 3}), old, kind="InferenceReplica")
+    assert response["allowed"] is True
+    assert any(w.startswith("PartitionAboveReplicas:") for w in response["warnings"])
+
+
+def test_more_replicas_than_are_decoded_is_a_warning() -> None:
+    response = answer(replica(replicas=20_001), kind="InferenceReplica")
+    assert response["allowed"] is True
+    assert any(w.startswith("TooManyInstances: spec.replicas is 20001")
+               for w in response["warnings"])
+
+
+def test_a_rollback_to_a_revision_that_is_not_stored_warns_with_the_stored_ones() -> None:
+    body = replica(pacing={"rollbackToRevision": "solo-0000000000"})
+    out = review_response(review(body, kind="InferenceReplica"),
+                          revisions=["solo-5f7c9d2a1b"])["response"]
+    assert out["allowed"] is True
+    (warning,) = out["warnings"]
+    assert warning.startswith("RollbackRevisionNotFound:")
+    assert "Stored: solo-5f7c9d2a1b" in warning
+    known = replica(pacing={"rollbackToRevision": "5f7c9d2a1b"})
+    out = review_response(review(known, kind="InferenceReplica"),
+                          revisions=["solo-5f7c9d2a1b"])["response"]
+    assert "warnings" not in out

@@ -19,54 +19,57 @@ messages do, so it reads on its own in ``kubectl apply`` output. Rules:
 * ``InvalidPodDisruptionBudget``: ``podDisruptionBudget`` with both ``minAvailable`` and
   ``maxUnavailable``, or a value that is neither a count >= 0 nor ``"N%"`` (0-100).
 * ``InvalidMigrationRequest``: a malformed ``ome.io/migration-request-v1-<uuid>``
-  annotation ("migration request ..."); unchanged requests pass on update.
+  annotation ("migration request ..." with OME's ``MigrationRequestRejected`` or
+  ``UnsupportedSchemaVersion``; ``migration_request.py``, shared with the InferenceReplica
+  path); unchanged requests pass on update.
+* ``InvalidRollingUpdateInteger`` / ``InvalidRollingUpdatePercent``: a component's
+  ``lifecycle.updateStrategy.rollingUpdate.maxSurge`` / ``maxUnavailable`` that is neither
+  a count >= 0 nor a whole percentage up to 100% (the rule of rollout groups).
+* ``PartitionAboveReplicas`` (``validate_isvc_partitions``, admission only): a new or
+  changed ``rollingUpdate.partition`` above the most replicas the component asks for.
 
-``validate_standalone_replica(obj)`` checks a user-written InferenceReplica.
+``isvc_warnings(new, old)`` lists what only warns (no runtime named, replica bounds above
+``maxDecodedInstances``). ``validate_standalone_replica`` (``validate_replica.py``, re-exported
+here) checks a user-written InferenceReplica.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from attrs import frozen
-
-from omenative_core.codec import CodecError, spec_from_json
-from omenative_core.model.spec import InferenceReplica, ObjectMeta
-from omenative_core.model.timefmt import parse_time
 from omenative_core.policy import STRATEGIES
-from omenative_core.render import validate_replica
+from omenative_core.rollout.validate import budget_problem
 from omenative_core.service.merge import effective_component
+from omenative_core.service.migration_request import (
+    MAX_HINT_NODES,
+    MIGRATION_FIELDS,
+    MigrationTarget,
+    migration_rejections,
+)
 from omenative_core.service.model import InferenceService, ServingRuntime
 from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_mode
-from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS, ANNOTATION_MIGRATION_PREFIX
+from omenative_core.service.rejection import Rejection, warn
+from omenative_core.service.rejection import reject as _reject
+from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS
+from omenative_core.service.validate_replica import (
+    MAX_DECODED_INSTANCES,
+    partition_rejections,
+    too_many_instances,
+    validate_standalone_replica,
+)
 
 __all__ = [
     "MAX_HINT_NODES",
     "MIGRATION_FIELDS",
     "Rejection",
+    "isvc_warnings",
     "validate_isvc",
+    "validate_isvc_partitions",
     "validate_standalone_replica",
 ]
 
-MAX_HINT_NODES: Final = 8
-"""Most ``hint_target_nodes`` a migration request may name."""
-
-MIGRATION_FIELDS: Final = (
-    "schemaVersion",
-    "component",
-    "instance",
-    "from_node",
-    "hint_target_nodes",
-    "reason",
-    "requested_at",
-    "requested_by",
-)
-"""The fields of a migration request's JSON value."""
-
-_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
 _LIFECYCLE_ENUMS: Final = {
     "restartPolicy": ("None", "RecreateInstanceOnPodRestart"),
@@ -74,26 +77,6 @@ _LIFECYCLE_ENUMS: Final = {
 }
 _MIGRATION_MODES: Final = ("Auto", "Surge", "Never")
 _PAIRING: Final = "InvalidLeaderWorkerPairing"
-
-
-@frozen
-class Rejection:
-    """Why admission refuses an object: OME's reason, a message that starts with it, and
-    the JSON path of the offending field. ``group`` is the umbrella reason, when there is
-    one (``InvalidLeaderWorkerPairing``)."""
-
-    reason: str
-    message: str
-    field: str
-    group: str | None = None
-
-    def __str__(self) -> str:
-        return self.message
-
-
-def _reject(reason: str, field: str, text: str, group: str | None = None) -> Rejection:
-    head = f"{group}: {reason}" if group else reason
-    return Rejection(reason=reason, message=f"{head}: {text}", field=field, group=group)
 
 
 # ---------------------------------------------------------------------------- ISVC rules
@@ -317,70 +300,61 @@ def _pdb(new: InferenceService) -> list[Rejection]:
     return out
 
 
-def _migration_problem(
-    new: InferenceService, runtime: ServingRuntime | None, key: str, value: str
-) -> str | None:
-    uuid = key[len(ANNOTATION_MIGRATION_PREFIX) :]
-    if not _UUID.match(uuid):
-        return f"the key must end in a UUID, got {uuid!r}"
-    try:
-        req: Any = json.loads(value)
-    except ValueError as exc:
-        return f"the value is not JSON ({exc})"
-    if not isinstance(req, Mapping):
-        return "the value must be a JSON object"
-    unknown = sorted(set(req) - set(MIGRATION_FIELDS))
-    if unknown:
-        return f"unknown field(s) {', '.join(unknown)}; known: {', '.join(MIGRATION_FIELDS)}"
-    if req.get("schemaVersion") != "v1":
-        return f'schemaVersion must be "v1", got {req.get("schemaVersion")!r}'
-    component = req.get("component")
-    if component not in new.declared_components:
-        return (
-            f"component {component!r} is not a component of this InferenceService "
-            f"({', '.join(new.declared_components) or 'none'})"
-        )
-    mode = explain_mode(new, runtime, component).mode
-    if mode != MODE_OMENATIVE:
-        return f"component {component} runs as {mode}; only OMENative Instances migrate"
-    instance = req.get("instance")
-    if isinstance(instance, bool) or not isinstance(instance, int) or instance < 0:
-        return f"instance must be an integer >= 0, got {instance!r}"
-    for name in ("from_node", "reason", "requested_by"):
-        if name in req and not isinstance(req[name], str):
-            return f"{name} must be a string, got {req[name]!r}"
-    if "from_node" in req and not req["from_node"]:
-        return "from_node must not be empty"
-    hints = req.get("hint_target_nodes", [])
-    if not isinstance(hints, list) or not all(isinstance(h, str) and h for h in hints):
-        return f"hint_target_nodes must be a list of node names, got {hints!r}"
-    if len(hints) > MAX_HINT_NODES:
-        return f"hint_target_nodes names {len(hints)} nodes; at most {MAX_HINT_NODES}"
-    if "requested_at" in req:
-        try:
-            parse_time(req["requested_at"])
-        except (ValueError, TypeError):
-            return f"requested_at must be an RFC 3339 time, got {req['requested_at']!r}"
-    return None
-
-
 def _migrations(
     new: InferenceService, old: InferenceService | None, runtime: ServingRuntime | None
 ) -> list[Rejection]:
+    target = MigrationTarget(
+        modes={c: explain_mode(new, runtime, c).mode for c in new.declared_components}
+    )
+    return migration_rejections(new.annotations, old.annotations if old else None, target)
+
+
+def _rolling_update(isvc: InferenceService | None, c: str) -> Mapping[str, Any]:
+    comp = isvc.component(c) if isvc is not None else None
+    lc = comp.lifecycle if comp is not None else None
+    strategy = lc.get("updateStrategy") if isinstance(lc, Mapping) else None
+    rolling = strategy.get("rollingUpdate") if isinstance(strategy, Mapping) else None
+    return rolling if isinstance(rolling, Mapping) else {}
+
+
+def _replica_ceiling(isvc: InferenceService, c: str) -> int:
+    """The most Instances a component asks for: its larger replica bound, 1 when unset."""
+    comp = isvc.component(c)
+    assert comp is not None
+    bounds = [b for b in (comp.min_replicas, comp.max_replicas) if b is not None and b > 0]
+    return max(bounds, default=1)
+
+
+def _component_budgets(new: InferenceService) -> list[Rejection]:
     out: list[Rejection] = []
-    before = old.annotations if old is not None else {}
-    for key, value in sorted(new.annotations.items()):
-        if not key.startswith(ANNOTATION_MIGRATION_PREFIX) or before.get(key) == value:
-            continue
-        problem = _migration_problem(new, runtime, key, value)
-        if problem is not None:
-            out.append(
-                Rejection(
-                    reason="InvalidMigrationRequest",
-                    message=f"InvalidMigrationRequest: migration request {key}: {problem}",
-                    field=f"metadata.annotations[{key}]",
-                )
-            )
+    for c in new.declared_components:
+        rolling, path = _rolling_update(new, c), f"spec.{c}.lifecycle.updateStrategy.rollingUpdate"
+        for key in ("maxSurge", "maxUnavailable"):
+            problem = budget_problem(rolling.get(key), f"{path}.{key}")
+            if problem is not None:
+                out.append(_reject(problem[0], f"{path}.{key}", problem[1]))
+    return out
+
+
+def validate_isvc_partitions(
+    new: InferenceService, old: InferenceService | None = None
+) -> list[Rejection]:
+    """``PartitionAboveReplicas`` for a new or changed component partition above the most
+    replicas the component asks for.
+
+    Admission only (the webhook calls it beside ``validate_isvc``): the service controller,
+    which has no old object, must not block a component whose partition a lowered replica
+    bound left above it; that is harmless (no Instance is updated) and only warned.
+    """
+    out: list[Rejection] = []
+    for c in new.declared_components:
+        path = f"spec.{c}.lifecycle.updateStrategy.rollingUpdate.partition"
+        before = _rolling_update(old, c).get("partition") if old is not None else None
+        out += partition_rejections(
+            [(path, _rolling_update(new, c).get("partition"), before)],
+            _replica_ceiling(new, c),
+            f"the most replicas spec.{c} asks for (minReplicas/maxReplicas)",
+        )
     return out
 
 
@@ -404,116 +378,56 @@ def validate_isvc(
         *_lifecycle(new),
         *_pdb(new),
         *_migrations(new, old, runtime),
+        *_component_budgets(new),
     ]
 
 
-# ---------------------------------------------------------------------------- standalone IR
+def isvc_warnings(new: InferenceService, old: InferenceService | None = None) -> list[Rejection]:
+    """What admits ``new`` with a warning (each ``Rejection.warning``).
 
-
-def validate_standalone_replica(obj: Mapping[str, Any]) -> list[Rejection]:
-    """Every reason to refuse a user-written InferenceReplica (JSON as submitted).
-
-    Rejected: ``parentRef`` without an InferenceService owner reference of that name
-    (``ParentRefWithoutOwner``), the controller-only placement fields
-    (``ControllerOnlyField``), an HPA or KEDA ``autoscaler.class``
-    (``AutoscalerClassNotAllowed``), ``lifecycle.minReadySeconds``
-    (``LifecycleMinReadySecondsNotAllowed``; use ``spec.minReadySeconds``), runners together
-    with ``modelRef`` / ``runtimeRef`` (``RunnersWithRefs``), a pinned ``runtimeRef``
-    (``PinnedRuntimeRef``), and whatever the core's ``validate_replica`` finds (reason as
-    it names it). Migration requests on a standalone replica are allowed (an omenative
-    extension). Name collisions with an ISVC's objects need the cluster: the shell checks.
+    ``RuntimeNotNamed``: ``spec.runtime`` names no runtime; OME would select one
+    automatically, omenative does not, so components without containers of their own
+    cannot be rendered. ``TooManyInstances``: a replica bound above
+    ``maxDecodedInstances``. ``PartitionAboveReplicas``: an unchanged partition that a
+    lowered replica bound left above it.
     """
     out: list[Rejection] = []
-    raw_spec = obj.get("spec")
-    if not isinstance(raw_spec, Mapping):
-        return [_reject("InvalidSpec", "spec", "spec must be an object")]
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    for key in ("placementExecution", "placementReplicaLimit"):
-        if raw_spec.get(key) is not None:
-            out.append(
-                _reject(
-                    "ControllerOnlyField",
-                    f"spec.{key}",
-                    f"spec.{key} is set only by the controller",
-                )
-            )
-    parent = raw_spec.get("parentRef")
-    if isinstance(parent, Mapping):
-        owners = (
-            meta.get("ownerReferences") if isinstance(meta.get("ownerReferences"), list) else []
-        )
-        assert isinstance(owners, list)
-        owned = any(
-            isinstance(o, Mapping)
-            and o.get("kind") == "InferenceService"
-            and o.get("name") == parent.get("name")
-            for o in owners
-        )
-        if not owned:
-            out.append(
-                _reject(
-                    "ParentRefWithoutOwner",
-                    "spec.parentRef",
-                    f"spec.parentRef names {parent.get('name')!r} but the "
-                    "InferenceReplica has no owner reference to that "
-                    "InferenceService",
-                )
-            )
-    autoscaler = raw_spec.get("autoscaler")
-    klass = autoscaler.get("class") if isinstance(autoscaler, Mapping) else None
-    if isinstance(klass, str) and klass.lower() in ("hpa", "keda"):
+    if new.runtime_ref is None:
         out.append(
-            _reject(
-                "AutoscalerClassNotAllowed",
-                "spec.autoscaler.class",
-                f"autoscaler class {klass} is not allowed on a standalone "
-                "InferenceReplica; scale it through its scale subresource",
+            warn(
+                "RuntimeNotNamed",
+                "spec.runtime",
+                "spec.runtime names no runtime and automatic runtime selection is not "
+                "supported: set spec.runtime.name to a ServingRuntime or "
+                "ClusterServingRuntime (a component without containers of its own "
+                "cannot be rendered)",
             )
         )
-    lifecycle = raw_spec.get("lifecycle")
-    if isinstance(lifecycle, Mapping) and lifecycle.get("minReadySeconds") is not None:
-        out.append(
-            _reject(
-                "LifecycleMinReadySecondsNotAllowed",
-                "spec.lifecycle.minReadySeconds",
-                "spec.lifecycle.minReadySeconds is not read on an "
-                "InferenceReplica; set spec.minReadySeconds",
-            )
-        )
-    refs = [k for k in ("modelRef", "runtimeRef") if raw_spec.get(k) is not None]
-    runners = raw_spec.get("runners")
-    if refs and runners:
-        out.append(
-            _reject(
-                "RunnersWithRefs",
-                "spec.runners",
-                f"spec.runners cannot be combined with spec.{' or spec.'.join(refs)}",
-            )
-        )
-    runtime_ref = raw_spec.get("runtimeRef")
-    if isinstance(runtime_ref, Mapping) and (
-        runtime_ref.get("autoSync") is False or runtime_ref.get("revision") is not None
-    ):
-        out.append(
-            _reject(
-                "PinnedRuntimeRef",
-                "spec.runtimeRef",
-                "a pinned runtimeRef (autoSync: false or a revision) is not "
-                "allowed; the InferenceReplica follows the live runtime",
-            )
-        )
-    try:
-        spec = spec_from_json(raw_spec)
-    except CodecError as exc:
-        out.append(
-            Rejection(reason="InvalidSpec", message=f"InvalidSpec: {exc}", field=exc.path or "spec")
-        )
-        return out
-    if refs and not runners:
-        return out  # rendered from the refs: no runner set to check here
-    name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-    view = InferenceReplica(metadata=ObjectMeta(name=str(name) or "unnamed"), spec=spec)
-    for error in validate_replica(view):
-        out.append(Rejection(reason=error.partition(": ")[0], message=error, field="spec"))
+    for c in new.declared_components:
+        comp = new.component(c)
+        assert comp is not None
+        for key, count in (("minReplicas", comp.min_replicas), ("maxReplicas", comp.max_replicas)):
+            if count is not None and count > MAX_DECODED_INSTANCES:
+                out.append(too_many_instances(f"spec.{c}.{key}", count))
+        out += _kept_partition(new, old, c)
     return out
+
+
+def _kept_partition(new: InferenceService, old: InferenceService | None, c: str) -> list[Rejection]:
+    if old is None:
+        return []
+    partition = _rolling_update(new, c).get("partition")
+    ceiling = _replica_ceiling(new, c)
+    if not isinstance(partition, int) or partition <= ceiling:
+        return []
+    if _rolling_update(old, c).get("partition") != partition:
+        return []  # a changed partition is refused by validate_isvc
+    path = f"spec.{c}.lifecycle.updateStrategy.rollingUpdate.partition"
+    return [
+        warn(
+            "PartitionAboveReplicas",
+            path,
+            f"{path} is {partition}, above the most replicas spec.{c} asks for ({ceiling}): "
+            "no Instance is updated until the partition is lowered",
+        )
+    ]
