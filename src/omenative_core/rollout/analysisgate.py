@@ -17,14 +17,9 @@ from attrs import evolve
 from omenative_core.rollout.decision import AnalysisQuery
 from omenative_core.rollout.guards import _Guards
 from omenative_core.rollout.members import AnalysisMeasurement
-from omenative_core.rollout.model import (
-    Analysis,
-    AnalysisRound,
-    AnalysisState,
-    GroupState,
-    RolloutGroup,
-)
 from omenative_core.rollout.passstate import group_label
+from omenative_core.rollout.spec import Analysis, RolloutGroup
+from omenative_core.rollout.state import AnalysisRound, AnalysisState, GroupState
 
 __all__: list[str] = []
 

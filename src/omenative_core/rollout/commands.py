@@ -13,8 +13,8 @@ from attrs import evolve
 
 from omenative_core.revisions import hash_of
 from omenative_core.rollout.members import MemberView
-from omenative_core.rollout.model import GroupState
 from omenative_core.rollout.passstate import _PassState, group_label
+from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.verbs import (
     ANNOTATION_OVERRIDE_ANALYSIS,
     ANNOTATION_PROMOTE,

@@ -35,15 +35,10 @@ from omenative_core.model.spec import Pacing, RollingUpdate
 from omenative_core.model.status import TrafficTarget
 from omenative_core.rollout.decision import ComponentDecision, RolloutDecision
 from omenative_core.rollout.members import AnalysisMeasurement, MemberView
-from omenative_core.rollout.model import (
-    GroupState,
-    RolloutConfig,
-    RolloutGroup,
-    RolloutSpec,
-    RolloutState,
-)
 from omenative_core.rollout.progress import _Progress
 from omenative_core.rollout.services import traffic_revision_name
+from omenative_core.rollout.spec import RolloutConfig, RolloutGroup, RolloutSpec
+from omenative_core.rollout.state import GroupState, RolloutState
 from omenative_core.rollout.steps import step_allowance
 from omenative_core.rollout.verbs import ANNOTATION_OVERRIDE_ANALYSIS, ANNOTATION_PROMOTE
 

@@ -10,7 +10,7 @@ from attrs import frozen
 
 from omenative_core.model.spec import Pacing, RollingUpdate
 from omenative_core.model.status import RolloutHold, TrafficTarget
-from omenative_core.rollout.model import RolloutState
+from omenative_core.rollout.state import RolloutState
 
 __all__ = ["AnalysisQuery", "ComponentDecision", "RolloutDecision", "RolloutEvent"]
 

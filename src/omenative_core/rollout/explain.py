@@ -7,14 +7,9 @@ from datetime import datetime
 from omenative_core.model.timefmt import to_second
 from omenative_core.revisions import hash_of
 from omenative_core.rollout.decision import RolloutDecision
-from omenative_core.rollout.model import (
-    CanaryStep,
-    GroupState,
-    RolloutGroup,
-    RolloutSpec,
-    RolloutState,
-)
 from omenative_core.rollout.passstate import group_label, short_duration
+from omenative_core.rollout.spec import CanaryStep, RolloutGroup, RolloutSpec
+from omenative_core.rollout.state import GroupState, RolloutState
 from omenative_core.rollout.verbs import ANNOTATION_PROMOTE, ANNOTATION_REPIN
 
 __all__ = ["explain", "explain_decision", "explain_group"]

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from omenative_core.rollout.members import MemberView
-from omenative_core.rollout.model import GroupState, RolloutGroup
 from omenative_core.rollout.pinning import _Pinning
+from omenative_core.rollout.spec import RolloutGroup
+from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.steps import dip_budget, step_allowance
 
 __all__: list[str] = []

@@ -18,15 +18,9 @@ from omenative_core.model.timefmt import DurationError, parse_duration, to_secon
 from omenative_core.revisions import canonical_json
 from omenative_core.rollout.decision import AnalysisQuery, RolloutEvent
 from omenative_core.rollout.members import AnalysisMeasurement, MemberView
-from omenative_core.rollout.model import (
-    GroupState,
-    RolloutConfig,
-    RolloutGroup,
-    RolloutSpec,
-    RolloutState,
-    plan_token,
-    rollout_to_json,
-)
+from omenative_core.rollout.model import plan_token, rollout_to_json
+from omenative_core.rollout.spec import RolloutConfig, RolloutGroup, RolloutSpec
+from omenative_core.rollout.state import GroupState, RolloutState
 from omenative_core.rollout.steps import last_step
 from omenative_core.rollout.validate import ANNOTATION_READY_TIMEOUT
 from omenative_core.rollout.verbs import ANNOTATION_PAUSED, ANNOTATION_ROLLBACK

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from attrs import evolve
 
 from omenative_core.rollout.commands import _Commands
-from omenative_core.rollout.model import GroupState, RolloutSpec
 from omenative_core.rollout.passstate import AUTO_ROLLBACK
+from omenative_core.rollout.spec import RolloutSpec
+from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.steps import last_step, step_allowance
 from omenative_core.rollout.verbs import ANNOTATION_REPIN, REPIN_VALUE
 

@@ -24,8 +24,9 @@ from attrs import evolve
 
 from omenative_core.rollout.analysisgate import _AnalysisGate
 from omenative_core.rollout.members import MemberView
-from omenative_core.rollout.model import GroupState, RolloutGroup
 from omenative_core.rollout.passstate import AUTO_ROLLBACK, group_label, short_duration
+from omenative_core.rollout.spec import RolloutGroup
+from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.steps import last_step, step_allowance
 from omenative_core.rollout.verbs import ANNOTATION_ROLLBACK
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from omenative_core.model.spec import IntOrStr
 from omenative_core.policy import BudgetError, resolve_budget
 from omenative_core.rollout.members import MemberView
-from omenative_core.rollout.model import RolloutGroup, canary_capacity
+from omenative_core.rollout.spec import RolloutGroup, canary_capacity
 
 __all__ = ["step_allowance"]
 

@@ -63,7 +63,7 @@ from omenative_core.render import (
     validate_replica,
 )
 from omenative_core.revisions import revision_hash
-from omenative_core.rollout.model import RolloutConfig
+from omenative_core.rollout.spec import RolloutConfig
 from omenative_core.service.merge import (
     MAIN_CONTAINER,
     OperatorDefaults,
@@ -622,8 +622,7 @@ def peer_env_for(
         env[f"OME_{key}_ENDPOINT"] = f"{isvc.name}-{peer}.{isvc.namespace}.svc.cluster.local"
         if component == "decoder" and peer == "engine" and peer_hashes.get("engine"):
             env[f"OME_{key}_REVISION_ENDPOINT"] = (
-                f"{isvc.name}-engine-rev-{peer_hashes['engine']}"
-                f".{isvc.namespace}.svc.cluster.local"
+                f"{isvc.name}-engine-rev-{peer_hashes['engine']}.{isvc.namespace}.svc.cluster.local"
             )
     return env
 
@@ -1066,7 +1065,15 @@ def render_service(
         assert merged is not None
         if res.mode == MODE_OMENATIVE:
             cp = _render_omenative(
-                isvc, runtime, component, merged, res, crds, config, current, hashes,
+                isvc,
+                runtime,
+                component,
+                merged,
+                res,
+                crds,
+                config,
+                current,
+                hashes,
                 collisions.get(component),
             )
             if cp.revision_hash:
