@@ -27,6 +27,7 @@ __all__: list[str] = []
 
 class _Commands(_PassState):
     def rollback_verb(self) -> None:
+        """Act on ``ome.io/rollout-rollback``: roll back every active group, or reject it."""
         if not self.rollback_requested:
             return
         if any(
@@ -50,6 +51,7 @@ class _Commands(_PassState):
         )
 
     def parse_promote(self) -> None:
+        """Read ``ome.io/rollout-promote``: the group it names, or reject it."""
         value = self.annotations.get(ANNOTATION_PROMOTE)
         if value is None:
             return
@@ -98,6 +100,7 @@ class _Commands(_PassState):
         return (True, self.promote[1])
 
     def start_rollback(self, gs: GroupState, failure: str, why: str) -> GroupState:
+        """Send the group back to its stable revisions; its canary becomes rejected."""
         rejected = dict(gs.rejected)
         rejected.update(gs.canary)
         self.again = True
@@ -122,6 +125,7 @@ class _Commands(_PassState):
         )
 
     def rolling_back(self, gs: GroupState, views: Mapping[str, MemberView]) -> GroupState:
+        """A rolling-back group: RolledBack once every member is back on stable."""
         done = all(
             views[c].ready_on(gs.stable[c]) >= views[c].desired
             and sum(n for r, n in views[c].instances.items() if r != gs.stable[c]) == 0

@@ -97,6 +97,7 @@ class _Decider(_Progress):
         return gs
 
     def traffic(self, gs: GroupState, view: MemberView) -> tuple[TrafficTarget, ...]:
+        """The traffic to record for a member: ready Instances per revision, in percent."""
         c = view.component
         stable = gs.stable.get(c, view.revision)
         canary = gs.canary.get(c)
@@ -146,6 +147,7 @@ class _Decider(_Progress):
         )
 
     def component_decisions(self) -> dict[str, ComponentDecision]:
+        """What to write on each member: pacing, budgets, traffic, hold."""
         out: dict[str, ComponentDecision] = {}
         for gs in self.groups:
             group = self.pinned.groups[gs.index]
@@ -185,6 +187,7 @@ class _Decider(_Progress):
         return out
 
     def run(self) -> RolloutDecision:
+        """The whole pass, from the verbs to the decision."""
         self.pin()
         self.repin()
         self.rollback_verb()

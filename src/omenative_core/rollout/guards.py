@@ -49,6 +49,8 @@ def _pairing_applies(gs: GroupState, e: MemberView, d: MemberView) -> bool:
 
 class _Guards(_Pinning):
     def sequence_wait(self, gs: GroupState) -> tuple[str, datetime | None] | None:
+        """The earlier group a Sequential group waits on and until when (None: no end yet);
+        None when it need not wait."""
         seq = self.pinned.sequence()
         if gs.index not in seq:
             return None
@@ -67,6 +69,7 @@ class _Guards(_Pinning):
         return None
 
     def current_allowance(self, component: str) -> int | None:
+        """The Instances ``component`` is allowed on its new revision now, or None."""
         if component in self.allowed:
             return self.allowed[component]
         for gs in self.groups:

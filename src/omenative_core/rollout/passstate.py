@@ -90,14 +90,17 @@ class _PassState:
         self.prev_holds: dict[int, RolloutHold | None] = {}
 
     def event(self, type_: str, reason: str, message: str) -> None:
+        """Record a run-wide Event."""
         self.events.append(RolloutEvent(type=type_, reason=reason, message=message))
 
     def group_event(self, gs: GroupState, type_: str, reason: str, message: str) -> None:
+        """Record an Event about ``gs`` (also on its members' InferenceReplicas)."""
         self.events.append(
             RolloutEvent(type=type_, reason=reason, message=message, components=gs.components)
         )
 
     def drop(self, key: str) -> None:
+        """Remove the annotation ``key`` (once acted on or rejected)."""
         if key in self.annotations and key not in self.remove:
             self.remove.append(key)
 
@@ -116,14 +119,17 @@ class _PassState:
         )
 
     def views(self, gs: GroupState) -> dict[str, MemberView]:
+        """The views of the group's members that exist."""
         return {c: self.members[c] for c in gs.components if c in self.members}
 
     def running_phase(self, group: RolloutGroup, step: int, views: Sequence[MemberView]) -> str:
+        """``Canarying`` before the last canary step, else ``Promoting``."""
         if group.canary is not None and step < last_step(group, views):
             return "Canarying"
         return "Promoting"
 
     def ready_timeout(self, group: RolloutGroup) -> timedelta:
+        """How long a step may take to be ready: the annotation, the group's, the cluster's."""
         raw = self.annotations.get(ANNOTATION_READY_TIMEOUT)
         if raw is not None:
             try:
@@ -137,6 +143,7 @@ class _PassState:
         return self.config.default_ready_timeout
 
     def initial_stable(self, component: str) -> str:
+        """A member's stable revision when none is remembered: its current one."""
         view = self.members.get(component)
         if view is None:
             return ""

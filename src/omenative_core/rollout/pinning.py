@@ -54,6 +54,7 @@ class _Pinning(_Commands):
         return out
 
     def pin(self) -> None:
+        """Choose the plan this pass follows: the pinned one during a run, else the spec's."""
         st = self.state
         if st.plan_token and st.active and st.plan:
             self.pinned = st.pinned
