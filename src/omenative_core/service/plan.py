@@ -15,9 +15,6 @@ from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import (
     IntOrStr,
 )
-from omenative_core.render import (
-    MAX_NAME_LENGTH,
-)
 from omenative_core.rollout.spec import RolloutConfig
 from omenative_core.service.merge import (
     OperatorDefaults,
@@ -173,14 +170,4 @@ def pairing_problem(merged: ComponentSpec) -> str | None:
         return "WorkerRequiresLeader: a worker is set but no leader"
     if worker is not None and worker.size is not None and worker.size < 1:
         return f"WorkerSizeMustBePositive: worker.size is {worker.size}; it must be >= 1"
-    return None
-
-
-def name_problem(name: str, what: str) -> str | None:
-    """Why ``name`` cannot name a ``what`` (too long, not a DNS label), or None."""
-    if len(name) > MAX_NAME_LENGTH:
-        return (
-            f"NameTooLong: {what} {name!r} is {len(name)} characters; Kubernetes allows "
-            f"{MAX_NAME_LENGTH}"
-        )
     return None

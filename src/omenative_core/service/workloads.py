@@ -15,6 +15,7 @@ from omenative_core.labels import (
 from omenative_core.model.spec import (
     IntOrStr,
 )
+from omenative_core.replica_rules import too_long
 from omenative_core.service.merge import (
     component_runners,
 )
@@ -41,7 +42,6 @@ from omenative_core.service.plan import (
     ServiceCondition,
     ServiceConfig,
     blocked_plan,
-    name_problem,
     pairing_problem,
 )
 from omenative_core.service.scale import resolve_scale
@@ -72,7 +72,7 @@ def render_raw(
 ) -> ComponentPlan:
     """A RawDeployment component's plan: Deployment, Service, PDB, HPA, PodMonitor."""
     prefix = f"{isvc.name}-{component}"
-    problem = name_problem(prefix, "Deployment name")
+    problem = too_long("Deployment name", prefix)
     if problem is not None:
         return blocked_plan(component, res, "NameTooLong", problem)
     (runner,) = component_runners(isvc, runtime, component, merged, multi_pod=False)
@@ -188,9 +188,9 @@ def render_multinode(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     name = f"lws-{prefix}"
-    too_long = name_problem(name, "LeaderWorkerSet name")
-    if too_long is not None:
-        return blocked_plan(component, res, "NameTooLong", too_long)
+    long_name = too_long("LeaderWorkerSet name", name)
+    if long_name is not None:
+        return blocked_plan(component, res, "NameTooLong", long_name)
     leader, worker = component_runners(isvc, runtime, component, merged, multi_pod=True)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     scale = resolve_scale(
