@@ -184,6 +184,37 @@ def _render_check(path: str, service: JSON, runtimes: Sequence[JSON]) -> None:
         raise ScenarioError(f"{path}: no OMENative component to simulate (modes: {modes})")
 
 
+def _event_value(
+    kpath: str, kind: str, value: Any, manifest: Any, runtimes: tuple[JSON, ...]
+) -> tuple[Any, Any]:
+    """One event's checked value, and the service manifest after it (a patch changes it)."""
+    if kind == "patch":
+        patch = _obj(kpath, value)
+        manifest = merge_patch(manifest, patch)
+        _render_check(kpath, manifest, runtimes)
+        return dict(patch), manifest
+    if kind == "annotate":
+        ann = _obj(kpath, value)
+        for k, v in ann.items():
+            if v is not None and not isinstance(v, str):
+                raise ScenarioError(f"{kpath}.{k}: expected a string or null, got {_show(v)}")
+        return dict(ann), manifest
+    if kind in ("promote", "rollback"):
+        opts = _obj(kpath, {} if value is True else value)
+        _keys(kpath, opts, ("overrideAnalysis",) if kind == "promote" else ())
+        return {"override": opts.get("overrideAnalysis") is True}, manifest
+    if kind == "failPod":
+        fp = _obj(kpath, value)
+        _keys(kpath, fp, ("component", "instance", "runner", "ordinal"))
+        return {
+            "component": _str(f"{kpath}.component", fp.get("component")),
+            "instance": _int(f"{kpath}.instance", fp.get("instance")),
+            "runner": _str(f"{kpath}.runner", fp["runner"]) if "runner" in fp else None,
+            "ordinal": _int(f"{kpath}.ordinal", fp["ordinal"]) if "ordinal" in fp else None,
+        }, manifest
+    return _str(kpath, value), manifest
+
+
 def parse_service_scenario(source: str | Mapping[str, Any]) -> ServiceScenario:
     """Parse and check a service scenario (YAML text or a parsed object)."""
     raw = load_yaml(source) if isinstance(source, str) else source
@@ -213,36 +244,8 @@ def parse_service_scenario(source: str | Mapping[str, Any]) -> ServiceScenario:
         kinds = [k for k in SERVICE_EVENT_KINDS if k in obj]
         if len(kinds) != 1:
             raise ScenarioError(f"{path}: expected exactly one of {', '.join(SERVICE_EVENT_KINDS)}")
-        kind, value = kinds[0], obj[kinds[0]]
-        kpath = f"{path}.{kind}"
-        if kind == "patch":
-            patch = _obj(kpath, value)
-            manifest = merge_patch(manifest, patch)
-            _render_check(kpath, manifest, runtimes)
-            value = dict(patch)
-        elif kind == "annotate":
-            ann = _obj(kpath, value)
-            for k, v in ann.items():
-                if v is not None and not isinstance(v, str):
-                    raise ScenarioError(f"{kpath}.{k}: expected a string or null, got {_show(v)}")
-            value = dict(ann)
-        elif kind in ("promote", "rollback"):
-            if value is True:
-                value = {}
-            opts = _obj(kpath, value)
-            _keys(kpath, opts, ("overrideAnalysis",) if kind == "promote" else ())
-            value = {"override": opts.get("overrideAnalysis") is True}
-        elif kind == "failPod":
-            fp = _obj(kpath, value)
-            _keys(kpath, fp, ("component", "instance", "runner", "ordinal"))
-            value = {
-                "component": _str(f"{kpath}.component", fp.get("component")),
-                "instance": _int(f"{kpath}.instance", fp.get("instance")),
-                "runner": _str(f"{kpath}.runner", fp["runner"]) if "runner" in fp else None,
-                "ordinal": _int(f"{kpath}.ordinal", fp["ordinal"]) if "ordinal" in fp else None,
-            }
-        else:
-            value = _str(kpath, value)
+        kind = kinds[0]
+        value, manifest = _event_value(f"{path}.{kind}", kind, obj[kind], manifest, runtimes)
         events.append(ServiceEvent(at=_event_at(i, obj), kind=kind, value=value, index=i))
     events.sort(key=lambda e: (e.at, e.index))
     last = max((e.at for e in events), default=0.0)
