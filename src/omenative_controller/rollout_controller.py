@@ -64,6 +64,7 @@ from omenative_core.rollout import (
     RolloutDecision,
     RolloutSpec,
     RolloutSpecError,
+    RolloutState,
     RolloutStateError,
     decide,
     member_view,
@@ -159,6 +160,42 @@ class RolloutPass:
                 lifecycle = entry.setdefault("lifecycle", {})
                 lifecycle["rolloutHold"] = to_json(cd.hold)
         return status
+
+
+def _live_revisions(component: str, view: MemberView, state: RolloutState) -> set[str]:
+    """The revisions of ``component`` that run, are rendered, or are a group's stable or
+    canary revision."""
+    revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
+    for g in state.groups:
+        for m in (g.stable, g.canary):
+            if m.get(component):
+                revisions.add(m[component])
+    return revisions
+
+
+def _wanted_revision_services(
+    isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
+) -> dict[str, JSON]:
+    """By name, the traffic and headless Service of every live revision of every member
+    (the traffic one selects the member's pods of that revision)."""
+    wanted: dict[str, JSON] = {}
+    owner = isvc_owner_reference(isvc)
+    for c, view in sorted(rp.members.items()):
+        cp = plan.component(c)
+        main = cp.object("Service") if cp is not None else None
+        ports = list((main or {}).get("spec", {}).get("ports") or []) or None
+        for rev in sorted(_live_revisions(c, view, rp.decision.state)):
+            h = hash_of(rev)
+            if not h:
+                continue
+            for headless in (False, True):
+                svc = render_revision_service(isvc.name, c, h, isvc.namespace,
+                                              ports=ports, headless=headless, owner=owner)
+                if not headless and main is not None:
+                    svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
+                                               LABEL_REVISION_HASH: h}
+                wanted[svc["metadata"]["name"]] = svc
+    return wanted
 
 
 class RolloutController:
@@ -345,29 +382,7 @@ class RolloutController:
         self, isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
     ) -> None:
         """Create the Services of every live revision of every member; delete the rest."""
-        state = rp.decision.state
-        wanted: dict[str, JSON] = {}
-        owner = isvc_owner_reference(isvc)
-        for c, view in sorted(rp.members.items()):
-            cp = plan.component(c)
-            main = cp.object("Service") if cp is not None else None
-            ports = list((main or {}).get("spec", {}).get("ports") or []) or None
-            revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
-            for g in state.groups:
-                for m in (g.stable, g.canary):
-                    if m.get(c):
-                        revisions.add(m[c])
-            for rev in sorted(revisions):
-                h = hash_of(rev)
-                if not h:
-                    continue
-                for headless in (False, True):
-                    svc = render_revision_service(isvc.name, c, h, isvc.namespace,
-                                                  ports=ports, headless=headless, owner=owner)
-                    if not headless and main is not None:
-                        svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
-                                                   LABEL_REVISION_HASH: h}
-                    wanted[svc["metadata"]["name"]] = svc
+        wanted = _wanted_revision_services(isvc, plan, rp)
         page = await self.client.list(SERVICES, isvc.namespace, label_selector=(
             f"{LABEL_ISVC}={isvc.name},{LABEL_REVISION_HASH}"))
         existing = {s["metadata"]["name"]: s for s in page.get("items") or ()}
