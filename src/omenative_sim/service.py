@@ -43,7 +43,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
-from omenative_core.codec import CodecError, converter
+from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import JSON
 from omenative_core.planner import plan
@@ -52,6 +52,7 @@ from omenative_core.rollout import (
     ANNOTATION_OVERRIDE_ANALYSIS,
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
+    ComponentDecision,
     MemberView,
     RolloutDecision,
     RolloutSpec,
@@ -71,6 +72,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
+from omenative_core.service.rollout_writes import member_replica_body
 from omenative_sim.scenario import (
     ScenarioError,
     _cluster,
@@ -317,14 +319,19 @@ class ServiceWorld:
                 shared = world.nodes
                 self.worlds[comp.component] = world
                 continue
-            spec = dict(manifest.get("spec") or {})
-            live = world.manifest.get("spec") or {}
-            for kept in ("pacing",):  # the rollout's, not the render's
-                if kept in live:
-                    spec[kept] = live[kept]
-            patch = _replace_patch(live, spec)
+            # the member's writes as the shell makes them: the last decision's pacing (a
+            # component in no group, or a service without spec.rollout, gets none)
+            spec = member_replica_body(manifest, self._decision_for(comp.component))["spec"]
+            patch = _replace_patch(world.manifest.get("spec") or {}, spec)
             if patch is not None:
                 world.patch_replica({"spec": patch})
+
+    def _decision_for(self, component: str) -> ComponentDecision | None:
+        """The last rollout decision for ``component``, while the service has rollout
+        groups (None otherwise)."""
+        if self.last_decision is None or (self.service.get("spec") or {}).get("rollout") is None:
+            return None
+        return self.last_decision.components.get(component)
 
     def patch_service(self, patch: JSON) -> None:
         """Apply a JSON merge patch to the InferenceService and re-project its replicas."""
@@ -387,22 +394,10 @@ class ServiceWorld:
             w = self.worlds.get(comp)
             if w is None:
                 continue
-            pacing = {k: v for k, v in converter.unstructure(cd.pacing).items() if v is not None}
-            spec = w.manifest.get("spec") or {}
-            want: dict[str, Any] = {"pacing": pacing or None}
-            if cd.rolling_update is not None:
-                ru = {k: v for k, v in converter.unstructure(cd.rolling_update).items()
-                      if v is not None}
-                want["lifecycle"] = {"updateStrategy": {"rollingUpdate": ru}}
-            patch = _replace_patch({"pacing": spec.get("pacing")}, {"pacing": want["pacing"]})
-            full: dict[str, Any] = dict(patch or {})
-            if "lifecycle" in want:
-                cur = (((spec.get("lifecycle") or {}).get("updateStrategy") or {})
-                       .get("rollingUpdate") or {})
-                if any(cur.get(k) != v for k, v in ru.items()):
-                    full["lifecycle"] = want["lifecycle"]
-            if full:
-                w.patch_replica({"spec": full})
+            live = w.manifest.get("spec") or {}
+            patch = _replace_patch(live, member_replica_body(w.manifest, cd)["spec"])
+            if patch is not None:
+                w.patch_replica({"spec": patch})
                 changed = True
         wake = d.requeue_after
         if wake is not None:
