@@ -6,8 +6,10 @@ each OMENative component onto its InferenceReplica; each replica gets a :class:`
 and all the worlds share one set of nodes, so components compete for the same GPUs. When
 the InferenceService has ``spec.rollout``, ``omenative_core.rollout.decide`` runs every
 pass and its pacing (partition, rollbackToRevision, rolling budgets) is written into the
-member replicas before they plan, as the shell writes it. Time, pod and node events, the
-planner and the rollout decisions are the same pure pieces the manager uses.
+member replicas before they plan, by the shell's own function
+(``omenative_core.service.rollout_writes.member_replica_body``); without ``spec.rollout``
+a member carries no pacing, as the shell's server-side apply drops it. Time, pod and node
+events, the planner and the rollout decisions are the same pure pieces the manager uses.
 
 The format (``docs/simulate.md``)::
 
