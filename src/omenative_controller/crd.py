@@ -157,25 +157,27 @@ def _strip_none(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+_SCALARS: dict[Any, dict[str, Any]] = {
+    bool: {"type": "boolean"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    str: {"type": "string"},
+    datetime: {"type": "string", "format": "date-time"},
+    timedelta: {"type": "string", "pattern": _GO_DURATION},
+    Any: {"x-kubernetes-preserve-unknown-fields": True},
+    object: {"x-kubernetes-preserve-unknown-fields": True},
+}
+"""The schema of each leaf type (a fresh copy is returned each time)."""
+
+
 def schema_for(tp: Any, *, owner: str = "", attr: str = "") -> dict[str, Any]:
     """The structural OpenAPI v3 schema of a model type (an attrs class or an annotation)."""
     tp, _ = _strip_none(tp)
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    if tp is bool:
-        return {"type": "boolean"}
-    if tp is int:
-        return {"type": "integer"}
-    if tp is float:
-        return {"type": "number"}
-    if tp is str:
-        return {"type": "string"}
-    if tp is datetime:
-        return {"type": "string", "format": "date-time"}
-    if tp is timedelta:
-        return {"type": "string", "pattern": _GO_DURATION}
-    if tp is Any or tp is object:
-        return {"x-kubernetes-preserve-unknown-fields": True}
+    scalar = _SCALARS.get(tp)
+    if scalar is not None:
+        return dict(scalar)
     if origin in (typing.Union, types.UnionType) and set(args) == {int, str}:
         return {
             "anyOf": [{"type": "integer"}, {"type": "string"}],

@@ -200,6 +200,29 @@ def _now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _create_resource(
+    action: CreatePod | CreatePodGroup | CreateRevision | CreateObject,
+) -> Resource:
+    """The API resource a create action writes to."""
+    if isinstance(action, CreatePod):
+        return PODS
+    if isinstance(action, CreatePodGroup):
+        version = str(action.body.get("apiVersion", "")).rpartition("/")[2] or "v1alpha1"
+        return pod_groups(version)
+    if isinstance(action, CreateRevision):
+        return CONTROLLER_REVISIONS
+    return resource_for(str(action.body.get("apiVersion", "")), str(action.body.get("kind", "")))
+
+
+def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> Resource:
+    """The API resource a delete action removes from (pods have their own path)."""
+    if isinstance(action, DeletePodGroup):
+        return pod_groups()
+    if isinstance(action, DeleteRevision):
+        return CONTROLLER_REVISIONS
+    return resource_for(action.api_version, action.object_kind)
+
+
 @define
 class Executor:
     """Applies plans through a :class:`KubeClient`."""
@@ -253,29 +276,17 @@ class Executor:
         return ctx.log if ctx.log is not None else log
 
     async def _apply_one(self, action: Action, ctx: PassContext) -> None:
-        if isinstance(action, UpdateStatus):
-            await self._update_status(action, ctx)
-        elif isinstance(action, CreatePod):
-            await self._create(PODS, action.body, ctx, action.kind)
-        elif isinstance(action, CreatePodGroup):
-            version = str(action.body.get("apiVersion", "")).rpartition("/")[2] or "v1alpha1"
-            await self._create(pod_groups(version), action.body, ctx, action.kind)
-        elif isinstance(action, CreateRevision):
-            await self._create(CONTROLLER_REVISIONS, action.body, ctx, action.kind)
-        elif isinstance(action, CreateObject):
-            res = resource_for(str(action.body.get("apiVersion", "")),
-                               str(action.body.get("kind", "")))
-            await self._create(res, action.body, ctx, action.kind)
+        if isinstance(action, CreatePod | CreatePodGroup | CreateRevision | CreateObject):
+            await self._create(_create_resource(action), action.body, ctx, action.kind)
         elif isinstance(action, DeletePod):
             await self._delete(PODS, action.name, action.uid, ctx, action.kind,
                                grace=0 if action.force else None, reason=action.reason)
-        elif isinstance(action, DeletePodGroup):
-            await self._delete(pod_groups(), action.name, action.uid, ctx, action.kind)
-        elif isinstance(action, DeleteRevision):
-            await self._delete(CONTROLLER_REVISIONS, action.name, action.uid, ctx, action.kind)
-        elif isinstance(action, DeleteObject):
-            await self._delete(resource_for(action.api_version, action.object_kind),
-                               action.name, "", ctx, action.kind)
+        elif isinstance(action, DeletePodGroup | DeleteRevision | DeleteObject):
+            await self._delete(_delete_resource(action), action.name,
+                               "" if isinstance(action, DeleteObject) else action.uid,
+                               ctx, action.kind)
+        elif isinstance(action, UpdateStatus):
+            await self._update_status(action, ctx)
         elif isinstance(action, SetServingGate):
             await self._set_gate(action, ctx)
         elif isinstance(action, PatchPodImages):

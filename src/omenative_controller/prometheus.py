@@ -16,7 +16,7 @@ import asyncio
 import base64
 import binascii
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
@@ -162,21 +162,30 @@ def parse_response(body: object) -> QueryResult:
     if not isinstance(data, Mapping):
         return _error("answer has no data")
     kind = data.get("resultType")
-    result: Any = data.get("result")
-    if kind == "scalar":
-        return _number(result)
-    if kind == "vector":
-        if not isinstance(result, list):
-            return _error("vector result is not a list")
-        if not result:
-            return _inconclusive("no data")
-        if len(result) > 1:
-            return _inconclusive(f"{len(result)} series, expected one")
-        sample = result[0].get("value") if isinstance(result[0], Mapping) else None
-        return _number(sample)
-    if kind == "matrix":
-        return _inconclusive("range vector result, expected an instant value")
-    return _error(f"unsupported resultType {kind!r}")
+    reader = _READERS.get(kind) if isinstance(kind, str) else None
+    if reader is None:
+        return _error(f"unsupported resultType {kind!r}")
+    return reader(data.get("result"))
+
+
+def _vector(result: Any) -> QueryResult:
+    """An instant vector: exactly one series, or why the answer is inconclusive."""
+    if not isinstance(result, list):
+        return _error("vector result is not a list")
+    if not result:
+        return _inconclusive("no data")
+    if len(result) > 1:
+        return _inconclusive(f"{len(result)} series, expected one")
+    sample = result[0].get("value") if isinstance(result[0], Mapping) else None
+    return _number(sample)
+
+
+_READERS: dict[str, Callable[[Any], QueryResult]] = {
+    "scalar": _number,
+    "vector": _vector,
+    "matrix": lambda _: _inconclusive("range vector result, expected an instant value"),
+}
+"""How each ``resultType`` becomes a ``QueryResult``."""
 
 
 class PrometheusClient:

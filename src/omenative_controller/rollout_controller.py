@@ -52,7 +52,7 @@ from omenative_controller.kube.resources import (
     Resource,
 )
 from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
-from omenative_core.codec import CodecError, spec_from_json, to_json
+from omenative_core.codec import CodecError, spec_from_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.timefmt import format_time
@@ -64,18 +64,23 @@ from omenative_core.rollout import (
     RolloutDecision,
     RolloutSpec,
     RolloutSpecError,
+    RolloutState,
     RolloutStateError,
     decide,
     member_view,
     parse_rollout,
     render_revision_service,
     state_from_json,
-    state_to_json,
     validate_rollout,
 )
 from omenative_core.rollout.validate import errors as rollout_errors
 from omenative_core.service import InferenceService, ServicePlan
 from omenative_core.service.render import isvc_owner_reference
+from omenative_core.service.rollout_writes import (
+    member_replica_body,
+    member_traffic,
+    shape_rollout_status,
+)
 from omenative_core.views import revision_view_from_json
 
 __all__ = [
@@ -122,43 +127,51 @@ class RolloutPass:
 
     def replica_body(self, component: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The InferenceReplica apply body with the member's pacing (and group budgets)."""
-        cd = self.decision.components.get(component)
-        if cd is None:
-            return dict(obj)
-        body = dict(obj)
-        spec = dict(body.get("spec") or {})
-        pacing: dict[str, Any] = {"partition": cd.pacing.partition or 0}
-        if cd.pacing.rollback_to_revision:
-            pacing["rollbackToRevision"] = cd.pacing.rollback_to_revision
-        spec["pacing"] = pacing
-        if cd.rolling_update is not None:
-            lifecycle = dict(spec.get("lifecycle") or {})
-            strategy = dict(lifecycle.get("updateStrategy") or {})
-            rolling = dict(strategy.get("rollingUpdate") or {})
-            rolling["maxSurge"] = cd.rolling_update.max_surge
-            rolling["maxUnavailable"] = cd.rolling_update.max_unavailable
-            strategy["rollingUpdate"] = rolling
-            lifecycle["updateStrategy"] = strategy
-            spec["lifecycle"] = lifecycle
-        body["spec"] = spec
-        return body
+        return member_replica_body(obj, self.decision.components.get(component))
 
     def traffic_json(self, component: str) -> list[Any]:
         """The member's traffic targets as status JSON."""
-        cd = self.decision.components.get(component)
-        return [to_json(t) for t in cd.traffic] if cd is not None else []
+        return member_traffic(self.decision.components.get(component))
 
     def shape_status(self, status: dict[str, Any]) -> dict[str, Any]:
         """Add ``rollout``, each member's ``traffic`` and the group holds to a status."""
-        status["rollout"] = state_to_json(self.decision.state)
-        components = status.setdefault("components", {})
-        for c, cd in sorted(self.decision.components.items()):
-            entry = components.setdefault(c, {})
-            entry["traffic"] = self.traffic_json(c)
-            if cd.hold is not None:
-                lifecycle = entry.setdefault("lifecycle", {})
-                lifecycle["rolloutHold"] = to_json(cd.hold)
-        return status
+        return shape_rollout_status(status, self.decision)
+
+
+def _live_revisions(component: str, view: MemberView, state: RolloutState) -> set[str]:
+    """The revisions of ``component`` that run, are rendered, or are a group's stable or
+    canary revision."""
+    revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
+    for g in state.groups:
+        for m in (g.stable, g.canary):
+            if m.get(component):
+                revisions.add(m[component])
+    return revisions
+
+
+def _wanted_revision_services(
+    isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
+) -> dict[str, JSON]:
+    """By name, the traffic and headless Service of every live revision of every member
+    (the traffic one selects the member's pods of that revision)."""
+    wanted: dict[str, JSON] = {}
+    owner = isvc_owner_reference(isvc)
+    for c, view in sorted(rp.members.items()):
+        cp = plan.component(c)
+        main = cp.object("Service") if cp is not None else None
+        ports = list((main or {}).get("spec", {}).get("ports") or []) or None
+        for rev in sorted(_live_revisions(c, view, rp.decision.state)):
+            h = hash_of(rev)
+            if not h:
+                continue
+            for headless in (False, True):
+                svc = render_revision_service(isvc.name, c, h, isvc.namespace,
+                                              ports=ports, headless=headless, owner=owner)
+                if not headless and main is not None:
+                    svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
+                                               LABEL_REVISION_HASH: h}
+                wanted[svc["metadata"]["name"]] = svc
+    return wanted
 
 
 class RolloutController:
@@ -345,29 +358,7 @@ class RolloutController:
         self, isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
     ) -> None:
         """Create the Services of every live revision of every member; delete the rest."""
-        state = rp.decision.state
-        wanted: dict[str, JSON] = {}
-        owner = isvc_owner_reference(isvc)
-        for c, view in sorted(rp.members.items()):
-            cp = plan.component(c)
-            main = cp.object("Service") if cp is not None else None
-            ports = list((main or {}).get("spec", {}).get("ports") or []) or None
-            revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
-            for g in state.groups:
-                for m in (g.stable, g.canary):
-                    if m.get(c):
-                        revisions.add(m[c])
-            for rev in sorted(revisions):
-                h = hash_of(rev)
-                if not h:
-                    continue
-                for headless in (False, True):
-                    svc = render_revision_service(isvc.name, c, h, isvc.namespace,
-                                                  ports=ports, headless=headless, owner=owner)
-                    if not headless and main is not None:
-                        svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
-                                                   LABEL_REVISION_HASH: h}
-                    wanted[svc["metadata"]["name"]] = svc
+        wanted = _wanted_revision_services(isvc, plan, rp)
         page = await self.client.list(SERVICES, isvc.namespace, label_selector=(
             f"{LABEL_ISVC}={isvc.name},{LABEL_REVISION_HASH}"))
         existing = {s["metadata"]["name"]: s for s in page.get("items") or ()}

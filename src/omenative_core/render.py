@@ -6,9 +6,9 @@ identity; the same inputs always give the same JSON. Names are deterministic
 exists". ``validate_replica`` lists what must be rejected before anything is rendered.
 
 Rendering never mutates its inputs: each pod starts from a private copy of the runner's
-template (a pickle round trip, about four times faster than ``copy.deepcopy`` on a
-realistic template; plain JSON always pickles, and anything else falls back to a recursive
-copy), and every object it edits is rebuilt.
+template (``jsoncopy``). Placement rules live in ``placement``, the replica's validation
+rules in ``replica_rules``; ``validate_replica`` here puts them together with the naming
+scheme.
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from __future__ import annotations
 import enum
 import hashlib
 import math
-import pickle
-import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Final, Literal
 
 from attrs import frozen
 
+from omenative_core.jsoncopy import as_dict, as_list, copy_json
 from omenative_core.labels import (
     ANNOTATION_IN_PLACE,
     ANNOTATION_KUEUE_POD_GROUP_NAME,
@@ -44,13 +43,22 @@ from omenative_core.labels import (
     LABEL_REVISION_HASH,
     LABEL_RUNNER,
     MANAGED_BY,
-    NODE_HOSTNAME_LABEL,
     PAIRED_COMPONENTS,
     SERVING_GATE,
     owner_reference,
     replica_labels,
 )
-from omenative_core.model.spec import COMPONENTS, RUNNER_NAMES, InferenceReplica, Runner
+from omenative_core.model.spec import COMPONENTS, InferenceReplica, Runner
+from omenative_core.placement import place_pod
+from omenative_core.replica_rules import (
+    DNS_1035_LABEL,
+    DNS_LABEL,
+    LABEL_VALUE,
+    MAX_NAME_LENGTH,
+    placement_problems,
+    runner_problems,
+    too_long,
+)
 
 __all__ = [
     "ANNOTATION_IN_PLACE",
@@ -125,15 +133,6 @@ ENV_INSTANCE_POD_RANK = "OME_INSTANCE_POD_RANK"
 """Multi-pod only: leader 0, worker k is k+1."""
 ENV_INSTANCE_POD_COUNT = "OME_INSTANCE_POD_COUNT"
 """Multi-pod only: pods per Instance (leader plus workers)."""
-
-MAX_NAME_LENGTH: Final = 63
-"""Longest DNS label / label value Kubernetes accepts (pod hostnames, Service names)."""
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-_PAIRING = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_SPREAD_POLICIES = {"Preferred": "ScheduleAnyway", "Required": "DoNotSchedule"}
 
 
 class FromSpec(enum.Enum):
@@ -247,33 +246,6 @@ def is_multi_pod(runners: Sequence[Runner]) -> bool:
     return any(r.name in ("leader", "worker") for r in runners)
 
 
-# ---------------------------------------------------------------------------- copying
-
-
-def _copy_slow(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _copy_slow(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_copy_slow(v) for v in value]
-    return value
-
-
-def _copy_json(value: Mapping[str, Any]) -> Any:
-    """An independent copy of a JSON document (fast path: pickle round trip)."""
-    try:
-        return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-    except (TypeError, AttributeError, pickle.PicklingError):
-        return _copy_slow(value)
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else []
-
-
 # ---------------------------------------------------------------------------- pods
 
 
@@ -318,7 +290,6 @@ def render_pod(
             f"InferenceReplica {replica.metadata.name!r}: no runner {slot.runner!r} "
             f"in {sorted(by_name)}"
         )
-    spec_in = replica.spec
     multi = "leader" in by_name or "worker" in by_name
     worker = by_name.get("worker")
     count = 1 + (worker.size if worker is not None else 0)
@@ -326,56 +297,39 @@ def render_pod(
     prefix = replica.prefix
     name = pod_name(prefix, index, slot.runner, ordinal)
     headless = headless_service_name(prefix)
-    replica_name = replica.metadata.name
-    pairing = spec_in.pairing_protocol if pairing_protocol is FROM_SPEC else pairing_protocol
+    pairing = replica.spec.pairing_protocol if pairing_protocol is FROM_SPEC else pairing_protocol
 
-    template = _copy_json(runner.template) if runner.template else {}
-    tmeta = _as_dict(template.get("metadata"))
+    template = copy_json(runner.template) if runner.template else {}
+    identity = _PodIdentity(
+        name=name,
+        index=index,
+        incarnation=incarnation,
+        runner=slot.runner,
+        ordinal=ordinal,
+        multi=multi,
+        count=count,
+    )
+    metadata = _pod_metadata(
+        replica,
+        as_dict(template.get("metadata")),
+        identity,
+        revision_hash=revision_hash,
+        pairing=pairing,
+        use_pod_group=use_pod_group,
+    )
 
-    # labels: the template's, then OME's
-    labels: dict[str, str] = _as_dict(tmeta.get("labels"))
-    labels.update(replica_labels(replica))
-    labels[LABEL_INSTANCE_INDEX] = str(index)
-    labels[LABEL_INCARNATION] = str(incarnation)
-    labels[LABEL_RUNNER] = slot.runner
-    labels[LABEL_POD_ORDINAL] = str(ordinal)
-    labels[LABEL_REVISION_HASH] = revision_hash
-    if pairing and spec_in.component in PAIRED_COMPONENTS:
-        labels[LABEL_PAIRING] = pairing
-    if use_pod_group and multi:
-        labels[LABEL_POD_GROUP] = pod_group_name(prefix, index)
-
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": replica.metadata.namespace,
-        "labels": labels,
-    }
-    annotations = _as_dict(tmeta.get("annotations"))
-    if multi and labels.get(LABEL_KUEUE_QUEUE):
-        # one Kueue Workload per Instance incarnation, admitted all at once
-        kueue_group = kueue_pod_group_name(prefix, index, incarnation)
-        labels[LABEL_KUEUE_POD_GROUP] = kueue_group
-        if ANNOTATION_KUEUE_POD_GROUP_NAME in annotations:
-            annotations[ANNOTATION_KUEUE_POD_GROUP_NAME] = kueue_group
-        annotations[ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT] = str(count)
-        annotations[ANNOTATION_KUEUE_POD_GROUP_SERVING] = "true"
-    if annotations:
-        metadata["annotations"] = annotations
-    metadata["ownerReferences"] = [owner_reference(replica)]
-
-    spec = _as_dict(template.get("spec"))
+    spec = as_dict(template.get("spec"))
     spec["hostname"] = name
     spec["subdomain"] = headless
 
-    gates = _as_list(spec.get("readinessGates"))
+    gates = as_list(spec.get("readinessGates"))
     if not any(isinstance(g, Mapping) and g.get("conditionType") == SERVING_GATE for g in gates):
         gates.append({"conditionType": SERVING_GATE})
     spec["readinessGates"] = gates
 
-    # env vars
     ours: list[tuple[str, str]] = [
         (ENV_INFERENCESERVICE_NAME, replica.isvc_name),
-        (ENV_COMPONENT, spec_in.component),
+        (ENV_COMPONENT, replica.spec.component),
         (ENV_COMPONENT_REPLICAS, str(replicas)),
         (ENV_INSTANCE_INDEX, str(index)),
         (ENV_RUNNER, slot.runner),
@@ -389,85 +343,93 @@ def render_pod(
             (ENV_INSTANCE_POD_RANK, str(slot.rank)),
             (ENV_INSTANCE_POD_COUNT, str(count)),
         ]
-    our_names = {n for n, _ in ours}
-    containers: list[Any] = []
-    for c in _as_list(spec.get("containers")):
-        container = _as_dict(c)
-        env: list[Any] = [{"name": n, "value": v} for n, v in ours]
-        env.extend(
-            e
-            for e in _as_list(container.get("env"))
-            if not (isinstance(e, Mapping) and e.get("name") in our_names)
-        )
-        container["env"] = env
-        containers.append(container)
-    spec["containers"] = containers
-
-    # placement
-    topology_key = spec_in.topology_key
-    worker_affinity = slot.runner == "worker" and bool(topology_key)
-    if worker_affinity or avoid_node or prefer_nodes:
-        affinity = _as_dict(spec.get("affinity"))
-        if worker_affinity:
-            pod_affinity = _as_dict(affinity.get("podAffinity"))
-            required = _as_list(pod_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"))
-            required.append(
-                {
-                    "labelSelector": {
-                        "matchLabels": {
-                            LABEL_REPLICA: replica_name,
-                            LABEL_INSTANCE_INDEX: str(index),
-                            LABEL_INCARNATION: str(incarnation),
-                            LABEL_RUNNER: "leader",
-                        }
-                    },
-                    "topologyKey": topology_key,
-                }
-            )
-            pod_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
-            affinity["podAffinity"] = pod_affinity
-        if avoid_node or prefer_nodes:
-            node_affinity = _as_dict(affinity.get("nodeAffinity"))
-            preferred = _as_list(
-                node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution")
-            )
-            if avoid_node:
-                preferred.append(_node_term(100, "NotIn", [avoid_node]))
-            wanted = [n for n in dict.fromkeys(prefer_nodes) if n != avoid_node]
-            if wanted:
-                preferred.append(_node_term(50, "In", wanted))
-            node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
-            affinity["nodeAffinity"] = node_affinity
-        spec["affinity"] = affinity
-
-    spread = _SPREAD_POLICIES.get(spec_in.topology_spread or "")
-    spread_key = spec_in.topology_spread_key or topology_key
-    if spread is not None and spread_key and slot.runner in ("leader", "default"):
-        constraints = _as_list(spec.get("topologySpreadConstraints"))
-        constraints.append(
-            {
-                "maxSkew": 1,
-                "topologyKey": spread_key,
-                "whenUnsatisfiable": spread,
-                "labelSelector": {
-                    "matchLabels": {LABEL_REPLICA: replica_name, LABEL_RUNNER: slot.runner}
-                },
-            }
-        )
-        spec["topologySpreadConstraints"] = constraints
-
+    spec["containers"] = _with_env_first(as_list(spec.get("containers")), ours)
+    place_pod(
+        spec,
+        replica,
+        runner=slot.runner,
+        index=index,
+        incarnation=incarnation,
+        avoid_node=avoid_node,
+        prefer_nodes=prefer_nodes,
+    )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def _node_term(weight: int, operator: str, nodes: list[str]) -> dict[str, Any]:
-    return {
-        "weight": weight,
-        "preference": {
-            "matchExpressions": [
-                {"key": NODE_HOSTNAME_LABEL, "operator": operator, "values": nodes}
-            ]
-        },
+@frozen(kw_only=True)
+class _PodIdentity:
+    """Which pod: its name, Instance, incarnation, runner and ordinal, and the Instance's
+    shape (multi-pod, pods per Instance)."""
+
+    name: str
+    index: int
+    incarnation: int
+    runner: str
+    ordinal: int
+    multi: bool
+    count: int
+
+
+def _pod_metadata(
+    replica: InferenceReplica,
+    tmeta: dict[str, Any],
+    pod: _PodIdentity,
+    *,
+    revision_hash: str,
+    pairing: str | None,
+    use_pod_group: bool,
+) -> dict[str, Any]:
+    """The pod's metadata: the template's labels and annotations, then OME's (and Kueue's
+    pod group for a queued multi-pod Instance), owned by the replica."""
+    prefix = replica.prefix
+    labels: dict[str, str] = as_dict(tmeta.get("labels"))
+    labels.update(replica_labels(replica))
+    labels[LABEL_INSTANCE_INDEX] = str(pod.index)
+    labels[LABEL_INCARNATION] = str(pod.incarnation)
+    labels[LABEL_RUNNER] = pod.runner
+    labels[LABEL_POD_ORDINAL] = str(pod.ordinal)
+    labels[LABEL_REVISION_HASH] = revision_hash
+    if pairing and replica.spec.component in PAIRED_COMPONENTS:
+        labels[LABEL_PAIRING] = pairing
+    if use_pod_group and pod.multi:
+        labels[LABEL_POD_GROUP] = pod_group_name(prefix, pod.index)
+
+    metadata: dict[str, Any] = {
+        "name": pod.name,
+        "namespace": replica.metadata.namespace,
+        "labels": labels,
     }
+    annotations = as_dict(tmeta.get("annotations"))
+    if pod.multi and labels.get(LABEL_KUEUE_QUEUE):
+        # one Kueue Workload per Instance incarnation, admitted all at once
+        kueue_group = kueue_pod_group_name(prefix, pod.index, pod.incarnation)
+        labels[LABEL_KUEUE_POD_GROUP] = kueue_group
+        if ANNOTATION_KUEUE_POD_GROUP_NAME in annotations:
+            annotations[ANNOTATION_KUEUE_POD_GROUP_NAME] = kueue_group
+        annotations[ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT] = str(pod.count)
+        annotations[ANNOTATION_KUEUE_POD_GROUP_SERVING] = "true"
+    if annotations:
+        metadata["annotations"] = annotations
+    metadata["ownerReferences"] = [owner_reference(replica)]
+    return metadata
+
+
+def _with_env_first(containers: list[Any], ours: list[tuple[str, str]]) -> list[Any]:
+    """Every container with OME's variables first, replacing template entries of the same
+    name (so template variables can refer to them with ``$(OME_...)``)."""
+    our_names = {n for n, _ in ours}
+    out: list[Any] = []
+    for c in containers:
+        container = as_dict(c)
+        env: list[Any] = [{"name": n, "value": v} for n, v in ours]
+        env.extend(
+            e
+            for e in as_list(container.get("env"))
+            if not (isinstance(e, Mapping) and e.get("name") in our_names)
+        )
+        container["env"] = env
+        out.append(container)
+    return out
 
 
 # ---------------------------------------------------------------------------- PodGroups
@@ -532,13 +494,57 @@ def render_headless_service(replica: InferenceReplica) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- validation
 
 
-def _too_long(what: str, value: str) -> str | None:
-    if len(value) > MAX_NAME_LENGTH:
-        return (
-            f"NameTooLong: {what} {value!r} is {len(value)} characters; "
-            f"Kubernetes allows {MAX_NAME_LENGTH}"
+def _longest_pod_name(prefix: str, runners: Sequence[Runner], top: int) -> str:
+    """The longest pod name Instance ``top`` can get (the highest ordinal of each runner)."""
+    by_name = _runner_map(runners)
+    if "default" in by_name:
+        return pod_name(prefix, top, "default", 1)
+    candidates = [
+        pod_name(prefix, top, "leader", 0),
+        pod_name(prefix, top, "worker", by_name["worker"].size - 1),
+    ]
+    return max(candidates, key=len)
+
+
+def _name_problems(
+    replica: InferenceReplica, max_index: int | None, *, shape_ok: bool
+) -> list[str]:
+    """Names and label values the replica's objects would get that Kubernetes refuses."""
+    spec = replica.spec
+    prefix = replica.prefix
+    errors: list[str] = []
+    if shape_ok:
+        desired = 1 if not spec.replicas or spec.replicas < 0 else spec.replicas
+        top = max(2 * desired - 1, 0) if max_index is None else max_index
+        longest = _longest_pod_name(prefix, spec.runners, top)
+        msg = too_long("pod name", longest)
+        if msg:
+            errors.append(msg)
+        elif not DNS_LABEL.match(longest):
+            errors.append(
+                f"InvalidName: pod name {longest!r} is not a DNS label (lowercase letters, "
+                "digits and '-', starting and ending with a letter or digit)"
+            )
+    service = headless_service_name(prefix)
+    msg = too_long("headless Service name", service)
+    if msg:
+        errors.append(msg)
+    elif not DNS_1035_LABEL.match(service):
+        errors.append(
+            f"InvalidName: headless Service name {service!r} is not a DNS-1035 label "
+            "(lowercase letters, digits and '-', starting with a letter)"
         )
-    return None
+    for key, value in (
+        (LABEL_REPLICA, replica.metadata.name),
+        (LABEL_ISVC, replica.isvc_name),
+        (LABEL_COMPONENT, spec.component),
+    ):
+        msg = too_long(f"label {key} value", value)
+        if msg:
+            errors.append(msg)
+        elif not LABEL_VALUE.match(value):
+            errors.append(f"InvalidName: label {key} value {value!r} is not a valid label value")
+    return errors
 
 
 def validate_replica(replica: InferenceReplica, *, max_index: int | None = None) -> tuple[str, ...]:
@@ -550,114 +556,14 @@ def validate_replica(replica: InferenceReplica, *, max_index: int | None = None)
     """
     spec = replica.spec
     errors: list[str] = []
-
     if spec.component not in COMPONENTS:
         errors.append(
             f"UnknownComponent: component {spec.component!r} is not one of {', '.join(COMPONENTS)}"
         )
     if spec.replicas is not None and spec.replicas < 0:
         errors.append(f"InvalidReplicas: replicas is {spec.replicas}; it must be >= 0")
-
-    # runners
-    runners = spec.runners
-    names = [r.name for r in runners]
-    shape_ok = True
-    if not runners:
-        errors.append(
-            "NoRunners: spec.runners is empty; give a 'default' runner, "
-            "or a 'leader' and a 'worker'"
-        )
-        shape_ok = False
-    for n in sorted(set(names)):
-        if names.count(n) > 1:
-            errors.append(f"DuplicateRunner: runner {n!r} appears {names.count(n)} times")
-            shape_ok = False
-        if n not in RUNNER_NAMES:
-            errors.append(f"UnknownRunner: runner {n!r} is not one of {', '.join(RUNNER_NAMES)}")
-            shape_ok = False
-    present = set(names)
-    if "default" in present and present & {"leader", "worker"}:
-        errors.append(
-            "DefaultRunnerNotAlone: runner 'default' cannot be combined with 'leader' or 'worker'"
-        )
-        shape_ok = False
-    if "leader" in present and "worker" not in present:
-        errors.append("LeaderRequiresWorker: runner 'leader' needs a 'worker' runner")
-        shape_ok = False
-    if "worker" in present and "leader" not in present:
-        errors.append("WorkerRequiresLeader: runner 'worker' needs a 'leader' runner")
-        shape_ok = False
-    for r in runners:
-        if r.name == "worker" and r.size < 1:
-            errors.append(f"WorkerSizeMustBePositive: runner 'worker' has size {r.size}")
-            shape_ok = False
-        elif r.name in ("default", "leader") and r.size != 1:
-            errors.append(f"InvalidRunnerSize: runner {r.name!r} has size {r.size}; it must be 1")
-        tspec = r.template.get("spec") if isinstance(r.template, Mapping) else None
-        containers = tspec.get("containers") if isinstance(tspec, Mapping) else None
-        if not isinstance(containers, list | tuple) or not containers:
-            errors.append(f"ContainersRequired: runner {r.name!r} template has no containers")
-
-    # placement and pairing
-    if spec.topology_spread is not None:
-        if spec.topology_spread not in _SPREAD_POLICIES:
-            errors.append(
-                f"InvalidTopologySpread: topologySpread {spec.topology_spread!r} is not "
-                "Preferred or Required"
-            )
-        elif not (spec.topology_spread_key or spec.topology_key):
-            errors.append(
-                "TopologySpreadKeyRequired: topologySpread is set but neither "
-                "topologySpreadKey nor topologyKey is"
-            )
-    if spec.pairing_protocol is not None and (
-        len(spec.pairing_protocol) > MAX_NAME_LENGTH or not _PAIRING.match(spec.pairing_protocol)
-    ):
-        errors.append(
-            f"InvalidPairingProtocol: pairingProtocol {spec.pairing_protocol!r} must be at "
-            f"most {MAX_NAME_LENGTH} characters of letters, digits, '-', '_' or '.', "
-            "starting and ending with a letter or digit"
-        )
-
-    # names
-    prefix = replica.prefix
-    desired = 1 if not spec.replicas or spec.replicas < 0 else spec.replicas
-    top = max(2 * desired - 1, 0) if max_index is None else max_index
-    if shape_ok:
-        by_name = _runner_map(runners)
-        if "default" in by_name:
-            longest = pod_name(prefix, top, "default", 1)
-        else:
-            candidates = [
-                pod_name(prefix, top, "leader", 0),
-                pod_name(prefix, top, "worker", by_name["worker"].size - 1),
-            ]
-            longest = max(candidates, key=len)
-        msg = _too_long("pod name", longest)
-        if msg:
-            errors.append(msg)
-        elif not _DNS_LABEL.match(longest):
-            errors.append(
-                f"InvalidName: pod name {longest!r} is not a DNS label (lowercase letters, "
-                "digits and '-', starting and ending with a letter or digit)"
-            )
-    service = headless_service_name(prefix)
-    msg = _too_long("headless Service name", service)
-    if msg:
-        errors.append(msg)
-    elif not _DNS_1035_LABEL.match(service):
-        errors.append(
-            f"InvalidName: headless Service name {service!r} is not a DNS-1035 label "
-            "(lowercase letters, digits and '-', starting with a letter)"
-        )
-    for key, value in (
-        (LABEL_REPLICA, replica.metadata.name),
-        (LABEL_ISVC, replica.isvc_name),
-        (LABEL_COMPONENT, spec.component),
-    ):
-        msg = _too_long(f"label {key} value", value)
-        if msg:
-            errors.append(msg)
-        elif not _LABEL_VALUE.match(value):
-            errors.append(f"InvalidName: label {key} value {value!r} is not a valid label value")
+    runner_errors, shape_ok = runner_problems(spec.runners)
+    errors += runner_errors
+    errors += placement_problems(spec)
+    errors += _name_problems(replica, max_index, shape_ok=shape_ok)
     return tuple(errors)

@@ -52,35 +52,11 @@ def _event_line(ev: dict[str, Any]) -> str:
     return f"  -- {ev['type']} {ev['reason']}{instance}: {ev['message']}"
 
 
-def format_result(result: SimResult, *, title: str = "") -> str:
-    """The readable timeline: one line per sample with the events in between, a summary."""
-    data = result.to_json()
+def _summary_lines(data: dict[str, Any]) -> list[str]:
+    """The run's summary: convergence (or where it stalled), peaks, serving floor,
+    rollouts and notes."""
     lines: list[str] = []
-    if title:
-        lines.append(title)
-    if result.description:
-        lines.append(result.description.strip())
-    if lines:
-        lines.append("")
-    samples = {s["t"]: s for s in data["timeline"]}
-    by_time: dict[float, list[dict[str, Any]]] = {}
-    for ev in data["events"]:
-        by_time.setdefault(ev["t"], []).append(ev)
-    pad = " " * len(_t(0))
-    for t in sorted({*samples, *by_time}):
-        sample = samples.get(t)
-        events = by_time.get(t, [])
-        if sample is not None:
-            lines.append(
-                f"{_t(t)}  replicas {sample['replicas']}  ready {sample['readyReplicas']}  "
-                f"serving {sample['servingReplicas']}  updated {sample['updatedReplicas']}  "
-                f"pods {sample['pods']}  gpus {sample['gpusInUse']}"
-            )
-        for i, ev in enumerate(events):
-            prefix = _t(t) if sample is None and i == 0 else pad
-            lines.append(f"{prefix}{_event_line(ev)}")
     summary = data["summary"]
-    lines.append("")
     if data["converged"]:
         at = data["convergedAtSeconds"]
         lines.append(f"converged: yes, at {at}s ({_dur(at)})")
@@ -110,6 +86,38 @@ def format_result(result: SimResult, *, title: str = "") -> str:
         lines.append(f"rollout {src} -> {r['toRevision']}: from {r['startedAtSeconds']}s, {how}")
     for note in data["notes"]:
         lines.append(f"note: {note}")
+    return lines
+
+
+def format_result(result: SimResult, *, title: str = "") -> str:
+    """The readable timeline: one line per sample with the events in between, a summary."""
+    data = result.to_json()
+    lines: list[str] = []
+    if title:
+        lines.append(title)
+    if result.description:
+        lines.append(result.description.strip())
+    if lines:
+        lines.append("")
+    samples = {s["t"]: s for s in data["timeline"]}
+    by_time: dict[float, list[dict[str, Any]]] = {}
+    for ev in data["events"]:
+        by_time.setdefault(ev["t"], []).append(ev)
+    pad = " " * len(_t(0))
+    for t in sorted({*samples, *by_time}):
+        sample = samples.get(t)
+        events = by_time.get(t, [])
+        if sample is not None:
+            lines.append(
+                f"{_t(t)}  replicas {sample['replicas']}  ready {sample['readyReplicas']}  "
+                f"serving {sample['servingReplicas']}  updated {sample['updatedReplicas']}  "
+                f"pods {sample['pods']}  gpus {sample['gpusInUse']}"
+            )
+        for i, ev in enumerate(events):
+            prefix = _t(t) if sample is None and i == 0 else pad
+            lines.append(f"{prefix}{_event_line(ev)}")
+    lines.append("")
+    lines += _summary_lines(data)
     return "\n".join(lines)
 
 

@@ -415,8 +415,21 @@ def parse_scenario(source: str | Mapping[str, Any]) -> Scenario:
     start = top.get("start", "empty")
     if start not in START_MODES:
         raise ScenarioError(f"start: expected one of {', '.join(START_MODES)}, got {_show(start)}")
+    events = _events(top.get("events", []), replica, cluster)
+    return Scenario(
+        replica=replica,
+        cluster=cluster,
+        lifecycle=lifecycle,
+        start=str(start),
+        events=events,
+        until=_until(top, events),
+        description=description,
+    )
 
-    raw_events = top.get("events", [])
+
+def _events(raw_events: object, replica: JSON, cluster: ClusterSpec) -> tuple[ScenarioEvent, ...]:
+    """The ``events`` list, checked in time order (so patches are checked in the order they
+    apply), returned in file order."""
     if raw_events is None:
         raw_events = []
     if not isinstance(raw_events, list):
@@ -426,58 +439,57 @@ def parse_scenario(source: str | Mapping[str, Any]) -> Scenario:
     timed = sorted(
         ((i, e) for i, e in enumerate(raw_events)), key=lambda ie: _event_at(ie[0], ie[1])
     )
-    for i, item in timed:  # in time order, so patches are checked in the order they apply
-        path = f"events[{i}]"
-        obj = _obj(path, item)
-        _keys(path, obj, ("at", *EVENT_KINDS))
-        at = _event_at(i, obj)
-        kinds = [k for k in EVENT_KINDS if k in obj]
-        if len(kinds) != 1:
-            raise ScenarioError(
-                f"{path}: expected exactly one of {', '.join(EVENT_KINDS)}"
-                + (f", got {', '.join(kinds)}" if kinds else "")
-            )
-        kind = kinds[0]
-        value: Any = obj[kind]
-        kpath = f"{path}.{kind}"
-        if kind == "patch":
-            patch = _obj(kpath, value)
-            if "status" in patch:
-                raise ScenarioError(f"{kpath}.status: the status is the planner's to write")
-            manifest = merge_patch(manifest, patch)
-            _check_replica(kpath, manifest)
-            value = patch
-        elif kind == "failPod":
-            value = _fail_pod(kpath, value, _runner_names(manifest))
-        elif kind == "failNode":
-            value = _node(kpath, value, cluster.nodes)
-        elif kind == "badImage":
-            value = _str(kpath, value)
-        else:
-            value = _migrate(kpath, value, cluster.nodes)
-        events.append(ScenarioEvent(at=at, kind=kind, value=value, index=i))
+    for i, item in timed:
+        event, manifest = _event(i, item, manifest, cluster)
+        events.append(event)
     events.sort(key=lambda e: e.index)
+    return tuple(events)
 
-    last = max((e.at for e in events), default=0.0)
-    if "until" in top:
-        until = _duration("until", top["until"])
-        if until < last:
-            raise ScenarioError(
-                f"until: {top['until']} is before the last event (at {_num(last)}s)"
-            )
-        if until <= 0:
-            raise ScenarioError("until: expected a duration > 0")
+
+def _event(i: int, item: object, manifest: Any, cluster: ClusterSpec) -> tuple[ScenarioEvent, Any]:
+    """Event ``i``, and the replica manifest after it (a patch changes it)."""
+    path = f"events[{i}]"
+    obj = _obj(path, item)
+    _keys(path, obj, ("at", *EVENT_KINDS))
+    at = _event_at(i, obj)
+    kinds = [k for k in EVENT_KINDS if k in obj]
+    if len(kinds) != 1:
+        raise ScenarioError(
+            f"{path}: expected exactly one of {', '.join(EVENT_KINDS)}"
+            + (f", got {', '.join(kinds)}" if kinds else "")
+        )
+    kind = kinds[0]
+    value: Any = obj[kind]
+    kpath = f"{path}.{kind}"
+    if kind == "patch":
+        patch = _obj(kpath, value)
+        if "status" in patch:
+            raise ScenarioError(f"{kpath}.status: the status is the planner's to write")
+        manifest = merge_patch(manifest, patch)
+        _check_replica(kpath, manifest)
+        value = patch
+    elif kind == "failPod":
+        value = _fail_pod(kpath, value, _runner_names(manifest))
+    elif kind == "failNode":
+        value = _node(kpath, value, cluster.nodes)
+    elif kind == "badImage":
+        value = _str(kpath, value)
     else:
-        until = last + _DEFAULT_UNTIL_AFTER
-    return Scenario(
-        replica=replica,
-        cluster=cluster,
-        lifecycle=lifecycle,
-        start=str(start),
-        events=tuple(events),
-        until=until,
-        description=description,
-    )
+        value = _migrate(kpath, value, cluster.nodes)
+    return ScenarioEvent(at=at, kind=kind, value=value, index=i), manifest
+
+
+def _until(top: Mapping[str, Any], events: Sequence[ScenarioEvent]) -> float:
+    """``until``: no earlier than the last event; by default a while after it."""
+    last = max((e.at for e in events), default=0.0)
+    if "until" not in top:
+        return last + _DEFAULT_UNTIL_AFTER
+    until = _duration("until", top["until"])
+    if until < last:
+        raise ScenarioError(f"until: {top['until']} is before the last event (at {_num(last)}s)")
+    if until <= 0:
+        raise ScenarioError("until: expected a duration > 0")
+    return until
 
 
 def _event_at(i: int, item: object) -> float:

@@ -6,8 +6,10 @@ each OMENative component onto its InferenceReplica; each replica gets a :class:`
 and all the worlds share one set of nodes, so components compete for the same GPUs. When
 the InferenceService has ``spec.rollout``, ``omenative_core.rollout.decide`` runs every
 pass and its pacing (partition, rollbackToRevision, rolling budgets) is written into the
-member replicas before they plan, as the shell writes it. Time, pod and node events, the
-planner and the rollout decisions are the same pure pieces the manager uses.
+member replicas before they plan, by the shell's own function
+(``omenative_core.service.rollout_writes.member_replica_body``); without ``spec.rollout``
+a member carries no pacing, as the shell's server-side apply drops it. Time, pod and node
+events, the planner and the rollout decisions are the same pure pieces the manager uses.
 
 The format (``docs/simulate.md``)::
 
@@ -43,7 +45,7 @@ from typing import Any
 
 from attrs import define, field, frozen
 
-from omenative_core.codec import CodecError, converter
+from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import JSON
 from omenative_core.planner import plan
@@ -52,6 +54,7 @@ from omenative_core.rollout import (
     ANNOTATION_OVERRIDE_ANALYSIS,
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
+    ComponentDecision,
     MemberView,
     RolloutDecision,
     RolloutSpec,
@@ -71,6 +74,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
+from omenative_core.service.rollout_writes import member_replica_body
 from omenative_sim.scenario import (
     ScenarioError,
     _cluster,
@@ -184,6 +188,37 @@ def _render_check(path: str, service: JSON, runtimes: Sequence[JSON]) -> None:
         raise ScenarioError(f"{path}: no OMENative component to simulate (modes: {modes})")
 
 
+def _event_value(
+    kpath: str, kind: str, value: Any, manifest: Any, runtimes: tuple[JSON, ...]
+) -> tuple[Any, Any]:
+    """One event's checked value, and the service manifest after it (a patch changes it)."""
+    if kind == "patch":
+        patch = _obj(kpath, value)
+        manifest = merge_patch(manifest, patch)
+        _render_check(kpath, manifest, runtimes)
+        return dict(patch), manifest
+    if kind == "annotate":
+        ann = _obj(kpath, value)
+        for k, v in ann.items():
+            if v is not None and not isinstance(v, str):
+                raise ScenarioError(f"{kpath}.{k}: expected a string or null, got {_show(v)}")
+        return dict(ann), manifest
+    if kind in ("promote", "rollback"):
+        opts = _obj(kpath, {} if value is True else value)
+        _keys(kpath, opts, ("overrideAnalysis",) if kind == "promote" else ())
+        return {"override": opts.get("overrideAnalysis") is True}, manifest
+    if kind == "failPod":
+        fp = _obj(kpath, value)
+        _keys(kpath, fp, ("component", "instance", "runner", "ordinal"))
+        return {
+            "component": _str(f"{kpath}.component", fp.get("component")),
+            "instance": _int(f"{kpath}.instance", fp.get("instance")),
+            "runner": _str(f"{kpath}.runner", fp["runner"]) if "runner" in fp else None,
+            "ordinal": _int(f"{kpath}.ordinal", fp["ordinal"]) if "ordinal" in fp else None,
+        }, manifest
+    return _str(kpath, value), manifest
+
+
 def parse_service_scenario(source: str | Mapping[str, Any]) -> ServiceScenario:
     """Parse and check a service scenario (YAML text or a parsed object)."""
     raw = load_yaml(source) if isinstance(source, str) else source
@@ -213,36 +248,8 @@ def parse_service_scenario(source: str | Mapping[str, Any]) -> ServiceScenario:
         kinds = [k for k in SERVICE_EVENT_KINDS if k in obj]
         if len(kinds) != 1:
             raise ScenarioError(f"{path}: expected exactly one of {', '.join(SERVICE_EVENT_KINDS)}")
-        kind, value = kinds[0], obj[kinds[0]]
-        kpath = f"{path}.{kind}"
-        if kind == "patch":
-            patch = _obj(kpath, value)
-            manifest = merge_patch(manifest, patch)
-            _render_check(kpath, manifest, runtimes)
-            value = dict(patch)
-        elif kind == "annotate":
-            ann = _obj(kpath, value)
-            for k, v in ann.items():
-                if v is not None and not isinstance(v, str):
-                    raise ScenarioError(f"{kpath}.{k}: expected a string or null, got {_show(v)}")
-            value = dict(ann)
-        elif kind in ("promote", "rollback"):
-            if value is True:
-                value = {}
-            opts = _obj(kpath, value)
-            _keys(kpath, opts, ("overrideAnalysis",) if kind == "promote" else ())
-            value = {"override": opts.get("overrideAnalysis") is True}
-        elif kind == "failPod":
-            fp = _obj(kpath, value)
-            _keys(kpath, fp, ("component", "instance", "runner", "ordinal"))
-            value = {
-                "component": _str(f"{kpath}.component", fp.get("component")),
-                "instance": _int(f"{kpath}.instance", fp.get("instance")),
-                "runner": _str(f"{kpath}.runner", fp["runner"]) if "runner" in fp else None,
-                "ordinal": _int(f"{kpath}.ordinal", fp["ordinal"]) if "ordinal" in fp else None,
-            }
-        else:
-            value = _str(kpath, value)
+        kind = kinds[0]
+        value, manifest = _event_value(f"{path}.{kind}", kind, obj[kind], manifest, runtimes)
         events.append(ServiceEvent(at=_event_at(i, obj), kind=kind, value=value, index=i))
     events.sort(key=lambda e: (e.at, e.index))
     last = max((e.at for e in events), default=0.0)
@@ -314,14 +321,19 @@ class ServiceWorld:
                 shared = world.nodes
                 self.worlds[comp.component] = world
                 continue
-            spec = dict(manifest.get("spec") or {})
-            live = world.manifest.get("spec") or {}
-            for kept in ("pacing",):  # the rollout's, not the render's
-                if kept in live:
-                    spec[kept] = live[kept]
-            patch = _replace_patch(live, spec)
+            # the member's writes as the shell makes them: the last decision's pacing (a
+            # component in no group, or a service without spec.rollout, gets none)
+            spec = member_replica_body(manifest, self._decision_for(comp.component))["spec"]
+            patch = _replace_patch(world.manifest.get("spec") or {}, spec)
             if patch is not None:
                 world.patch_replica({"spec": patch})
+
+    def _decision_for(self, component: str) -> ComponentDecision | None:
+        """The last rollout decision for ``component``, while the service has rollout
+        groups (None otherwise)."""
+        if self.last_decision is None or (self.service.get("spec") or {}).get("rollout") is None:
+            return None
+        return self.last_decision.components.get(component)
 
     def patch_service(self, patch: JSON) -> None:
         """Apply a JSON merge patch to the InferenceService and re-project its replicas."""
@@ -384,22 +396,10 @@ class ServiceWorld:
             w = self.worlds.get(comp)
             if w is None:
                 continue
-            pacing = {k: v for k, v in converter.unstructure(cd.pacing).items() if v is not None}
-            spec = w.manifest.get("spec") or {}
-            want: dict[str, Any] = {"pacing": pacing or None}
-            if cd.rolling_update is not None:
-                ru = {k: v for k, v in converter.unstructure(cd.rolling_update).items()
-                      if v is not None}
-                want["lifecycle"] = {"updateStrategy": {"rollingUpdate": ru}}
-            patch = _replace_patch({"pacing": spec.get("pacing")}, {"pacing": want["pacing"]})
-            full: dict[str, Any] = dict(patch or {})
-            if "lifecycle" in want:
-                cur = (((spec.get("lifecycle") or {}).get("updateStrategy") or {})
-                       .get("rollingUpdate") or {})
-                if any(cur.get(k) != v for k, v in ru.items()):
-                    full["lifecycle"] = want["lifecycle"]
-            if full:
-                w.patch_replica({"spec": full})
+            live = w.manifest.get("spec") or {}
+            patch = _replace_patch(live, member_replica_body(w.manifest, cd)["spec"])
+            if patch is not None:
+                w.patch_replica({"spec": patch})
                 changed = True
         wake = d.requeue_after
         if wake is not None:

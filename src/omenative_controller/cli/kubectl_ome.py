@@ -1056,27 +1056,30 @@ def advise_cmd(target: Target, all_namespaces: bool, apply_moves: bool, max_move
 # ---------------------------------------------------------------------------- entry point
 
 
+def _one_line(exc: BaseException) -> tuple[str, int]:
+    """The one stderr line (after ``error: ``) and the exit code for a failure."""
+    if isinstance(exc, CliError):
+        return exc.message, exc.code
+    if isinstance(exc, click.exceptions.Abort):
+        return "aborted", EXIT_ERROR
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130
+    return f"{type(exc).__name__}: {exc}", EXIT_ERROR
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the plugin; errors are one line on stderr and a non-zero exit."""
     try:
         cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False, obj=Target())
-    except CliError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        return exc.code
-    except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
-        return EXIT_ERROR
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("error: interrupted", err=True)
-        return 130
-    except Exception as exc:  # one line, never a traceback
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        return EXIT_ERROR
+    except (Exception, KeyboardInterrupt) as exc:  # one line, never a traceback
+        message, code = _one_line(exc)
+        click.echo(f"error: {message}", err=True)
+        return code
     return 0
 
 

@@ -1020,15 +1020,22 @@ def valid_repin_token(value: str) -> bool:
     return value == "now" or bool(_REPIN_TOKEN.match(value))
 
 
-def repin_refusal(isvc: Mapping[str, Any], state: RolloutState, token: str) -> str | None:
-    """Why ``ome.io/rollout-repin=token`` would be rejected now (None: it would apply)."""
-    refusal = _rollback_refusal(isvc, "repin") or _no_rollout(isvc, state)
-    if refusal:
-        return refusal
+def _repin_run_refusal(state: RolloutState) -> str | None:
+    """Why the run's own state refuses a repin: rolling back, or no run at all."""
     if any(g.phase == "RollingBack" for g in state.groups):
         return "a rollback is in progress: repin is refused"
     if not state.active:
         return "no run is active: nothing to repin (a new plan applies at once)"
+    return None
+
+
+def repin_refusal(isvc: Mapping[str, Any], state: RolloutState, token: str) -> str | None:
+    """Why ``ome.io/rollout-repin=token`` would be rejected now (None: it would apply)."""
+    refusal = (
+        _rollback_refusal(isvc, "repin") or _no_rollout(isvc, state) or _repin_run_refusal(state)
+    )
+    if refusal:
+        return refusal
     current = spec_plan_token(isvc)
     if current is None:
         return "spec.rollout is missing or does not parse: there is no plan to repin to"

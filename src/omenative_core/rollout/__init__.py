@@ -19,7 +19,13 @@ Contract (one screen):
 """
 
 from omenative_core.rollout.decide import *  # noqa: F403
+from omenative_core.rollout.decision import *  # noqa: F403
 from omenative_core.rollout.explain import *  # noqa: F403
+from omenative_core.rollout.members import *  # noqa: F403
 from omenative_core.rollout.model import *  # noqa: F403
 from omenative_core.rollout.services import *  # noqa: F403
+from omenative_core.rollout.spec import *  # noqa: F403
+from omenative_core.rollout.state import *  # noqa: F403
+from omenative_core.rollout.steps import *  # noqa: F403
 from omenative_core.rollout.validate import *  # noqa: F403
+from omenative_core.rollout.verbs import *  # noqa: F403

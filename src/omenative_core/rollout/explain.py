@@ -6,31 +6,15 @@ from datetime import datetime
 
 from omenative_core.model.timefmt import to_second
 from omenative_core.revisions import hash_of
-from omenative_core.rollout.decide import (
-    ANNOTATION_PROMOTE,
-    ANNOTATION_REPIN,
-    RolloutDecision,
-)
-from omenative_core.rollout.model import GroupState, RolloutGroup, RolloutSpec, RolloutState
+from omenative_core.rollout.decision import RolloutDecision
+from omenative_core.rollout.passstate import group_label, short_duration
+from omenative_core.rollout.spec import CanaryStep, RolloutGroup, RolloutSpec
+from omenative_core.rollout.state import GroupState, RolloutState
+from omenative_core.rollout.verbs import ANNOTATION_PROMOTE, ANNOTATION_REPIN
 
 __all__ = ["explain", "explain_decision", "explain_group"]
 
 _RUNNING = ("Pending", "Canarying", "Paused", "Promoting", "Failed", "RollingBack")
-
-
-def _left(until: datetime, now: datetime) -> str:
-    seconds = max(int((until - now).total_seconds()), 0)
-    minutes, secs = divmod(seconds, 60)
-    hours, minutes = divmod(minutes, 60)
-    if hours:
-        return f"{hours}h{minutes}m"
-    if minutes:
-        return f"{minutes}m{secs}s" if secs else f"{minutes}m"
-    return f"{secs}s"
-
-
-def _label(gs: GroupState) -> str:
-    return f"group {gs.index} ({'+'.join(gs.components)})"
 
 
 def _promote_hint(gs: GroupState) -> str:
@@ -39,32 +23,24 @@ def _promote_hint(gs: GroupState) -> str:
     return f"kubectl ome rollout promote ({ANNOTATION_PROMOTE}={value})"
 
 
-def explain_group(gs: GroupState, group: RolloutGroup | None, now: datetime) -> str:
-    """One line for one group: its phase, the gate in force and what releases it."""
-    now = to_second(now)
-    label = _label(gs)
-    steps = len(group.canary.steps) if group is not None and group.canary is not None else 0
-    where = f"{label} {gs.phase}"
-    if gs.phase in ("Canarying", "Paused", "Promoting") and steps:
-        where += f" at step {gs.step + 1}/{steps}"
-    elif gs.phase == "Promoting":
-        where += f" at batch {gs.step + 1}"
-    hold = gs.hold
-    if hold is not None:
-        release = {
-            "Plan": "releases when the reason clears (resume the rollout, or the member appears)",
-            "Pairing": "releases when a new-token engine/decoder pair is ready",
-            "Ratio": "releases when ready engine:decoder is back within tolerance (or raise "
-            "maintainRatio.tolerance)",
-            "Sequential": "releases when the earlier group is Stable and the soak has passed",
-            "Budget": "releases when surge room or unavailability budget frees up",
-            "RetryBlock": "releases when the failed Instances recover or are retried",
-            "Held": "release with ome.io/release-held-revision, push a new revision, or "
-            "kubectl ome rollout rollback",
-        }.get(hold.gate, "")
-        if hold.gate == "Pairing" and "promote" in hold.reason:
-            release = f"release with {_promote_hint(gs)} or scale to 2+ Instances"
-        return f"{where}: {hold.gate} gate: {hold.reason}; {release}".rstrip("; ")
+_RELEASE = {
+    "Plan": "releases when the reason clears (resume the rollout, or the member appears)",
+    "Pairing": "releases when a new-token engine/decoder pair is ready",
+    "Ratio": "releases when ready engine:decoder is back within tolerance (or raise "
+    "maintainRatio.tolerance)",
+    "Sequential": "releases when the earlier group is Stable and the soak has passed",
+    "Budget": "releases when surge room or unavailability budget frees up",
+    "RetryBlock": "releases when the failed Instances recover or are retried",
+    "Held": "release with ome.io/release-held-revision, push a new revision, or "
+    "kubectl ome rollout rollback",
+}
+"""What releases each rollout hold, by gate."""
+
+
+def _settled(gs: GroupState) -> str | None:
+    """The line for a group outside a forward run (Stable, RolledBack, RollingBack,
+    Failed), or None."""
+    label = group_label(gs)
     if gs.phase == "Stable":
         return f"{label} Stable: nothing to roll out"
     if gs.phase == "RolledBack":
@@ -78,46 +54,72 @@ def explain_group(gs: GroupState, group: RolloutGroup | None, now: datetime) -> 
         )
     if gs.phase == "Failed":
         return f"{label} Failed ({gs.failure or 'unknown'}): rolling back on the next pass"
+    return None
+
+
+def _analysis_line(gs: GroupState, step: CanaryStep, now: datetime) -> str:
+    """What the Analysis gate has measured so far and what releases it."""
+    assert step.analysis is not None
+    an = gs.analysis
+    failures = an.failures if an is not None else 0
+    last = an.history[-1] if an is not None and an.history else None
+    detail = f"; last round {last.outcome}: {last.detail}" if last is not None else ""
+    nxt = ""
+    if an is not None and an.pending_round is not None:
+        nxt = f"; round {an.pending_round} is being measured"
+    elif an is not None and an.next_at is not None:
+        nxt = f"; next round in {short_duration(an.next_at - now)}"
+    return (
+        f"analysis, {failures}/{step.analysis.effective_failure_limit} failed rounds"
+        f"{nxt}{detail}; releases when a round passes every metric, or with "
+        f"{_promote_hint(gs)} --override-analysis"
+    )
+
+
+def _gate_line(gs: GroupState, step: CanaryStep | None, now: datetime) -> str:
+    """The gate in force on a running group with no hold, and what releases it."""
+    if gs.gate == "Capacity":
+        return "waiting for the step's Instances to be ready on the new revision"
+    if gs.gate == "Drain":
+        return "waiting for the old revision's Instances to drain"
+    if gs.gate == "Manual":
+        return f"manual pause; release with {_promote_hint(gs)}"
+    pause = step.pause if step is not None else None
+    if gs.gate == "Pause" and pause is not None and pause.duration is not None and gs.step_ready_at:
+        until = gs.step_ready_at + pause.duration
+        return (
+            f"timed pause, {short_duration(until - now)} left; releases by itself "
+            "(promote does not shorten it)"
+        )
+    if gs.gate == "Analysis" and step is not None and step.analysis is not None:
+        return _analysis_line(gs, step, now)
+    return "advancing"
+
+
+def explain_group(gs: GroupState, group: RolloutGroup | None, now: datetime) -> str:
+    """One line for one group: its phase, the gate in force and what releases it."""
+    now = to_second(now)
+    steps = len(group.canary.steps) if group is not None and group.canary is not None else 0
+    where = f"{group_label(gs)} {gs.phase}"
+    if gs.phase in ("Canarying", "Paused", "Promoting") and steps:
+        where += f" at step {gs.step + 1}/{steps}"
+    elif gs.phase == "Promoting":
+        where += f" at batch {gs.step + 1}"
+    hold = gs.hold
+    if hold is not None:
+        release = _RELEASE.get(hold.gate, "")
+        if hold.gate == "Pairing" and "promote" in hold.reason:
+            release = f"release with {_promote_hint(gs)} or scale to 2+ Instances"
+        return f"{where}: {hold.gate} gate: {hold.reason}; {release}".rstrip("; ")
+    settled = _settled(gs)
+    if settled is not None:
+        return settled
     step = (
         group.canary.steps[gs.step]
         if group is not None and group.canary is not None and gs.step < len(group.canary.steps)
         else None
     )
-    if gs.gate == "Capacity":
-        return f"{where}: waiting for the step's Instances to be ready on the new revision"
-    if gs.gate == "Drain":
-        return f"{where}: waiting for the old revision's Instances to drain"
-    if gs.gate == "Manual":
-        return f"{where}: manual pause; release with {_promote_hint(gs)}"
-    if (
-        gs.gate == "Pause"
-        and step is not None
-        and step.pause is not None
-        and step.pause.duration is not None
-        and gs.step_ready_at is not None
-    ):
-        until = gs.step_ready_at + step.pause.duration
-        return (
-            f"{where}: timed pause, {_left(until, now)} left; releases by itself "
-            "(promote does not shorten it)"
-        )
-    if gs.gate == "Analysis" and step is not None and step.analysis is not None:
-        a = step.analysis
-        an = gs.analysis
-        failures = an.failures if an is not None else 0
-        last = an.history[-1] if an is not None and an.history else None
-        detail = f"; last round {last.outcome}: {last.detail}" if last is not None else ""
-        nxt = ""
-        if an is not None and an.pending_round is not None:
-            nxt = f"; round {an.pending_round} is being measured"
-        elif an is not None and an.next_at is not None:
-            nxt = f"; next round in {_left(an.next_at, now)}"
-        return (
-            f"{where}: analysis, {failures}/{a.effective_failure_limit} failed rounds"
-            f"{nxt}{detail}; releases when a round passes every metric, or with "
-            f"{_promote_hint(gs)} --override-analysis"
-        )
-    return f"{where}: advancing"
+    return f"{where}: {_gate_line(gs, step, now)}"
 
 
 def explain(

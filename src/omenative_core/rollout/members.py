@@ -1,0 +1,164 @@
+"""The rollout's inputs: each member InferenceReplica summarised (``MemberView``) and the
+shell's analysis measurements.
+
+A member is seen only through its view: Instances, ready and serving Instances per running
+revision, whether the latest revision is held or failing, pairing tokens, its own update
+strategy and the traffic recorded last pass. ``member_view`` builds one from the
+InferenceReplica's spec and status; the decider never reads the replica itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from attrs import field, frozen
+
+from omenative_core.model.spec import InferenceReplica, IntOrStr
+from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, TrafficTarget
+from omenative_core.render import is_multi_pod
+
+__all__ = ["AnalysisMeasurement", "MemberView", "member_view"]
+
+
+@frozen(kw_only=True)
+class MemberView:
+    """One component's InferenceReplica, summarised for the rollout.
+
+    ``revision`` is the revision the member's spec renders now (the latest; the shell
+    computes it before writing the spec). ``instances`` / ``ready`` / ``serving`` count
+    Instances per running revision. ``held``: the latest revision is Held by its RetryBlock;
+    ``failed``: an Instance of the latest revision is Failed. ``pairing`` maps revisions to
+    their pairing token. ``strategy`` and the budgets are the member's own update strategy.
+    ``traffic`` is the traffic last recorded on it (for the deadband).
+    """
+
+    component: str
+    desired: int
+    revision: str
+    current_revision: str = ""
+    update_revision: str = ""
+    instances: Mapping[str, int] = field(factory=dict)
+    ready: Mapping[str, int] = field(factory=dict)
+    serving: Mapping[str, int] = field(factory=dict)
+    held: bool = False
+    failed: bool = False
+    pairing: Mapping[str, str | None] = field(factory=dict)
+    strategy: str = "SurgeThenDrain"
+    max_surge: IntOrStr | None = None
+    max_unavailable: IntOrStr | None = None
+    traffic: tuple[TrafficTarget, ...] = ()
+
+    @property
+    def pairing_token(self) -> str | None:
+        """The pairing token of the latest revision."""
+        return self.pairing.get(self.revision)
+
+    def on(self, revision: str) -> int:
+        """Instances running ``revision`` (any phase)."""
+        return self.instances.get(revision, 0)
+
+    def ready_on(self, revision: str) -> int:
+        """Ready Instances running ``revision``."""
+        return self.ready.get(revision, 0)
+
+    @property
+    def total_ready(self) -> int:
+        """Ready Instances of every revision."""
+        return sum(self.ready.values())
+
+    def token(self, revision: str) -> str | None:
+        """The pairing token of ``revision`` (None when unknown or unset)."""
+        return self.pairing.get(revision)
+
+    def ready_by_token(self) -> dict[str | None, int]:
+        """Ready Instances per pairing token."""
+        out: dict[str | None, int] = {}
+        for rev, n in self.ready.items():
+            if n > 0:
+                tok = self.token(rev)
+                out[tok] = out.get(tok, 0) + n
+        return out
+
+
+@frozen(kw_only=True)
+class AnalysisMeasurement:
+    """The shell's answer to one ``AnalysisQuery``: the value, or None with an error."""
+
+    id: str
+    value: float | None = None
+    error: str = ""
+
+
+def _slot_surge(row: InstanceStatus) -> bool:
+    """The row is a SurgeThenDrain update of a single-pod Instance in its other slot."""
+    op = row.operation
+    return (
+        row.phase == "Updating"
+        and op is not None
+        and op.type == "Update"
+        and op.step in ("Surge", "SurgeDrain")
+    )
+
+
+def member_view(
+    replica: InferenceReplica,
+    revision: str,
+    *,
+    pairing: Mapping[str, str | None] | None = None,
+    traffic: tuple[TrafficTarget, ...] | None = None,
+) -> MemberView:
+    """Summarise an ``InferenceReplica`` (spec and last status) as a ``MemberView``.
+
+    ``revision`` is the revision its spec renders; ``pairing`` maps revision names to
+    pairing tokens (by default only ``revision`` → ``spec.pairingProtocol``).
+    """
+    spec = replica.spec
+    status = replica.status if isinstance(replica.status, InferenceReplicaStatus) else None
+    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    instances: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    serving: dict[str, int] = {}
+    held = failed = False
+    single_pod = not is_multi_pod(spec.runners)  # a gang surges at a new index instead
+    if status is not None:
+        for row in status.instances:
+            rev = row.running_revision or row.target_revision
+            if not rev:
+                continue
+            instances[rev] = instances.get(rev, 0) + 1
+            all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
+            if single_pod and _slot_surge(row):
+                # a single-pod Instance brings its replacement up in its other slot: the
+                # row counts both pods, and one serving pod is the whole Instance serving
+                # (the old one until the replacement serves, then the replacement), still
+                # on the running revision until the old pod is gone
+                all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
+            if row.running_revision and (
+                row.phase == "Ready" or (row.phase in ("Updating", "Migrating") and all_up)
+            ):
+                ready[row.running_revision] = ready.get(row.running_revision, 0) + 1
+            if row.running_revision and all_up:
+                serving[row.running_revision] = serving.get(row.running_revision, 0) + 1
+            if row.phase == "Failed" and revision in (row.running_revision, row.target_revision):
+                failed = True
+        held = any(b.target_revision == revision and b.state == "Held" for b in status.retry_blocks)
+    lc = spec.lifecycle
+    us = lc.update_strategy if lc else None
+    ru = us.rolling_update if us else None
+    return MemberView(
+        component=spec.component,
+        desired=desired,
+        revision=revision,
+        current_revision=status.current_revision if status else "",
+        update_revision=status.update_revision if status else "",
+        instances=instances,
+        ready=ready,
+        serving=serving,
+        held=held,
+        failed=failed,
+        pairing=dict(pairing) if pairing is not None else {revision: spec.pairing_protocol},
+        strategy=(us.type if us and us.type else "SurgeThenDrain"),
+        max_surge=ru.max_surge if ru else None,
+        max_unavailable=ru.max_unavailable if ru else None,
+        traffic=traffic if traffic is not None else (status.traffic if status else ()),
+    )
