@@ -296,52 +296,65 @@ class Controller:
 
     async def apply(self, key: Key, raw: dict[str, Any], actions: Iterable[Action]) -> None:
         """Apply ``actions`` in order; raise ``Stop`` at the first one that did not land."""
-        namespace = key[0]
         for action in actions:
             if isinstance(action, UpdateStatus):
                 raw.update(await self.write_status(raw, action))
-            elif isinstance(action, CreatePod):
-                await self.create(key, action.body, self.core.create_namespaced_pod(
-                    namespace, owned(raw, action.body), _preload_content=False))
-            elif isinstance(action, CreateRevision):
-                await self.create(key, action.body,
-                                  self.apps.create_namespaced_controller_revision(
-                                      namespace, owned(raw, action.body),
-                                      _preload_content=False))
-            elif isinstance(action, CreatePodGroup):
-                await self.create(key, action.body, self.custom.create_namespaced_custom_object(
-                    PG_GROUP, PG_VERSION, namespace, PG_PLURAL, owned(raw, action.body),
-                    _preload_content=False))
-            elif isinstance(action, CreateObject) and action.body.get("kind") == "Service":
-                await self.create(key, action.body, self.core.create_namespaced_service(
-                    namespace, owned(raw, action.body), _preload_content=False))
-            elif isinstance(action, DeletePod):
-                await delete(self.core.delete_namespaced_pod(
-                    action.name, namespace, body=delete_options(action.uid, action.force),
-                    _preload_content=False), f"Pod {action.name}")
-            elif isinstance(action, DeleteRevision):
-                await delete(self.apps.delete_namespaced_controller_revision(
-                    action.name, namespace, body=delete_options(action.uid),
-                    _preload_content=False), f"ControllerRevision {action.name}")
-            elif isinstance(action, DeletePodGroup):
-                await delete(self.custom.delete_namespaced_custom_object(
-                    PG_GROUP, PG_VERSION, namespace, PG_PLURAL, action.name,
-                    body=delete_options(action.uid), _preload_content=False),
-                    f"PodGroup {action.name}")
-            elif isinstance(action, DeleteObject) and action.object_kind == "Service":
-                await delete(self.core.delete_namespaced_service(
-                    action.name, namespace, _preload_content=False), f"Service {action.name}")
-            elif isinstance(action, SetServingGate):
-                await self.patch_pod(action.name, namespace, gate_patch(action), status=True)
-            elif isinstance(action, PatchPodImages):
-                await self.patch_pod(action.name, namespace, images_patch(action), status=False)
             elif isinstance(action, SetFinalizer):
                 raw.update(await self.set_finalizer(raw, action))
             elif isinstance(action, RemoveAnnotations):
                 raw.update(await self.patch_replica(raw, {"metadata": {
                     "annotations": dict.fromkeys(action.keys)}}))
-            else:  # RecordAudit (migrations) and other objects: not in this example
+            elif isinstance(action, SetServingGate):
+                await self.patch_pod(action.name, key[0], gate_patch(action), status=True)
+            elif isinstance(action, PatchPodImages):
+                await self.patch_pod(action.name, key[0], images_patch(action), status=False)
+            elif not (await self.create_one(key, raw, action)
+                      or await self.delete_one(key[0], action)):
+                # RecordAudit (migrations) and other objects: not in this example
                 raise Stop(f"{action.kind} is not supported by this example")
+
+    async def create_one(self, key: Key, raw: dict[str, Any], action: Action) -> bool:
+        """Create what ``action`` creates (owned by the replica); False: not a create here."""
+        namespace = key[0]
+        if isinstance(action, CreatePod):
+            call_ = self.core.create_namespaced_pod(
+                namespace, owned(raw, action.body), _preload_content=False)
+        elif isinstance(action, CreateRevision):
+            call_ = self.apps.create_namespaced_controller_revision(
+                namespace, owned(raw, action.body), _preload_content=False)
+        elif isinstance(action, CreatePodGroup):
+            call_ = self.custom.create_namespaced_custom_object(
+                PG_GROUP, PG_VERSION, namespace, PG_PLURAL, owned(raw, action.body),
+                _preload_content=False)
+        elif isinstance(action, CreateObject) and action.body.get("kind") == "Service":
+            call_ = self.core.create_namespaced_service(
+                namespace, owned(raw, action.body), _preload_content=False)
+        else:
+            return False
+        await self.create(key, action.body, call_)
+        return True
+
+    async def delete_one(self, namespace: str, action: Action) -> bool:
+        """Delete what ``action`` deletes (UID precondition); False: not a delete here."""
+        if isinstance(action, DeletePod):
+            await delete(self.core.delete_namespaced_pod(
+                action.name, namespace, body=delete_options(action.uid, action.force),
+                _preload_content=False), f"Pod {action.name}")
+        elif isinstance(action, DeleteRevision):
+            await delete(self.apps.delete_namespaced_controller_revision(
+                action.name, namespace, body=delete_options(action.uid),
+                _preload_content=False), f"ControllerRevision {action.name}")
+        elif isinstance(action, DeletePodGroup):
+            await delete(self.custom.delete_namespaced_custom_object(
+                PG_GROUP, PG_VERSION, namespace, PG_PLURAL, action.name,
+                body=delete_options(action.uid), _preload_content=False),
+                f"PodGroup {action.name}")
+        elif isinstance(action, DeleteObject) and action.object_kind == "Service":
+            await delete(self.core.delete_namespaced_service(
+                action.name, namespace, _preload_content=False), f"Service {action.name}")
+        else:
+            return False
+        return True
 
     async def write_status(self, raw: dict[str, Any], action: UpdateStatus) -> dict[str, Any]:
         """PUT the status subresource with the observed resourceVersion (409: stale view)."""
