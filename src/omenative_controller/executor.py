@@ -156,7 +156,8 @@ def _service_owner(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 @define
 class ApplyResult:
-    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed or not_leader."""
+    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed, not_leader
+    or namespace_gone (the namespace is deleted or being deleted: nothing more to do)."""
 
     applied: int = 0
     outcome: str = "ok"
@@ -224,7 +225,7 @@ class Executor:
                 return result
             except ApiError as exc:
                 self._count_failure(action.kind, exc.reason)
-                result.outcome = "failed"
+                result.outcome = "namespace_gone" if exc.namespace_gone else "failed"
                 result.message = f"{action.kind}: {exc}"
                 result.failed_kind = action.kind
                 return result

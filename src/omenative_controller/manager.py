@@ -678,8 +678,7 @@ class Manager:
         assert self.replicas is not None and self.executor is not None
         raw = self.replicas.get(key)
         if raw is None:
-            self.create_errors.drop(key)
-            queue.discard(key)
+            self._drop_key(key, queue)
             return "gone"
         namespace, _, name = key.partition("/")
         lg = log.bind(namespace=namespace, replica=name)
@@ -705,6 +704,11 @@ class Manager:
         result = await self.executor.apply(plan, ctx)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
+        if result.outcome == "namespace_gone":
+            self._drop_key(key, queue)
+            lg.info("reconcile.namespace_gone", action=result.failed_kind,
+                    error=result.message)
+            return result.outcome
         self._requeue(key, queue, plan, result)
         if not result.ok:
             lg.info("reconcile.stopped", outcome=result.outcome, applied=result.applied,
@@ -712,6 +716,13 @@ class Manager:
         elif plan.actions:
             lg.debug("reconcile.applied", actions=len(plan.actions))
         return result.outcome
+
+    def _drop_key(self, key: str, queue: WorkQueue[str]) -> None:
+        """End the work for ``key``: no retry, no delayed look, no stored create errors (a
+        watch event for the object brings it back)."""
+        self.create_errors.drop(key)
+        queue.forget(key)
+        queue.discard(key)
 
     def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
         if result.outcome == "not_leader":

@@ -304,14 +304,21 @@ class ServiceController:
             key = await self.queue.get()
             if key is None:
                 return
+            ok: bool | None
             try:
                 ok = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
-                log.info("isvc.reconcile_error", key=key, status=exc.status, reason=exc.reason,
-                         error=exc.message)
                 ok = False
+                if exc.namespace_gone:  # nothing can be written there again: stop for good
+                    log.info("isvc.namespace_gone", key=key, status=exc.status,
+                             error=exc.message)
+                    self.queue.discard(key)  # a watch event meanwhile still brings it back
+                    ok = None
+                else:
+                    log.info("isvc.reconcile_error", key=key, status=exc.status,
+                             reason=exc.reason, error=exc.message)
             except Exception:
                 log.exception("isvc.reconcile_bug", key=key)
                 ok = False
@@ -319,7 +326,7 @@ class ServiceController:
                 self.queue.done(key)
             if ok:
                 self.queue.forget(key)
-            else:
+            elif ok is not None:
                 self.queue.add_rate_limited(key)
 
     # ------------------------------------------------------------------ one pass
