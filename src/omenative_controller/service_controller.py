@@ -37,13 +37,13 @@ import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import event_body
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
 from omenative_controller.kube.resources import (
     CRDS,
-    EVENTS,
     INFERENCE_REPLICAS,
     Resource,
     resource_for,
@@ -53,7 +53,6 @@ from omenative_controller.rollout_controller import RolloutController, RolloutPa
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
-from omenative_core.model.timefmt import format_time
 from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
@@ -127,21 +126,6 @@ def _collision_counts(owned: Mapping[str, JSON]) -> dict[str, int]:
     return out
 
 
-def _merge_condition(
-    previous: object, *, type_: str, status: str, reason: str, message: str, now: datetime
-) -> list[dict[str, Any]]:
-    old = [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) \
-        else []
-    out = [c for c in old if c.get("type") != type_]
-    prev = next((c for c in old if c.get("type") == type_), None)
-    since = format_time(now)
-    if prev is not None and prev.get("status") == status and prev.get("lastTransitionTime"):
-        since = str(prev["lastTransitionTime"])
-    out.append({"type": type_, "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": since})
-    return sorted(out, key=lambda c: str(c.get("type")))
-
-
 class ServiceController:
     """Watches InferenceServices (and what they use or own) and reconciles each one.
 
@@ -196,6 +180,8 @@ class ServiceController:
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
+        self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
+                                    window=0, now=self.now)
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
 
@@ -507,7 +493,7 @@ class ServiceController:
         """``SpecValid=False`` with ``reason`` on the ISVC, plus one Warning Event."""
         old_status = raw.get("status")
         status = dict(old_status) if isinstance(old_status, Mapping) else {}
-        status["conditions"] = _merge_condition(
+        status["conditions"] = set_condition(
             status.get("conditions"), type_=VALIDATION_CONDITION, status="False",
             reason=reason, message=message, now=self.now())
         body = dict(raw)
@@ -523,20 +509,12 @@ class ServiceController:
         uid = str(meta.get("uid") or "")
         generation = str(meta.get("generation") or "")
         key = (uid, reason, message)
-        if self._events_sent.get(key) == generation or not self.guard():
+        if self._events_sent.get(key) == generation:
             return
-        stamp = format_time(self.now())
-        event = event_body(
-            {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
-             "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
-             "resourceVersion": meta.get("resourceVersion")},
-            type_="Warning", reason=reason, message=message, component=FIELD_MANAGER,
-            stamp=stamp,
-        )
-        try:
-            await self.client.create(EVENTS, event, meta.get("namespace"))
-        except ApiError as exc:
-            log.info("isvc.event_failed", reason=reason, error=exc.message)
+        involved = {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
+                    "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
+                    "resourceVersion": meta.get("resourceVersion")}
+        if not await self.events.record(involved, "Warning", reason, message, lg=log):
             return
         if len(self._events_sent) > 4096:  # a memo, not a record: keep it bounded
             self._events_sent.clear()
