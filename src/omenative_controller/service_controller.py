@@ -38,12 +38,12 @@ import structlog
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
+from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
 from omenative_controller.kube.resources import (
-    CRDS,
     INFERENCE_REPLICAS,
     Resource,
     resource_for,
@@ -131,7 +131,8 @@ class ServiceController:
 
     ``config``: the rendering settings, or a callable returning the current ones (so a
     lifecycle ConfigMap reload reaches the next pass). ``crds_present``: a callable giving
-    the CRD names present; None polls the three optional CRDs every ``crd_poll_seconds``.
+    the CRD names present; None watches the three optional CRDs (one ``CrdPresence`` each:
+    Established counts as present, polled every ``crd_poll_seconds``).
     ``guard``: checked before every write (the manager passes "still the leader"); False
     skips the write and retries the key later.
     """
@@ -156,7 +157,10 @@ class ServiceController:
         self.namespaces = tuple(namespaces)
         self._config = config
         self._crds_present = crds_present
-        self._polled_crds: frozenset[str] = frozenset()
+        self._crd_watches = {
+            name: CrdPresence(client, name, interval=crd_poll_seconds,
+                              on_change=lambda _present: self.enqueue_all())
+            for name in _WATCHED_CRDS}
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.crd_poll_seconds = crd_poll_seconds
@@ -200,22 +204,7 @@ class ServiceController:
         """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet)."""
         if self._crds_present is not None:
             return frozenset(self._crds_present())
-        return self._polled_crds
-
-    async def _poll_crds(self) -> None:
-        while True:
-            found: set[str] = set()
-            for name in _WATCHED_CRDS:
-                try:
-                    await self.client.get(CRDS, name)
-                    found.add(name)
-                except ApiError as exc:
-                    if not exc.not_found:
-                        found.update(n for n in self._polled_crds if n == name)
-            if frozenset(found) != self._polled_crds:
-                self._polled_crds = frozenset(found)
-                self.enqueue_all()
-            await asyncio.sleep(self.crd_poll_seconds)
+        return frozenset(name for name, w in self._crd_watches.items() if w.present)
 
     # ------------------------------------------------------------------ change handlers
 
@@ -262,7 +251,8 @@ class ServiceController:
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}")
                  for i in self._informers]
         if self._crds_present is None:
-            tasks.append(asyncio.create_task(self._poll_crds(), name="isvc-crd-poll"))
+            tasks.extend(asyncio.create_task(w.run(), name=f"isvc-crd-{name}")
+                         for name, w in self._crd_watches.items())
         try:
             for i in self._informers:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
