@@ -643,7 +643,7 @@ class Manager:
                     await self._report_invalid_config(
                         data, exc, "the previous settings stay in force")
                 continue
-            self._config_data = data
+            self._config_data, self._config_rejected = data, None
             self.config, self.service_config = cfg, service_cfg
             self.metrics.config_reloads.labels("changed").inc()
             log.info("config.reloaded")
