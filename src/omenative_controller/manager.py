@@ -33,7 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 import structlog
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
@@ -70,7 +70,14 @@ from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.observed import NodeView, PodView, Snapshot
-from omenative_core.model.plan import Plan
+from omenative_core.model.plan import (
+    CreateObject,
+    CreatePod,
+    CreatePodGroup,
+    CreateRevision,
+    Plan,
+    RecordAudit,
+)
 from omenative_core.render import headless_service_name, validate_replica
 from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
 from omenative_core.views import (
@@ -100,6 +107,8 @@ SERVICE_CONFIG_INVALID_REASON = "InvalidServiceConfig"
 """The Warning Event on ``inferenceservice-config`` when an InferenceService block is refused."""
 INSTALL_HINT = "install omenative first (`kubectl apply -k config/` or `omenative install`)"
 """What a missing install step tells the operator to run."""
+_CREATES = (CreatePod, CreatePodGroup, CreateRevision, CreateObject, RecordAudit)
+"""Actions that create something (the audit may create its ConfigMap)."""
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 
@@ -749,9 +758,10 @@ class Manager:
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
         if result.outcome == "namespace_gone":
+            rest = await self._apply_without_creates(plan, result, ctx)
             self._drop_key(key, queue)
             lg.info("reconcile.namespace_gone", action=result.failed_kind,
-                    error=result.message)
+                    error=result.message, then_applied=rest.applied)
             return result.outcome
         self._requeue(key, queue, plan, result)
         if not result.ok:
@@ -760,6 +770,18 @@ class Manager:
         elif plan.actions:
             lg.debug("reconcile.applied", actions=len(plan.actions))
         return result.outcome
+
+    async def _apply_without_creates(self, plan: Plan, failed: ApplyResult,
+                                     ctx: PassContext) -> ApplyResult:
+        """In a namespace being deleted nothing can be created, but a teardown must still
+        delete and release its finalizer (or the namespace never goes): apply what follows
+        the refused create, creates left out."""
+        assert self.executor is not None
+        rest = tuple(a for a in plan.actions[failed.applied + 1:]
+                     if not isinstance(a, _CREATES))
+        if not rest:
+            return ApplyResult()
+        return await self.executor.apply(evolve(plan, actions=rest), ctx)
 
     def _drop_key(self, key: str, queue: WorkQueue[str]) -> None:
         """End the work for ``key``: no retry, no delayed look, no stored create errors (a
