@@ -18,12 +18,12 @@ Rules (design.md, "The shell"):
   UID (a pod re-created under the same name is not touched; the server refuses the patch).
 * Before every call the write guard (the leader elector's ``may_act``) must agree.
 
-Events are sent separately by :class:`EventRecorder` (best effort, aggregated).
+Events are sent separately by :class:`ReplicaEvents` through the shell's one
+``kube.events.EventRecorder`` (best effort, aggregated).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,11 +35,10 @@ from attrs import define, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import event_body
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
     CONTROLLER_REVISIONS,
-    EVENTS,
     INFERENCE_REPLICAS,
     PODS,
     Resource,
@@ -68,6 +67,7 @@ from omenative_core.model.plan import (
     SetServingGate,
     UpdateStatus,
 )
+from omenative_core.model.timefmt import format_time
 from omenative_core.status.wire import status_to_json
 
 __all__ = [
@@ -76,9 +76,9 @@ __all__ = [
     "STATUS_SIZE_LIMIT",
     "ApplyResult",
     "CreateErrorStore",
-    "EventRecorder",
     "Executor",
     "PassContext",
+    "ReplicaEvents",
 ]
 
 log = structlog.get_logger("omenative.executor")
@@ -165,7 +165,8 @@ def _service_owner(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 @define
 class ApplyResult:
-    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed or not_leader."""
+    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed, not_leader
+    or namespace_gone (the namespace is deleted or being deleted: nothing more to do)."""
 
     applied: int = 0
     outcome: str = "ok"
@@ -194,10 +195,6 @@ def _instance_of(prefix: str, name: str, body: Mapping[str, Any] | None = None) 
 def _instance_kw(index: int | None) -> dict[str, int]:
     """``{"instance": index}`` for log binding, or nothing when unknown."""
     return {} if index is None else {"instance": index}
-
-
-def _now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _create_resource(
@@ -237,7 +234,7 @@ class Executor:
     #: pass plans from what we wrote (no second gate patch for a watch event still in flight)
     on_pod_written: Callable[[JSON], None] | None = None
     #: where Warning Events about refused writes (an oversized status) go
-    events: EventRecorder | None = None
+    events: ReplicaEvents | None = None
     status_size_limit: int = STATUS_SIZE_LIMIT
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
@@ -259,7 +256,7 @@ class Executor:
                 return result
             except ApiError as exc:
                 self._count_failure(action.kind, exc.reason)
-                result.outcome = "failed"
+                result.outcome = "namespace_gone" if exc.namespace_gone else "failed"
                 result.message = f"{action.kind}: {exc}"
                 result.failed_kind = action.kind
                 return result
@@ -474,7 +471,7 @@ class Executor:
                 "reason": "InstanceServing" if action.value else "InstanceDraining",
                 "message": ("all pods of the Instance are ready" if action.value
                             else "the Instance is leaving rotation"),
-                "lastTransitionTime": _now_rfc3339(),
+                "lastTransitionTime": format_time(datetime.now(UTC)),
             }]},
         }
         await self._patch_pod(action.name, patch, ctx, action.kind, subresource="status")
@@ -568,26 +565,17 @@ def _audit_text(old: Sequence[Any], new: Sequence[Mapping[str, Any]]) -> str:
 
 
 @define
-class EventRecorder:
-    """Kubernetes Events on the InferenceReplica, aggregated like client-go's correlator.
+class ReplicaEvents:
+    """A plan's Events on its InferenceReplica (and, for a projected one, on the owning
+    InferenceService, naming the component's replica), through the one ``EventRecorder``."""
 
-    The same (type, reason, message) on the same object within ``window`` seconds bumps
-    ``count`` on the existing Event instead of creating another. Failures are logged, never
-    raised: an Event is a courtesy, not part of the reconcile.
-    """
-
-    client: KubeClient
-    identity: str = "omenative-manager"
+    recorder: EventRecorder
     metrics: Metrics | None = None
-    guard: Callable[[], bool] = lambda: True
-    window: float = 600.0
-    clock: Callable[[], float] = time.monotonic
-    _seen: dict[tuple[str, ...], tuple[str, int, float]] = field(factory=dict)
 
     async def emit(self, ctx: PassContext, events: Sequence[Event]) -> None:
         """Send ``events`` on the InferenceReplica of ``ctx``."""
         for event in events:
-            if not self.guard():
+            if not self.recorder.guard():
                 return
             await self._emit_one(ctx, event)
 
@@ -601,49 +589,13 @@ class EventRecorder:
         if self.metrics is not None:
             self.metrics.events.labels(event.type, event.reason).inc()
         lg.info("event", type=event.type, reason=event.reason, message=event.message)
-        await self._record(lg, {
+        await self.recorder.record({
             "apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
             "name": ctx.name, "namespace": ctx.namespace, "uid": ctx.uid,
-        }, event.type, event.reason, event.message)
+        }, event.type, event.reason, event.message, lg=lg)
         owner = _service_owner(ctx.raw)
         if owner is not None:  # surfaced on the InferenceService, naming the component's IR
-            await self._record(lg, {
+            await self.recorder.record({
                 "apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
                 "name": owner.get("name"), "namespace": ctx.namespace, "uid": owner.get("uid"),
-            }, event.type, event.reason, f"{ctx.name}: {event.message}")
-
-    async def _record(self, lg: Any, involved: Mapping[str, Any], type_: str, reason: str,
-                      message: str) -> None:
-        """Create the Event on ``involved``, or count a repeat within ``window`` on it."""
-        now = self.clock()
-        namespace = str(involved["namespace"])
-        key = (namespace, str(involved["name"]), str(involved["uid"]), type_, reason, message)
-        stamp = _now_rfc3339()
-        seen = self._seen.get(key)
-        if seen is not None and now - seen[2] < self.window:
-            name, count, _ = seen
-            try:
-                await self.client.patch(
-                    EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, namespace,
-                    patch_type="strategic",
-                )
-                self._seen[key] = (name, count + 1, now)
-                return
-            except ApiError as exc:
-                if not exc.not_found:
-                    lg.warning("event.patch_failed", reason=exc.reason, error=exc.message)
-                    return
-        digest = hashlib.sha256(
-            f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
-        name = f"{involved['name']}.{digest}"
-        body = event_body(involved, type_=type_, reason=reason, message=message,
-                          component="omenative-manager", stamp=stamp, name=name,
-                          instance=self.identity)
-        try:
-            await self.client.create(EVENTS, body, namespace)
-            self._seen[key] = (name, 1, now)
-        except ApiError as exc:
-            lg.warning("event.create_failed", reason=exc.reason, error=exc.message)
-        if len(self._seen) > 4096:
-            cutoff = now - self.window
-            self._seen = {k: v for k, v in self._seen.items() if v[2] >= cutoff}
+            }, event.type, event.reason, f"{ctx.name}: {event.message}", lg=lg)

@@ -14,6 +14,8 @@ a leader acting after a failed renewal; this one follows client-go's algorithm i
   again. Since ``renew_deadline < lease_duration``, the old leader stops acting before any
   other manager can consider the Lease expired.
 * :meth:`LeaderElector.may_act` is the write guard the executor checks before each call.
+* A Lease namespace that does not exist raises :class:`LeaseNamespaceMissing` at once
+  instead of retrying forever (nothing can lead until someone installs omenative).
 * On a graceful stop the leader releases the Lease (empty holder, duration 1 s), so a
   standby takes over at its next retry instead of waiting out the lease.
 """
@@ -35,7 +37,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import LEASES
 
-__all__ = ["LeaderConfig", "LeaderElector"]
+__all__ = ["LeaderConfig", "LeaderElector", "LeaseNamespaceMissing"]
 
 log = structlog.get_logger("omenative.leader")
 
@@ -43,6 +45,15 @@ log = structlog.get_logger("omenative.leader")
 def _micro_time(now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class LeaseNamespaceMissing(RuntimeError):
+    """The Lease's namespace does not exist: no manager can ever lead, so waiting is
+    pointless (the manager turns this into a startup error naming the install step)."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"namespace {namespace!r} does not exist")
+        self.namespace = namespace
 
 
 @define(kw_only=True)
@@ -147,6 +158,8 @@ class LeaderElector:
                     LEASES, body, cfg.namespace, timeout=timeout, rate_limited=False
                 )
             except ApiError as exc2:
+                if exc2.namespace_gone and exc2.status == 404:
+                    raise LeaseNamespaceMissing(cfg.namespace) from exc2
                 log.warning("leader.create_failed", status=exc2.status, reason=exc2.reason,
                             error=exc2.message, namespace=cfg.namespace)
                 return False

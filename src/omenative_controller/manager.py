@@ -33,19 +33,21 @@ from types import MappingProxyType
 from typing import Any
 
 import structlog
-from attrs import define, field, frozen
+from attrs import define, evolve, field, frozen
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
     ApplyResult,
     CreateErrorStore,
-    EventRecorder,
     Executor,
     PassContext,
+    ReplicaEvents,
 )
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
@@ -59,7 +61,7 @@ from omenative_controller.kube.resources import (
     pod_groups,
 )
 from omenative_controller.kube.workqueue import WorkQueue
-from omenative_controller.leader import LeaderConfig, LeaderElector
+from omenative_controller.leader import LeaderConfig, LeaderElector, LeaseNamespaceMissing
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.webhook import (
@@ -73,7 +75,14 @@ from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.observed import NodeView, PodView, Snapshot
-from omenative_core.model.plan import Plan
+from omenative_core.model.plan import (
+    CreateObject,
+    CreatePod,
+    CreatePodGroup,
+    CreateRevision,
+    Plan,
+    RecordAudit,
+)
 from omenative_core.render import headless_service_name, validate_replica
 from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
 from omenative_core.views import (
@@ -97,6 +106,14 @@ log = structlog.get_logger("omenative.manager")
 
 LIFECYCLE_KEY = "lifecycle"
 """The ConfigMap key holding the lifecycle JSON."""
+CONFIG_INVALID_REASON = "InvalidLifecycleConfig"
+"""The Warning Event on ``inferenceservice-config`` when its ``lifecycle`` entry is refused."""
+SERVICE_CONFIG_INVALID_REASON = "InvalidServiceConfig"
+"""The Warning Event on ``inferenceservice-config`` when an InferenceService block is refused."""
+INSTALL_HINT = "install omenative first (`kubectl apply -k config/` or `omenative install`)"
+"""What a missing install step tells the operator to run."""
+_CREATES = (CreatePod, CreatePodGroup, CreateRevision, CreateObject, RecordAudit)
+"""Actions that create something (the audit may create its ConfigMap)."""
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
 
@@ -270,7 +287,8 @@ class Manager:
         self.create_errors = CreateErrorStore()
         self.elector: LeaderElector | None = None
         self.executor: Executor | None = None
-        self.recorder: EventRecorder | None = None
+        self.events: EventRecorder | None = None
+        self.recorder: ReplicaEvents | None = None
         self.replicas: Informer[JSON] | None = None
         self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.pods: Informer[PodView] | None = None
@@ -288,6 +306,8 @@ class Manager:
         self._tasks: list[asyncio.Task[Any]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._config_data: dict[str, str] | None = None
+        self._config_ref: JSON | None = None
+        self._config_rejected: dict[str, str] | None = None
         self._isvc_task: asyncio.Task[None] | None = None
         self._isvc: ServiceController | None = None
 
@@ -334,6 +354,9 @@ class Manager:
             opts.kubeconfig, context=opts.context, qps=opts.qps, burst=opts.burst,
             timeout=opts.request_timeout, observer=self.metrics,
         )
+        self.events = EventRecorder(
+            self.client, identity=opts.identity,
+            guard=lambda: self.elector is None or self.elector.may_act())
         try:
             self.config = await self._initial_config()
             await self._start_servers()
@@ -347,7 +370,13 @@ class Manager:
                      lease=f"{opts.leader_config().namespace}/{opts.lease_name}",
                      metrics_port=self.metrics_port, probe_port=self.probe_port)
             assert self.elector is not None
-            await self.elector.run(self._stop)
+            try:
+                await self.elector.run(self._stop)
+            except LeaseNamespaceMissing as exc:
+                raise StartupError(
+                    f"the leader-election Lease namespace {exc.namespace!r} does not exist: "
+                    f"{INSTALL_HINT}, or pass --lease-namespace with an existing namespace"
+                ) from exc
             log.info("manager.stopped", identity=opts.identity)
         finally:
             await self._teardown()
@@ -364,6 +393,9 @@ class Manager:
             if exc.not_found:
                 return None
             raise
+        meta = cm.get("metadata") or {}
+        self._config_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": opts.config_name,
+                            "namespace": opts.config_namespace, "uid": meta.get("uid")}
         data = cm.get("data") or {}
         return {k: v for k in (LIFECYCLE_KEY, *SERVICE_CONFIG_KEYS)
                 if isinstance(v := data.get(k), str)}
@@ -374,11 +406,27 @@ class Manager:
         lifecycle = parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
         return lifecycle, parse_service_config(data or {}, lifecycle)
 
-    def _parse(self, data: Mapping[str, str] | None) -> LifecycleConfig:
+    async def _report_invalid_config(self, data: Mapping[str, str] | None, exc: ConfigError,
+                                     consequence: str) -> None:
+        """A Warning Event on the ConfigMap naming every refused key and its rule."""
+        if self._config_ref is None or self.events is None:
+            return
+        try:
+            parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
+            reason = SERVICE_CONFIG_INVALID_REASON
+        except ConfigError:
+            reason = CONFIG_INVALID_REASON
+        problems = exc.problems
+        message = (f"{len(problems)} invalid setting(s), {consequence}: " + "; ".join(problems))
+        self.metrics.events.labels("Warning", reason).inc()
+        await self.events.record(self._config_ref, "Warning", reason, message)
+
+    async def _parse(self, data: Mapping[str, str] | None) -> LifecycleConfig:
         opts = self.options
         try:
             lifecycle, self.service_config = self._parse_all(data)
         except ConfigError as exc:
+            await self._report_invalid_config(data, exc, "the manager cannot start")
             raise StartupError(
                 f"Failed to initialize lifecycle configuration from ConfigMap "
                 f"{opts.config_namespace}/{opts.config_name}: {exc}"
@@ -400,7 +448,7 @@ class Manager:
                     ) from exc
                 log.warning("config.read_failed", error=str(exc))
                 await asyncio.sleep(1.0)
-        cfg = self._parse(data)
+        cfg = await self._parse(data)
         self._config_data = data
         log.info("config.loaded", source=f"{opts.config_namespace}/{opts.config_name}",
                  defaults=data is None, keys=sorted(data or ()))
@@ -481,8 +529,8 @@ class Manager:
             on_started=self._on_started_leading, on_stopped=self._on_stopped_leading,
             on_state=lambda v: self.metrics.leader.set(1 if v else 0),
         )
-        self.recorder = EventRecorder(client, identity=self.options.identity, metrics=m,
-                                      guard=self.elector.may_act)
+        assert self.events is not None
+        self.recorder = ReplicaEvents(self.events, metrics=m)
         self.executor = Executor(
             client, self.create_errors, metrics=m, guard=self.elector.may_act,
             encoding=lambda: (self.config.instance_status_encoding,
@@ -604,9 +652,14 @@ class Manager:
                 cfg, service_cfg = self._parse_all(data)
             except ConfigError as exc:
                 self.metrics.config_reloads.labels("invalid").inc()
-                log.error("config.invalid_kept_previous", error=str(exc))
+                log.error("config.invalid_kept_previous", error=str(exc),
+                          problems=list(exc.problems))
+                if data != self._config_rejected:  # once per bad version, not per reload
+                    self._config_rejected = data
+                    await self._report_invalid_config(
+                        data, exc, "the previous settings stay in force")
                 continue
-            self._config_data = data
+            self._config_data, self._config_rejected = data, None
             self.config, self.service_config = cfg, service_cfg
             self.metrics.config_reloads.labels("changed").inc()
             log.info("config.reloaded")
@@ -685,8 +738,7 @@ class Manager:
         assert self.replicas is not None and self.executor is not None
         raw = self.replicas.get(key)
         if raw is None:
-            self.create_errors.drop(key)
-            queue.discard(key)
+            self._drop_key(key, queue)
             return "gone"
         namespace, _, name = key.partition("/")
         lg = log.bind(namespace=namespace, replica=name)
@@ -712,6 +764,12 @@ class Manager:
         result = await self.executor.apply(plan, ctx)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
+        if result.outcome == "namespace_gone":
+            rest = await self._apply_without_creates(plan, result, ctx)
+            self._drop_key(key, queue)
+            lg.info("reconcile.namespace_gone", action=result.failed_kind,
+                    error=result.message, then_applied=rest.applied)
+            return result.outcome
         self._requeue(key, queue, plan, result)
         if not result.ok:
             lg.info("reconcile.stopped", outcome=result.outcome, applied=result.applied,
@@ -719,6 +777,25 @@ class Manager:
         elif plan.actions:
             lg.debug("reconcile.applied", actions=len(plan.actions))
         return result.outcome
+
+    async def _apply_without_creates(self, plan: Plan, failed: ApplyResult,
+                                     ctx: PassContext) -> ApplyResult:
+        """In a namespace being deleted nothing can be created, but a teardown must still
+        delete and release its finalizer (or the namespace never goes): apply what follows
+        the refused create, creates left out."""
+        assert self.executor is not None
+        rest = tuple(a for a in plan.actions[failed.applied + 1:]
+                     if not isinstance(a, _CREATES))
+        if not rest:
+            return ApplyResult()
+        return await self.executor.apply(evolve(plan, actions=rest), ctx)
+
+    def _drop_key(self, key: str, queue: WorkQueue[str]) -> None:
+        """End the work for ``key``: no retry, no delayed look, no stored create errors (a
+        watch event for the object brings it back)."""
+        self.create_errors.drop(key)
+        queue.forget(key)
+        queue.discard(key)
 
     def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
         if result.outcome == "not_leader":
@@ -738,19 +815,17 @@ class Manager:
         if self.elector is None or not self.elector.may_act():
             return
         status = dict(ctx.raw.get("status") or {})
-        conditions = [dict(c) for c in status.get("conditions") or () if isinstance(c, dict)]
-        current = next((c for c in conditions if c.get("type") == "Ready"), None)
+        previous = status.get("conditions")
+        current = next((c for c in previous or () if isinstance(c, dict)
+                        and c.get("type") == "Ready"), None)
         if current is not None and (current.get("status"), current.get("reason"),
                                     current.get("message")) == ("False", reason, message):
             return  # already reported: stay quiet
         generation = (ctx.raw.get("metadata") or {}).get("generation")
-        ready: dict[str, Any] = {
-            "type": "Ready", "status": "False", "reason": reason, "message": message[:32768],
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        if isinstance(generation, int):
-            ready["observedGeneration"] = generation
-        conditions = [c for c in conditions if c.get("type") != "Ready"] + [ready]
+        conditions = set_condition(
+            previous, type_="Ready", status="False", reason=reason, message=message[:32768],
+            now=datetime.now(UTC),
+            observed_generation=generation if isinstance(generation, int) else None)
         patch = {"metadata": {"resourceVersion": ctx.resource_version},
                  "status": {"conditions": conditions}}
         try:

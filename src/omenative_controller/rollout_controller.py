@@ -42,10 +42,9 @@ from attrs import define, evolve, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import event_body
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import (
     CONTROLLER_REVISIONS,
-    EVENTS,
     INFERENCE_REPLICAS,
     SECRETS,
     SERVICES,
@@ -55,7 +54,6 @@ from omenative_controller.prometheus import AuthSecretError, PrometheusClient, a
 from omenative_core.codec import CodecError, spec_from_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
 from omenative_core.model.spec import InferenceReplica
-from omenative_core.model.timefmt import format_time
 from omenative_core.revisions import hash_of, pairing_from_revision
 from omenative_core.rollout import (
     AnalysisMeasurement,
@@ -198,6 +196,7 @@ class RolloutController:
         self.prometheus = prometheus or PrometheusClient()
         self.config = config or RolloutConfig()
         self.source = source
+        self.events = EventRecorder(client, component=source, guard=guard, window=0, now=now)
         self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
 
     # ------------------------------------------------------------------ before writing
@@ -304,15 +303,7 @@ class RolloutController:
 
     async def _event(self, involved: Mapping[str, Any], type_: str, reason: str,
                      message: str) -> None:
-        if not self.guard():
-            return
-        stamp = format_time(self.now())
-        event = event_body(involved, type_=type_, reason=reason, message=message,
-                           component=self.source, stamp=stamp)
-        try:
-            await self.client.create(EVENTS, event, involved.get("namespace"))
-        except ApiError as exc:
-            log.info("rollout.event_failed", reason=reason, error=exc.message)
+        await self.events.record(involved, type_, reason, message, lg=log)
 
     async def _remove_annotations(self, raw: Mapping[str, Any], keys: tuple[str, ...]) -> None:
         meta = raw.get("metadata") or {}

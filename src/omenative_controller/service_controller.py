@@ -37,13 +37,13 @@ import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.conditions import set_condition
+from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import event_body
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
 from omenative_controller.kube.resources import (
-    CRDS,
-    EVENTS,
     INFERENCE_REPLICAS,
     Resource,
     resource_for,
@@ -53,7 +53,6 @@ from omenative_controller.rollout_controller import RolloutController, RolloutPa
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
-from omenative_core.model.timefmt import format_time
 from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
@@ -127,27 +126,13 @@ def _collision_counts(owned: Mapping[str, JSON]) -> dict[str, int]:
     return out
 
 
-def _merge_condition(
-    previous: object, *, type_: str, status: str, reason: str, message: str, now: datetime
-) -> list[dict[str, Any]]:
-    old = [dict(c) for c in previous if isinstance(c, Mapping)] if isinstance(previous, list) \
-        else []
-    out = [c for c in old if c.get("type") != type_]
-    prev = next((c for c in old if c.get("type") == type_), None)
-    since = format_time(now)
-    if prev is not None and prev.get("status") == status and prev.get("lastTransitionTime"):
-        since = str(prev["lastTransitionTime"])
-    out.append({"type": type_, "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": since})
-    return sorted(out, key=lambda c: str(c.get("type")))
-
-
 class ServiceController:
     """Watches InferenceServices (and what they use or own) and reconciles each one.
 
     ``config``: the rendering settings, or a callable returning the current ones (so a
     lifecycle ConfigMap reload reaches the next pass). ``crds_present``: a callable giving
-    the CRD names present; None polls the three optional CRDs every ``crd_poll_seconds``.
+    the CRD names present; None watches the three optional CRDs (one ``CrdPresence`` each:
+    Established counts as present, polled every ``crd_poll_seconds``).
     ``guard``: checked before every write (the manager passes "still the leader"); False
     skips the write and retries the key later.
     """
@@ -172,7 +157,10 @@ class ServiceController:
         self.namespaces = tuple(namespaces)
         self._config = config
         self._crds_present = crds_present
-        self._polled_crds: frozenset[str] = frozenset()
+        self._crd_watches = {
+            name: CrdPresence(client, name, interval=crd_poll_seconds,
+                              on_change=lambda _present: self.enqueue_all())
+            for name in _WATCHED_CRDS}
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.crd_poll_seconds = crd_poll_seconds
@@ -196,6 +184,8 @@ class ServiceController:
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
         self._events_sent: dict[tuple[str, str, str], str] = {}
+        self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
+                                    window=0, now=self.now)
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
 
@@ -214,22 +204,7 @@ class ServiceController:
         """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet)."""
         if self._crds_present is not None:
             return frozenset(self._crds_present())
-        return self._polled_crds
-
-    async def _poll_crds(self) -> None:
-        while True:
-            found: set[str] = set()
-            for name in _WATCHED_CRDS:
-                try:
-                    await self.client.get(CRDS, name)
-                    found.add(name)
-                except ApiError as exc:
-                    if not exc.not_found:
-                        found.update(n for n in self._polled_crds if n == name)
-            if frozenset(found) != self._polled_crds:
-                self._polled_crds = frozenset(found)
-                self.enqueue_all()
-            await asyncio.sleep(self.crd_poll_seconds)
+        return frozenset(name for name, w in self._crd_watches.items() if w.present)
 
     # ------------------------------------------------------------------ change handlers
 
@@ -276,7 +251,8 @@ class ServiceController:
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}")
                  for i in self._informers]
         if self._crds_present is None:
-            tasks.append(asyncio.create_task(self._poll_crds(), name="isvc-crd-poll"))
+            tasks.extend(asyncio.create_task(w.run(), name=f"isvc-crd-{name}")
+                         for name, w in self._crd_watches.items())
         try:
             for i in self._informers:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
@@ -304,14 +280,21 @@ class ServiceController:
             key = await self.queue.get()
             if key is None:
                 return
+            ok: bool | None
             try:
                 ok = await self.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
-                log.info("isvc.reconcile_error", key=key, status=exc.status, reason=exc.reason,
-                         error=exc.message)
                 ok = False
+                if exc.namespace_gone:  # nothing can be written there again: stop for good
+                    log.info("isvc.namespace_gone", key=key, status=exc.status,
+                             error=exc.message)
+                    self.queue.discard(key)  # a watch event meanwhile still brings it back
+                    ok = None
+                else:
+                    log.info("isvc.reconcile_error", key=key, status=exc.status,
+                             reason=exc.reason, error=exc.message)
             except Exception:
                 log.exception("isvc.reconcile_bug", key=key)
                 ok = False
@@ -319,7 +302,7 @@ class ServiceController:
                 self.queue.done(key)
             if ok:
                 self.queue.forget(key)
-            else:
+            elif ok is not None:
                 self.queue.add_rate_limited(key)
 
     # ------------------------------------------------------------------ one pass
@@ -500,7 +483,7 @@ class ServiceController:
         """``SpecValid=False`` with ``reason`` on the ISVC, plus one Warning Event."""
         old_status = raw.get("status")
         status = dict(old_status) if isinstance(old_status, Mapping) else {}
-        status["conditions"] = _merge_condition(
+        status["conditions"] = set_condition(
             status.get("conditions"), type_=VALIDATION_CONDITION, status="False",
             reason=reason, message=message, now=self.now())
         body = dict(raw)
@@ -516,20 +499,12 @@ class ServiceController:
         uid = str(meta.get("uid") or "")
         generation = str(meta.get("generation") or "")
         key = (uid, reason, message)
-        if self._events_sent.get(key) == generation or not self.guard():
+        if self._events_sent.get(key) == generation:
             return
-        stamp = format_time(self.now())
-        event = event_body(
-            {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
-             "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
-             "resourceVersion": meta.get("resourceVersion")},
-            type_="Warning", reason=reason, message=message, component=FIELD_MANAGER,
-            stamp=stamp,
-        )
-        try:
-            await self.client.create(EVENTS, event, meta.get("namespace"))
-        except ApiError as exc:
-            log.info("isvc.event_failed", reason=reason, error=exc.message)
+        involved = {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
+                    "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
+                    "resourceVersion": meta.get("resourceVersion")}
+        if not await self.events.record(involved, "Warning", reason, message, lg=log):
             return
         if len(self._events_sent) > 4096:  # a memo, not a record: keep it bounded
             self._events_sent.clear()

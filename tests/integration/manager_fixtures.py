@@ -272,24 +272,24 @@ async def start_manager(
         if write_config:
             await put_lifecycle(kube, namespace, TEST_LIFECYCLE if lifecycle is None
                                 else lifecycle)
-        opts = ManagerOptions(
-            kubeconfig=str(kubeconfig_path),
-            namespaces=(namespace,),
-            config_namespace=namespace,
-            lease_namespace=namespace,
-            lease_duration=lease_duration,
-            renew_deadline=renew_deadline,
-            retry_period=retry_period,
-            bind_address="127.0.0.1",
-            metrics_port=0,
-            probe_port=0,
-            crd_poll_seconds=1.0,
-            config_reload_seconds=2.0,
-            backoff_base=0.05,
-            backoff_max=5.0,
-            identity=identity or f"test-{len(handles)}",
-            **{**defaults, **extra},
-        )
+        settings: dict[str, Any] = {
+            "kubeconfig": str(kubeconfig_path),
+            "namespaces": (namespace,),
+            "config_namespace": namespace,
+            "lease_namespace": namespace,
+            "lease_duration": lease_duration,
+            "renew_deadline": renew_deadline,
+            "retry_period": retry_period,
+            "bind_address": "127.0.0.1",
+            "metrics_port": 0,
+            "probe_port": 0,
+            "crd_poll_seconds": 1.0,
+            "config_reload_seconds": 2.0,
+            "backoff_base": 0.05,
+            "backoff_max": 5.0,
+            "identity": identity or f"test-{len(handles)}",
+        }
+        opts = ManagerOptions(**{**settings, **defaults, **extra})
         manager = Manager(opts)
         handle = ManagerHandle(manager, asyncio.create_task(manager.run(),
                                                             name=f"manager-{opts.identity}"))

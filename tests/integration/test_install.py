@@ -401,6 +401,74 @@ async def test_the_service_account_can_do_nothing_more(
     assert not wrong, f"can-i answers not as expected (True = allowed): {wrong}"
 
 
+async def test_users_of_the_built_in_edit_and_view_roles_can_use_omenative(
+    kubectl: Kubectl, installed: list[JSON]
+) -> None:
+    """config/rbac/aggregate_roles.yaml: no extra binding for the people who use it."""
+    bindings = {"omenative-test-editor": ("edit", "alice"),
+                "omenative-test-viewer": ("view", "bob")}
+    for name, (role, user) in bindings.items():
+        await kubectl.ok("create", "clusterrolebinding", name, f"--clusterrole={role}",
+                         f"--user={user}")
+    ns = ("-n", "default")
+    editor_allowed = [
+        *((verb, "inferenceservices.ome.io", *ns)
+          for verb in ("get", "list", "watch", "create", "update", "patch", "delete")),
+        ("create", "servingruntimes.ome.io", *ns),
+        ("delete", "servingruntimes.ome.io", *ns),
+        ("create", "inferencereplicas.ome.io", *ns),
+        ("patch", "inferencereplicas.ome.io", *ns),
+        ("delete", "inferencereplicas.ome.io", *ns),
+        ("update", "inferencereplicas.ome.io", "--subresource=scale", *ns),
+        ("patch", "inferenceservices.ome.io", "--subresource=scale", *ns),
+        ("list", "clusterservingruntimes.ome.io"),
+    ]
+    editor_denied = [
+        ("create", "clusterservingruntimes.ome.io"),
+        ("delete", "clusterservingruntimes.ome.io"),
+        ("update", "inferencereplicas.ome.io", "--subresource=status", *ns),
+    ]
+    viewer_allowed = [
+        *((verb, res, *ns) for verb in ("get", "list", "watch")
+          for res in ("inferenceservices.ome.io", "servingruntimes.ome.io",
+                      "inferencereplicas.ome.io")),
+        ("list", "clusterservingruntimes.ome.io"),
+        ("get", "inferencereplicas.ome.io", "--subresource=scale", *ns),
+    ]
+    viewer_denied = [
+        *((verb, res, *ns) for verb in ("create", "update", "patch", "delete")
+          for res in ("inferenceservices.ome.io", "servingruntimes.ome.io",
+                      "inferencereplicas.ome.io")),
+        ("update", "inferencereplicas.ome.io", "--subresource=scale", *ns),
+        ("create", "clusterservingruntimes.ome.io"),
+    ]
+    cases = ([("alice", a, True) for a in editor_allowed]
+             + [("alice", a, False) for a in editor_denied]
+             + [("bob", a, True) for a in viewer_allowed]
+             + [("bob", a, False) for a in viewer_denied])
+
+    slots = asyncio.Semaphore(6)  # a few kubectl processes at a time on a small machine
+
+    async def can(user: str, args: tuple[str, ...]) -> bool:
+        async with slots:
+            rc, out, _ = await kubectl.run("auth", "can-i", *args, f"--as={user}")
+        return rc == 0 and out.strip() == "yes"
+
+    async def answers_as_expected() -> bool:
+        got = await asyncio.gather(*(can(user, args) for user, args, _ in cases))
+        wrong = {f"{user}: {' '.join(args)}": g for (user, args, want), g
+                 in zip(cases, got, strict=True) if g != want}
+        assert not wrong, f"can-i answers not as expected (value = allowed): {wrong}"
+        return True
+
+    try:  # the aggregation controller fills the built-in roles shortly after the install
+        await eventually(answers_as_expected, timeout=60, interval=1,
+                         what="edit/view users' can-i answers")
+    finally:
+        for name in bindings:
+            await kubectl.run("delete", "clusterrolebinding", name, "--ignore-not-found")
+
+
 # ---------------------------------------------------------------------------- the guard
 
 

@@ -27,6 +27,7 @@ from manager_fixtures import (  # noqa: E402
     patch_replica,
     put_lifecycle,
     replica_body,
+    warning_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -58,6 +59,24 @@ async def test_invalid_lifecycle_config_is_a_clear_startup_error(
     assert "Failed to initialize lifecycle configuration" in text
     assert f"{namespace}/inferenceservice-config" in text
     assert "instanceReadyTimeout" in text
+    events = await warning_events(kube, namespace, "inferenceservice-config")
+    assert [e["reason"] for e in events] == ["InvalidLifecycleConfig"]
+    assert "lifecycle.instanceReadyTimeout: invalid duration 30" in events[0]["message"]
+    assert events[0]["involvedObject"]["kind"] == "ConfigMap"
+
+
+async def test_a_missing_lease_namespace_is_a_clear_startup_error_naming_the_install_step(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, ir_crd: str
+) -> None:
+    await put_lifecycle(kube, namespace, TEST_LIFECYCLE)
+    missing = f"{namespace}-not-installed"
+    proc = await spawn(kubeconfig_path, namespace, "--lease-namespace", missing)
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2
+    text = err.decode()
+    assert f"Lease namespace '{missing}' does not exist" in text
+    assert "kubectl apply -k config/" in text and "omenative install" in text
+    assert text.count("leader.create_failed") == 0, "no retry loop before giving up"
 
 
 async def test_cli_serves_probes_and_stops_gracefully_on_sigterm(

@@ -25,6 +25,7 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     patch_replica,
     put_lifecycle,
     replica_body,
+    warning_events,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -151,3 +152,33 @@ async def test_inferenceservice_blocks_of_the_config_reach_rendering_and_reload(
                      namespace)
     await eventually(lambda: replicas(3), timeout=60, what="deploy.replicas=3 after the fix")
     assert handle.manager.service_config.rollout.default_ratio_tolerance == 10
+
+
+async def test_an_invalid_lifecycle_reload_is_a_warning_event_naming_every_bad_key(
+    kube: KubeClient, namespace: str, start_manager: Any
+) -> None:
+    handle = await start_manager()
+    bad = {**TEST_LIFECYCLE, "revisionHistoryLimit": "many", "requeue": {"gate": "soon"},
+           "colour": "blue"}
+    await put_lifecycle(kube, namespace, bad)
+
+    async def warned() -> list[JSON]:
+        return await warning_events(kube, namespace, "inferenceservice-config")
+
+    (event,) = await eventually(warned, timeout=30, what="a Warning Event on the ConfigMap")
+    assert event["reason"] == "InvalidLifecycleConfig"
+    assert event["involvedObject"]["kind"] == "ConfigMap"
+    message = event["message"]
+    assert "previous settings stay in force" in message
+    assert "lifecycle.revisionHistoryLimit: expected an integer >= 1, got 'many'" in message
+    assert "lifecycle.requeue.gate: invalid duration 'soon'" in message
+    assert "lifecycle: unknown key(s) colour" in message
+    assert handle.manager.config.requeue.gate.total_seconds() == 1, "the last good one stays"
+
+    # reloads of the same bad config do not repeat the Event
+    reloads = handle.metrics.sample("omenative_config_reloads_total", {"result": "invalid"})
+    await eventually(lambda: _true(handle.metrics.sample(
+        "omenative_config_reloads_total", {"result": "invalid"}) >= reloads + 2), timeout=30,
+        what="two more reloads of the bad config")
+    events = await warned()
+    assert len(events) == 1 and events[0].get("count", 1) == 1

@@ -1,10 +1,13 @@
 """Notice a CRD appearing or going away without a restart, and run its informer meanwhile.
 
-Used for the scheduler-plugins PodGroup CRD: while ``podgroups.scheduling.x-k8s.io`` is
-installed and Established, a PodGroup informer runs; ``present`` turns True only once that
-informer has synced (so the core never sees "CRD present" with an empty cache), and False
-as soon as the CRD is gone (the cache is dropped). The CRD is polled every few seconds;
-transient API errors keep the last known state.
+The shell's one CRD-presence watcher. The IR manager uses it for the scheduler-plugins
+PodGroup CRD: while ``podgroups.scheduling.x-k8s.io`` is installed and Established, a
+PodGroup informer runs; ``present`` turns True only once that informer has synced (so the
+core never sees "CRD present" with an empty cache), and False as soon as the CRD is gone
+(the cache is dropped). The InferenceService controller uses it without an informer for the
+optional CRDs it renders for (LeaderWorkerSet, PodMonitor, PodGroup): ``present`` follows
+the CRD being Established. The CRD is polled every few seconds; transient API errors keep
+the last known state.
 """
 
 from __future__ import annotations
@@ -48,13 +51,13 @@ def _established(crd: JSON) -> bool:
 
 
 class CrdPresence:
-    """Poll one CRD; while it is Established run ``make_informer(version)``."""
+    """Poll one CRD; while it is Established run ``make_informer(version)`` (if given)."""
 
     def __init__(
         self,
         client: KubeClient,
         crd_name: str,
-        make_informer: Callable[[str], Informer[Any]],
+        make_informer: Callable[[str], Informer[Any]] | None = None,
         *,
         interval: float = 5.0,
         on_change: Callable[[bool], None] | None = None,
@@ -93,6 +96,9 @@ class CrdPresence:
 
     async def _start(self, version: str) -> None:
         self.version = version
+        if self.make_informer is None:
+            self._set(True)
+            return
         informer = self.make_informer(version)
         self.informer = informer
         self._task = asyncio.create_task(informer.run(), name=f"informer-{self.crd_name}")
@@ -122,12 +128,12 @@ class CrdPresence:
             while True:
                 found = await self._probe()
                 if found is not False:
-                    if isinstance(found, str) and self.informer is None:
+                    if isinstance(found, str) and self.version is None:
                         await self._start(found)
                     elif isinstance(found, str) and found != self.version:
                         await self._stop()
                         await self._start(found)
-                    elif found is None and self.informer is not None:
+                    elif found is None and self.version is not None:
                         await self._stop()
                     self.checked.set()
                 await asyncio.sleep(self.interval)

@@ -62,6 +62,20 @@ class ApiError(Exception):
         return self.status == 403 and "exceeded quota" in self.message
 
     @property
+    def namespace_gone(self) -> bool:
+        """The object's namespace does not exist (404 naming ``namespaces``) or is being
+        deleted (403 ``NamespaceTerminating``): nothing can be created there any more."""
+        details = self.body.get("details") if isinstance(self.body, dict) else None
+        details = details if isinstance(details, dict) else {}
+        if self.status == 404:
+            return details.get("kind") == "namespaces"
+        if self.status != 403:
+            return False
+        causes = details.get("causes") or ()
+        return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating"
+                   for c in causes) or "because it is being terminated" in self.message
+
+    @property
     def retriable(self) -> bool:
         """No answer, throttled or a server-side failure: try again later."""
         return self.status in {0, 429} or self.status >= 500

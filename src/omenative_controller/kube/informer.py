@@ -9,6 +9,11 @@ and re-lists after several failures in a row. Objects are turned into slim views
 
 ``on_change(namespace, old, new)`` runs for every add, update and delete whose view
 changed: equal views (a node heartbeat, a pod's status timestamp) wake nobody.
+
+Write-through (``upsert_if_newer``, the answer of our own write) never goes back in time
+and never resurrects: a deleted key keeps a tombstone (its UID and the resourceVersion of
+the delete), and an answer for that UID, or one not newer than the delete, is dropped. The
+watch and the list stay the only authority on what exists.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -93,6 +99,18 @@ def resource_version_newer(new: str, old: str) -> bool:
         return True
 
 
+TOMBSTONES = 4096
+"""Deleted keys remembered per informer (oldest forgotten first)."""
+
+
+def _strictly_newer(new: str, old: str) -> bool:
+    """True when ``new`` is a later etcd revision than ``old`` (unknown: False)."""
+    try:
+        return int(new) > int(old)
+    except ValueError:
+        return False
+
+
 class _Gone(Exception):
     """The watch's resourceVersion is too old: re-list."""
 
@@ -133,6 +151,8 @@ class Informer(Generic[V]):
         self._store: dict[str, V] = {}
         self._ns_of: dict[str, str | None] = {}
         self._rv_of: dict[str, str] = {}
+        self._uid_of: dict[str, str] = {}
+        self._tombstones: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._index_values: dict[str, dict[str, tuple[str, ...]]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self.indexers}
         self._scope_synced: dict[str | None, bool] = dict.fromkeys(self.scopes, False)
@@ -175,22 +195,37 @@ class Informer(Generic[V]):
 
     # ------------------------------------------------------------------ writing
 
-    def _put(self, key: str, namespace: str | None, view: V, rv: str) -> None:
+    def _put(self, key: str, namespace: str | None, view: V, rv: str, uid: str = "") -> None:
         old = self._store.get(key)
         self._store[key] = view
         self._ns_of[key] = namespace
         self._rv_of[key] = rv
+        self._uid_of[key] = uid
         self._reindex(key, namespace, view)
         if old != view and self.on_change is not None:
             self.on_change(namespace, old, view)
 
-    def _remove(self, key: str) -> None:
+    def _remove(self, key: str, rv: str = "") -> None:
         old = self._store.pop(key, None)
         namespace = self._ns_of.pop(key, None)
-        self._rv_of.pop(key, None)
+        last_rv = self._rv_of.pop(key, None)
+        uid = self._uid_of.pop(key, None)
+        if old is not None:
+            self._bury(key, uid or "", rv or last_rv or "")
         self._reindex(key, namespace, None)
         if old is not None and self.on_change is not None:
             self.on_change(namespace, old, None)
+
+    def _bury(self, key: str, uid: str, rv: str) -> None:
+        """Remember that ``key`` (``uid``) was deleted at ``rv``."""
+        self._tombstones.pop(key, None)
+        self._tombstones[key] = (uid, rv)
+        while len(self._tombstones) > TOMBSTONES:
+            self._tombstones.popitem(last=False)
+
+    def deleted(self, key: str) -> bool:
+        """True while ``key`` was last seen deleted (by the watch or a re-list)."""
+        return key in self._tombstones and key not in self._store
 
     def _reindex(self, key: str, namespace: str | None, view: V | None) -> None:
         old_values = self._index_values.pop(key, {})
@@ -211,7 +246,7 @@ class Informer(Generic[V]):
                 self._indices[name].setdefault(value, set()).add(key)
         self._index_values[key] = new_values
 
-    def _ingest(self, obj: JSON) -> tuple[str, str | None, V, str] | None:
+    def _ingest(self, obj: JSON) -> tuple[str, str | None, V, str, str] | None:
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not isinstance(name, str):
@@ -224,23 +259,29 @@ class Informer(Generic[V]):
             log.warning("informer.bad_object", resource=self.name, name=name,
                         namespace=namespace, error=str(exc))
             return None
-        return object_key(namespace, name), namespace, view, rv
+        return object_key(namespace, name), namespace, view, rv, str(meta.get("uid") or "")
 
     def upsert_if_newer(self, obj: JSON) -> None:
-        """Write-through of an object we just wrote, unless the cache already has newer."""
+        """Write-through of an object we just wrote, unless the cache already has newer or
+        the watch already deleted it (same UID, or not newer than the delete)."""
         got = self._ingest(obj)
         if got is None:
             return
-        key, namespace, view, rv = got
+        key, namespace, view, rv, uid = got
         old_rv = self._rv_of.get(key)
         if old_rv is not None and not resource_version_newer(rv, old_rv):
             return
-        self._put(key, namespace, view, rv)
+        tomb = self._tombstones.get(key) if old_rv is None else None
+        if tomb is not None and (uid == tomb[0] or not _strictly_newer(rv, tomb[1])):
+            log.debug("informer.resurrection_refused", resource=self.name, key=key, rv=rv)
+            return
+        self._put(key, namespace, view, rv, uid)
 
     def clear(self) -> None:
         """Drop everything (the resource went away); deletes are reported."""
         for key in list(self._store):
             self._remove(key)
+        self._tombstones.clear()
         self.synced.clear()
         for scope in self._scope_synced:
             self._scope_synced[scope] = False
@@ -250,7 +291,7 @@ class Informer(Generic[V]):
     async def _list(self, scope: str | None) -> str:
         """LIST every page of ``scope``, replace that scope's objects; return the list RV."""
         while True:
-            seen: dict[str, tuple[str | None, V, str]] = {}
+            seen: dict[str, tuple[str | None, V, str, str]] = {}
             token: str | None = None
             rv = ""
             try:
@@ -275,9 +316,10 @@ class Informer(Generic[V]):
             break
         for key in [k for k, ns in self._ns_of.items() if scope is None or ns == scope]:
             if key not in seen:
-                self._remove(key)
-        for key, (namespace, view, obj_rv) in seen.items():
-            self._put(key, namespace, view, obj_rv)
+                self._remove(key, rv)
+        for key, (namespace, view, obj_rv, uid) in seen.items():
+            self._tombstones.pop(key, None)
+            self._put(key, namespace, view, obj_rv, uid)
         self.observer.cache_size(self.name, len(self._store))
         self._scope_synced[scope] = True
         if all(self._scope_synced.values()):
@@ -288,11 +330,14 @@ class Informer(Generic[V]):
         got = self._ingest(obj)
         if got is None:
             return
-        key, namespace, view, rv = got
+        key, namespace, view, rv, uid = got
         if kind == "DELETED":
-            self._remove(key)
+            if key not in self._store:  # deleted before we saw it: still no resurrection
+                self._bury(key, uid, rv)
+            self._remove(key, rv)
         else:
-            self._put(key, namespace, view, rv)
+            self._tombstones.pop(key, None)
+            self._put(key, namespace, view, rv, uid)
         self.observer.cache_size(self.name, len(self._store))
 
     async def _watch_once(self, scope: str | None, rv: str) -> str:

@@ -124,11 +124,21 @@ class WorkQueue(Generic[K]):
         self._failures.pop(key, None)
 
     def discard(self, key: K) -> None:
-        """Drop every trace of ``key`` that is not in flight (the object is gone)."""
+        """Drop every trace of ``key`` that is not in flight (the object is gone): its
+        backoff, its delayed add and, unless a worker holds it, its place in the queue."""
         self._failures.pop(key, None)
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        if key in self._dirty and key not in self._processing:
+            self._dirty.discard(key)
+            self._queue.remove(key)
+            self._depth_changed()
+
+    def holds(self, key: K) -> bool:
+        """True while ``key`` waits, is delayed, backs off or is in flight."""
+        return (key in self._dirty or key in self._processing or key in self._timers
+                or key in self._failures)
 
     # ------------------------------------------------------------------ taking
 

@@ -8,7 +8,7 @@ chart. A key present with JSON ``null`` turns that feature off explicitly (for e
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -31,7 +31,15 @@ __all__ = [
 
 
 class ConfigError(ValueError):
-    """The lifecycle entry is not valid; the message names the key and the value."""
+    """The lifecycle entry is not valid; the message names every bad key and its rule.
+
+    ``problems`` holds one ``lifecycle.<key>: <rule>`` line per bad key, so an operator
+    fixes them all in one edit instead of one per restart.
+    """
+
+    def __init__(self, message: str, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[str, ...] = tuple(problems) or (message,)
 
 
 @frozen(kw_only=True)
@@ -116,61 +124,244 @@ class LifecycleConfig:
     max_decoded_instances: int = 20000
 
 
-_KEYS = {
-    "instanceReadyTimeout",
-    "stuckPodGracePeriod",
-    "unschedulableGracePeriod",
-    "updateRetry",
-    "autoMigrate",
-    "forceDelete",
-    "teardown",
-    "audit",
-    "gangScheduleTimeout",
-    "requeue",
-    "revisionHistoryLimit",
-    "retryBlockHistoryLimit",
-    "scaleUpPodBatchSize",
-    "scaleDownPodBatchSize",
-    "scaleDownRequeueInterval",
-    "instanceStatusEncoding",
-    "maxDecodedInstances",
+class _Problems:
+    """Collects every problem of one parse; each helper returns a usable placeholder on a
+    bad value so parsing goes on (the result is discarded when anything was wrong)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, path: str, rule: str) -> None:
+        """Record ``rule`` broken at ``lifecycle.<path>``."""
+        self.items.append(f"lifecycle.{path}: {rule}" if path else f"lifecycle: {rule}")
+
+    def duration(self, path: str, value: object) -> timedelta:
+        """A Go duration, or a problem."""
+        try:
+            return parse_duration(value)
+        except DurationError as exc:
+            self.add(path, str(exc))
+            return timedelta(0)
+
+    def count(self, path: str, value: object, *, allow_zero: bool = False) -> int:
+        """An integer >= 1 (>= 0 with ``allow_zero``), or a problem."""
+        low = 0 if allow_zero else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            self.add(path, f"expected an integer >= {low}, got {value!r}")
+            return low
+        return value
+
+    def obj(self, path: str, value: object, allowed: set[str]) -> Mapping[str, Any] | None:
+        """An object with only ``allowed`` keys, or a problem (then None)."""
+        if not isinstance(value, Mapping):
+            self.add(path, f"expected an object, got {value!r}")
+            return None
+        self.keys(path, value, allowed)
+        return value
+
+    def keys(self, path: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
+        """Unknown keys of ``obj`` are a problem."""
+        unknown = sorted(set(obj) - allowed)
+        if unknown:
+            self.add(path, f"unknown key(s) {', '.join(unknown)}")
+
+    def required(self, path: str, obj: Mapping[str, Any], keys: tuple[str, ...],
+                 what: str) -> bool:
+        """True when ``obj`` has every one of ``keys`` (else a problem)."""
+        missing = [k for k in keys if k not in obj]
+        if missing:
+            self.add(path, f"{what} keys are required, missing {missing}")
+        return not missing
+
+    def error(self) -> ConfigError | None:
+        """The ConfigError naming every problem, or None."""
+        if not self.items:
+            return None
+        if len(self.items) == 1:
+            return ConfigError(self.items[0], self.items)
+        return ConfigError(f"{len(self.items)} problems: " + "; ".join(self.items), self.items)
+
+
+_Block = Callable[[_Problems, Any, dict[str, Any]], None]
+
+
+def _update_retry(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        kw["update_retry"] = None
+        return
+    obj = p.obj("updateRetry", value, {"maxAttempts", "initialDelay", "maxDelay", "multiplier"})
+    if obj is None:
+        return
+    d = UpdateRetry()
+    mult = obj.get("multiplier", d.multiplier)
+    if isinstance(mult, bool) or not isinstance(mult, int | float) or mult < 1:
+        p.add("updateRetry.multiplier", f"expected a number >= 1, got {mult!r}")
+        mult = d.multiplier
+    kw["update_retry"] = UpdateRetry(
+        max_attempts=p.count("updateRetry.maxAttempts", obj.get("maxAttempts", d.max_attempts)),
+        initial_delay=p.duration("updateRetry.initialDelay", obj.get("initialDelay", "1m")),
+        max_delay=p.duration("updateRetry.maxDelay", obj.get("maxDelay", "30m")),
+        multiplier=float(mult),
+    )
+
+
+def _auto_migrate(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        kw["auto_migrate"] = None
+        return
+    obj = p.obj("autoMigrate", value, {"maxAttempts"})
+    if obj is None:
+        return
+    kw["auto_migrate"] = AutoMigrateConfig(
+        max_attempts=p.count("autoMigrate.maxAttempts", obj.get("maxAttempts", 3)))
+
+
+def _force_delete(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        return
+    keys = ("overdueSlack", "nodeUnreachableThreshold")
+    obj = p.obj("forceDelete", value, set(keys))
+    if obj is None:
+        return
+    if not p.required("forceDelete", obj, keys, "both"):
+        return
+    kw["force_delete"] = ForceDeleteConfig(
+        overdue_slack=p.duration("forceDelete.overdueSlack", obj["overdueSlack"]),
+        node_unreachable_threshold=p.duration(
+            "forceDelete.nodeUnreachableThreshold", obj["nodeUnreachableThreshold"]),
+    )
+
+
+def _teardown(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        kw["teardown"] = TeardownConfig(deadline=None)
+        return
+    obj = p.obj("teardown", value, {"deadline"})
+    if obj is None:
+        return
+    dl = obj.get("deadline", "30m")
+    kw["teardown"] = TeardownConfig(
+        deadline=None if dl is None else p.duration("teardown.deadline", dl))
+
+
+def _audit(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        kw["audit"] = None
+        return
+    keys = ("maxInFlightMigrations", "maxMigrationsPerWindow", "window")
+    obj = p.obj("audit", value, set(keys))
+    if obj is None:
+        return
+    if not p.required("audit", obj, keys, "all"):
+        return
+    before = len(p.items)
+    window = p.duration("audit.window", obj["window"])
+    if window <= timedelta(0) and len(p.items) == before:
+        p.add("audit.window", "must be > 0")
+    kw["audit"] = AuditConfig(
+        max_in_flight_migrations=p.count("audit.maxInFlightMigrations",
+                                         obj["maxInFlightMigrations"]),
+        max_migrations_per_window=p.count("audit.maxMigrationsPerWindow",
+                                          obj["maxMigrationsPerWindow"]),
+        window=window,
+    )
+
+
+def _gang_schedule_timeout(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        return
+    obj = p.obj("gangScheduleTimeout", value, {"min", "max"})
+    if obj is None:
+        return
+    lo = p.duration("gangScheduleTimeout.min", obj.get("min", "60s"))
+    hi = p.duration("gangScheduleTimeout.max", obj.get("max", "600s"))
+    if lo > hi:
+        p.add("gangScheduleTimeout", "min must not exceed max")
+    kw["gang_schedule_timeout"] = GangScheduleTimeout(min=lo, max=hi)
+
+
+def _requeue(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        return
+    obj = p.obj("requeue", value, {"operation", "gate"})
+    if obj is None:
+        return
+    kw["requeue"] = RequeueConfig(
+        operation=p.duration("requeue.operation", obj.get("operation", "5s")),
+        gate=p.duration("requeue.gate", obj.get("gate", "3s")),
+    )
+
+
+def _optional_duration(key: str, attr: str) -> _Block:
+    def parse(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+        kw[attr] = None if value is None else p.duration(key, value)
+    return parse
+
+
+def _instance_ready_timeout(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    got = None if value is None else p.duration("instanceReadyTimeout", value)
+    kw["instance_ready_timeout"] = None if got == timedelta(0) else got  # 0s counts as unset
+
+
+def _history_limit(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["revision_history_limit"] = (
+        None if value is None else p.count("revisionHistoryLimit", value))
+
+
+def _retry_block_history_limit(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["retry_block_history_limit"] = (
+        None if value is None else p.count("retryBlockHistoryLimit", value, allow_zero=True))
+
+
+def _checked_only(key: str, kind: str) -> _Block:
+    """OME keys this manager accepts but does not use: still checked."""
+    def parse(p: _Problems, value: Any, _kw: dict[str, Any]) -> None:
+        if kind == "count":
+            p.count(key, value)
+        else:
+            p.duration(key, value)
+    return parse
+
+
+def _status_encoding(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value not in ("ColumnarV2", "DenseV1"):
+        p.add("instanceStatusEncoding", f"expected ColumnarV2 or DenseV1, got {value!r}")
+        return
+    kw["instance_status_encoding"] = value
+
+
+def _max_decoded(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["max_decoded_instances"] = p.count("maxDecodedInstances", value)
+
+
+_BLOCKS: dict[str, _Block] = {
+    "instanceReadyTimeout": _instance_ready_timeout,
+    "stuckPodGracePeriod": _optional_duration("stuckPodGracePeriod", "stuck_pod_grace_period"),
+    "unschedulableGracePeriod": _optional_duration(
+        "unschedulableGracePeriod", "unschedulable_grace_period"),
+    "updateRetry": _update_retry,
+    "autoMigrate": _auto_migrate,
+    "forceDelete": _force_delete,
+    "teardown": _teardown,
+    "audit": _audit,
+    "gangScheduleTimeout": _gang_schedule_timeout,
+    "requeue": _requeue,
+    "revisionHistoryLimit": _history_limit,
+    "retryBlockHistoryLimit": _retry_block_history_limit,
+    "scaleUpPodBatchSize": _checked_only("scaleUpPodBatchSize", "count"),
+    "scaleDownPodBatchSize": _checked_only("scaleDownPodBatchSize", "count"),
+    "scaleDownRequeueInterval": _checked_only("scaleDownRequeueInterval", "duration"),
+    "instanceStatusEncoding": _status_encoding,
+    "maxDecodedInstances": _max_decoded,
 }
+"""One parser per top-level key of the lifecycle entry."""
 
 
-def _duration(path: str, value: object) -> timedelta:
-    try:
-        return parse_duration(value)
-    except DurationError as exc:
-        raise ConfigError(f"lifecycle.{path}: {exc}") from exc
-
-
-def _positive_int(path: str, value: object, *, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-        bound = ">= 0" if allow_zero else ">= 1"
-        raise ConfigError(f"lifecycle.{path}: expected an integer {bound}, got {value!r}")
-    return value
-
-
-def _object(path: str, value: object) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"lifecycle.{path}: expected an object, got {value!r}")
-    return value
-
-
-def _check_keys(path: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        where = f"lifecycle.{path}" if path else "lifecycle"
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
-
-
-def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConfig:
-    """Parse the ``lifecycle`` entry (JSON text or an object); None means chart defaults."""
-    if raw is None:
-        return LifecycleConfig()
+def _load(raw: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The entry as an object (None: empty text, i.e. defaults)."""
     if isinstance(raw, str):
         if not raw.strip():
-            return LifecycleConfig()
+            return None
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -181,146 +372,28 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
         raise ConfigError(
             f"unable to parse lifecycle config json: expected an object, got {data!r}"
         )
-    _check_keys("", data, _KEYS)
-    base = LifecycleConfig()
+    return data
+
+
+def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConfig:
+    """Parse the ``lifecycle`` entry (JSON text or an object); None means chart defaults.
+
+    Every bad key is reported at once: the :class:`ConfigError` lists each one with its
+    rule (``problems``), unknown keys included.
+    """
+    data = None if raw is None else _load(raw)
+    if data is None:
+        return LifecycleConfig()
+    problems = _Problems()
+    problems.keys("", data, set(_BLOCKS))
     kw: dict[str, Any] = {}
-
-    def opt_duration(key: str, attr: str) -> None:
+    for key, parse in _BLOCKS.items():
         if key in data:
-            value = data[key]
-            kw[attr] = None if value is None else _duration(key, value)
-
-    opt_duration("instanceReadyTimeout", "instance_ready_timeout")
-    opt_duration("stuckPodGracePeriod", "stuck_pod_grace_period")
-    opt_duration("unschedulableGracePeriod", "unschedulable_grace_period")
-    if kw.get("instance_ready_timeout") == timedelta(0):
-        kw["instance_ready_timeout"] = None  # 0s counts as unset
-
-    if "updateRetry" in data:
-        value = data["updateRetry"]
-        if value is None:
-            kw["update_retry"] = None
-        else:
-            obj = _object("updateRetry", value)
-            _check_keys(
-                "updateRetry", obj, {"maxAttempts", "initialDelay", "maxDelay", "multiplier"}
-            )
-            d = UpdateRetry()
-            mult = obj.get("multiplier", d.multiplier)
-            if isinstance(mult, bool) or not isinstance(mult, int | float) or mult < 1:
-                raise ConfigError(
-                    f"lifecycle.updateRetry.multiplier: expected a number >= 1, got {mult!r}"
-                )
-            kw["update_retry"] = UpdateRetry(
-                max_attempts=_positive_int(
-                    "updateRetry.maxAttempts", obj.get("maxAttempts", d.max_attempts)
-                ),
-                initial_delay=_duration("updateRetry.initialDelay", obj.get("initialDelay", "1m")),
-                max_delay=_duration("updateRetry.maxDelay", obj.get("maxDelay", "30m")),
-                multiplier=float(mult),
-            )
-    if "autoMigrate" in data:
-        value = data["autoMigrate"]
-        if value is None:
-            kw["auto_migrate"] = None
-        else:
-            obj = _object("autoMigrate", value)
-            _check_keys("autoMigrate", obj, {"maxAttempts"})
-            kw["auto_migrate"] = AutoMigrateConfig(
-                max_attempts=_positive_int("autoMigrate.maxAttempts", obj.get("maxAttempts", 3))
-            )
-    if "forceDelete" in data and data["forceDelete"] is not None:
-        obj = _object("forceDelete", data["forceDelete"])
-        _check_keys("forceDelete", obj, {"overdueSlack", "nodeUnreachableThreshold"})
-        missing = [k for k in ("overdueSlack", "nodeUnreachableThreshold") if k not in obj]
-        if missing:
-            raise ConfigError(f"lifecycle.forceDelete: both keys are required, missing {missing}")
-        kw["force_delete"] = ForceDeleteConfig(
-            overdue_slack=_duration("forceDelete.overdueSlack", obj["overdueSlack"]),
-            node_unreachable_threshold=_duration(
-                "forceDelete.nodeUnreachableThreshold", obj["nodeUnreachableThreshold"]
-            ),
-        )
-    if "teardown" in data:
-        value = data["teardown"]
-        if value is None:
-            kw["teardown"] = TeardownConfig(deadline=None)
-        else:
-            obj = _object("teardown", value)
-            _check_keys("teardown", obj, {"deadline"})
-            dl = obj.get("deadline", "30m")
-            kw["teardown"] = TeardownConfig(
-                deadline=None if dl is None else _duration("teardown.deadline", dl)
-            )
-    if "audit" in data:
-        value = data["audit"]
-        if value is None:
-            kw["audit"] = None
-        else:
-            obj = _object("audit", value)
-            _check_keys("audit", obj, {"maxInFlightMigrations", "maxMigrationsPerWindow", "window"})
-            missing = [
-                k
-                for k in ("maxInFlightMigrations", "maxMigrationsPerWindow", "window")
-                if k not in obj
-            ]
-            if missing:
-                raise ConfigError(f"lifecycle.audit: all keys are required, missing {missing}")
-            window = _duration("audit.window", obj["window"])
-            if window <= timedelta(0):
-                raise ConfigError("lifecycle.audit.window: must be > 0")
-            kw["audit"] = AuditConfig(
-                max_in_flight_migrations=_positive_int(
-                    "audit.maxInFlightMigrations", obj["maxInFlightMigrations"]
-                ),
-                max_migrations_per_window=_positive_int(
-                    "audit.maxMigrationsPerWindow", obj["maxMigrationsPerWindow"]
-                ),
-                window=window,
-            )
-    if "gangScheduleTimeout" in data and data["gangScheduleTimeout"] is not None:
-        obj = _object("gangScheduleTimeout", data["gangScheduleTimeout"])
-        _check_keys("gangScheduleTimeout", obj, {"min", "max"})
-        lo = _duration("gangScheduleTimeout.min", obj.get("min", "60s"))
-        hi = _duration("gangScheduleTimeout.max", obj.get("max", "600s"))
-        if lo > hi:
-            raise ConfigError("lifecycle.gangScheduleTimeout: min must not exceed max")
-        kw["gang_schedule_timeout"] = GangScheduleTimeout(min=lo, max=hi)
-    if "requeue" in data and data["requeue"] is not None:
-        obj = _object("requeue", data["requeue"])
-        _check_keys("requeue", obj, {"operation", "gate"})
-        kw["requeue"] = RequeueConfig(
-            operation=_duration("requeue.operation", obj.get("operation", "5s")),
-            gate=_duration("requeue.gate", obj.get("gate", "3s")),
-        )
-    if "revisionHistoryLimit" in data:
-        value = data["revisionHistoryLimit"]
-        kw["revision_history_limit"] = (
-            None if value is None else _positive_int("revisionHistoryLimit", value)
-        )
-    if "retryBlockHistoryLimit" in data:
-        value = data["retryBlockHistoryLimit"]
-        kw["retry_block_history_limit"] = (
-            None
-            if value is None
-            else _positive_int("retryBlockHistoryLimit", value, allow_zero=True)
-        )
-    for key in ("scaleUpPodBatchSize", "scaleDownPodBatchSize"):
-        if key in data:
-            _positive_int(key, data[key])
-    if "scaleDownRequeueInterval" in data:
-        _duration("scaleDownRequeueInterval", data["scaleDownRequeueInterval"])
-    if "instanceStatusEncoding" in data:
-        enc = data["instanceStatusEncoding"]
-        if enc not in ("ColumnarV2", "DenseV1"):
-            raise ConfigError(
-                f"lifecycle.instanceStatusEncoding: expected ColumnarV2 or DenseV1, got {enc!r}"
-            )
-        kw["instance_status_encoding"] = enc
-    if "maxDecodedInstances" in data:
-        kw["max_decoded_instances"] = _positive_int(
-            "maxDecodedInstances", data["maxDecodedInstances"]
-        )
+            parse(problems, data[key], kw)
+    error = problems.error()
+    if error is not None:
+        raise error
+    base = LifecycleConfig()
     return LifecycleConfig(
         **{**{a.name: getattr(base, a.name) for a in LifecycleConfig.__attrs_attrs__}, **kw}
     )
