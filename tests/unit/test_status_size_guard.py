@@ -12,10 +12,11 @@ from typing import Any
 from omenative_controller.executor import (
     STATUS_SIZE_LIMIT,
     CreateErrorStore,
-    EventRecorder,
     Executor,
     PassContext,
+    ReplicaEvents,
 )
+from omenative_controller.kube.events import EventRecorder
 from omenative_core.model.plan import Plan, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 
@@ -51,7 +52,7 @@ def _apply(status: InferenceReplicaStatus, limit: int) -> tuple[Any, FakeClient]
         fake,  # type: ignore[arg-type]
         CreateErrorStore(),
         encoding=lambda: ("DenseV1", 20000),
-        events=EventRecorder(fake),  # type: ignore[arg-type]
+        events=ReplicaEvents(EventRecorder(fake)),  # type: ignore[arg-type]
         status_size_limit=limit,
     )
     raw = {"metadata": {"name": "chat-engine", "uid": "u1", "resourceVersion": "7"}, "spec": {}}
