@@ -35,6 +35,7 @@ from typing import Any
 import structlog
 from attrs import define, evolve, field, frozen
 
+from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
     ApplyResult,
@@ -157,6 +158,11 @@ class ManagerOptions:
     #: leader or not, with ``tls.crt`` / ``tls.key`` from ``webhook_cert_dir``
     webhook_port: int | None = None
     webhook_cert_dir: str = "/tmp/k8s-webhook-server/serving-certs"
+    #: the GPU caretaker while leading: ``off``, ``recommend`` (Events, metrics) or ``apply``
+    #: (also migration requests, one at a time); see advisor_loop.py
+    advisor: str = "off"
+    advisor_interval: float = 60.0
+    advisor_bad_gpu_conditions: tuple[str, ...] = ()
     resync_seconds: float = 600.0
     shutdown_timeout: float = 30.0
     startup_timeout: float = 60.0
@@ -310,6 +316,8 @@ class Manager:
         self._config_rejected: dict[str, str] | None = None
         self._isvc_task: asyncio.Task[None] | None = None
         self._isvc: ServiceController | None = None
+        self._advisor_task: asyncio.Task[None] | None = None
+        self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
 
     # ------------------------------------------------------------------ public
 
@@ -610,9 +618,20 @@ class Manager:
                 backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
             self._isvc = isvc
             self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
+        if opts.advisor != "off" and self.client is not None and self.events is not None:
+            loop = AdvisorLoop(self.client, self.events, self.advisor_metrics, mode=opts.advisor,
+                               config=lambda: self.config, namespaces=opts.namespaces,
+                               bad_gpu_conditions=opts.advisor_bad_gpu_conditions,
+                               interval=opts.advisor_interval)
+            self._advisor_task = asyncio.create_task(loop.run(), name="advisor")
         log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
 
     async def _on_stopped_leading(self) -> None:
+        if self._advisor_task is not None:
+            self._advisor_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._advisor_task
+            self._advisor_task = None
         if self._isvc_task is not None:
             self._isvc_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

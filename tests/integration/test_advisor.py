@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS
+from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS, NODES, PODS
 
 pytest.register_assert_rewrite("manager_fixtures")
 import test_kubectl_ome  # noqa: E402
@@ -100,12 +100,14 @@ async def no_gpu_pods(kube: KubeClient) -> bool:
         if (p.get("spec") or {}).get("nodeName"))
 
 
-async def start_small(kube: KubeClient, namespace: str, start_manager: Any) -> list[str]:
+async def start_small(kube: KubeClient, namespace: str, start_manager: Any,
+                      **manager: Any) -> list[str]:
     """Start the manager and bring up small: 4 Instances of one 4-GPU pod; the GPU nodes."""
     nodes = await gpu_nodes(kube)
     assert len(nodes) == 4, f"the test needs the stand-in's four 8-GPU nodes, found {nodes}"
-    await eventually(no_gpu_pods, timeout=120, what="no GPU pods left from earlier tests")
-    await start_manager(lifecycle=LIFECYCLE)
+    await eventually(lambda: no_gpu_pods(kube), timeout=120,
+                     what="no GPU pods left from earlier tests")
+    await start_manager(lifecycle=LIFECYCLE, **manager)
     await kube.create(INFERENCE_REPLICAS, gpu_replica("small", replicas=4, gpus=4, gang=False),
                       namespace)
 
@@ -116,9 +118,10 @@ async def start_small(kube: KubeClient, namespace: str, start_manager: Any) -> l
     return nodes
 
 
-async def spread_small(kube: KubeClient, namespace: str, start_manager: Any) -> list[str]:
+async def spread_small(kube: KubeClient, namespace: str, start_manager: Any,
+                       **manager: Any) -> list[str]:
     """``start_small``, then check the default scheduler spread the pods one per node."""
-    nodes = await start_small(kube, namespace, start_manager)
+    nodes = await start_small(kube, namespace, start_manager, **manager)
     placed = await small_pods_by_node(kube, namespace)
     assert sorted(placed) == nodes and set(placed.values()) == {1}, (
         f"precondition: the scheduler should spread the 4 pods one per node, got {placed}")
@@ -198,3 +201,39 @@ async def test_a_node_with_bad_gpus_gets_its_instance_moved_off(
         await kube.patch(NODES, bad, {"status": {"conditions": [{
             "type": "GpuUnhealthy", "status": "False", "reason": "Recovered",
             "message": "test over"}]}}, subresource="status", patch_type="strategic")
+
+
+async def test_the_manager_with_advisor_apply_places_the_gang_by_itself(
+    kube: KubeClient, namespace: str, start_manager: Any,
+) -> None:
+    await spread_small(kube, namespace, start_manager, advisor="apply", advisor_interval=2.0)
+    await kube.create(INFERENCE_REPLICAS, gpu_replica("big", replicas=1, gpus=8, gang=True),
+                      namespace)
+    lowest = 4
+    done = asyncio.Event()
+
+    async def watch_serving() -> None:
+        nonlocal lowest
+        while not done.is_set():
+            lowest = min(lowest, await serving_pods(kube, namespace, "small"))
+            await asyncio.sleep(0.5)
+
+    watcher = asyncio.create_task(watch_serving())
+    try:
+        async def big_ready() -> bool:
+            return await ready_rows(kube, namespace, "big") == 1
+
+        await eventually(big_ready, timeout=240, what="big placed by the manager's advisor")
+    finally:
+        done.set()
+        with contextlib.suppress(Exception):
+            await watcher
+    assert lowest >= 4, f"small served {lowest} Instances at its lowest (desired 4)"
+    ir = await get_replica(kube, namespace, "small")
+    migrations = (ir.get("status") or {}).get("migrations") or []
+    assert [m.get("requestedBy") for m in migrations] == ["omenative-manager/advisor"] * 2, (
+        migrations)
+    events = (await kube.list(EVENTS, namespace)).get("items") or []
+    reasons = {e.get("reason") for e in events
+               if (e.get("involvedObject") or {}).get("name") == "small"}
+    assert {"MoveRecommended", "MoveRequested"} <= reasons, reasons

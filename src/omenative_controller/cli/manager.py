@@ -117,6 +117,14 @@ async def _run(options: ManagerOptions) -> int:
               help="Directory with the webhook's tls.crt and tls.key.")
 @click.option("--inference-services/--no-inference-services", default=True,
               help="Also project InferenceService components onto InferenceReplicas.")
+@click.option("--advisor", type=click.Choice(["off", "recommend", "apply"]), default="off",
+              show_default=True,
+              help="The GPU caretaker while leading: recommend (Events and metrics) or apply "
+                   "(also request the moves as migrations, one at a time).")
+@click.option("--advisor-interval", type=DURATION, default="60s", show_default=True,
+              help="How often the advisor looks.")
+@click.option("--advisor-bad-gpu-condition", "advisor_bad", multiple=True,
+              help="Node condition type that flags bad GPUs when True (repeatable).")
 def main(
     kubeconfig: str | None,
     kube_context: str | None,
@@ -139,6 +147,9 @@ def main(
     webhook_port: int | None,
     webhook_cert_dir: str,
     inference_services: bool,
+    advisor: str,
+    advisor_interval: float,
+    advisor_bad: tuple[str, ...],
     log_level: str,
     log_format: str,
 ) -> None:
@@ -164,6 +175,9 @@ def main(
         request_timeout=request_timeout,
         identity=identity or default_identity(),
         inference_services=inference_services,
+        advisor=advisor,
+        advisor_interval=advisor_interval,
+        advisor_bad_gpu_conditions=advisor_bad,
         webhook_port=webhook_port,
         webhook_cert_dir=webhook_cert_dir,
     )
