@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
-        bench bench-controller simulate manifests cluster cluster-down install uninstall image ci clean
+        bench bench-controller simulate manifests docs cluster cluster-down install uninstall image ci clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -52,6 +52,9 @@ simulate: ## run the bundled example scenario
 manifests: ## regenerate config/crd/ from the core's types
 	$(PY) -m omenative_controller.crd
 	$(PY) -m omenative_controller.service_crds
+
+docs: ## regenerate the generated sections of docs/ (the lifecycle table in docs/lifecycle.md)
+	$(PY) scripts/render_docs.py
 
 cluster: ## build (cached) and start the local control plane in the foreground
 	$(PY) -m omenative_devcluster up

@@ -129,7 +129,9 @@ MOVES: dict[Stage, Move] = {
         ready=(End.SETTLED, End.SAME), failure=(Stage.DELETE,),
     ),
     Stage.GANG_SOURCE: Move(
-        OpType.UPDATE, Step.GANG_SURGE, "the source row", update_moves.gang_surge,
+        OpType.UPDATE, Step.GANG_SURGE,
+        "the source row (Drain[recreate] only if its strategy is not SurgeThenDrain)",
+        update_moves.gang_surge,
         ready=(Stage.GANG_DRAIN, Stage.RECREATE_DRAIN), gone=(End.SETTLED,),
     ),
     Stage.GANG_DRAIN: Move(
@@ -167,7 +169,9 @@ MOVES: dict[Stage, Move] = {
         gone=(End.REMOVED,),
     ),
     Stage.MIGRATE_WAIT: Move(
-        OpType.MIGRATE, Step.CREATE_SURGE, "any step but Drain", migrations.migrate_wait,
+        OpType.MIGRATE, Step.CREATE_SURGE,
+        "any step but Drain; migrations.progress sets Drain once the replacement is available",
+        migrations.migrate_wait,
         ready=(Stage.MIGRATE_DRAIN,),
     ),
     Stage.MIGRATE_DRAIN: Move(
