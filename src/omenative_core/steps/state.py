@@ -186,6 +186,10 @@ class PassState:
     advance_fn: AdvanceFn
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
+    ir: InferenceReplica = field(init=False)
+    spec: InferenceReplicaSpec = field(init=False)
+    prefix: str = field(init=False)
+    config: LifecycleConfig = field(init=False)
     rows: dict[int, InstanceStatus] = field(factory=dict)
     pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
     out: ActionSink = field(factory=ActionSink)
@@ -212,32 +216,16 @@ class PassState:
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
+        self.ir = self.snap.replica
+        self.spec = self.ir.spec
+        self.prefix = self.ir.prefix  # the name prefix of its pods and PodGroups
+        self.config = self.snap.config
         self.prev = self.snap.replica.status or InferenceReplicaStatus()
         self.book = RetryBook(self.prev.retry_blocks, self.snap.config.update_retry)
         self.migrations = {m.request_uuid: m for m in self.prev.migrations}
         self.errors_by_name = {e.name: e for e in self.snap.create_errors}
 
     # ------------------------------------------------------------------ shorthands
-
-    @property
-    def ir(self) -> InferenceReplica:
-        """The InferenceReplica being planned."""
-        return self.snap.replica
-
-    @property
-    def spec(self) -> InferenceReplicaSpec:
-        """Its spec."""
-        return self.snap.replica.spec
-
-    @property
-    def prefix(self) -> str:
-        """The name prefix of its pods and PodGroups."""
-        return self.snap.replica.prefix
-
-    @property
-    def config(self) -> LifecycleConfig:
-        """The cluster lifecycle config."""
-        return self.snap.config
 
     def pods_of(self, index: int) -> list[PodView]:
         """The pods labelled with Instance ``index`` (empty if none)."""
