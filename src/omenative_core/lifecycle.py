@@ -238,14 +238,13 @@ def advance(st: PassState, index: int) -> None:
     while isinstance(result, Continue):
         row = result.row
         op = row.operation
-        nxt = stage_of(op) if op is not None else None
         hops += 1
-        if nxt is None or nxt not in MOVES[stage].leads_to() or hops > len(Stage):
-            raise LifecycleError(
-                f"Instance {index}: {stage} may not continue to {nxt or 'no operation'}"
-            )
+        if op is None:
+            raise LifecycleError(f"Instance {index}: {stage} continued with no operation")
+        nxt = stage_of(op)
+        if nxt not in MOVES[stage].leads_to() or hops > len(Stage):
+            raise LifecycleError(f"Instance {index}: {stage} may not continue to {nxt}")
         stage = nxt
-        assert op is not None
         result = MOVES[stage].handler(st, row, op)
     if result is None:
         del st.rows[index]
