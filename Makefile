@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
-        bench bench-controller simulate api-docs manifests cluster cluster-down install uninstall image ci clean
+        bench bench-controller simulate api-docs manifests docs cluster cluster-down install uninstall image ci clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -30,7 +30,7 @@ test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
 
 lint: ## ruff (with the core's bans) and import-linter (the package boundaries)
-	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff check src tests benchmarks examples scripts
 	$(VENV)/bin/lint-imports
 
 format: ## ruff format
@@ -60,6 +60,9 @@ api-docs: ## API reference of omenative_core (pdoc) into a temp dir (API_DOCS_DI
 manifests: ## regenerate config/crd/ from the core's types
 	$(PY) -m omenative_controller.crd
 	$(PY) -m omenative_controller.service_crds
+
+docs: ## regenerate the generated sections of docs/ (the lifecycle table in docs/lifecycle.md)
+	$(PY) scripts/render_docs.py
 
 cluster: ## build (cached) and start the local control plane in the foreground
 	$(PY) -m omenative_devcluster up

@@ -1,0 +1,21 @@
+"""The planner's passes, one module per concern (``planner.PASSES`` composes them).
+
+| module | owns |
+|---|---|
+| ``state`` | ``PassState`` (what a pass reads and builds), ``ActionSink``, hand-offs |
+| ``revisions`` | the spec's revision, the rollout target, rows and pods by index, pruning |
+| ``pods`` | pod primitives: create, drain, force-delete, PodGroup delete |
+| ``bringup`` | one attempt's pods towards all Ready; the readiness deadline |
+| ``outcomes`` | how an attempt ends: Ready, Failed (RetryBlock, relocation), abandoned surge |
+| ``repair`` | Create and Restart moves, settled rows' health, rebuilds of Failed Instances |
+| ``scale`` | scale-down and scale-up |
+| ``update_moves`` | the moves of an open Update (gang surge, surge, in place, RecreatePod) |
+| ``updates`` | which stale Instances start an Update this pass, by strategy and budget |
+| ``migrations`` | migration records: accept, start, progress, the Migrate moves, prune |
+| ``verbs`` | user verbs: release-held, reset-instances, migration-request annotations |
+| ``teardown`` | Delete moves, condemning Instances, InferenceReplica deletion, orphans |
+| ``status`` | counters, conditions, rolloutHold, the assembled ``Plan`` |
+
+``lifecycle.py`` (beside this package) is the table of moves that maps each open
+operation to its handler here.
+"""

@@ -1,0 +1,311 @@
+"""Migrations: requests accepted, replacements started within the caps, records advanced.
+
+A request (``ome.io/migration-request-v1-<uuid>``) becomes a ``status.migrations`` record
+(``accept``). ``start`` gives Accepted records a replacement Instance at a new index, as
+many as ``lifecycle.audit`` allows in flight and per window; the source's operation is
+``Migrate/CreateSurge``. ``progress`` moves each active record ``SurgePending →
+SurgeReady → Draining`` by looking at both rows, cancels it when scale-down or teardown
+condemned either, fails it at its deadline. The source's ``Migrate/Drain`` move
+(``migrate_drain``) completes it. ``prune`` drops finished records after the window.
+
+Rows this module writes that are not the one being stepped go through ``st.hand_off``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+
+from attrs import evolve
+
+from omenative_core.model.status import InstanceOperation, InstanceStatus, MigrationStatus
+from omenative_core.phases import (
+    ACTIVE_MIGRATION_PHASES,
+    TERMINAL_MIGRATION_PHASES,
+    MigrationPhase,
+    OpType,
+    Phase,
+    Step,
+)
+from omenative_core.steps.outcomes import end_migration
+from omenative_core.steps.pods import delete_pod_group, drain
+from omenative_core.steps.state import MoveResult, PassState
+from omenative_core.steps.teardown import condemn
+
+__all__ = ["accept", "migrate_drain", "migrate_wait", "progress", "prune", "start"]
+
+
+# ---------------------------------------------------------------------- moves
+
+
+def migrate_wait(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+    """Migrate/CreateSurge: the source serves while its replacement comes up."""
+    del op
+    return evolve(row, phase=Phase.MIGRATING)
+
+
+def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+    """Migrate/Drain: the replacement serves; drain the source, then complete the record."""
+    if st.policy.paused:
+        return evolve(row, phase=Phase.MIGRATING)
+    gone = drain(st, st.pods_of(row.index), "Migrated")
+    if not (gone and delete_pod_group(st, row.index)):
+        return evolve(row, phase=Phase.MIGRATING, operation=op)
+    surge = st.rows.get(op.surge_index) if op.surge_index is not None else None
+    if surge is not None and surge.operation is not None:
+        st.hand_off(row.index, evolve(surge, operation=None), "source migrated: surge done")
+    m = st.migrations.get(op.request_uuid or "")
+    if m is not None:
+        end_migration(st, m, MigrationPhase.COMPLETED, m.reason, "")
+    return None
+
+
+# ---------------------------------------------------------------------- records
+
+
+def accept(st: PassState, uuid: str, value: str) -> None:
+    """Turn one request annotation into a record (Failed at once when it cannot run)."""
+    if uuid in st.migrations:
+        return
+    try:
+        req = json.loads(value)
+        if not isinstance(req, Mapping):
+            raise ValueError("not an object")
+        instance = int(req["instance"])
+        hints = tuple(str(h) for h in req.get("hint_target_nodes") or ())
+        from_node = req.get("from_node")
+    except (ValueError, KeyError, TypeError) as exc:
+        st.warn("MigrationRejected", f"migration request {uuid}: malformed ({exc})")
+        return
+    record = MigrationStatus(
+        request_uuid=uuid,
+        trigger="Manual",
+        source_instance=instance,
+        from_node=str(from_node) if from_node else None,
+        hint_target_nodes=hints,
+        phase=MigrationPhase.ACCEPTED,
+        reason=str(req.get("reason", "")),
+        requested_by=str(req.get("requested_by", "")),
+        started_at=st.now,
+        deadline=st.now + st.policy.ready_timeout if st.policy.ready_timeout else None,
+    )
+    refusal = None
+    if st.policy.migration_mode == "Never":
+        refusal = "MigrationDisabled: lifecycle.migrationPolicy.mode is Never"
+    elif instance not in st.rows or not st.is_member(st.rows[instance]):
+        refusal = f"no Instance {instance}"
+    if refusal is not None:
+        record = evolve(
+            record,
+            phase=MigrationPhase.FAILED,
+            message=refusal,
+            completed_at=st.now,
+            succeeded=False,
+        )
+    st.migrations[uuid] = record
+    st.note(
+        "MigrationAccepted",
+        f"migration {uuid} of Instance {instance} is {record.phase}",
+        instance,
+    )
+
+
+def progress(st: PassState) -> None:
+    """Advance every migration with a replacement in flight."""
+    for m in [m for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES]:
+        _progress_one(st, m)
+
+
+def _release(st: PassState, row: InstanceStatus, why: str) -> None:
+    """End a row's migration role: no operation, the phase its pods say."""
+    st.hand_off(None, evolve(row, operation=None, phase=st.steady_phase(row)), why)
+
+
+def _progress_one(st: PassState, m: MigrationStatus) -> None:
+    surge = st.rows.get(m.surge_instance) if m.surge_instance is not None else None
+    source = st.rows.get(m.source_instance)
+    if _cancelled(st, m, source, surge) or _timed_out(st, m, source, surge):
+        return
+    if m.deadline is not None and m.phase == MigrationPhase.SURGE_PENDING:
+        st.wake.append(m.deadline)
+    if surge is None:
+        if (
+            source is not None
+            and source.operation is not None
+            and source.operation.type == OpType.MIGRATE
+        ):
+            _release(st, source, "migration replacement gone")
+        if m.phase != MigrationPhase.DRAINING:
+            end_migration(st, m, MigrationPhase.FAILED, "SurgeGone", "the replacement went away")
+        return
+    if source is None:
+        if surge.operation is not None:
+            st.hand_off(None, evolve(surge, operation=None), "migration source gone")
+        end_migration(st, m, MigrationPhase.COMPLETED, m.reason, "")
+        return
+    if m.phase == MigrationPhase.SURGE_PENDING and surge.phase == Phase.READY:
+        m = evolve(m, phase=MigrationPhase.SURGE_READY)
+        st.migrations[m.request_uuid] = m
+    if m.phase == MigrationPhase.SURGE_READY and st.available(surge):
+        m = evolve(m, phase=MigrationPhase.DRAINING)
+        st.migrations[m.request_uuid] = m
+        if source.operation is not None:
+            st.hand_off(
+                None,
+                evolve(source, operation=evolve(source.operation, step=Step.DRAIN)),
+                "migration replacement available: source drains",
+            )
+            st.advance(source.index)
+
+
+def _cancelled(
+    st: PassState,
+    m: MigrationStatus,
+    source: InstanceStatus | None,
+    surge: InstanceStatus | None,
+) -> bool:
+    """Scale-down or teardown took the source or its replacement: the move is moot."""
+    condemned = [
+        r
+        for r in (source, surge)
+        if r is not None and r.operation is not None and r.operation.type == OpType.DELETE
+    ]
+    if not condemned or m.phase == MigrationPhase.DRAINING:
+        return False
+    for r in (source, surge):
+        if r is not None and r not in condemned:
+            if r is surge:
+                condemn(st, r, r.target_revision, "MigrationCancelled")
+            elif r.operation is not None and r.operation.type == OpType.MIGRATE:
+                _release(st, r, "migration cancelled")
+    end_migration(
+        st, m, MigrationPhase.FAILED, "Cancelled", "the source or its replacement is being removed"
+    )
+    return True
+
+
+def _timed_out(
+    st: PassState,
+    m: MigrationStatus,
+    source: InstanceStatus | None,
+    surge: InstanceStatus | None,
+) -> bool:
+    """The replacement was not Ready by the record's deadline: remove it, keep the source."""
+    if m.deadline is None or st.now < m.deadline or m.phase != MigrationPhase.SURGE_PENDING:
+        return False
+    if surge is not None:
+        condemn(st, surge, surge.target_revision, "MigrationFailed")
+    if source is not None and source.operation is not None:
+        _release(st, source, "migration deadline passed")
+    end_migration(
+        st,
+        m,
+        MigrationPhase.FAILED,
+        "DeadlineExceeded",
+        "the replacement was not ready before the deadline",
+    )
+    return True
+
+
+# ---------------------------------------------------------------------- starting
+
+
+def start(st: PassState) -> None:
+    """Start replacements for Accepted records, within the in-flight and window caps."""
+    audit = st.config.audit
+    accepted = sorted(
+        (m for m in st.migrations.values() if m.phase == MigrationPhase.ACCEPTED),
+        key=lambda m: (m.started_at or st.now, m.request_uuid),
+    )
+    if accepted and audit is None:
+        st.extra_conditions["MigrationPolicyUnconfigured"] = (
+            "True",
+            "MigrationCapacityUnconfigured",
+            "migration requests wait in Accepted until lifecycle.audit caps are configured",
+        )
+    if audit is None or st.policy.paused:
+        return
+    in_flight = sum(1 for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES)
+    window_start = st.now - audit.window
+    started = sum(
+        1
+        for m in st.migrations.values()
+        if m.allocated_at is not None and m.allocated_at > window_start
+    )
+    for m in accepted:
+        if in_flight >= audit.max_in_flight_migrations:
+            break
+        if started >= audit.max_migrations_per_window:
+            break
+        source = st.rows.get(m.source_instance)
+        if source is None:
+            end_migration(
+                st,
+                m,
+                MigrationPhase.FAILED,
+                "SourceGone",
+                f"Instance {m.source_instance} no longer exists",
+            )
+            continue
+        if source.phase != Phase.READY or source.operation is not None:
+            continue
+        _open(st, m, source)
+        in_flight += 1
+        started += 1
+
+
+def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
+    """Open the replacement row (Create/CreatePods) and the source's Migrate/CreateSurge."""
+    surge_index = st.free_index()
+    moves = {
+        "from_node": m.from_node,
+        "hint_target_nodes": m.hint_target_nodes,
+        "request_uuid": m.request_uuid,
+    }
+    st.rows[surge_index] = InstanceStatus(
+        index=surge_index,
+        incarnation=1,
+        phase=Phase.CREATING,
+        target_revision=source.running_revision,
+        operation=st.op(
+            OpType.CREATE,
+            Step.CREATE_PODS,
+            source.running_revision,
+            "MigrationSurge",
+            replaces=source.index,
+            **moves,
+        ),
+    )
+    st.rows[source.index] = evolve(
+        source,
+        phase=Phase.MIGRATING,
+        operation=st.op(
+            OpType.MIGRATE,
+            Step.CREATE_SURGE,
+            source.running_revision,
+            "Migration",
+            surge_index=surge_index,
+            **moves,
+        ),
+    )
+    st.migrations[m.request_uuid] = evolve(
+        m,
+        phase=MigrationPhase.SURGE_PENDING,
+        surge_instance=surge_index,
+        allocated_at=st.now,
+        attempt=m.attempt + 1,
+    )
+    st.advance(surge_index)
+
+
+def prune(st: PassState) -> None:
+    """Drop finished records older than the audit window (1h when unconfigured)."""
+    audit = st.config.audit
+    window = audit.window if audit is not None else timedelta(hours=1)
+    for uuid, m in list(st.migrations.items()):
+        if m.phase in TERMINAL_MIGRATION_PHASES and m.completed_at is not None:
+            if st.now >= m.completed_at + window:
+                del st.migrations[uuid]
+            else:
+                st.wake.append(m.completed_at + window)

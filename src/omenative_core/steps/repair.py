@@ -1,0 +1,305 @@
+"""Bring-up, restart and repair: Create and Restart operations, settled rows' health, rebuilds.
+
+- ``create``: a Create operation (ScaleUp, Rebuild, Repair, MigrationSurge) brings its
+  attempt up; a replacement that fails is abandoned, any other attempt fails the row.
+- ``restart_drain`` / ``restart_create``: a whole-Instance restart drains every pod of
+  the incarnation, then brings the next incarnation up.
+- ``settled``: a row with no operation is checked each pass. Under
+  ``RecreateInstanceOnPodRestart`` (multi-pod) a lost pod or restarted container opens a
+  Restart; a crash loop past ``stuckPodGracePeriod`` does so under either policy, paced by
+  ``maxUnavailable`` (``RepairHeld``). Under ``None`` only the lost pods are replaced.
+- ``rebuilds``: Failed or Pending members get a new attempt when their RetryBlock allows.
+"""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from omenative_core.failures import CRASH_REASONS
+from omenative_core.model.observed import PodView
+from omenative_core.model.plan import SetServingGate
+from omenative_core.model.status import InstanceOperation, InstanceStatus
+from omenative_core.phases import OpType, Outcome, Phase, Step
+from omenative_core.policy import RECREATE_ON_RESTART
+from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
+from omenative_core.steps.pods import drain
+from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
+
+__all__ = [
+    "LABEL_RESTART_BASELINE",
+    "create",
+    "rebuilds",
+    "restart_create",
+    "restart_drain",
+    "settled",
+]
+
+LABEL_RESTART_BASELINE = "internal.ome.io/in-place-restarts"
+"""Container restarts an in-place image change caused (they are not crashes)."""
+
+
+# ---------------------------------------------------------------------- moves
+
+
+def create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+    """Create/CreatePods: bring the attempt up at ``op.targetRevision``."""
+    revision = op.target_revision
+    if st.policy.freeze and op.reason == "Repair":
+        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    outcome, op, failure = bring_up(
+        st, row, op, revision, row.active_ordinal, paused_applies=op.reason != "Repair"
+    )
+    if outcome == Outcome.READY:
+        settled_row = settle_ready(st, row, revision)
+        if op.replaces is not None and op.replaces in st.rows:
+            # a migration surge keeps its operation until the source has drained
+            return evolve(settled_row, operation=evolve(op, waiting=None, deadline=None))
+        return settled_row
+    if outcome == Outcome.FAILED and failure is not None:
+        if op.replaces is not None:
+            return abandon_surge(st, row, revision, failure)
+        return fail_row(st, row, revision, failure)
+    phase = Phase.RESTARTING if op.reason == "Repair" else Phase.CREATING
+    return evolve(row, phase=phase, operation=op, target_revision=revision)
+
+
+def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+    """Restart/Drain: drain every pod of this incarnation, then go on at the next one."""
+    if st.policy.freeze:
+        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    old = [p for p in st.pods_of(row.index) if pod_incarnation(p) < row.incarnation + 1]
+    if not drain(st, old, "InstanceRestart"):
+        return evolve(row, phase=Phase.RESTARTING, operation=op)
+    op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.now)
+    return Continue(evolve(row, incarnation=row.incarnation + 1, operation=op))
+
+
+def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+    """Restart/CreatePods: bring the new incarnation up on the running revision."""
+    if st.policy.freeze:
+        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    outcome, op, failure = bring_up(
+        st, row, op, op.target_revision, row.active_ordinal, paused_applies=False
+    )
+    if outcome == Outcome.READY:
+        return settle_ready(st, row, op.target_revision)
+    if outcome == Outcome.FAILED and failure is not None:
+        return fail_row(st, row, op.target_revision, failure)
+    return evolve(row, phase=Phase.RESTARTING, operation=op)
+
+
+# ---------------------------------------------------------------------- settled rows
+
+
+def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
+    """An Instance with no open operation: check its health, repair if needed."""
+    pods = st.pods_of(row.index)
+    expected = (
+        st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+        if row.running_revision
+        else None
+    )
+    if expected is None:
+        # nothing to run (new row, unknown revision): delete strays, stay Pending
+        if pods:
+            drain(st, pods, "StalePod")
+        phase = row.phase if row.phase in (Phase.FAILED, Phase.PENDING) else Phase.PENDING
+        return evolve(row, phase=phase, ready_since=None)
+    mine = {
+        p.name: p
+        for p in pods
+        if p.name in expected and st.matches(p, row.running_revision, row.incarnation)
+    }
+    stray = [p for p in pods if p.name not in mine]
+    if stray:
+        drain(st, stray, "StalePod")
+    if row.phase in (Phase.FAILED, Phase.PENDING) and not mine:
+        return evolve(row, ready_since=None)
+    return _judge(st, row, pods, mine, list(expected))
+
+
+def _judge(
+    st: PassState,
+    row: InstanceStatus,
+    pods: list[PodView],
+    mine: dict[str, PodView],
+    expected: list[str],
+) -> InstanceStatus:
+    """The running attempt's pods say: Ready, restart whole, replace lost pods, or wait."""
+    lost, restarted, wedged = _health(st, row, expected, mine)
+    if row.phase == Phase.FAILED:
+        # a failed restart waits for its pods to become ready, a reset or a new revision
+        if not lost and all(p.ready for p in mine.values()):
+            return settle_ready(st, row, row.running_revision)
+        return row
+    whole = st.policy.restart_policy == RECREATE_ON_RESTART and st.policy.multi_pod
+    needs_restart = wedged or (whole and (lost or restarted))
+    if needs_restart and not st.policy.freeze:
+        why = "pod lost" if lost else ("container restarted" if restarted else "crash loop")
+        return _restart(st, row, pods, mine, why, wedged=wedged)
+    if lost and not st.policy.freeze:
+        return _replace_lost(st, row, mine, lost, len(expected))
+    if all(p.ready for p in mine.values()) and len(mine) == len(expected):
+        return settle_ready(st, row, row.running_revision)
+    return _flapping(st, row, mine, lost)
+
+
+def _health(
+    st: PassState, row: InstanceStatus, expected: list[str], mine: dict[str, PodView]
+) -> tuple[list[str], bool, bool]:
+    """(lost pod names, a container restarted, a container wedged in a crash loop)."""
+    lost: list[str] = []
+    restarted = False
+    wedged = False
+    grace = st.config.stuck_pod_grace_period
+    for name in expected:
+        pod = mine.get(name)
+        if pod is None or pod.terminating or pod.phase in ("Failed", "Succeeded"):
+            lost.append(name)
+            continue
+        if st.node_lost(pod) and row.phase == Phase.READY:
+            lost.append(name)
+            continue
+        baseline_raw = pod.labels.get(LABEL_RESTART_BASELINE, "0")
+        baseline = int(baseline_raw) if baseline_raw.isdigit() else 0
+        if sum(c.restart_count for c in pod.containers) > baseline:
+            restarted = True
+        for c in pod.containers:
+            if c.waiting_reason in CRASH_REASONS and grace is not None:
+                since = pod.creation_timestamp or st.now
+                if st.now >= since + grace:
+                    wedged = True
+                else:
+                    st.wake.append(since + grace)
+    return lost, restarted, wedged
+
+
+def _restart(
+    st: PassState,
+    row: InstanceStatus,
+    pods: list[PodView],
+    mine: dict[str, PodView],
+    why: str,
+    *,
+    wedged: bool,
+) -> InstanceStatus:
+    """Open a whole-Instance Restart (a wedged one waits for the maxUnavailable budget)."""
+    index = row.index
+    if wedged and not _repair_budget_ok(st, index):
+        st.note(
+            "RepairHeld",
+            f"Instance {index} needs a restart; waiting for the maxUnavailable budget",
+            index,
+        )
+        st.poll = True
+        return evolve(row, phase=st.steady_phase(row))
+    st.note(
+        "InstanceRestart",
+        f"restarting Instance {index} whole ({why}) at incarnation {row.incarnation + 1}",
+        index,
+    )
+    drain(st, [p for p in pods if p.name in mine], "InstanceRestart")
+    return evolve(
+        row,
+        phase=Phase.RESTARTING,
+        ready_since=None,
+        operation=st.op(OpType.RESTART, Step.DRAIN, row.running_revision, why),
+    )
+
+
+def _replace_lost(
+    st: PassState,
+    row: InstanceStatus,
+    mine: dict[str, PodView],
+    lost: list[str],
+    expected_count: int,
+) -> InstanceStatus:
+    """restartPolicy None: replace only the lost pods, at the same incarnation."""
+    for name in lost:
+        pod = mine.get(name)
+        if pod is not None:
+            drain(st, [pod], "PodLost")
+    if len(lost) == expected_count:
+        return evolve(
+            row,
+            phase=Phase.PENDING,
+            ready_since=None,
+            operation=st.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Rebuild"),
+        )
+    return evolve(
+        row,
+        phase=Phase.RESTARTING,
+        operation=st.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Repair"),
+    )
+
+
+def _flapping(
+    st: PassState, row: InstanceStatus, mine: dict[str, PodView], lost: list[str]
+) -> InstanceStatus:
+    """Not all ready (a pod's readiness flapped): gate stays as is, Instance not Ready."""
+    every_container_ready = all(q.containers_ready for q in mine.values())
+    for pod in mine.values():
+        if pod.containers_ready and not pod.serving_gate and every_container_ready:
+            st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=True))
+    phase = Phase.READY if row.phase == Phase.READY and not lost else row.phase
+    if phase == Phase.READY and not all(p.ready for p in mine.values()):
+        phase = Phase.CREATING if row.phase != Phase.READY else Phase.READY
+    return row if row.phase == phase else evolve(row, phase=phase)
+
+
+def _repair_budget_ok(st: PassState, index: int) -> bool:
+    unavailable = sum(
+        1
+        for r in st.rows.values()
+        if r.index != index and r.phase != Phase.READY and st.is_member(r)
+    )
+    return unavailable < st.policy.max_unavailable
+
+
+# ---------------------------------------------------------------------- rebuilds
+
+
+def rebuilds(st: PassState) -> None:
+    """Failed or Pending members with no operation get a new attempt when allowed."""
+    for index in sorted(st.rows):
+        row = st.rows[index]
+        if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
+            continue
+        if not st.is_member(row):
+            continue
+        target = st.target
+        if index < st.policy.partition and row.running_revision in st.runners_by_rev:
+            target = row.running_revision
+        pods = st.pods_of(index)
+        if pods:
+            if (
+                row.phase == Phase.FAILED
+                and row.running_revision == target
+                and any(not p.terminating for p in pods)
+            ):
+                continue  # a failed restart keeps its pods until ready, reset or replaced
+            drain(st, pods, "Rebuild")
+            st.poll = True
+            continue
+        if st.policy.paused:
+            continue
+        if not st.start_attempt(target):
+            nxt = st.book.next_retry(target)
+            if nxt is not None:
+                st.wake.append(nxt)
+            continue
+        reloc = relocation(st, index)
+        st.rows[index] = evolve(
+            row,
+            phase=Phase.CREATING,
+            target_revision=target,
+            operation=st.op(
+                OpType.CREATE,
+                Step.CREATE_PODS,
+                target,
+                "Rebuild",
+                from_node=reloc.from_node if reloc else None,
+            ),
+        )
+        st.advance(index)

@@ -1,0 +1,126 @@
+"""The first and last passes: revisions, the pods by Instance, the rows; history pruning.
+
+``resolve_revisions`` decides the spec's revision (bumping ``collisionCount`` on a hash
+collision), creates its ControllerRevision when missing and picks the rollout target
+(``pacing.rollbackToRevision`` or the spec's). ``load_rows`` adopts pods that have no row
+(a lost status) instead of deleting them blindly. ``prune_revisions`` keeps every
+revision a row or the target still names, within ``revisionHistoryLimit``.
+"""
+
+from __future__ import annotations
+
+from omenative_core.labels import LABEL_REVISION_HASH
+from omenative_core.model.plan import CreateRevision, DeleteRevision
+from omenative_core.model.status import InstanceStatus
+from omenative_core.phases import Phase
+from omenative_core.revisions import (
+    hash_of,
+    next_revision_number,
+    revision_body,
+    revision_hash,
+    revision_name,
+    revisions_to_prune,
+    runners_from_revision,
+)
+from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+
+__all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions"]
+
+
+def resolve_revisions(st: PassState) -> None:
+    """Stored revisions, the spec's revision (created if missing) and the target."""
+    spec = st.spec
+    revision_views = {r.name: r for r in st.snap.revisions}
+    for view in st.snap.revisions:
+        try:
+            st.runners_by_rev[view.name] = runners_from_revision(view)
+            st.pairing_by_rev[view.name] = view.data.get("pairingProtocol")
+        except ValueError:
+            continue
+    collision = st.prev.collision_count
+    spec_hash = revision_hash(spec.runners, spec.pairing_protocol, collision)
+    spec_rev = revision_name(st.prefix, spec_hash)
+    if spec_rev in revision_views and spec_rev in st.runners_by_rev:
+        stored = st.runners_by_rev[spec_rev]
+        if revision_hash(stored, st.pairing_by_rev.get(spec_rev), collision) != spec_hash:
+            collision = (collision or 0) + 1
+            spec_hash = revision_hash(spec.runners, spec.pairing_protocol, collision)
+            spec_rev = revision_name(st.prefix, spec_hash)
+    st.collision_count = collision
+    st.spec_revision = spec_rev
+    st.runners_by_rev[spec_rev] = spec.runners
+    st.pairing_by_rev[spec_rev] = spec.pairing_protocol
+    if spec_rev not in revision_views:
+        st.out.add(
+            CreateRevision(
+                body=revision_body(
+                    st.ir,
+                    spec.runners,
+                    spec.pairing_protocol,
+                    spec_hash,
+                    next_revision_number(st.snap.revisions),
+                )
+            )
+        )
+    st.target = _rollback_target(st) or spec_rev
+
+
+def _rollback_target(st: PassState) -> str | None:
+    """The stored revision ``pacing.rollbackToRevision`` names (a condition if none)."""
+    rollback = st.spec.pacing.rollback_to_revision if st.spec.pacing else None
+    if not rollback:
+        return None
+    name = rollback if rollback in st.runners_by_rev else None
+    if name is None:
+        for candidate in st.runners_by_rev:
+            if hash_of(candidate) == rollback:
+                name = candidate
+    if name is None:
+        st.extra_conditions["FailedUpdate"] = (
+            "True",
+            "RollbackRevisionNotFound",
+            f"pacing.rollbackToRevision {rollback!r} names no stored revision",
+        )
+    return name
+
+
+def group_pods(st: PassState) -> None:
+    """Index the observed pods by the Instance they are labelled with."""
+    for pod in st.snap.pods:
+        index = pod_index(pod)
+        if index is not None:
+            st.pods_by_index[index].append(pod)
+
+
+def load_rows(st: PassState) -> None:
+    """The previous status's rows, plus a Pending row for pods that have none."""
+    for row in st.prev.instances:
+        st.rows[row.index] = row
+    for index, pods in st.pods_by_index.items():
+        if index in st.rows:
+            continue
+        # pods with no row (status lost or never written): adopt, never delete blindly
+        live = [p for p in pods if not p.terminating] or pods
+        inc = max(pod_incarnation(p) for p in live) or 1
+        rev_hash = live[0].labels.get(LABEL_REVISION_HASH, "")
+        rev = revision_name(st.prefix, rev_hash) if rev_hash else ""
+        st.rows[index] = InstanceStatus(
+            index=index,
+            incarnation=inc,
+            phase=Phase.PENDING,
+            running_revision=rev,
+            target_revision=rev,
+            active_ordinal=0,
+        )
+
+
+def prune_revisions(st: PassState) -> None:
+    """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
+    live = {st.target, st.spec_revision}
+    for row in st.rows.values():
+        live.add(row.running_revision)
+        live.add(row.target_revision)
+    if st.prev.current_revision:
+        live.add(st.prev.current_revision)
+    for view in revisions_to_prune(st.snap.revisions, live, st.policy.revision_history_limit):
+        st.out.add(DeleteRevision(name=view.name, uid=view.uid))

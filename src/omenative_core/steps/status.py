@@ -1,0 +1,379 @@
+"""Status and conditions: the last pass, from the rows to the ``Plan``.
+
+``finish`` computes each row's pod counts, the counters, ``currentRevision``, the
+``rolloutHold`` (its ``since`` kept while the gate and target stay), the conditions, and
+assembles the plan: ``UpdateStatus`` first whenever the status changed or the plan is
+destructive (its resourceVersion precondition guards the deletes), then the body in the
+sink's order, and when to look again. ``invalid_plan`` is the whole answer to a spec that
+cannot be planned: ``Ready=False`` with the reason, and no pod touched.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from attrs import evolve
+
+from omenative_core.conditions import build_conditions
+from omenative_core.model.plan import (
+    Action,
+    DeletePod,
+    DeletePodGroup,
+    Event,
+    PatchPodImages,
+    Plan,
+    RecordAudit,
+    SetServingGate,
+    UpdateStatus,
+)
+from omenative_core.model.spec import InferenceReplica
+from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
+from omenative_core.model.timefmt import format_duration, to_second
+from omenative_core.phases import Phase
+from omenative_core.steps.state import PassState
+
+__all__ = ["finish", "invalid_plan"]
+
+_AUDIT_SUFFIX = "-ome-migration-audit"
+
+
+def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) -> Plan:
+    """The plan for a spec that fails validation: a Ready=False condition, nothing else."""
+    prev = ir.status or InferenceReplicaStatus()
+    message = "; ".join(reasons)
+    reason = reasons[0].split(":", 1)[0] if reasons else "InvalidSpec"
+    status = evolve(
+        prev,
+        observed_generation=ir.metadata.generation,
+        conditions=build_conditions(
+            prev.conditions,
+            {"Ready": ("False", reason, message)},
+            to_second(now),
+            ir.metadata.generation,
+            replace_all=False,
+        ),
+    )
+    actions: tuple[Action, ...] = ()
+    events: tuple[Event, ...] = ()
+    if status != prev:
+        actions = (UpdateStatus(status=status),)
+        events = (Event(type="Warning", reason=reason, message=message),)
+    return Plan(actions=actions, status=status, events=events)
+
+
+def finish(st: PassState) -> Plan:
+    """The new status from the rows, and the plan around it."""
+    rows = tuple(_counts(st, st.rows[i]) for i in sorted(st.rows))
+    members = [r for r in rows if st.is_member(r)]
+    ready = [
+        r
+        for r in rows
+        if r.phase == Phase.READY
+        or (r.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(r))
+    ]
+    serving = [r for r in rows if _serving(st, r)]
+    available = [r for r in ready if st.available(r)]
+    updated = [r for r in rows if r.running_revision == st.target]
+    for r in ready:
+        if not st.available(r) and r.ready_since is not None:
+            st.wake.append(r.ready_since + st.policy.min_ready)
+    status = InferenceReplicaStatus(
+        observed_generation=st.ir.metadata.generation,
+        replicas=len(rows),
+        ready_replicas=len(ready),
+        serving_replicas=len(serving),
+        available_replicas=len(available),
+        updated_replicas=len(updated),
+        updated_ready_replicas=sum(1 for r in updated if r.phase == Phase.READY),
+        current_revision=_current_revision(st, rows, members),
+        update_revision=st.target,
+        collision_count=st.collision_count,
+        label_selector=f"ome.io/inferencereplica={st.ir.metadata.name}",
+        instances=rows,
+        retry_blocks=st.book.result(),
+        migrations=tuple(st.migrations[k] for k in sorted(st.migrations)),
+        conditions=_conditions(st, rows, members, available, updated),
+        traffic=st.prev.traffic,
+        coordination_group_ref=st.prev.coordination_group_ref,
+        rollout_hold=_rollout_hold(st, rows),
+    )
+    if st.audit:
+        st.out.add(
+            RecordAudit(config_map=f"{st.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(st.audit))
+        )
+    body = st.out.body()
+    destructive = any(
+        isinstance(a, DeletePod | DeletePodGroup | PatchPodImages)
+        or (isinstance(a, SetServingGate) and not a.value)
+        for a in body
+    )
+    actions: list[Action] = []
+    if status != st.prev or destructive:
+        actions.append(UpdateStatus(status=status))
+    actions.extend(body)
+    return Plan(
+        actions=tuple(actions),
+        status=status,
+        events=tuple(st.events),
+        requeue_after=_requeue(st, acted=bool(actions)),
+    )
+
+
+def _current_revision(
+    st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
+) -> str:
+    current = st.prev.current_revision
+    if members and all(r.running_revision == st.target for r in members):
+        return st.target
+    if current and any(r.running_revision == current for r in rows):
+        return current
+    counts: dict[str, int] = defaultdict(int)
+    for r in members:
+        if r.running_revision:
+            counts[r.running_revision] += 1
+    return max(sorted(counts), key=lambda k: counts[k]) if counts else st.target
+
+
+def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold | None:
+    """The pass's hold, keeping ``since`` while gate and target are unchanged."""
+    hold = st.hold
+    prev = st.prev.rollout_hold
+    if hold is not None:
+        same = prev is not None and prev.gate == hold.gate and prev.target == hold.target
+        return evolve(hold, since=prev.since if same and prev is not None else st.now)
+    # the Budget gate also covers surges parked on Unschedulable
+    if any(
+        r.operation is not None and r.operation.waiting == "Unschedulable" and st.is_surge_target(r)
+        for r in rows
+    ):
+        return RolloutHold(
+            gate="Budget",
+            reason="surge pods are unschedulable: no room",
+            target=st.target,
+            since=prev.since if prev and prev.gate == "Budget" else st.now,
+        )
+    return None
+
+
+def _serving(st: PassState, row: InstanceStatus) -> bool:
+    """In rotation: every pod of the running attempt is ready with its gate True.
+
+    A single-pod Instance mid-surge serves while either of its two slots does.
+    """
+    pods = [p for p in st.pods_of(row.index) if not p.terminating]
+    if not st.policy.multi_pod:
+        return any(p.serving_gate and p.containers_ready for p in pods)
+    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    if not expected:
+        return False
+    by_name = {p.name: p for p in pods}
+    return all(
+        (pod := by_name.get(name)) is not None
+        and pod.serving_gate
+        and pod.containers_ready
+        and st.matches(pod, row.running_revision, row.incarnation)
+        for name in expected
+    )
+
+
+def _counts(st: PassState, row: InstanceStatus) -> InstanceStatus:
+    pods = [p for p in st.pods_of(row.index) if not p.terminating]
+    serving = sum(1 for p in pods if p.serving_gate and p.containers_ready)
+    available = sum(1 for p in pods if p.ready) if st.available(row) else 0
+    admitted = bool(pods) and not any(p.scheduling_gates for p in pods)
+    ready_since = row.ready_since if row.phase == Phase.READY else None
+    if (
+        row.pod_count == len(pods)
+        and row.serving_pod_count == serving
+        and row.available_pod_count == available
+        and row.admitted == admitted
+        and row.ready_since == ready_since
+    ):
+        return row
+    return evolve(
+        row,
+        pod_count=len(pods),
+        serving_pod_count=serving,
+        available_pod_count=available,
+        admitted=admitted,
+        ready_since=ready_since,
+    )
+
+
+def _rolling(
+    st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
+) -> bool:
+    return any(r.running_revision and r.running_revision != st.target for r in members) or any(
+        st.is_surge_target(r) for r in rows
+    )
+
+
+def _ready_condition(
+    st: PassState,
+    members: Sequence[InstanceStatus],
+    updated: Sequence[InstanceStatus],
+    *,
+    rolling: bool,
+) -> tuple[str, str, str]:
+    if any(r.phase == Phase.FAILED for r in members):
+        return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
+    updated_ready = [r for r in updated if r.phase == Phase.READY and st.is_member(r)]
+    staged = _staged(st, members, updated_ready, rolling=rolling)
+    return staged or _count_condition(st, members, rolling=rolling)
+
+
+def _count_condition(
+    st: PassState, members: Sequence[InstanceStatus], *, rolling: bool
+) -> tuple[str, str, str]:
+    """``Ready`` when no Instance failed and the rollout is not staged: by the counts."""
+    desired = st.policy.desired
+    ready_members = [r for r in members if r.phase == Phase.READY]
+    minimum = max(desired - st.policy.max_unavailable, 0)
+    if rolling:
+        return ("Unknown", "RolloutInProgress", f"rolling out {st.target}")
+    if desired == 0:
+        return ("False", "NoReplicas", "spec.replicas is 0")
+    if len(ready_members) == desired and len(members) == desired:
+        return ("True", "AllInstancesReady", f"{desired}/{desired} Instances Ready")
+    if len(ready_members) >= minimum > 0:
+        return (
+            "True",
+            "MinimumAvailable",
+            f"{len(ready_members)}/{desired} Instances Ready (minimum {minimum})",
+        )
+    return ("False", "ReplicaCountMismatch", f"{len(ready_members)}/{desired} Instances Ready")
+
+
+def _staged(
+    st: PassState,
+    members: Sequence[InstanceStatus],
+    updated_ready: Sequence[InstanceStatus],
+    *,
+    rolling: bool,
+) -> tuple[str, str, str] | None:
+    """``Ready=True Staged``: every member Ready, the ones at/above the partition updated."""
+    partition = st.policy.partition
+    if not (
+        partition > 0
+        and rolling
+        and len(updated_ready) + sum(1 for r in members if r.index < partition) >= len(members)
+        and len(members) == st.policy.desired
+        and all(r.phase == Phase.READY for r in members)
+    ):
+        return None
+    held = sum(1 for r in members if r.running_revision != st.target)
+    return (
+        "True",
+        "Staged",
+        f"Staged at partition {partition}: {len(updated_ready)}/"
+        f"{len(members)} Instances on {st.target}, {held} held on the prior revision",
+    )
+
+
+def _conditions(
+    st: PassState,
+    rows: Sequence[InstanceStatus],
+    members: Sequence[InstanceStatus],
+    available: Sequence[InstanceStatus],
+    updated: Sequence[InstanceStatus],
+) -> tuple[Any, ...]:
+    desired = st.policy.desired
+    failed = [r for r in members if r.phase == Phase.FAILED]
+    rolling = _rolling(st, rows, members)
+    minimum = max(desired - st.policy.max_unavailable, 0)
+    avail_ok = len([r for r in available if st.is_member(r)]) >= max(minimum, 0) and (
+        desired == 0 or available
+    )
+    wanted: dict[str, tuple[str, str, str]] = {
+        "Ready": _ready_condition(st, members, updated, rolling=rolling),
+        "Available": (
+            ("True", "MinimumAvailable", f"{len(available)} Instance(s) available")
+            if avail_ok
+            else (
+                "False",
+                "InsufficientAvailable",
+                f"{len(available)}/{desired} Instance(s) available",
+            )
+        ),
+        "Progressing": (
+            ("True", "RolloutInProgress", f"moving Instances to {st.target}")
+            if rolling or len(members) != desired or any(r.operation for r in rows)
+            else ("True", "NewRevisionAvailable", f"all Instances run {st.target}")
+        ),
+        "RolloutStalled": (
+            ("True", "InstancesFailing", f"{len(failed)} Instance(s) Failed")
+            if failed
+            else ("False", "Progressing", "no Instance is failing")
+        ),
+        **_config_conditions(st),
+    }
+    wanted.update(st.extra_conditions)
+    if "FailedUpdate" not in wanted:
+        wanted["FailedUpdate"] = ("False", "UpdateAccepted", "the update can proceed")
+    return build_conditions(st.prev.conditions, wanted, st.now, st.ir.metadata.generation)
+
+
+def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
+    """Conditions that describe the cluster's configuration rather than the Instances."""
+    multi = st.policy.multi_pod
+    audit = st.config.audit
+    timeout = st.policy.ready_timeout
+    if multi and not st.snap.pod_group_crd:
+        gang = (
+            "True",
+            "PodGroupCRDNotInstalled",
+            "the scheduler-plugins PodGroup CRD is not installed; multi-pod Instances "
+            "may schedule partially",
+        )
+    else:
+        gang = (
+            "False",
+            "GangSchedulingAvailable",
+            "PodGroups are used" if multi else "single-pod Instances need no gang scheduling",
+        )
+    migration = (
+        (
+            "True",
+            "MigrationCapacityUnconfigured",
+            "no lifecycle.audit caps are configured; migration requests wait in Accepted",
+        )
+        if audit is None
+        else (
+            "False",
+            "MigrationCapacityConfigured",
+            f"at most {audit.max_in_flight_migrations} in flight, "
+            f"{audit.max_migrations_per_window} per {int(audit.window.total_seconds())}s",
+        )
+    )
+    ready_timeout = (
+        (
+            "False",
+            "InstanceReadyTimeoutConfigured",
+            f"Instance readiness deadline is {format_duration(timeout)}",
+        )
+        if timeout is not None
+        else (
+            "True",
+            "InstanceReadyTimeoutUnconfigured",
+            "no instanceReadyTimeout is set; an Instance may wait forever",
+        )
+    )
+    return {
+        "GangSchedulingUnavailable": gang,
+        "MigrationPolicyUnconfigured": migration,
+        "InstanceReadyTimeoutUnconfigured": ready_timeout,
+    }
+
+
+def _requeue(st: PassState, *, acted: bool) -> timedelta | None:
+    times = [t for t in st.wake if t > st.now]
+    out: timedelta | None = None
+    if times:
+        out = min(times) - st.now
+    if st.poll or acted:
+        op_poll = st.config.requeue.operation
+        out = op_poll if out is None else min(out, op_poll)
+    return out

@@ -1,0 +1,216 @@
+"""Updates by strategy: which stale Instances start an Update this pass, and how.
+
+Members at or above ``partition`` that do not run the target are stale; the highest
+indexes go first. A Create still pinned to an older target is restarted at the new one.
+Ready, idle stale members start an Update under the strategy pinned now:
+
+- ``InPlaceIfPossible`` / ``InPlaceOnly``: image-only changes patch pods in place within
+  ``maxUnavailable``; the rest fall back to SurgeThenDrain (or are refused, InPlaceOnly).
+- ``RecreatePod``: drain, then recreate, within ``maxUnavailable``.
+- ``SurgeThenDrain``: a replacement first, within ``maxSurge``: a whole gang at a new index
+  for multi-pod Instances, the other ordinal slot for single pods.
+
+Each start claims an attempt from the target's RetryBlock; when none is allowed, or a
+budget is spent, ``rolloutHold`` says why. The moves themselves are in ``update_moves``.
+"""
+
+from __future__ import annotations
+
+from attrs import evolve
+
+from omenative_core.model.status import InstanceStatus
+from omenative_core.phases import OpType, Phase, Step, Strategy
+from omenative_core.render import is_multi_pod
+from omenative_core.steps.pods import drain
+from omenative_core.steps.state import PassState
+from omenative_core.steps.update_moves import images_only
+
+__all__ = ["start"]
+
+
+def start(st: PassState) -> None:
+    """Start Updates on stale members, as the strategy and budgets allow."""
+    target = st.target
+    stale = sorted(
+        (
+            r
+            for r in st.members()
+            if r.running_revision != target and r.index >= st.policy.partition
+        ),
+        key=lambda r: r.index,
+        reverse=True,
+    )
+    # Creating attempts pinned to a revision that is no longer the target restart at it
+    for row in stale:
+        op = row.operation
+        if op is not None and op.type == OpType.CREATE and op.target_revision != target:
+            drain(st, st.pods_of(row.index), "Retarget")
+            st.rows[row.index] = evolve(row, operation=None, phase=Phase.PENDING)
+    candidates = [r for r in stale if r.operation is None and r.phase == Phase.READY]
+    if not candidates:
+        return
+    if st.policy.paused:
+        st.set_hold("Plan", "rollout paused")
+        return
+    if st.book.state(target) == "Held":
+        st.set_hold("Held", f"revision {target} is held: {st.book.blocks[target].reason}")
+        return
+    strategy = st.policy.strategy
+    if strategy in (Strategy.IN_PLACE_IF_POSSIBLE, Strategy.IN_PLACE_ONLY):
+        candidates = _in_place(st, candidates, strategy)
+        if strategy == Strategy.IN_PLACE_ONLY:
+            return
+        strategy = Strategy.SURGE_THEN_DRAIN
+    if strategy == Strategy.RECREATE_POD:
+        _recreate(st, candidates)
+    else:
+        _surge_then_drain(st, candidates)
+
+
+def _in_place(
+    st: PassState, candidates: list[InstanceStatus], strategy: str
+) -> list[InstanceStatus]:
+    """Start in-place updates where only images change; return the rest."""
+    target = st.target
+    possible = [
+        r for r in candidates if images_only(st.runners(r.running_revision), st.runners(target))
+    ]
+    if strategy == Strategy.IN_PLACE_ONLY and len(possible) < len(candidates):
+        st.extra_conditions["FailedUpdate"] = (
+            "True",
+            "InPlaceNotPossible",
+            "updateStrategy InPlaceOnly: the new revision changes more than container "
+            "images, so it cannot be applied in place",
+        )
+        st.set_hold("Plan", "InPlaceOnly cannot apply this revision in place")
+        candidates = possible
+    budget = st.policy.max_unavailable - st.unavailable()
+    for row in candidates:
+        if row not in possible:
+            continue
+        if budget <= 0:
+            st.set_hold("Budget", "maxUnavailable reached")
+            break
+        if not st.start_attempt(target):
+            st.hold_retry(target)
+            break
+        budget -= 1
+        st.rows[row.index] = evolve(
+            row,
+            phase=Phase.UPDATING,
+            operation=st.op(
+                OpType.UPDATE, Step.IN_PLACE, target, "InPlaceUpdate", strategy=strategy
+            ),
+        )
+        st.advance(row.index)
+    return [r for r in candidates if r not in possible]
+
+
+def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
+    """RecreatePod: open Update/Drain on up to the maxUnavailable budget."""
+    target = st.target
+    budget = st.policy.max_unavailable - st.unavailable()
+    for row in candidates:
+        if budget <= 0:
+            st.set_hold("Budget", f"maxUnavailable {st.policy.max_unavailable} reached")
+            return
+        if not st.start_attempt(target):
+            st.hold_retry(target)
+            return
+        budget -= 1
+        st.rows[row.index] = evolve(
+            row,
+            phase=Phase.UPDATING,
+            ready_since=None,
+            operation=st.op(
+                OpType.UPDATE, Step.DRAIN, target, "RecreatePod", strategy=Strategy.RECREATE_POD
+            ),
+        )
+        st.advance(row.index)
+
+
+def _surge_room(st: PassState) -> int:
+    in_flight = sum(
+        1
+        for r in st.rows.values()
+        if r.operation is not None
+        and r.operation.type == OpType.UPDATE
+        and r.operation.step in (Step.GANG_SURGE, Step.SURGE, Step.SURGE_DRAIN, Step.DRAIN)
+        and r.operation.strategy == Strategy.SURGE_THEN_DRAIN
+    )
+    return st.policy.max_surge - in_flight
+
+
+def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
+    """SurgeThenDrain: open a replacement for each candidate within maxSurge."""
+    target = st.target
+    room = _surge_room(st)
+    for row in candidates:
+        if room <= 0:
+            stuck = any(
+                r.operation is not None
+                and r.operation.waiting == "Unschedulable"
+                and st.is_surge_target(r)
+                for r in st.rows.values()
+            )
+            st.set_hold(
+                "Budget",
+                "no room to surge: replacement pods are unschedulable"
+                if stuck
+                else f"maxSurge {st.policy.max_surge} replacement(s) in flight",
+            )
+            return
+        if not st.start_attempt(target):
+            st.hold_retry(target)
+            return
+        room -= 1
+        if st.policy.multi_pod or is_multi_pod(st.runners(target) or ()):
+            _open_gang_surge(st, row)
+        else:
+            st.rows[row.index] = evolve(
+                row,
+                phase=Phase.UPDATING,
+                target_revision=target,
+                operation=st.op(
+                    OpType.UPDATE,
+                    Step.SURGE,
+                    target,
+                    "SurgeThenDrain",
+                    strategy=Strategy.SURGE_THEN_DRAIN,
+                ),
+            )
+            st.advance(row.index)
+
+
+def _open_gang_surge(st: PassState, row: InstanceStatus) -> None:
+    """A replacement gang at a free index at or above the partition; the source waits."""
+    target = st.target
+    new_index = st.free_index(st.policy.partition)
+    st.rows[new_index] = InstanceStatus(
+        index=new_index,
+        incarnation=1,
+        phase=Phase.CREATING,
+        target_revision=target,
+        operation=st.op(
+            OpType.UPDATE,
+            Step.GANG_SURGE_TARGET,
+            target,
+            "GangSurge",
+            strategy=Strategy.SURGE_THEN_DRAIN,
+            replaces=row.index,
+        ),
+    )
+    st.rows[row.index] = evolve(
+        row,
+        phase=Phase.UPDATING,
+        target_revision=target,
+        operation=st.op(
+            OpType.UPDATE,
+            Step.GANG_SURGE,
+            target,
+            "SurgeThenDrain",
+            strategy=Strategy.SURGE_THEN_DRAIN,
+            surge_index=new_index,
+        ),
+    )
+    st.advance(new_index)
