@@ -475,12 +475,14 @@ class Manager:
             on_started=self._on_started_leading, on_stopped=self._on_stopped_leading,
             on_state=lambda v: self.metrics.leader.set(1 if v else 0),
         )
+        pods = self.pods
         self.executor = Executor(
             client, self.create_errors, metrics=m, guard=self.elector.may_act,
             encoding=lambda: (self.config.instance_status_encoding,
                               self.config.max_decoded_instances),
             on_replica_written=self.replicas.upsert_if_newer,
             on_pod_written=self.pods.upsert_if_newer,
+            pods_of=lambda key: pods.by_index("owner", key),
         )
         self.recorder = EventRecorder(client, identity=self.options.identity, metrics=m,
                                       guard=self.elector.may_act)

@@ -363,6 +363,9 @@ async def test_the_service_account_can_do_nothing_more(
                 "podgroups.scheduling.x-k8s.io"),
         # a canary's prometheus.authRef Secret, by name (RBAC cannot narrow the name)
         ("get", "secrets/prom-auth", "-n", "default"),
+        # a retired Kueue pod group's Workload: checked by owner, then deleted
+        ("get", "workloads.kueue.x-k8s.io/chat-engine-0-1-0123456789", "-n", "default"),
+        ("delete", "workloads.kueue.x-k8s.io/chat-engine-0-1-0123456789", "-n", "default"),
     ]
     denied = [
         ("list", "secrets", "--all-namespaces"),
@@ -393,6 +396,13 @@ async def test_the_service_account_can_do_nothing_more(
         ("delete", "configmaps", "-n", "ome"),
         ("list", "configmaps", "--all-namespaces"),
         ("delete", "deployments.apps", "-n", "ome"),
+        # Kueue: Workloads are never listed, watched or written; queues are not ours
+        ("list", "workloads.kueue.x-k8s.io", "-n", "default"),
+        ("watch", "workloads.kueue.x-k8s.io", "-n", "default"),
+        ("update", "workloads.kueue.x-k8s.io/x", "-n", "default"),
+        ("patch", "workloads.kueue.x-k8s.io/x", "-n", "default"),
+        ("create", "workloads.kueue.x-k8s.io", "-n", "default"),
+        ("patch", "clusterqueues.kueue.x-k8s.io/x"),
     ]
     results = await asyncio.gather(*(kubectl.can_i(*a) for a in allowed + denied))
     got = dict(zip([" ".join(a) for a in allowed + denied], results, strict=True))
