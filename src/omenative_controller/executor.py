@@ -17,6 +17,10 @@ Rules (design.md, "The shell"):
 * ``SetServingGate`` and ``PatchPodImages`` are strategic merge patches that name the pod's
   UID (a pod re-created under the same name is not touched; the server refuses the patch).
 * Before every call the write guard (the leader elector's ``may_act``) must agree.
+* Kueue pod groups end with their Workload: after a pass, a Kueue-managed pod group of the
+  InferenceReplica whose cached pods are all terminating gets its Workload deleted (see
+  :meth:`Executor.end_kueue_groups`). Kueue keeps its finalizer on a group's deleted pods
+  until that Workload goes (KEP-976), so without this a retired Instance never disappears.
 
 Events are sent separately by :class:`ReplicaEvents` through the shell's one
 ``kube.events.EventRecorder`` (best effort, aggregated).
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,8 +50,14 @@ from omenative_controller.kube.resources import (
     resource_for,
 )
 from omenative_controller.observability import Metrics
-from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_MANAGED_BY, MANAGED_BY, SERVING_GATE
-from omenative_core.model.observed import CreateError
+from omenative_core.labels import (
+    LABEL_INSTANCE_INDEX,
+    LABEL_KUEUE_POD_GROUP,
+    LABEL_MANAGED_BY,
+    MANAGED_BY,
+    SERVING_GATE,
+)
+from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
     Action,
     CreateObject,
@@ -73,6 +83,8 @@ from omenative_core.status.wire import status_to_json
 __all__ = [
     "AUDIT_KEY",
     "AUDIT_LIMIT",
+    "KUEUE_MANAGED_LABEL",
+    "KUEUE_WORKLOADS",
     "STATUS_SIZE_LIMIT",
     "ApplyResult",
     "CreateErrorStore",
@@ -95,6 +107,13 @@ STATUS_SIZE_LIMIT = 1536 * 1024
 A larger write would be refused by etcd (or the API server) after the cost of sending it;
 the manager says why instead, once per pass, and writes nothing.
 """
+KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
+"""Kueue's webhook sets this label to ``"true"`` on the pods it manages (and gates)."""
+KUEUE_WORKLOADS = (
+    Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload"),
+    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload"),
+)
+"""Kueue's Workload, newest API version first (v1beta1 for Kueue before v0.15)."""
 
 
 class _Stop(Exception):
@@ -236,6 +255,10 @@ class Executor:
     #: where Warning Events about refused writes (an oversized status) go
     events: ReplicaEvents | None = None
     status_size_limit: int = STATUS_SIZE_LIMIT
+    #: the cached pods of one InferenceReplica key; None turns the Kueue cleanup off
+    pods_of: Callable[[str], Iterable[PodView]] | None = None
+    #: per InferenceReplica key: Kueue group -> the pod UIDs whose Workload was ended
+    _ended_groups: dict[str, dict[str, frozenset[str]]] = field(factory=dict)
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
         """Apply ``plan.actions`` in order; stop at the first failure."""
@@ -263,7 +286,92 @@ class Executor:
             result.applied += 1
             if self.metrics is not None:
                 self.metrics.actions.labels(action.kind).inc()
+        await self.end_kueue_groups(ctx)
         return result
+
+    # ------------------------------------------------------------------ Kueue pod groups
+
+    async def end_kueue_groups(self, ctx: PassContext) -> None:
+        """Delete the Kueue Workload of each retired pod group of this InferenceReplica.
+
+        A group is retired when every cached pod carrying its
+        ``kueue.x-k8s.io/pod-group-name`` (and Kueue's ``managed`` label) is terminating:
+        omenative deleted the attempt (restart into a new incarnation, scale-down, the old
+        Instance of an update, teardown). Kueue holds those pods with its finalizer until a
+        replacement joins the group, the group finishes (a serving group never does) or
+        the Workload is deleted; only the last applies, so omenative deletes it (Kueue's
+        documented way to end a pod group, KEP-976) and Kueue then releases the pods.
+        Level-triggered: it looks at the cache on every pass, so a manager restart between
+        the pod deletes and this step loses nothing. Failures are logged and retried on a
+        later pass; they never fail the plan.
+        """
+        if self.pods_of is None:
+            return
+        groups: dict[str, list[PodView]] = {}
+        for pod in self.pods_of(ctx.key):
+            group = pod.labels.get(LABEL_KUEUE_POD_GROUP)
+            if group and pod.labels.get(KUEUE_MANAGED_LABEL) == "true":
+                groups.setdefault(group, []).append(pod)
+        done = self._ended_groups.get(ctx.key, {})
+        kept: dict[str, frozenset[str]] = {}
+        for group, pods in sorted(groups.items()):
+            if any(p.deletion_timestamp is None for p in pods):
+                continue  # a live pod: the group still serves (or a pod is being replaced)
+            uids = frozenset(p.uid for p in pods)
+            if done.get(group) == uids:
+                kept[group] = uids
+                continue
+            if not self.guard():
+                break
+            try:
+                await self._delete_workload(ctx, group, uids)
+            except ApiError as exc:
+                self._count_failure("DeleteKueueWorkload", exc.reason)
+                self._log(ctx).warning("kueue.workload_delete_failed", group=group,
+                                       reason=exc.reason, error=exc.message)
+                continue
+            kept[group] = uids
+        if kept:
+            self._ended_groups[ctx.key] = kept
+        else:
+            self._ended_groups.pop(ctx.key, None)
+
+    async def _delete_workload(self, ctx: PassContext, group: str, pod_uids: frozenset[str]
+                               ) -> None:
+        """Delete the Workload Kueue made for ``group``, if one of ``pod_uids`` owns it.
+
+        Kueue names a pod group's Workload after the group and makes every pod of the group
+        an owner; the owner check keeps omenative off a Workload of the same name that is
+        not this group's. The delete carries the Workload's UID as a precondition.
+        """
+        lg = self._log(ctx)
+        for res in KUEUE_WORKLOADS:
+            try:
+                workload = await self.client.get(res, group, ctx.namespace)
+            except ApiError as exc:
+                if exc.not_found:
+                    continue  # not at this version (or already gone)
+                raise
+            meta = workload.get("metadata") or {}
+            owners = {str(r.get("uid")) for r in meta.get("ownerReferences") or ()
+                      if isinstance(r, Mapping) and r.get("kind") == "Pod"}
+            if not owners & pod_uids:
+                lg.warning("kueue.workload_not_owned", group=group,
+                           message="a Workload of this name is not owned by the group's pods")
+                return
+            if meta.get("deletionTimestamp"):
+                return
+            try:
+                await self.client.delete(res, group, ctx.namespace, uid=str(meta.get("uid")))
+            except ApiError as exc:
+                if exc.not_found or exc.status == 409:
+                    return
+                raise
+            if self.metrics is not None:
+                self.metrics.actions.labels("DeleteKueueWorkload").inc()
+            lg.info("kueue.workload_deleted", group=group, pods=len(pod_uids))
+            return
+        lg.debug("kueue.workload_gone", group=group)
 
     def _count_failure(self, kind: str, reason: str) -> None:
         if self.metrics is not None:

@@ -539,6 +539,7 @@ class Manager:
         )
         assert self.events is not None
         self.recorder = ReplicaEvents(self.events, metrics=m)
+        pods = self.pods
         self.executor = Executor(
             client, self.create_errors, metrics=m, guard=self.elector.may_act,
             encoding=lambda: (self.config.instance_status_encoding,
@@ -546,6 +547,7 @@ class Manager:
             on_replica_written=self.replicas.upsert_if_newer,
             on_pod_written=self.pods.upsert_if_newer,
             events=self.recorder,
+            pods_of=lambda key: pods.by_index("owner", key),
         )
 
     # ------------------------------------------------------------------ event handlers

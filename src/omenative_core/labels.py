@@ -85,7 +85,7 @@ LABEL_KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 """Kueue's pod group: pods with the same value form one Workload, admitted all at once.
 
 omenative sets it on every pod of a multi-pod Instance that carries ``LABEL_KUEUE_QUEUE``;
-the value is per Instance incarnation (``render.kueue_pod_group_name``)."""
+the value is per attempt (index, incarnation, revision: ``render.kueue_pod_group_name``)."""
 
 ANNOTATION_KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 """The annotation form of ``LABEL_KUEUE_POD_GROUP`` (read first by Kueue's

@@ -161,17 +161,22 @@ def pod_group_name(prefix: str, index: int) -> str:
 _KUEUE_HASH_LENGTH: Final = 8
 
 
-def kueue_pod_group_name(prefix: str, index: int, incarnation: int) -> str:
-    """Kueue's pod group (and Workload) of one incarnation of multi-pod Instance ``index``.
+def kueue_pod_group_name(prefix: str, index: int, incarnation: int, revision_hash: str) -> str:
+    """Kueue's pod group (and Workload) of one attempt of multi-pod Instance ``index``.
 
-    ``{prefix}-{index}-{incarnation}``, e.g. ``chat-engine-0-1``: unlike the scheduler-plugins
-    PodGroup (``pod_group_name``, one per index) it changes on every whole-Instance restart
-    and is new for a surge or migration Instance (a new index), so a new attempt never joins
-    the Workload of pods being deleted. Longer than ``MAX_NAME_LENGTH`` (a label value and
-    the Workload's name), the prefix is cut and an 8-hex-digit sha256 of the full name is
-    put before ``-{index}-{incarnation}``, so the result stays distinct and valid.
+    ``{prefix}-{index}-{incarnation}-{revision_hash}``, e.g. ``chat-engine-0-1-707e9a6aa7``:
+    the attempt's identity, the same triple by which the planner tells the pods of one
+    attempt from the others. Unlike the scheduler-plugins PodGroup (``pod_group_name``,
+    one per index) it changes on every whole-Instance restart (incarnation), for a surge
+    or migration Instance (a new index) and for a new Instance that reuses a freed index
+    at another revision (an update's surge), so a new attempt never joins, or collides
+    with, the Workload of a group being retired. Longer than ``MAX_NAME_LENGTH`` (a label
+    value and the Workload's name), the prefix is cut and an 8-hex-digit sha256 of the full
+    name is put before ``-{index}-{incarnation}-{revision_hash}``, so the result stays
+    distinct and valid.
     """
-    tail = f"-{index}-{incarnation}"
+    tail = f"-{index}-{incarnation}-{revision_hash}" if revision_hash else (
+        f"-{index}-{incarnation}")
     full = f"{prefix}{tail}"
     if len(full) <= MAX_NAME_LENGTH:
         return full
@@ -273,7 +278,7 @@ def render_pod(
 
     OME's labels win over the template's. A multi-pod Instance whose pod carries
     ``kueue.x-k8s.io/queue-name`` also gets Kueue's pod group: the label
-    ``kueue.x-k8s.io/pod-group-name`` (``kueue_pod_group_name``, per incarnation) and the
+    ``kueue.x-k8s.io/pod-group-name`` (``kueue_pod_group_name``, per attempt) and the
     annotations ``kueue.x-k8s.io/pod-group-total-count`` (pods per Instance) and
     ``kueue.x-k8s.io/pod-group-serving: "true"``, all replacing the template's;
     single-pod Instances and pods without a queue keep whatever the template has. These
@@ -401,8 +406,8 @@ def _pod_metadata(
     }
     annotations = as_dict(tmeta.get("annotations"))
     if pod.multi and labels.get(LABEL_KUEUE_QUEUE):
-        # one Kueue Workload per Instance incarnation, admitted all at once
-        kueue_group = kueue_pod_group_name(prefix, pod.index, pod.incarnation)
+        # one Kueue Workload per attempt, admitted all at once
+        kueue_group = kueue_pod_group_name(prefix, pod.index, pod.incarnation, revision_hash)
         labels[LABEL_KUEUE_POD_GROUP] = kueue_group
         if ANNOTATION_KUEUE_POD_GROUP_NAME in annotations:
             annotations[ANNOTATION_KUEUE_POD_GROUP_NAME] = kueue_group

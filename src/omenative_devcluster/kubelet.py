@@ -3,7 +3,11 @@
 What a kubelet (or KWOK) would do, for tests of the manager: register Nodes with
 ``nvidia.com/gpu`` capacity and keep them Ready (node status + a Lease in ``kube-node-lease``);
 move pods bound to those nodes from Pending to Running with a pod IP, then ContainersReady,
-then Ready once every readiness gate holds a True condition; finish graceful deletion.
+then Ready once every readiness gate holds a True condition; finish graceful deletion the way
+a kubelet does: a deleted pod's containers are stopped and the pod is moved to a terminal
+phase (``Succeeded`` when every container exited cleanly, ``Failed`` otherwise) before the
+stand-in removes it. Controllers such as Kueue react to that terminal phase, not only to the
+deletion.
 
 Faults come from a JSON file (checked twice a second; each version applied is acknowledged in
 ``<name>.applied.json`` with the file's ``generation``) and from Python (``set_fault``):
@@ -180,6 +184,9 @@ _PULL_BACKOFF = "pull-backoff"
 _CRASH = "crash"
 _RUNNING = "running"
 _READY = "ready"
+_TERMINATE = "terminate"
+_DELETE = "delete"
+_TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
 @attrs.define(eq=False)
@@ -191,6 +198,8 @@ class _PodState:
     stage: str = ""
     stage_at: float = 0.0
     delete_seen_at: float | None = None
+    #: the final delete (grace period 0) was accepted; a finalizer may still hold the pod
+    removed: bool = False
     restarts: int = 0
     next_restart_at: float = 0.0
     ip: str | None = None
@@ -244,6 +253,74 @@ def _image_id(image: str) -> str:
 def _container_id(uid: str, name: str, restarts: int) -> str:
     digest = hashlib.sha256(f"{uid}/{name}/{restarts}".encode()).hexdigest()
     return f"containerd://{digest}"
+
+
+def _running_since(pod: Json, name: str) -> str | None:
+    """When container ``name`` started running, from the pod's last status (None if not)."""
+    prior = next(
+        (x for x in pod.get("status", {}).get("containerStatuses") or []
+         if x.get("name") == name and "running" in (x.get("state") or {})),
+        None,
+    )
+    since = (prior or {}).get("state", {}).get("running", {}).get("startedAt")
+    return str(since) if since else None
+
+
+def _pod_conditions(pod: Json, *, ready: bool, ts: str, terminated: bool = False) -> list[Json]:
+    """The kubelet-owned pod conditions; a condition whose status holds keeps its time."""
+
+    def cond(type_: str, ok: bool, reason: str = "", message: str = "") -> Json:
+        c: Json = {"type": type_, "status": "True" if ok else "False",
+                   "lastProbeTime": None, "lastTransitionTime": ts}
+        if not ok and reason:
+            c["reason"] = reason
+            if message:
+                c["message"] = message
+        return c
+
+    names = " ".join(str(c["name"]) for c in _containers(pod))
+    not_ready = f"containers with unready status: [{names}]"
+    if terminated:
+        ready_cond = cond("Ready", False, "PodCompleted")
+        containers_ready = cond("ContainersReady", False, "PodCompleted")
+    else:
+        reason = "ContainersNotReady"
+        containers_ready = cond("ContainersReady", ready, reason, not_ready)
+        if ready:
+            missing = [g for g in _gates(pod) if _conditions(pod).get(g) != "True"]
+            ready_cond = cond(
+                "Ready", readiness_gates_met(pod), "ReadinessGatesNotReady",
+                f"the status of pod readiness gate(s) {missing} is not True",
+            )
+        else:
+            ready_cond = cond("Ready", False, reason, not_ready)
+    conds = [
+        cond("PodReadyToStartContainers", not terminated),
+        cond("Initialized", True),
+        containers_ready,
+        ready_cond,
+    ]
+    # keep lastTransitionTime when a condition's status does not change
+    old = {c.get("type"): c for c in pod.get("status", {}).get("conditions") or []}
+    for c in conds:
+        prev = old.get(c["type"])
+        if prev and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
+            c["lastTransitionTime"] = prev["lastTransitionTime"]
+    return conds
+
+
+def _init_statuses(pod: Json, started_at: str, ts: str) -> list[Json]:
+    """Init containers, all completed (the stand-in runs nothing before the main ones)."""
+    return [
+        {
+            "name": c["name"], "image": c.get("image", ""), "imageID": "",
+            "ready": True, "restartCount": 0, "started": False,
+            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                     "startedAt": started_at, "finishedAt": ts}},
+            "lastState": {},
+        }
+        for c in pod.get("spec", {}).get("initContainers") or []
+    ]
 
 
 class KubeletStandIn:
@@ -724,31 +801,17 @@ class KubeletStandIn:
     def _plan(self, st: _PodState, now: float) -> tuple[str | None, float]:
         """Next action for a pod and when it is due (None: wait for a change)."""
         pod = st.pod
-        faults = self.faults
-        if st.node in faults.dead_nodes:
+        if st.node in self.faults.dead_nodes:
             return None, math.inf
         if pod["metadata"].get("deletionTimestamp"):
-            if st.delete_seen_at is None:
-                st.delete_seen_at = now
-            return "delete", st.delete_seen_at + self.cfg.delete_delay
-        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-            return None, math.inf
-        images = [str(c.get("image", "")) for c in _containers(pod)]
-        first_due = st.seen_at + self.cfg.start_delay
-        not_started = st.stage in ("", _PULL_ERROR, _PULL_BACKOFF)
-        # a bad image only matters before the pull; a started pod has its image already
-        if not_started and any(image_matches(i, faults.bad_images) for i in images):
-            if st.stage not in (_PULL_ERROR, _PULL_BACKOFF):
-                return _PULL_ERROR, first_due
-            if st.stage == _PULL_ERROR:
-                return _PULL_BACKOFF, st.stage_at + 1.0
-            return None, math.inf
-        if any(image_matches(i, faults.crash_images) for i in images):
-            if st.stage != _CRASH:
-                return _CRASH, first_due
-            return "restart", st.next_restart_at
+            return self._plan_deletion(st, now)
+        return self._plan_faults(st) or self._plan_healthy(st, now)
+
+    def _plan_healthy(self, st: _PodState, now: float) -> tuple[str | None, float]:
+        """The next step of a pod without faults: Running, then Ready, then kept in sync."""
+        pod = st.pod
         if st.stage in ("", _PULL_ERROR, _PULL_BACKOFF, _CRASH):
-            return _RUNNING, first_due if st.stage == "" else now
+            return _RUNNING, st.seen_at + self.cfg.start_delay if st.stage == "" else now
         if st.stage == _RUNNING:
             return _READY, st.stage_at + self.cfg.ready_delay
         conds = _conditions(pod)
@@ -760,6 +823,48 @@ class KubeletStandIn:
         ):
             return "sync-ready", now
         return None, math.inf
+
+    def _plan_deletion(self, st: _PodState, now: float) -> tuple[str | None, float]:
+        """A deleted pod: stop its containers (terminal phase), then remove it once.
+
+        The terminal status comes first, as with a kubelet; the delete with grace period 0
+        follows. A finalizer (Kueue's) may keep the pod after that: the stand-in then waits
+        for the next change instead of deleting it again.
+        """
+        if st.delete_seen_at is None:
+            st.delete_seen_at = now
+        due = st.delete_seen_at + self.cfg.delete_delay
+        if st.pod.get("status", {}).get("phase") not in _TERMINAL_PHASES:
+            return _TERMINATE, due
+        if not st.removed:
+            return _DELETE, due
+        return None, math.inf
+
+    def _plan_faults(self, st: _PodState) -> tuple[str | None, float] | None:
+        """The next step of a finished pod or one whose image is faulted; None otherwise."""
+        if st.pod.get("status", {}).get("phase") in _TERMINAL_PHASES:
+            return None, math.inf
+        images = [str(c.get("image", "")) for c in _containers(st.pod)]
+        pull = self._plan_bad_image(st, images)
+        if pull is not None:
+            return pull
+        if any(image_matches(i, self.faults.crash_images) for i in images):
+            if st.stage != _CRASH:
+                return _CRASH, st.seen_at + self.cfg.start_delay
+            return "restart", st.next_restart_at
+        return None
+
+    def _plan_bad_image(self, st: _PodState, images: list[str]) -> tuple[str | None, float] | None:
+        """ErrImagePull, then ImagePullBackOff, for a pod not started whose image is bad."""
+        # a bad image only matters before the pull; a started pod has its image already
+        not_started = st.stage in ("", _PULL_ERROR, _PULL_BACKOFF)
+        if not not_started or not any(image_matches(i, self.faults.bad_images) for i in images):
+            return None
+        if st.stage == _PULL_ERROR:
+            return _PULL_BACKOFF, st.stage_at + 1.0
+        if st.stage == _PULL_BACKOFF:
+            return None, math.inf
+        return _PULL_ERROR, st.seen_at + self.cfg.start_delay
 
     async def _pod_worker(self, st: _PodState) -> None:
         while not st.gone:
@@ -796,8 +901,12 @@ class KubeletStandIn:
         return st.ip
 
     async def _act(self, st: _PodState, action: str) -> None:
-        if action == "delete":
+        if action == _DELETE:
             await self._delete(st)
+            st.removed = True
+            return
+        if action == _TERMINATE:
+            await self._patch_status(st, self._terminal_status(st))
             return
         now = time.monotonic()
         if action == _CRASH:
@@ -818,99 +927,14 @@ class KubeletStandIn:
 
     def _status_for(self, st: _PodState, action: str) -> Json:
         pod = st.pod
-        uid = st.uid
         ts = _now()
         ip = self._alloc_ip(st)
         host_ip = self._node_ip(st.node)
         started_at = pod.get("status", {}).get("startTime") or ts
-        gates_ok = readiness_gates_met(pod)
-
-        def cond(type_: str, ok: bool, reason: str = "", message: str = "") -> Json:
-            c: Json = {"type": type_, "status": "True" if ok else "False",
-                       "lastProbeTime": None, "lastTransitionTime": ts}
-            if not ok and reason:
-                c["reason"] = reason
-                c["message"] = message
-            return c
-
-        containers = _containers(pod)
-        names = [str(c["name"]) for c in containers]
-        running = action in (_RUNNING, _READY, "sync-ready")
-        ready = action in (_READY, "sync-ready")
-        statuses: list[Json] = []
-        for c in containers:
-            name = str(c["name"])
-            image = str(c.get("image", ""))
-            cs: Json = {
-                "name": name,
-                "image": image,
-                "imageID": "",
-                "ready": ready,
-                "restartCount": st.restarts,
-                "started": running,
-                "lastState": {},
-            }
-            if action in (_PULL_ERROR, _PULL_BACKOFF):
-                reason = "ErrImagePull" if action == _PULL_ERROR else "ImagePullBackOff"
-                msg = (
-                    f'failed to pull image "{image}": not found (kubelet stand-in fault)'
-                    if action == _PULL_ERROR
-                    else f'Back-off pulling image "{image}"'
-                )
-                cs["state"] = {"waiting": {"reason": reason, "message": msg}}
-            elif action in (_CRASH, "restart"):
-                cs["imageID"] = _image_id(image)
-                cs["containerID"] = _container_id(uid, name, st.restarts)
-                terminated = {
-                    "exitCode": 1, "reason": "Error", "startedAt": ts, "finishedAt": ts,
-                    "containerID": _container_id(uid, name, max(0, st.restarts - 1)),
-                }
-                if action == _CRASH:
-                    cs["state"] = {"terminated": terminated}
-                else:
-                    cs["state"] = {"waiting": {
-                        "reason": "CrashLoopBackOff",
-                        "message": f"back-off restarting failed container {name} in pod "
-                                   f"{st.name}_{st.namespace}({uid})",
-                    }}
-                    cs["lastState"] = {"terminated": terminated}
-            else:
-                cs["imageID"] = _image_id(image)
-                cs["containerID"] = _container_id(uid, name, st.restarts)
-                prior = next(
-                    (x for x in pod.get("status", {}).get("containerStatuses") or []
-                     if x.get("name") == name and "running" in (x.get("state") or {})),
-                    None,
-                )
-                since = (prior or {}).get("state", {}).get("running", {}).get("startedAt") or ts
-                cs["state"] = {"running": {"startedAt": since}}
-            statuses.append(cs)
-
-        not_ready = f"containers with unready status: [{' '.join(names)}]"
-        if ready:
-            missing = [g for g in _gates(pod) if _conditions(pod).get(g) != "True"]
-            ready_cond = cond(
-                "Ready", gates_ok, "ReadinessGatesNotReady",
-                f"the status of pod readiness gate(s) {missing} is not True",
-            )
-        else:
-            ready_cond = cond("Ready", False, "ContainersNotReady", not_ready)
-        conds = [
-            cond("PodReadyToStartContainers", True),
-            cond("Initialized", True),
-            cond("ContainersReady", ready, "ContainersNotReady", not_ready),
-            ready_cond,
-        ]
-        # keep lastTransitionTime when a condition's status does not change
-        old = {c.get("type"): c for c in pod.get("status", {}).get("conditions") or []}
-        for c in conds:
-            prev = old.get(c["type"])
-            if prev and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
-                c["lastTransitionTime"] = prev["lastTransitionTime"]
-        phase = "Pending" if action in (_PULL_ERROR, _PULL_BACKOFF) else "Running"
+        statuses = [self._container_status(st, c, action, ts) for c in _containers(pod)]
         status: Json = {
-            "phase": phase,
-            "conditions": conds,
+            "phase": "Pending" if action in (_PULL_ERROR, _PULL_BACKOFF) else "Running",
+            "conditions": _pod_conditions(pod, ready=action in (_READY, "sync-ready"), ts=ts),
             "hostIP": host_ip,
             "hostIPs": [{"ip": host_ip}],
             "podIP": ip,
@@ -918,18 +942,91 @@ class KubeletStandIn:
             "startTime": started_at,
             "containerStatuses": statuses,
         }
-        init = pod.get("spec", {}).get("initContainers") or []
+        init = _init_statuses(pod, started_at, ts)
         if init:
-            status["initContainerStatuses"] = [
-                {
-                    "name": c["name"], "image": c.get("image", ""), "imageID": "",
-                    "ready": True, "restartCount": 0, "started": False,
-                    "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                             "startedAt": started_at, "finishedAt": ts}},
-                    "lastState": {},
-                }
-                for c in init
-            ]
+            status["initContainerStatuses"] = init
+        return status
+
+    def _container_status(self, st: _PodState, c: Json, action: str, ts: str) -> Json:
+        """One container's status for ``action`` (pull error, crash, running, ready)."""
+        uid = st.uid
+        name = str(c["name"])
+        image = str(c.get("image", ""))
+        running = action in (_RUNNING, _READY, "sync-ready")
+        cs: Json = {
+            "name": name,
+            "image": image,
+            "imageID": "",
+            "ready": action in (_READY, "sync-ready"),
+            "restartCount": st.restarts,
+            "started": running,
+            "lastState": {},
+        }
+        if action in (_PULL_ERROR, _PULL_BACKOFF):
+            reason = "ErrImagePull" if action == _PULL_ERROR else "ImagePullBackOff"
+            msg = (
+                f'failed to pull image "{image}": not found (kubelet stand-in fault)'
+                if action == _PULL_ERROR
+                else f'Back-off pulling image "{image}"'
+            )
+            cs["state"] = {"waiting": {"reason": reason, "message": msg}}
+            return cs
+        cs["imageID"] = _image_id(image)
+        cs["containerID"] = _container_id(uid, name, st.restarts)
+        if action in (_CRASH, "restart"):
+            terminated = {
+                "exitCode": 1, "reason": "Error", "startedAt": ts, "finishedAt": ts,
+                "containerID": _container_id(uid, name, max(0, st.restarts - 1)),
+            }
+            if action == _CRASH:
+                cs["state"] = {"terminated": terminated}
+            else:
+                cs["state"] = {"waiting": {
+                    "reason": "CrashLoopBackOff",
+                    "message": f"back-off restarting failed container {name} in pod "
+                               f"{st.name}_{st.namespace}({uid})",
+                }}
+                cs["lastState"] = {"terminated": terminated}
+            return cs
+        since = _running_since(st.pod, name) or ts
+        cs["state"] = {"running": {"startedAt": since}}
+        return cs
+
+    def _terminal_status(self, st: _PodState) -> Json:
+        """The status a kubelet writes once a deleted pod's containers have stopped.
+
+        A container that was running exits cleanly on SIGTERM (exit code 0, ``Completed``);
+        one that never started or was crash-looping is reported as killed (exit code 137).
+        The pod is ``Succeeded`` when every container exited cleanly, else ``Failed``;
+        ``Ready`` and ``ContainersReady`` turn False.
+        """
+        pod = st.pod
+        ts = _now()
+        clean = st.stage in (_RUNNING, _READY)
+        statuses: list[Json] = []
+        for c in _containers(pod):
+            name = str(c["name"])
+            image = str(c.get("image", ""))
+            since = _running_since(pod, name) or ts
+            terminated: Json = (
+                {"exitCode": 0, "reason": "Completed", "startedAt": since, "finishedAt": ts}
+                if clean else
+                {"exitCode": 137, "reason": "ContainerStatusUnknown", "finishedAt": ts,
+                 "message": "The container was stopped because the pod was deleted"}
+            )
+            if clean:
+                terminated["containerID"] = _container_id(st.uid, name, st.restarts)
+            statuses.append({
+                "name": name, "image": image,
+                "imageID": _image_id(image) if clean else "",
+                "ready": False, "restartCount": st.restarts, "started": False,
+                "state": {"terminated": terminated}, "lastState": {},
+            })
+        status: Json = {
+            "phase": "Succeeded" if clean else "Failed",
+            "conditions": _pod_conditions(pod, ready=False, ts=ts, terminated=True),
+            "containerStatuses": statuses,
+        }
         return status
 
     async def _patch_status(self, st: _PodState, status: Json) -> None:

@@ -228,6 +228,63 @@ async def test_graceful_delete_completes(api_client: client.ApiClient, namespace
     await eventually(gone, f"pod {name} deleted", timeout=30.0)
 
 
+FINALIZER = "omenative.io/test-hold"
+
+
+async def _delete_held_pod(api: client.ApiClient, ns: str, name: str) -> Json:
+    """Delete a pod a finalizer holds; return it once the stand-in wrote a terminal phase."""
+    core = client.CoreV1Api(api)
+    await raw_call(core.patch_namespaced_pod(
+        name, ns, {"metadata": {"finalizers": [FINALIZER]}},
+        _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+    await raw_call(core.delete_namespaced_pod(
+        name, ns, _preload_content=False, _request_timeout=REQUEST_TIMEOUT))
+
+    async def terminal() -> Json | None:
+        pod = await read_pod(api, ns, name)
+        return pod if pod["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    try:
+        return await eventually(terminal, f"deleted pod {name} in a terminal phase")
+    finally:
+        await raw_call(core.patch_namespaced_pod(
+            name, ns, {"metadata": {"finalizers": None}},
+            _preload_content=False, _request_timeout=REQUEST_TIMEOUT), ok=(200, 404))
+
+
+async def test_a_deleted_pod_ends_in_a_terminal_phase_as_with_a_kubelet(
+    api_client: client.ApiClient, namespace: str, faults: FaultControl
+) -> None:
+    # a running pod stops cleanly: Succeeded, its container terminated with exit code 0
+    name = await create_pod(api_client, namespace)
+
+    async def ready() -> bool:
+        return conditions(await read_pod(api_client, namespace, name)).get("Ready") == "True"
+
+    await eventually(ready, f"pod {name} Ready")
+    pod = await _delete_held_pod(api_client, namespace, name)
+    assert pod["status"]["phase"] == "Succeeded"
+    (cs,) = pod["status"]["containerStatuses"]
+    assert cs["state"]["terminated"]["exitCode"] == 0 and cs["ready"] is False
+    assert conditions(pod)["Ready"] == "False"
+
+    # a crash-looping pod is killed: Failed
+    image = f"registry.local/crashy-{uuid.uuid4().hex[:6]}:1"
+    await faults.set(crash_images=[image])
+    crashing = await create_pod(api_client, namespace, image=image)
+
+    async def crashed() -> bool:
+        statuses = (await read_pod(api_client, namespace, crashing)
+                    )["status"].get("containerStatuses") or []
+        return any(cs["restartCount"] >= 1 for cs in statuses)
+
+    await eventually(crashed, f"pod {crashing} crash-looping")
+    pod = await _delete_held_pod(api_client, namespace, crashing)
+    assert pod["status"]["phase"] == "Failed"
+    (cs,) = pod["status"]["containerStatuses"]
+    assert cs["state"]["terminated"]["exitCode"] == 137
+
+
 async def test_dead_node_goes_not_ready_and_recovers(
     api_client: client.ApiClient, faults: FaultControl
 ) -> None:

@@ -93,7 +93,7 @@ def annotations(pod: dict[str, Any]) -> dict[str, str]:
 def test_every_pod_of_a_queued_gang_joins_one_group_of_the_whole_instance() -> None:
     pods = instance(replica(gang(3, labels=QUEUED)))
     assert len(pods) == 4  # a leader and three workers
-    assert {labels(p)[LABEL_KUEUE_POD_GROUP] for p in pods} == {"chat-engine-0-1"}
+    assert {labels(p)[LABEL_KUEUE_POD_GROUP] for p in pods} == {f"chat-engine-0-1-{HASH}"}
     assert {annotations(p)[ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT] for p in pods} == {"4"}
     # a serving group: Kueue keeps its quota while pods come and go, it never "finishes"
     assert {annotations(p)[ANNOTATION_KUEUE_POD_GROUP_SERVING] for p in pods} == {"true"}
@@ -113,7 +113,7 @@ def test_the_group_sits_beside_the_scheduler_plugins_pod_group() -> None:
     pods = instance(replica(gang(1, labels=QUEUED)), index=2, incarnation=3, use_pod_group=True)
     for p in pods:
         assert labels(p)[LABEL_POD_GROUP] == pod_group_name("chat-engine", 2) == "chat-engine-2"
-        assert labels(p)[LABEL_KUEUE_POD_GROUP] == "chat-engine-2-3"
+        assert labels(p)[LABEL_KUEUE_POD_GROUP] == f"chat-engine-2-3-{HASH}"
 
 
 def test_a_restart_or_a_surge_forms_a_new_group() -> None:
@@ -129,17 +129,31 @@ def test_a_restart_or_a_surge_forms_a_new_group() -> None:
     restarted = group(0, 2)  # a whole-Instance restart bumps the incarnation
     surge = group(2, 1)  # a gang surge (or migration) replacement is a new index
     assert len({first, restarted, surge}) == 3
-    assert (first, restarted, surge) == ("chat-engine-0-1", "chat-engine-0-2", "chat-engine-2-1")
+    assert (first, restarted, surge) == (f"chat-engine-0-1-{HASH}", f"chat-engine-0-2-{HASH}",
+                                      f"chat-engine-2-1-{HASH}")
     assert group(0, 1) == first  # a pod replaced within the attempt rejoins its group
     # the scheduler-plugins PodGroup is per index, so it cannot serve as the Kueue group
     assert pod_group_name("chat-engine", 0) == "chat-engine-0"
 
 
+def test_an_instance_reusing_a_freed_index_at_another_revision_forms_another_group() -> None:
+    # an update's surge Instance may take index 2 while the old Instance 2 (same
+    # incarnation, the old revision) is still being retired: their Kueue Workloads differ
+    ir = replica(gang(1, labels=QUEUED))
+    old = {labels(p)[LABEL_KUEUE_POD_GROUP] for p in instance(ir, index=2)}
+    new = {labels(p)[LABEL_KUEUE_POD_GROUP]
+           for p in (render_pod(ir, runners=ir.spec.runners, revision_hash="fedcba9876", index=2,
+                                incarnation=1, slot=slot, replicas=2, use_pod_group=False)
+                     for slot in instance_slots(ir.spec.runners))}
+    assert old == {f"chat-engine-2-1-{HASH}"}
+    assert new == {"chat-engine-2-1-fedcba9876"}
+
+
 def test_names_of_different_replicas_do_not_collide() -> None:
-    seen = {kueue_pod_group_name(prefix, index, inc)
+    seen = {kueue_pod_group_name(prefix, index, inc, rev)
             for prefix in ("chat-engine", "chat-engine-1", "chat-decoder")
-            for index in range(3) for inc in range(1, 4)}
-    assert len(seen) == 3 * 3 * 3
+            for index in range(3) for inc in range(1, 4) for rev in (HASH, "9876543210")}
+    assert len(seen) == 3 * 3 * 3 * 2
 
 
 # ---------------------------------------------------------------------------- no group
@@ -174,7 +188,7 @@ def test_a_static_group_in_the_template_is_overridden_on_a_gang() -> None:
     }
     a = instance(replica(gang(1, **tpl)), index=0)
     b = instance(replica(gang(1, **tpl)), index=1)
-    for pods, name in ((a, "chat-engine-0-1"), (b, "chat-engine-1-1")):
+    for pods, name in ((a, f"chat-engine-0-1-{HASH}"), (b, f"chat-engine-1-1-{HASH}")):
         for p in pods:
             assert labels(p)[LABEL_KUEUE_POD_GROUP] == name
             assert annotations(p) == {ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT: "2",
@@ -219,7 +233,7 @@ def test_the_revision_hash_of_a_queued_template_is_unchanged() -> None:
 def test_long_names_are_cut_with_a_hash_and_stay_valid_and_distinct() -> None:
     long_a = "a" * 50 + "-engine"
     long_b = "a" * 50 + "-decoder"
-    names = {kueue_pod_group_name(prefix, index, inc)
+    names = {kueue_pod_group_name(prefix, index, inc, HASH)
              for prefix in (long_a, long_b, "b" * 80, "c-" * 30 + "engine")
              for index in (0, 7, 123)
              for inc in (1, 2, 40000)}
@@ -227,13 +241,13 @@ def test_long_names_are_cut_with_a_hash_and_stay_valid_and_distinct() -> None:
     for name in names:
         assert len(name) <= MAX_NAME_LENGTH
         assert _DNS_LABEL.match(name), name
-    cut = kueue_pod_group_name(long_a, 7, 40000)
-    assert cut.endswith("-7-40000") and cut.startswith("a" * 40)
-    assert cut == kueue_pod_group_name(long_a, 7, 40000)  # deterministic
+    cut = kueue_pod_group_name(long_a, 7, 40000, HASH)
+    assert cut.endswith(f"-7-40000-{HASH}") and cut.startswith("a" * 20)
+    assert cut == kueue_pod_group_name(long_a, 7, 40000, HASH)  # deterministic
     # at the limit nothing is cut
-    at_limit = "p" * (MAX_NAME_LENGTH - len("-1-1"))
-    assert kueue_pod_group_name(at_limit, 1, 1) == f"{at_limit}-1-1"
-    assert len(kueue_pod_group_name(at_limit + "p", 1, 1)) == MAX_NAME_LENGTH
+    at_limit = "p" * (MAX_NAME_LENGTH - len(f"-1-1-{HASH}"))
+    assert kueue_pod_group_name(at_limit, 1, 1, HASH) == f"{at_limit}-1-1-{HASH}"
+    assert len(kueue_pod_group_name(at_limit + "p", 1, 1, HASH)) == MAX_NAME_LENGTH
 
 
 def test_a_long_prefix_renders_a_valid_group_label() -> None:
@@ -242,7 +256,7 @@ def test_a_long_prefix_renders_a_valid_group_label() -> None:
                     index=3, incarnation=123456789)
     (group,) = {labels(p)[LABEL_KUEUE_POD_GROUP] for p in pods}
     assert len(group) <= MAX_NAME_LENGTH and _DNS_LABEL.match(group)
-    assert group.endswith("-3-123456789")
+    assert group.endswith(f"-3-123456789-{HASH}")
 
 
 # ---------------------------------------------------------------------------- the planner
@@ -274,10 +288,11 @@ def test_the_planner_creates_grouped_pods_under_the_templates_revision() -> None
         group = labels(body)[LABEL_KUEUE_POD_GROUP]
         by_group[group] = by_group.get(group, 0) + 1
         assert annotations(body)[ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT] == "2"
-    assert by_group == {"chat-engine-0-1": 2, "chat-engine-1-1": 2}
     # the revision is the template's hash, queue label and all, and nothing else
     runners = world.replica.spec.runners
-    assert {labels(b)["ome.io/revision-hash"] for b in pods} == {revision_hash(runners, None, None)}
+    rev = revision_hash(runners, None, None)
+    assert {labels(b)["ome.io/revision-hash"] for b in pods} == {rev}
+    assert by_group == {f"chat-engine-0-1-{rev}": 2, f"chat-engine-1-1-{rev}": 2}
 
 
 def test_running_pods_without_the_group_keys_are_left_untouched() -> None:
