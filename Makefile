@@ -39,9 +39,10 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## pure-core benchmarks: planner (bench_planner.py), InferenceService + rollout layers (bench_service.py)
+bench: ## pure-core benchmarks: planner, InferenceService + rollout layers, GPU advisor
 	$(PY) benchmarks/bench_planner.py
 	$(PY) benchmarks/bench_service.py
+	$(PY) benchmarks/bench_advisor.py
 
 bench-controller: ## controller benchmark on the local control plane
 	$(PY) benchmarks/bench_controller.py
