@@ -306,6 +306,13 @@ def test_a_bad_setting_is_refused_by_helm_naming_the_value(helm_home: Path) -> N
         assert done.returncode != 0, setting
         for word in words:
             assert word in done.stderr, (setting, done.stderr)
+    done = helm(helm_home, "template", RELEASE, str(CHART),
+                "--set", "ome.controller.podDisruptionBudget.omeNative.minAvailable=1",
+                "--set", "ome.controller.podDisruptionBudget.omeNative.maxUnavailable=2",
+                check=False)
+    assert done.returncode != 0
+    assert "ome.controller.podDisruptionBudget.omeNative: set maxUnavailable or " \
+           "minAvailable, not both" in done.stderr, done.stderr
 
 
 # ---------------------------------------------------------------------------- on the cluster
