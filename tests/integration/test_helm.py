@@ -336,6 +336,14 @@ async def adopted_crds(kubectl: Kubectl) -> AsyncIterator[None]:
         yield
     finally:
         await restore_crd_marks(kubectl, marks)
+        # CRDs this release created stay (keep policy), unclaimed by a release now gone
+        unclaim = {"metadata": {
+            "labels": {"app.kubernetes.io/managed-by": None},
+            "annotations": {"meta.helm.sh/release-name": None,
+                            "meta.helm.sh/release-namespace": None,
+                            "helm.sh/resource-policy": None}}}
+        for name in set(CRD_NAMES) - set(marks):
+            await kubectl.run("patch", "crd", name, "--type=merge", "-p", json.dumps(unclaim))
 
 
 async def _helm(home: Path, kubeconfig: Path, *args: str) -> str:
