@@ -3,8 +3,9 @@ PY ?= .venv/bin/python
 VENV ?= .venv
 export PYTHONPATH := src
 
-.PHONY: help setup test test-unit test-property test-integration test-long lint format typecheck \
-        bench bench-controller simulate api-docs manifests docs cluster cluster-down install uninstall image ci clean
+.PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
+        typecheck bench bench-controller simulate api-docs manifests docs chart chart-check cluster \
+        cluster-down install uninstall image ci clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -14,8 +15,23 @@ setup: ## create .venv and install omenative with the dev extras
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 
-test: ## unit + property tests (CI profile unless HYPOTHESIS_PROFILE is set), then integration
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests
+# The Go components the integration tests run (the control plane is always built): helm for
+# tests/integration/test_helm.py. `make test WITH=` builds only the control plane.
+WITH ?= kueue,helm
+# `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
+INTEGRATION ?= tests/integration
+
+test: test-build ## build (or find) the control plane, then unit, property, integration tests in that order
+	@echo "== make test: 2/4 unit tests =="
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests/unit
+	@echo "== make test: 3/4 property tests (hypothesis profile $${HYPOTHESIS_PROFILE:-ci}) =="
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests/property
+	@echo "== make test: 4/4 integration tests (real kube-apiserver + etcd) =="
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(INTEGRATION)
+
+test-build: ## build (or find) the local control plane and the Go components the tests run
+	@echo "== make test: 1/4 control plane and components (cached under ~/.cache/omenative/) =="
+	$(PY) -m omenative_devcluster build $(if $(WITH),--with $(WITH))
 
 test-unit: ## unit tests only
 	$(PY) -m pytest tests/unit
@@ -30,7 +46,7 @@ test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
 
 lint: ## ruff (with the core's bans) and import-linter (the package boundaries)
-	$(VENV)/bin/ruff check src tests benchmarks examples scripts
+	$(VENV)/bin/ruff check src tests benchmarks examples scripts charts
 	$(VENV)/bin/lint-imports
 
 format: ## ruff format
@@ -64,6 +80,12 @@ manifests: ## regenerate config/crd/ from the core's types
 
 docs: ## regenerate the generated sections of docs/ (the lifecycle table in docs/lifecycle.md)
 	$(PY) scripts/render_docs.py
+
+chart: ## copy config/'s shared objects (CRDs, RBAC, admission) into charts/omenative/files/
+	$(PY) charts/sync.py
+
+chart-check: ## fail if charts/omenative/files/ is stale against config/ (run `make chart`)
+	$(PY) charts/sync.py --check
 
 cluster: ## build (cached) and start the local control plane in the foreground
 	$(PY) -m omenative_devcluster up

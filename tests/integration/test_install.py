@@ -144,12 +144,7 @@ async def installed(kubectl: Kubectl) -> AsyncIterator[list[JSON]]:
     _, out, _ = await kubectl.run("get", "-f", "-", "-o", "json", "--ignore-not-found",
                                   stdin=yaml.safe_dump_all(rendered))
     before = {object_key(o) for o in _items(out)}
-    marks = {}
-    for name in CRD_NAMES:
-        rc, out, _ = await kubectl.run("get", "crd", name, "-o", "json", "--ignore-not-found")
-        if rc == 0 and out.strip():
-            meta = json.loads(out)["metadata"]
-            marks[name] = (dict(meta.get("labels") or {}), dict(meta.get("annotations") or {}))
+    marks = await crd_marks(kubectl)
     await _wait_namespace_usable(kubectl)
     started = time.monotonic()
     await kubectl.ok("apply", "-k", str(CONFIG))
@@ -166,16 +161,35 @@ async def installed(kubectl: Kubectl) -> AsyncIterator[list[JSON]]:
                 await kubectl.run("delete", "-f", "-", "--ignore-not-found", "--wait=true",
                                   "--timeout=90s", stdin=yaml.safe_dump(step.obj),
                                   timeout=120)
-        for name, (labels, annotations) in marks.items():
-            rc, out, _ = await kubectl.run("get", "crd", name, "-o", "json")
-            if rc != 0:
-                continue
+        await restore_crd_marks(kubectl, marks)
+
+
+CrdMarks = dict[str, tuple[dict[str, str], dict[str, str]]]
+
+
+async def crd_marks(kubectl: Kubectl) -> CrdMarks:
+    """The labels and annotations of omenative's CRDs that exist, to restore afterwards."""
+    marks = {}
+    for name in CRD_NAMES:
+        rc, out, _ = await kubectl.run("get", "crd", name, "-o", "json", "--ignore-not-found")
+        if rc == 0 and out.strip():
             meta = json.loads(out)["metadata"]
-            patch = {"metadata": {
-                "labels": _restore(meta.get("labels") or {}, labels),
-                "annotations": _restore(meta.get("annotations") or {}, annotations),
-            }}
-            await kubectl.run("patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
+            marks[name] = (dict(meta.get("labels") or {}), dict(meta.get("annotations") or {}))
+    return marks
+
+
+async def restore_crd_marks(kubectl: Kubectl, marks: CrdMarks) -> None:
+    """Put the CRDs' labels and annotations back as ``crd_marks`` saw them."""
+    for name, (labels, notes) in marks.items():
+        rc, out, _ = await kubectl.run("get", "crd", name, "-o", "json")
+        if rc != 0:
+            continue
+        meta = json.loads(out)["metadata"]
+        patch = {"metadata": {
+            "labels": _restore(meta.get("labels") or {}, labels),
+            "annotations": _restore(meta.get("annotations") or {}, notes),
+        }}
+        await kubectl.run("patch", "crd", name, "--type=merge", "-p", json.dumps(patch))
 
 
 def _restore(now: dict[str, str], was: dict[str, str]) -> dict[str, str | None]:
