@@ -15,8 +15,9 @@ setup: ## create .venv and install omenative with the dev extras
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 
-# The Go components the integration tests run (the control plane is always built): helm for
-# tests/integration/test_helm.py. `make test WITH=` builds only the control plane.
+# The Go components the integration tests run (the control plane is always built): Kueue for
+# tests/integration/test_kueue.py, helm for test_helm.py. `make test WITH=` builds only the
+# control plane.
 WITH ?= kueue,helm
 # `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
 INTEGRATION ?= tests/integration
