@@ -17,11 +17,12 @@ import pytest
 from omenative_controller.executor import (
     STATUS_SIZE_LIMIT,
     CreateErrorStore,
-    EventRecorder,
     Executor,
     PassContext,
+    ReplicaEvents,
 )
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_core.model.plan import Plan, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
@@ -75,7 +76,7 @@ def mid_rollout() -> InferenceReplicaStatus:
 async def _write(kube: KubeClient, obj: JSON, namespace: str, encoding: str,
                  status: InferenceReplicaStatus) -> tuple[bool, str]:
     executor = Executor(kube, CreateErrorStore(), encoding=lambda: (encoding, N),
-                        events=EventRecorder(kube))
+                        events=ReplicaEvents(EventRecorder(kube)))
     meta = obj["metadata"]
     ctx = PassContext(key=f"{namespace}/{meta['name']}", namespace=namespace,
                       name=meta["name"], raw=obj)
