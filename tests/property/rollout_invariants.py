@@ -344,12 +344,9 @@ def rollback_restores_stable(p: Pass) -> None:
     if p.annotations.get(ANNOTATION_ROLLBACK) != "true" or p.before is None or p.repinned:
         return
     if ANNOTATION_ROLLBACK in p.decision.remove_annotations:
-        return
-    if any(
-        g.phase in ("RollingBack", "RolledBack") and g.failure == "Rollback"
-        for g in p.before.groups
-    ):
-        return  # the request was already acted on
+        return  # a new revision appeared: the rollback is over
+    # a group rolled back earlier does not spend the request: any run still under way
+    # (one started since by a new revision) is rolled back too
     for gs in p.after.groups:
         b = p.before_group(gs)
         if b is not None and b.canary and b.phase in (*MOVING, "Pending"):

@@ -1003,3 +1003,38 @@ def test_a_spent_rollback_does_not_roll_back_a_later_run() -> None:
     d = fleet.step()
     assert fleet.phase(1) in ("Promoting", "Stable")
     assert d.components["engine"].pacing.rollback_to_revision == E1
+
+
+def test_a_rollback_asked_again_rolls_back_a_run_started_after_an_earlier_one() -> None:
+    # Found by the rollout state machine: with the router group still RolledBack from the
+    # first rollback, a second request was taken as already acted on, so the new canary
+    # was never rolled back and the lingering annotation refused every promote.
+    fleet = Fleet(
+        {
+            "groups": [
+                {
+                    "components": ["engine", "decoder"],
+                    "canary": {"steps": [{"capacity": "50%", "pause": {}}, {"capacity": "100%"}]},
+                },
+                {"components": ["router"]},
+            ]
+        },
+        {"engine": (2, E1), "decoder": (2, D1), "router": (2, R1)},
+    )
+    fleet.revision["router"] = R2
+    fleet.step()
+    fleet.ann[ANNOTATION_ROLLBACK] = "true"
+    fleet.run_until(lambda d: fleet.phase(1) == "RolledBack")
+    fleet.revision.update(engine=E2, decoder=D2)
+    d = fleet.step()
+    assert ANNOTATION_ROLLBACK in d.remove_annotations  # a new revision: that rollback is over
+    fleet.run_until(lambda d: fleet.phase(0) == "Paused")
+    fleet.ann[ANNOTATION_ROLLBACK] = "true"
+    d = fleet.step()
+    assert fleet.phase(0) == "RollingBack"
+    assert "RolloutRollingBack" in fleet.reasons(d)
+    assert d.components["engine"].pacing.rollback_to_revision == E1
+    assert d.components["decoder"].pacing.rollback_to_revision == D1
+    fleet.run_until(lambda d: fleet.phase(0) == "RolledBack")
+    assert fleet.phase(1) == "RolledBack"
+    assert fleet.on["engine"] == {E1: 2} and fleet.on["decoder"] == {D1: 2}

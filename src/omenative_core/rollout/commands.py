@@ -30,11 +30,9 @@ class _Commands(_PassState):
         """Act on ``ome.io/rollout-rollback``: roll back every active group, or reject it."""
         if not self.rollback_requested:
             return
-        if any(
-            g.phase in ("RollingBack", "RolledBack") and g.failure == "Rollback"
-            for g in self.groups
-        ):
-            return  # already acted on; it stays until a new revision appears
+        # A group rolled back earlier does not make the request spent: a group that started
+        # a run since (a new revision) is rolled back too, or the annotation would stay,
+        # refusing every promote and repin, while that run waits forever.
         active = [g for g in self.groups if g.canary and g.phase not in ("Stable",)]
         if active:
             for gs in active:
@@ -44,7 +42,7 @@ class _Commands(_PassState):
                 )
             return
         if any(g.phase in ("RollingBack", "RolledBack") for g in self.groups):
-            return
+            return  # already acted on; it stays until a new revision appears
         self.drop(ANNOTATION_ROLLBACK)
         self.event(
             "Warning", "RolloutRollbackRejected", "rollback rejected: no rollout is in progress"
