@@ -17,7 +17,12 @@ from omenative_controller.cli.advise_output import format_advice, move_line
 from omenative_controller.cli.install import install, uninstall
 from omenative_core.model.timefmt import format_duration
 from omenative_sim import ScenarioError, SimResult, parse_scenario, run_scenario
-from omenative_sim.advise import AdviseResult, parse_advise_scenario, run_advise_scenario
+from omenative_sim.advise import (
+    AdviseResult,
+    is_advise_scenario,
+    parse_advise_scenario,
+    run_advise_scenario,
+)
 from omenative_sim.scenario import load_yaml
 from omenative_sim.service import (
     ServiceSimResult,
@@ -183,6 +188,9 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
     name = getattr(scenario_file, "name", "")
     try:
         raw = load_yaml(text)
+        if is_advise_scenario(raw):
+            raise ScenarioError("replicas: this is an advise scenario (several replicas); "
+                                "run it with `omenative advise`")
         if is_service_scenario(raw):
             service = parse_service_scenario(raw)
             service_result = run_service_scenario(service, seed=seed)
