@@ -127,6 +127,7 @@ class AdviseResult:
     pending_after: tuple[str, ...]
     unhealthy: tuple[str, ...]
     unhealthy_pods_after: Mapping[str, int]
+    nodes_after: Mapping[str, tuple[str, ...]]
     desired: Mapping[str, int]
     serving_before: Mapping[str, int]
     serving_after: Mapping[str, int]
@@ -149,6 +150,7 @@ class AdviseResult:
             "placed": list(self.placed()),
             "unhealthyNodes": list(self.unhealthy),
             "podsOnUnhealthyNodesAfter": dict(self.unhealthy_pods_after),
+            "nodesAfter": {name: list(nodes) for name, nodes in self.nodes_after.items()},
             "replicas": {
                 name: {"desired": self.desired[name], "servingBefore": self.serving_before[name],
                        "servingAfter": self.serving_after[name],
@@ -393,6 +395,11 @@ class AdviseWorld:
         """Live pods bound to ``node``, across all replicas."""
         return sum(1 for w in self.worlds.values() for p in w.pods.values() if p.node == node)
 
+    def nodes_of(self, name: str) -> tuple[str, ...]:
+        """The nodes the live pods of one replica are bound to."""
+        return tuple(sorted({str(p.node) for p in self.worlds[name].pods.values()
+                             if p.node is not None}))
+
     # -- moves
 
     def _migration(self, name: str, request_uuid: str) -> MigrationStatus | None:
@@ -500,6 +507,7 @@ def run_advise_scenario(scenario: AdviseScenario, *, seed: int = 0) -> AdviseRes
         pending_before=pending_before, pending_after=aw.pending(),
         unhealthy=scenario.unhealthy,
         unhealthy_pods_after={n: aw.pods_on(n) for n in scenario.unhealthy},
+        nodes_after={name: aw.nodes_of(name) for name in aw.worlds},
         desired={name: (1 if w.replica.spec.replicas is None else w.replica.spec.replicas)
                  for name, w in aw.worlds.items()},
         serving_before=serving_before,
