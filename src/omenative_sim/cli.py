@@ -13,9 +13,16 @@ from typing import Any
 
 import click
 
+from omenative_controller.cli.advise_output import format_advice, move_line
 from omenative_controller.cli.install import install, uninstall
 from omenative_core.model.timefmt import format_duration
 from omenative_sim import ScenarioError, SimResult, parse_scenario, run_scenario
+from omenative_sim.advise import (
+    AdviseResult,
+    is_advise_scenario,
+    parse_advise_scenario,
+    run_advise_scenario,
+)
 from omenative_sim.scenario import load_yaml
 from omenative_sim.service import (
     ServiceSimResult,
@@ -24,7 +31,8 @@ from omenative_sim.service import (
     run_service_scenario,
 )
 
-__all__ = ["format_result", "format_service_result", "main", "simulate"]
+__all__ = ["advise_scenario", "format_advise_result", "format_result", "format_service_result",
+           "main", "simulate"]
 
 EXIT_BAD_SCENARIO = 2
 
@@ -180,6 +188,9 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
     name = getattr(scenario_file, "name", "")
     try:
         raw = load_yaml(text)
+        if is_advise_scenario(raw):
+            raise ScenarioError("replicas: this is an advise scenario (several replicas); "
+                                "run it with `omenative advise`")
         if is_service_scenario(raw):
             service = parse_service_scenario(raw)
             service_result = run_service_scenario(service, seed=seed)
@@ -201,6 +212,64 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
     else:
         click.echo(format_result(result, title=f"scenario {name} (seed {seed})"))
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" if line else "" for line in text.splitlines())
+
+
+def format_advise_result(result: AdviseResult, *, title: str = "",
+                         description: str = "") -> str:
+    """Before, the moves, after: the advice and domains, gangs placed, serving floors."""
+    lines: list[str] = [x for x in (title, description.strip()) if x]
+    if lines:
+        lines.append("")
+    lines += ["before:", _indent(format_advice(result.before)), ""]
+    lines.append("moves (one after another, the advisor asked again after each):")
+    for m in result.moves:
+        lines.append(f"  t={m.started_at:g}s..{m.ended_at:g}s  {move_line(m.recommendation)}: "
+                     f"{m.phase}, now on {','.join(m.to_nodes) or '-'}")
+    if not result.moves:
+        lines.append("  (none)")
+    lines += ["", "after:", _indent(format_advice(result.after)), ""]
+    for gang in result.pending_before:
+        placed = "placed" if gang not in result.pending_after else "still pending"
+        lines.append(f"pending gang {gang}: {placed}")
+    for node, pods in result.unhealthy_pods_after.items():
+        lines.append(f"unhealthy node {node}: {'empty' if pods == 0 else f'{pods} pods left'}")
+    for name, desired in result.desired.items():
+        low = result.min_serving[name]
+        floor = "never below desired" if low >= desired else (
+            "never below its start" if low >= result.serving_before[name] else "DROPPED")
+        lines.append(f"{name}: desired {desired}, serving {result.serving_before[name]} -> "
+                     f"{result.serving_after[name]}, lowest during the moves {low} ({floor})")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+@main.command("advise")
+@click.argument("scenario_file", metavar="SCENARIO.yaml", type=click.File("r", encoding="utf-8"))
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object instead of a report."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="The world's random seed.")
+def advise_scenario(scenario_file: Any, as_json: bool, seed: int) -> None:
+    """Run the GPU caretaker on a simulated cluster, then its moves, and show before/after.
+
+    Exits 0 when the run completes (whatever the moves achieved), 2 for a bad scenario.
+    """
+    name = getattr(scenario_file, "name", "")
+    try:
+        scenario = parse_advise_scenario(load_yaml(scenario_file.read()))
+        result = run_advise_scenario(scenario, seed=seed)
+    except ScenarioError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_SCENARIO)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(format_advise_result(result, title=f"scenario {name} (seed {seed})",
+                                        description=scenario.description))
 
 
 main.add_command(install)  # omenative install / uninstall: config/ with a guard (install.py)

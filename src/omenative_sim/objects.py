@@ -237,7 +237,8 @@ def pod_gpus(body: JSON) -> int:
 class SimNode:
     """One simulated node: its GPUs, labels, readiness and whether its kubelet is gone."""
 
-    __slots__ = ("capacity", "dead", "epoch", "labels", "name", "not_ready_since", "ready", "used")
+    __slots__ = ("capacity", "cordoned", "dead", "epoch", "labels", "name", "not_ready_since",
+                 "ready", "used")
 
     def __init__(self, name: str, capacity: int, labels: dict[str, str]) -> None:
         self.name = name
@@ -247,6 +248,7 @@ class SimNode:
         self.ready: bool | None = True
         self.not_ready_since: datetime | None = None
         self.dead = False  # the kubelet stopped (reported as Unknown after the grace period)
+        self.cordoned = False  # a NoSchedule taint or cordon: nothing new is placed here
         self.epoch = 0
 
     def view(self) -> NodeView:

@@ -141,7 +141,8 @@ class _Scheduler(_WorldState):
     def _place(
         self, pods: Sequence[SimPod], tie: Mapping[str, int]
     ) -> list[tuple[SimPod, str]] | None:
-        nodes = [n for n in self.nodes.values() if n.ready is True and not n.dead]
+        nodes = [n for n in self.nodes.values()
+                 if n.ready is True and not n.dead and not n.cordoned]
         result = self._greedy(pods, nodes, tie)
         if result is not None:
             return result

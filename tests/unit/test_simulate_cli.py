@@ -10,11 +10,15 @@ from click.testing import CliRunner
 
 pytest.importorskip("omenative_core.planner")
 
+from omenative_sim.advise import is_advise_scenario
 from omenative_sim.cli import main
 from omenative_sim.scenario import load_yaml
 from omenative_sim.service import is_service_scenario
 
-ALL_EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+ALL_EXAMPLES = [  # advise scenarios run under ``omenative advise`` (test_advise_cli.py)
+    p for p in sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+    if not is_advise_scenario(load_yaml(p.read_text()))
+]
 SERVICE_EXAMPLES = [p for p in ALL_EXAMPLES if is_service_scenario(load_yaml(p.read_text()))]
 EXAMPLES = [p for p in ALL_EXAMPLES if p not in SERVICE_EXAMPLES]
 REQUIRED = {"timeline", "converged", "convergedAtSeconds", "summary", "final"}
