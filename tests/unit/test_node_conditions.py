@@ -213,12 +213,20 @@ def test_not_ready_and_cordoned_nodes_do_not_count() -> None:
     )
 
 
-def test_unknown_gpus_or_no_ready_node_says_nothing() -> None:
+def test_unknown_gpus_or_no_ready_node_says_nothing_new() -> None:
     world = _world(_manifest(workers=1, gpus=8), nodes=2, gpus=4)
     snap = world.snapshot()
     unknown = [NodeView(name="n", gpus=None)]
     assert _condition(plan(_with_nodes(snap, unknown)), "InsufficientCapacity") is None
     assert _condition(plan(_with_nodes(snap, [])), "InsufficientCapacity") is None
+    raised = plan(snap)
+    world.apply(raised)
+    said = _condition(raised, "InsufficientCapacity")
+    assert said is not None and said[0] == "True"
+    for nodes in (unknown, []):  # the nodes cannot tell: keep what was said, no new Event
+        p = plan(_with_nodes(world.snapshot(), nodes))
+        assert _condition(p, "InsufficientCapacity") == said
+        assert not [e for e in p.events if e.reason in ("CapacityAvailable", said[1])]
 
 
 # ---------------------------------------------------------------- free capacity
@@ -267,3 +275,11 @@ def test_node_view_reads_allocatable_gpus() -> None:
     assert node({"allocatable": {"nvidia.com/gpu": "8", "cpu": "64"}}).gpus == 8
     assert node({"allocatable": {"cpu": "64"}}).gpus == 0  # a CPU node
     assert node({}).gpus is None  # not reported yet: unknown
+
+
+def test_many_waiting_instances_keep_the_message_short() -> None:
+    world = _world(_manifest(workers=1, gpus=2, replicas=9), nodes=1, gpus=4)
+    run_world(world, 30)
+    cond = _condition(plan(world.snapshot()), "InsufficientCapacity")
+    assert cond is not None and cond[1] == "InsufficientFreeCapacity"
+    assert "Instance(s) 1, 2, 3, 4, 5 and 3 more;" in cond[2]

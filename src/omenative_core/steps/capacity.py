@@ -12,8 +12,8 @@ Normal Event) when the nodes change so that the problem is gone.
   nodes together; ``InsufficientFreeCapacity`` when it would fit the cluster but the
   scheduler cannot place its pods in what is free now.
 
-Only Ready, schedulable nodes count. With none observed, or a node whose GPUs are
-unknown, the pass says nothing: it cannot tell.
+Only Ready, schedulable nodes count. With none observed, or (for capacity) a node whose
+GPUs are unknown, the pass cannot tell: a condition keeps what it last said.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
     by_name = {r.name: r for r in runners}
     per_pod = [(s.runner, pod_gpus(by_name[s.runner].template)) for s in slots]
     need = sum(g for _, g in per_pod)
-    if need == 0 or any(n.gpus is None for n in nodes):
+    if need == 0:
         return None
     largest = max(n.gpus or 0 for n in nodes)
     together = sum(n.gpus or 0 for n in nodes)
@@ -125,8 +125,15 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
         "InsufficientFreeCapacity",
         f"{words}; it fits the cluster (all Ready nodes together {together}) but not what "
         f"is free now: the scheduler cannot place the pods of Instance(s) "
-        f"{', '.join(map(str, waiting))}; they stay Pending until GPUs free up",
+        f"{_indexes(waiting)}; they stay Pending until GPUs free up",
     )
+
+
+def _indexes(indexes: Sequence[int], shown: int = 5) -> str:
+    """``0, 3, 7`` or ``0, 1, 2, 3, 4 and 12 more`` (a message stays short in a big fleet)."""
+    head = ", ".join(map(str, indexes[:shown]))
+    rest = len(indexes) - shown
+    return f"{head} and {rest} more" if rest > 0 else head
 
 
 _CLEARED = {
@@ -152,16 +159,25 @@ def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> No
         st.warn(reason, message)
 
 
+def _keep(st: PassState, type_: str) -> None:
+    """Carry the previous condition of ``type_`` over unchanged (the nodes cannot tell)."""
+    for c in st.prev.conditions:
+        if c.type == type_:
+            st.extra_conditions[type_] = (c.status, c.reason, c.message)
+
+
 def check_nodes(st: PassState) -> None:
     """Raise or clear ``TopologyKeyMissing`` and ``InsufficientCapacity`` (no action)."""
     nodes = _usable(st)
     if not nodes:  # no Ready node observed: nothing can be said, keep what was said
-        for c in st.prev.conditions:
-            if c.type in _CLEARED:
-                st.extra_conditions[c.type] = (c.status, c.reason, c.message)
+        _keep(st, TOPOLOGY_CONDITION)
+        _keep(st, CAPACITY_CONDITION)
         return
     topology = _topology(st, nodes)
     _report(st, TOPOLOGY_CONDITION, topology)
+    if any(n.gpus is None for n in nodes):  # allocatable not reported yet
+        _keep(st, CAPACITY_CONDITION)
+        return
     # pods kept Pending by a missing key say nothing about free GPUs
     capacity = _capacity(st, nodes)
     if topology is not None and capacity is not None and capacity[1] != "GangExceedsCapacity":
