@@ -39,6 +39,27 @@ def _pending_unscheduled(pods: dict[str, JSON]) -> bool:
     )
 
 
+async def _condition(kube: KubeClient, namespace: str, name: str, type_: str, status: str) -> JSON:
+    """Wait until the InferenceReplica's ``type_`` condition has ``status``; return it."""
+
+    async def check() -> JSON | None:
+        cond = replica_condition(await get_replica(kube, namespace, name), type_)
+        return cond if cond and cond["status"] == status else None
+
+    return await eventually(check, what=f"{type_}={status}")
+
+
+async def _warning(kube: KubeClient, namespace: str, name: str, reason: str) -> JSON:
+    """Wait for exactly one Warning Event of ``reason`` on the InferenceReplica."""
+
+    async def check() -> list[JSON]:
+        events = await warning_events(kube, namespace, name)
+        return [e for e in events if e.get("reason") == reason]
+
+    (event,) = await eventually(check, what=f"a {reason} Warning Event")
+    return event
+
+
 async def _ready_nodes(kube: KubeClient) -> list[JSON]:
     page = await kube.list(NODES)
     return [
@@ -61,20 +82,11 @@ async def test_missing_spread_key_is_a_condition_pods_wait_then_schedule_when_la
     body["spec"].update(topologySpread="Required", topologySpreadKey=key)
     await kube.create(INFERENCE_REPLICAS, body, namespace)
 
-    async def raised() -> JSON | None:
-        cond = replica_condition(await get_replica(kube, namespace, "spread"),
-                                 "TopologyKeyMissing")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = await eventually(raised, what="TopologyKeyMissing=True")
+    cond = await _condition(kube, namespace, "spread", "TopologyKeyMissing", "True")
     assert f"spec.topologySpreadKey '{key}'" in cond["message"]
     assert "no Ready, schedulable node carries the label" in cond["message"]
 
-    async def warned() -> list[JSON]:
-        return [e for e in await warning_events(kube, namespace, "spread")
-                if e.get("reason") == "TopologyKeyMissing"]
-
-    (event,) = await eventually(warned, what="a TopologyKeyMissing Warning Event")
+    event = await _warning(kube, namespace, "spread", "TopologyKeyMissing")
     assert key in event["message"]
 
     pods = await eventually(lambda: list_pods(kube, namespace), what="the pod to be created")
@@ -84,18 +96,14 @@ async def test_missing_spread_key_is_a_condition_pods_wait_then_schedule_when_la
     node = (await _ready_nodes(kube))[0]["metadata"]["name"]
     await kube.patch(NODES, node, {"metadata": {"labels": {key: "r1"}}})
     try:
+
         async def placed() -> str | None:
             pod = (await list_pods(kube, namespace)).get("spread-0-default-0")
             return pod["spec"].get("nodeName") if pod else None
 
         assert await eventually(placed, what="the pod to be scheduled") == node
 
-        async def cleared() -> JSON | None:
-            c = replica_condition(await get_replica(kube, namespace, "spread"),
-                                  "TopologyKeyMissing")
-            return c if c and c["status"] == "False" else None
-
-        done = await eventually(cleared, what="TopologyKeyMissing=False")
+        done = await _condition(kube, namespace, "spread", "TopologyKeyMissing", "False")
         assert done["reason"] == "TopologyKeyPresent"
     finally:
         with contextlib.suppress(Exception):
@@ -116,23 +124,14 @@ async def test_pod_bigger_than_any_node_is_a_condition_naming_the_numbers(
         }
     await kube.create(INFERENCE_REPLICAS, body, namespace)
 
-    async def raised() -> JSON | None:
-        cond = replica_condition(await get_replica(kube, namespace, "huge"),
-                                 "InsufficientCapacity")
-        return cond if cond and cond["status"] == "True" else None
-
-    cond = await eventually(raised, what="InsufficientCapacity=True")
+    cond = await _condition(kube, namespace, "huge", "InsufficientCapacity", "True")
     assert cond["reason"] == "GangExceedsCapacity"
     assert cond["message"].startswith(
         f"a leader+1 worker gang needs {2 * per_pod} nvidia.com/gpu, {per_pod} per pod; "
         f"the largest Ready node has {max(gpus)}; all Ready nodes together {sum(gpus)}"
     )
 
-    async def warned() -> list[JSON]:
-        return [e for e in await warning_events(kube, namespace, "huge")
-                if e.get("reason") == "GangExceedsCapacity"]
-
-    (event,) = await eventually(warned, what="a GangExceedsCapacity Warning Event")
+    event = await _warning(kube, namespace, "huge", "GangExceedsCapacity")
     assert f"needs {2 * per_pod} nvidia.com/gpu" in event["message"]
 
     async def both_pods() -> dict[str, JSON] | None:
