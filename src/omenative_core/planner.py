@@ -31,7 +31,16 @@ from omenative_core.model.plan import CreateObject, Plan, SetFinalizer
 from omenative_core.model.timefmt import to_second
 from omenative_core.policy import BudgetError, resolve_policy
 from omenative_core.render import is_multi_pod, render_headless_service, validate_replica
-from omenative_core.steps import migrations, repair, revisions, scale, teardown, updates, verbs
+from omenative_core.steps import (
+    capacity,
+    migrations,
+    repair,
+    revisions,
+    scale,
+    teardown,
+    updates,
+    verbs,
+)
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
@@ -88,6 +97,7 @@ PASSES: tuple[Pass, ...] = (
     updates.start,
     migrations.start,
     migrations.prune,
+    capacity.check_nodes,  # TopologyKeyMissing, InsufficientCapacity: conditions, not rejections
     _keep_targeted_blocks,
 )
 """The passes of a live InferenceReplica, in order (a deleted one runs ``teardown``)."""

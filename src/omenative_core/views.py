@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from omenative_core.advisor.observe import GPU_RESOURCE, gpu_quantity
 from omenative_core.codec import CodecError
 from omenative_core.model.observed import (
     ContainerView,
@@ -128,7 +129,8 @@ def pod_view_from_json(obj: Mapping[str, Any]) -> PodView:
 def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
     """Build a ``NodeView`` from a Node: Ready True/False, or None when Unknown or missing.
 
-    ``not_ready_since`` is the Ready condition's lastTransitionTime while it is not True.
+    ``not_ready_since`` is the Ready condition's lastTransitionTime while it is not True;
+    ``gpus`` is allocatable ``nvidia.com/gpu`` (0 when absent, None with no allocatable).
     """
     meta = _obj(obj.get("metadata"))
     spec = _obj(obj.get("spec"))
@@ -151,7 +153,15 @@ def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
         unschedulable=spec.get("unschedulable") is True,
         labels=_str_map(meta.get("labels")),
         not_ready_since=since,
+        gpus=_allocatable_gpus(status.get("allocatable")),
     )
+
+
+def _allocatable_gpus(allocatable: object) -> int | None:
+    """Allocatable ``nvidia.com/gpu`` (a Node without ``status.allocatable``: unknown)."""
+    if not isinstance(allocatable, Mapping):
+        return None
+    return gpu_quantity(allocatable.get(GPU_RESOURCE))
 
 
 def pod_group_view_from_json(obj: Mapping[str, Any]) -> PodGroupView:

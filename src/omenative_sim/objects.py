@@ -258,6 +258,7 @@ class SimNode:
             ready=self.ready,
             labels=dict(self.labels),
             not_ready_since=self.not_ready_since,
+            gpus=self.capacity,
         )
 
 

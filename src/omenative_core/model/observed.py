@@ -91,13 +91,18 @@ class PodView:
 
 @frozen(kw_only=True)
 class NodeView:
-    """A node: whether it heartbeats, whether it takes pods, its labels."""
+    """A node: whether it heartbeats, whether it takes pods, its labels, its GPUs.
+
+    ``gpus`` is allocatable ``nvidia.com/gpu`` (None: unknown), so the planner can say
+    when a gang cannot fit the cluster.
+    """
 
     name: str
     ready: bool | None = True  # None: status Unknown (stopped heartbeating)
     unschedulable: bool = False
     labels: Mapping[str, str] = field(factory=dict)
     not_ready_since: datetime | None = None
+    gpus: int | None = None
 
 
 @frozen(kw_only=True)

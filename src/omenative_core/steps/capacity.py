@@ -1,0 +1,185 @@
+"""What depends on the nodes: a missing spread key, a gang the cluster cannot hold.
+
+Nodes come and go, so none of this is a rejection: the pods are still created (they stay
+Pending until the cluster changes) and the replica says why, at once, with a condition
+and a Warning Event that name the key or the numbers. Each condition turns False (with a
+Normal Event) when the nodes change so that the problem is gone.
+
+- ``TopologyKeyMissing``: ``topologySpread: Required`` on a key that no Ready,
+  schedulable node carries (``DoNotSchedule`` keeps every anchor pod Pending).
+- ``InsufficientCapacity``: ``GangExceedsCapacity`` when one pod needs more
+  ``nvidia.com/gpu`` than the largest Ready node has, or the gang more than all Ready
+  nodes together; ``InsufficientFreeCapacity`` when it would fit the cluster but the
+  scheduler cannot place its pods in what is free now.
+
+Only Ready, schedulable nodes count. With none observed, or (for capacity) a node whose
+GPUs are unknown, the pass cannot tell: a condition keeps what it last said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omenative_core.advisor.observe import GPU_RESOURCE, gpu_quantity
+from omenative_core.model.observed import NodeView
+from omenative_core.model.spec import JSON, Runner
+from omenative_core.render import instance_slots
+from omenative_core.steps.state import PassState
+
+__all__ = ["CAPACITY_CONDITION", "TOPOLOGY_CONDITION", "check_nodes", "pod_gpus"]
+
+TOPOLOGY_CONDITION = "TopologyKeyMissing"
+"""Condition type: the Required spread key is on no Ready, schedulable node."""
+
+CAPACITY_CONDITION = "InsufficientCapacity"
+"""Condition type: an Instance's gang does not fit the cluster (total or free now)."""
+
+
+def pod_gpus(template: JSON) -> int:
+    """GPUs one pod of a runner template asks for: requests (else limits), over containers."""
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    total = 0
+    for c in containers if isinstance(containers, list) else ():
+        res = c.get("resources") if isinstance(c, dict) else None
+        res = res if isinstance(res, dict) else {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        value = requests.get(GPU_RESOURCE) if isinstance(requests, dict) else None
+        if value is None and isinstance(limits, dict):
+            value = limits.get(GPU_RESOURCE)
+        total += gpu_quantity(value)
+    return total
+
+
+def _usable(st: PassState) -> list[NodeView]:
+    return [n for n in st.snap.nodes.values() if n.ready is True and not n.unschedulable]
+
+
+def _spread_key(st: PassState) -> str | None:
+    if st.spec.topology_spread != "Required":
+        return None
+    return st.spec.topology_spread_key or st.spec.topology_key
+
+
+def _topology(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] | None:
+    """The condition for a Required spread key no usable node carries (None: fine)."""
+    key = _spread_key(st)
+    if key is None or any(key in n.labels for n in nodes):
+        return None
+    return (
+        "True",
+        "TopologyKeyMissing",
+        f"spec.topologySpreadKey {key!r}: topologySpread is Required, but no Ready, "
+        f"schedulable node carries the label {key!r}; the pods are created and stay Pending "
+        "until a node has it",
+    )
+
+
+def _gang_words(runners: Sequence[Runner], per_pod: Sequence[tuple[str, int]]) -> str:
+    """``a leader+7 workers gang ... 8 per pod`` / ``a single-pod Instance``."""
+    total = sum(g for _, g in per_pod)
+    if len(per_pod) == 1:
+        return f"a single-pod Instance needs {total} {GPU_RESOURCE}"
+    workers = next((r.size for r in runners if r.name == "worker"), len(per_pod) - 1)
+    noun = "worker" if workers == 1 else "workers"
+    sizes = {g for _, g in per_pod}
+    leader = per_pod[0][1]
+    worker = per_pod[-1][1]
+    each = (
+        f"{leader} per pod" if len(sizes) == 1 else f"{leader} for the leader, {worker} per worker"
+    )
+    return f"a leader+{workers} {noun} gang needs {total} {GPU_RESOURCE}, {each}"
+
+
+def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] | None:
+    """The condition for a gang bigger than the cluster, or than what is free (None: fine)."""
+    runners = st.runners(st.target) or st.spec.runners
+    try:
+        slots = instance_slots(runners)
+    except ValueError:
+        return None
+    by_name = {r.name: r for r in runners}
+    per_pod = [(s.runner, pod_gpus(by_name[s.runner].template)) for s in slots]
+    need = sum(g for _, g in per_pod)
+    if need == 0:
+        return None
+    largest = max(n.gpus or 0 for n in nodes)
+    together = sum(n.gpus or 0 for n in nodes)
+    words = _gang_words(runners, per_pod)
+    if max(g for _, g in per_pod) > largest or need > together:
+        return (
+            "True",
+            "GangExceedsCapacity",
+            f"{words}; the largest Ready node has {largest}; all Ready nodes together "
+            f"{together}; its pods are created and stay Pending until the cluster grows",
+        )
+    waiting = sorted(
+        i
+        for i, pods in st.pods_by_index.items()
+        if any(p.unschedulable and not p.terminating for p in pods)
+    )
+    if not waiting:
+        return None
+    return (
+        "True",
+        "InsufficientFreeCapacity",
+        f"{words}; it fits the cluster (all Ready nodes together {together}) but not what "
+        f"is free now: the scheduler cannot place the pods of Instance(s) "
+        f"{_indexes(waiting)}; they stay Pending until GPUs free up",
+    )
+
+
+def _indexes(indexes: Sequence[int], shown: int = 5) -> str:
+    """``0, 3, 7`` or ``0, 1, 2, 3, 4 and 12 more`` (a message stays short in a big fleet)."""
+    head = ", ".join(map(str, indexes[:shown]))
+    rest = len(indexes) - shown
+    return f"{head} and {rest} more" if rest > 0 else head
+
+
+_CLEARED = {
+    TOPOLOGY_CONDITION: ("TopologyKeyPresent", "a Ready, schedulable node carries the spread key"),
+    CAPACITY_CONDITION: ("CapacityAvailable", "the gang fits the Ready nodes"),
+}
+
+
+def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> None:
+    """Set the condition; warn when it turns True or changes, note when it clears."""
+    prev = next((c for c in st.prev.conditions if c.type == type_), None)
+    if found is None:
+        if prev is None:
+            return  # never raised: the condition stays absent
+        reason, message = _CLEARED[type_]
+        st.extra_conditions[type_] = ("False", reason, message)
+        if prev.status == "True":
+            st.note(reason, message)
+        return
+    st.extra_conditions[type_] = found
+    _, reason, message = found
+    if prev is None or (prev.status, prev.reason, prev.message) != found:
+        st.warn(reason, message)
+
+
+def _keep(st: PassState, type_: str) -> None:
+    """Carry the previous condition of ``type_`` over unchanged (the nodes cannot tell)."""
+    for c in st.prev.conditions:
+        if c.type == type_:
+            st.extra_conditions[type_] = (c.status, c.reason, c.message)
+
+
+def check_nodes(st: PassState) -> None:
+    """Raise or clear ``TopologyKeyMissing`` and ``InsufficientCapacity`` (no action)."""
+    nodes = _usable(st)
+    if not nodes:  # no Ready node observed: nothing can be said, keep what was said
+        _keep(st, TOPOLOGY_CONDITION)
+        _keep(st, CAPACITY_CONDITION)
+        return
+    topology = _topology(st, nodes)
+    _report(st, TOPOLOGY_CONDITION, topology)
+    if any(n.gpus is None for n in nodes):  # allocatable not reported yet
+        _keep(st, CAPACITY_CONDITION)
+        return
+    # pods kept Pending by a missing key say nothing about free GPUs
+    capacity = _capacity(st, nodes)
+    if topology is not None and capacity is not None and capacity[1] != "GangExceedsCapacity":
+        capacity = None
+    _report(st, CAPACITY_CONDITION, capacity)
