@@ -588,6 +588,13 @@ class Manager:
         node = new if new is not None else old
         if node is None or self.pods is None:
             return
+        if new is not None and (old is None or (old.labels, old.gpus, old.unschedulable,
+                                                old.ready) != (new.labels, new.gpus,
+                                                               new.unschedulable, new.ready)):
+            # a node that appeared, or changed what placement reads, may be what a Pending
+            # gang or a missing spread key waits for: every replica looks again (rare)
+            self._enqueue_all()
+            return
         owners: set[str] = set()
         for key in self.pods.index_keys("node", node.name):
             pod = self.pods.get(key)
