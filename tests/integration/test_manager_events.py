@@ -1,22 +1,24 @@
-"""Events a user reads with ``kubectl describe`` for refused and finished migrations (issue 15).
+"""Events a user reads with ``kubectl describe`` for refused and finished work (issue 15).
 
 The real manager against the real API server: a request the policy refuses is a Warning
 Event naming the setting (never ``MigrationAccepted``), the serving pods are untouched and
-the annotation is consumed; a migration that finishes is a ``MigrationCompleted`` Event.
+the annotation is consumed; a migration that finishes is a ``MigrationCompleted`` Event;
+an image the kubelet still cannot pull at the readiness deadline is the revision's fault.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import EVENTS
+from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
+    TEST_LIFECYCLE,
     eventually,
     get_replica,
     list_pods,
@@ -24,6 +26,9 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     replica_body,
 )
 from test_manager_lifecycle import create_ready  # noqa: E402
+
+if TYPE_CHECKING:
+    from conftest import FaultControl
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -94,3 +99,39 @@ async def test_a_finished_migration_is_a_migration_completed_event(
     assert record["phase"] == "Completed"
     assert REQUEST_UUID in event["message"]
     assert f"Instance {record['surgeInstance']} replaces it" in event["message"]
+
+
+async def test_an_image_still_unpullable_at_the_deadline_holds_the_revision(
+    kube: KubeClient, namespace: str, start_manager: Any, faults: FaultControl
+) -> None:
+    bad = f"example.com/{namespace}/llm:unpullable"
+    await faults.set(bad_images=[bad])
+    # no stuck-pod grace: only the readiness deadline ends an attempt
+    await start_manager(lifecycle={
+        **TEST_LIFECYCLE,
+        "stuckPodGracePeriod": None,
+        "instanceReadyTimeout": "5s",
+        "updateRetry": {"maxAttempts": 1, "initialDelay": "1s", "maxDelay": "2s",
+                        "multiplier": 2.0},
+    })
+    await kube.create(INFERENCE_REPLICAS,
+                      replica_body("ip", replicas=1, single=True, image=bad), namespace)
+
+    async def held() -> JSON | None:
+        status = (await get_replica(kube, namespace, "ip")).get("status") or {}
+        blocks = status.get("retryBlocks") or []
+        return status if blocks and blocks[0].get("state") == "Held" else None
+
+    try:
+        status = await eventually(held, timeout=60, what="the unpullable revision Held")
+    finally:
+        await faults.clear()
+    (block,) = status["retryBlocks"]
+    assert block["reason"] in ("ErrImagePull", "ImagePullBackOff"), block
+
+    async def warned() -> JSON | None:
+        found = [e for e in await _events(kube, namespace, "ip") if e.get("reason") == "RetryHeld"]
+        return found[0] if found else None
+
+    event = await eventually(warned, timeout=30, what="a RetryHeld Event on ip")
+    assert event["type"] == "Warning" and block["targetRevision"] in event["message"]
