@@ -7,12 +7,18 @@ trouble could be a node's or a GPU's fault and never hold a revision.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from attrs import frozen
+
+from omenative_core.model.observed import PodView
 
 __all__ = [
     "CRASH_REASONS",
+    "IMAGE_PULL_REASONS",
     "REVISION_FAULT_REASONS",
     "Failure",
+    "blame_at_deadline",
     "is_revision_fault",
 ]
 
@@ -26,6 +32,9 @@ REVISION_FAULT_REASONS = frozenset(
     }
 )
 """Kubelet waiting reasons (and our ``InvalidPodSpec``) that blame the revision."""
+
+IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
+"""Kubelet waiting reasons of a container whose image cannot be pulled (yet)."""
 
 CRASH_REASONS = frozenset({"CrashLoopBackOff", "CreateContainerError", "RunContainerError"})
 """Container trouble that a bad node or GPU could cause: never holds a revision."""
@@ -51,3 +60,31 @@ class Failure:
     def revision_fault(self) -> bool:
         """The revision itself is to blame."""
         return is_revision_fault(self.reason)
+
+
+def blame_at_deadline(failure: Failure, pods: Iterable[PodView]) -> Failure:
+    """A readiness timeout while a container still cannot pull its image is the revision's.
+
+    The kubelet keeps retrying a bad image (``ErrImagePull`` then ``ImagePullBackOff``), so
+    without a stuck-pod grace period the attempt only ends at its deadline. Recording that
+    as a plain ``DeadlineExceeded`` would never hold the revision and the retry ladder would
+    rebuild the same unpullable image forever; the pull reason is what the user must fix.
+    Any other failure, or a timeout with no container stuck pulling, is returned unchanged.
+    """
+    if failure.reason != "DeadlineExceeded":
+        return failure
+    for pod in sorted(pods, key=lambda p: p.name):
+        if pod.terminating:
+            continue
+        for c in pod.containers:
+            if c.waiting_reason in IMAGE_PULL_REASONS:
+                pulled = f": {c.waiting_message}" if c.waiting_message else ""
+                return Failure(
+                    reason=c.waiting_reason,
+                    message=f"{failure.message}: container {c.name} of pod {pod.name} "
+                    f"could not pull its image ({c.waiting_reason}{pulled})",
+                    pod_name=pod.name,
+                    container_name=c.name,
+                    node=pod.node_name,
+                )
+    return failure

@@ -278,16 +278,16 @@ class LifecycleMachine(RuleBasedStateMachine):
                 if p.node and p.labels.get("ome.io/instance-index") == str(index)
             }
         )
-        value = json.dumps(
-            {
-                "schemaVersion": "v1",
-                "instance": index,
-                "from_node": nodes[0] if nodes else None,
-                "hint_target_nodes": [],
-                "reason": "test",
-                "requested_by": "hyp",
-            }
-        )
+        request: dict[str, object] = {
+            "schemaVersion": "v1",
+            "instance": index,
+            "hint_target_nodes": [],
+            "reason": "test",
+            "requested_by": "hyp",
+        }
+        if nodes:  # admission refuses a null from_node; leave it out instead
+            request["from_node"] = nodes[0]
+        value = json.dumps(request)
         self.world.set_annotation(
             f"ome.io/migration-request-v1-{self.migrations:08d}-0000-0000-0000-000000000000", value
         )

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from omenative_core.model import Event
 from omenative_core.planner import plan
 from omenative_sim.world import World
 
 
-def run_world(world: World, seconds: float) -> None:
-    """Reconcile to a fixed point at each instant, advancing time for ``seconds``."""
+def run_world(world: World, seconds: float, events: list[Event] | None = None) -> None:
+    """Reconcile to a fixed point at each instant, advancing time for ``seconds``.
+
+    Every plan's Events are appended to ``events`` when a list is given.
+    """
     end = world.now + seconds
     while True:
         for _ in range(50):
             p = plan(world.snapshot())
+            if events is not None:
+                events.extend(p.events)
             if not p.actions:
                 break
             world.apply(p)
@@ -21,6 +27,8 @@ def run_world(world: World, seconds: float) -> None:
         if not times:
             world.advance(end)
             p = plan(world.snapshot())
+            if events is not None:
+                events.extend(p.events)
             if p.actions:
                 world.apply(p)
                 continue

@@ -239,6 +239,22 @@ def test_migration_request_body() -> None:
                      "requested_by": "alice"}
 
 
+def test_a_request_without_a_known_source_node_leaves_it_out_and_passes_admission() -> None:
+    from omenative_core.service.migration_request import (
+        MigrationTarget,
+        migration_request_problem,
+    )
+
+    value = out.migration_request(
+        instance=0, component="engine", from_node=None, hint_nodes=[],
+        reason="", requested_by="alice", requested_at=NOW)
+    assert "from_node" not in json.loads(value)
+    target = MigrationTarget(modes={"engine": "OMENative"}, implied="engine",
+                             kind="InferenceReplica")
+    key = "ome.io/migration-request-v1-0b6e8f43-3c1d-4a0e-9f1a-2b3c4d5e6f70"
+    assert migration_request_problem(key, value, target) is None
+
+
 def test_scale_refusals() -> None:
     settled = InferenceReplicaStatus(replicas=2, updated_replicas=2, current_revision=OLD,
                                      update_revision=OLD)

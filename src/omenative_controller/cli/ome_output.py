@@ -508,12 +508,15 @@ def migration_request(
     requested_by: str,
     requested_at: datetime,
 ) -> str:
-    """The annotation value of a migration request (OME's v1 JSON, compact)."""
+    """The annotation value of a migration request (OME's v1 JSON, compact).
+
+    An unknown ``from_node`` is left out: admission refuses an empty one.
+    """
     body: dict[str, Any] = {
         "schemaVersion": "v1",
         "component": component,
         "instance": instance,
-        "from_node": from_node or "",
+        **({"from_node": from_node} if from_node else {}),
         "hint_target_nodes": list(hint_nodes),
         "reason": reason,
         "requested_at": format_time(requested_at.astimezone(UTC)),

@@ -15,7 +15,12 @@ from typing import Any
 
 from attrs import define, evolve
 
-from omenative_core.failures import CRASH_REASONS, REVISION_FAULT_REASONS, Failure
+from omenative_core.failures import (
+    CRASH_REASONS,
+    REVISION_FAULT_REASONS,
+    Failure,
+    blame_at_deadline,
+)
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import CreatePodGroup, DeletePod, SetServingGate
 from omenative_core.model.spec import Runner
@@ -247,15 +252,12 @@ def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> 
                 deadline = st.now + timeout
                 op = evolve(op, deadline=deadline)
             if st.now >= deadline:
-                return (
-                    Outcome.FAILED,
-                    op,
-                    Failure(
-                        reason="DeadlineExceeded",
-                        message=f"Instance {index} was not ready within "
-                        f"{int(timeout.total_seconds())}s",
-                    ),
+                timed_out = Failure(
+                    reason="DeadlineExceeded",
+                    message=f"Instance {index} was not ready within "
+                    f"{int(timeout.total_seconds())}s",
                 )
+                return Outcome.FAILED, op, blame_at_deadline(timed_out, st.pods_of(index))
             st.wake.append(deadline)
     if not scan.admitted:
         op = evolve(op, waiting=op.waiting or "QuotaExceeded")

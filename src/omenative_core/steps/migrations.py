@@ -1,12 +1,14 @@
 """Migrations: requests accepted, replacements started within the caps, records advanced.
 
 A request (``ome.io/migration-request-v1-<uuid>``) becomes a ``status.migrations`` record
-(``accept``). ``start`` gives Accepted records a replacement Instance at a new index, as
-many as ``lifecycle.audit`` allows in flight and per window; the source's operation is
-``Migrate/CreateSurge``. ``progress`` moves each active record ``SurgePending →
+(``accept``), judged by admission's own check; a refused one is a Warning Event, never
+``MigrationAccepted``. ``start`` gives Accepted records a replacement Instance at a new
+index, as many as ``lifecycle.audit`` allows in flight and per window; the source's
+operation is ``Migrate/CreateSurge``. ``progress`` moves each active record ``SurgePending →
 SurgeReady → Draining`` by looking at both rows, cancels it when scale-down or teardown
 condemned either, fails it at its deadline. The source's ``Migrate/Drain`` move
-(``migrate_drain``) completes it. ``prune`` drops finished records after the window.
+(``migrate_drain``) completes it; ``end_migration`` says so with ``MigrationCompleted`` or
+``MigrationFailed``. ``prune`` drops finished records after the window.
 
 Rows this module writes that are not the one being stepped go through ``st.hand_off``.
 """
@@ -16,10 +18,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from attrs import evolve
 
 from omenative_core.model.status import InstanceOperation, InstanceStatus, MigrationStatus
+from omenative_core.model.timefmt import format_duration
 from omenative_core.phases import (
     ACTIVE_MIGRATION_PHASES,
     TERMINAL_MIGRATION_PHASES,
@@ -28,6 +32,12 @@ from omenative_core.phases import (
     Phase,
     Step,
 )
+from omenative_core.service.migration_request import (
+    MIGRATION_REQUEST_REJECTED,
+    MigrationTarget,
+    migration_request_problem,
+)
+from omenative_core.service.render import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.steps.outcomes import end_migration
 from omenative_core.steps.pods import delete_pod_group, drain
 from omenative_core.steps.state import MoveResult, PassState
@@ -65,50 +75,120 @@ def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
 
 
 def accept(st: PassState, uuid: str, value: str) -> None:
-    """Turn one request annotation into a record (Failed at once when it cannot run)."""
+    """Turn one request annotation into a record, or refuse it with a Warning Event.
+
+    The request is judged by admission's own check (``migration_request_problem``) so a
+    request the webhook would refuse is refused here with the same reason
+    (``MigrationRequestRejected``, ``UnsupportedSchemaVersion``) and no record. A request
+    that is well formed but cannot run (no such Instance, an unknown ``from_node``, mode
+    ``Never``) gets a Failed record and a Warning; only a request that will run is
+    ``MigrationAccepted``, with a ``MigrationCapReached`` Warning when a cap makes it wait.
+    """
     if uuid in st.migrations:
         return
-    try:
-        req = json.loads(value)
-        if not isinstance(req, Mapping):
-            raise ValueError("not an object")
-        instance = int(req["instance"])
-        hints = tuple(str(h) for h in req.get("hint_target_nodes") or ())
-        from_node = req.get("from_node")
-    except (ValueError, KeyError, TypeError) as exc:
-        st.warn("MigrationRejected", f"migration request {uuid}: malformed ({exc})")
+    key = ANNOTATION_MIGRATION_PREFIX + uuid
+    component = st.spec.component
+    target = MigrationTarget(
+        modes={component: "OMENative"}, implied=component, kind="InferenceReplica"
+    )
+    problem = migration_request_problem(key, value, target)
+    if problem is not None:
+        st.warn(problem[0], f"migration request {key}: {problem[1]}")
         return
+    req: Mapping[str, Any] = json.loads(value)
+    instance: int = req["instance"]
     record = MigrationStatus(
         request_uuid=uuid,
         trigger="Manual",
         source_instance=instance,
-        from_node=str(from_node) if from_node else None,
-        hint_target_nodes=hints,
+        from_node=req.get("from_node"),
+        hint_target_nodes=tuple(req.get("hint_target_nodes") or ()),
         phase=MigrationPhase.ACCEPTED,
-        reason=str(req.get("reason", "")),
-        requested_by=str(req.get("requested_by", "")),
+        reason=req.get("reason", ""),
+        requested_by=req.get("requested_by", ""),
         started_at=st.now,
         deadline=st.now + st.policy.ready_timeout if st.policy.ready_timeout else None,
     )
-    refusal = None
-    if st.policy.migration_mode == "Never":
-        refusal = "MigrationDisabled: lifecycle.migrationPolicy.mode is Never"
-    elif instance not in st.rows or not st.is_member(st.rows[instance]):
-        refusal = f"no Instance {instance}"
+    refusal = _refusal(st, record)
     if refusal is not None:
-        record = evolve(
+        reason, text = refusal
+        st.migrations[uuid] = evolve(
             record,
             phase=MigrationPhase.FAILED,
-            message=refusal,
+            message=f"{reason}: {text}",
             completed_at=st.now,
             succeeded=False,
         )
+        st.warn(reason, f"migration request {key}: {text}", instance)
+        return
     st.migrations[uuid] = record
-    st.note(
-        "MigrationAccepted",
-        f"migration {uuid} of Instance {instance} is {record.phase}",
-        instance,
+    st.note("MigrationAccepted", f"migration {uuid} of Instance {instance} is Accepted", instance)
+    waits = _cap_wait(st, uuid)
+    if waits is not None:
+        st.warn(waits[0], f"migration {uuid} of Instance {instance} waits in Accepted: {waits[1]}")
+
+
+def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
+    """(reason, what is wrong) when a well-formed request cannot run here; None when it can."""
+    if st.policy.migration_mode == "Never":
+        return (
+            "MigrationDisabled",
+            "lifecycle.migrationPolicy.mode is Never on this component; "
+            "set it to Auto or Surge to allow migrations",
+        )
+    row = st.rows.get(m.source_instance)
+    if row is None or not st.is_member(row):
+        have = ", ".join(str(i) for i in sorted(st.rows) if st.is_member(st.rows[i]))
+        return (
+            MIGRATION_REQUEST_REJECTED,
+            f"instance {m.source_instance}: no such Instance (there are: {have or 'none'})",
+        )
+    node = m.from_node
+    if node is not None and node not in st.snap.nodes:
+        on = {p.node_name for p in st.pods_of(m.source_instance)}
+        if node not in on:
+            return (
+                MIGRATION_REQUEST_REJECTED,
+                f"from_node {node!r}: no such node, and Instance {m.source_instance} "
+                "has no pod on it",
+            )
+    return None
+
+
+def _cap_wait(st: PassState, uuid: str) -> tuple[str, str] | None:
+    """Why an accepted request will wait for a migration cap (reason, words); None if not."""
+    audit = st.config.audit
+    if audit is None:
+        return (
+            "MigrationCapacityUnconfigured",
+            "lifecycle.audit is null, so no migration starts until its caps are configured",
+        )
+    ahead = sum(
+        1
+        for m in st.migrations.values()
+        if m.phase == MigrationPhase.ACCEPTED and m.request_uuid != uuid
     )
+    in_flight = sum(1 for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES)
+    if in_flight + ahead >= audit.max_in_flight_migrations:
+        return (
+            "MigrationCapReached",
+            f"lifecycle.audit.maxInFlightMigrations is {audit.max_in_flight_migrations} and "
+            f"{in_flight} migration(s) are in flight, {ahead} waiting before this one",
+        )
+    window_start = st.now - audit.window
+    started = sum(
+        1
+        for m in st.migrations.values()
+        if m.allocated_at is not None and m.allocated_at > window_start
+    )
+    if started + ahead >= audit.max_migrations_per_window:
+        return (
+            "MigrationCapReached",
+            f"lifecycle.audit.maxMigrationsPerWindow is {audit.max_migrations_per_window} and "
+            f"{started} migration(s) started in the last {format_duration(audit.window)}, "
+            f"{ahead} waiting before this one",
+        )
+    return None
 
 
 def progress(st: PassState) -> None:

@@ -5,7 +5,8 @@ revision's RetryBlock and closes an open relocation. ``fail_row`` counts the fai
 against the revision's RetryBlock (``RetryHeld`` when it runs out), may open an automatic
 relocation off the one node the attempt sat on, drains the pods and marks the row
 Failed. ``abandon_surge`` removes a failed replacement and hands its source back
-(``GangSurgeAbandoned``). ``end_migration`` closes a migration record with an audit entry.
+(``GangSurgeAbandoned``). ``end_migration`` closes a migration record with an audit entry
+and a ``MigrationCompleted`` / ``MigrationFailed`` Event.
 """
 
 from __future__ import annotations
@@ -193,7 +194,25 @@ def abandon_surge(
 
 
 def end_migration(st: PassState, m: MigrationStatus, phase: str, reason: str, message: str) -> None:
-    """Close a migration record (Completed or Failed) and write its audit entry."""
+    """Close a migration record (Completed or Failed), write its audit entry and say so.
+
+    The Event is Normal ``MigrationCompleted`` or Warning ``MigrationFailed`` naming the
+    request, the source Instance and, for a failure, why (``reason: message``).
+    """
+    if phase == MigrationPhase.COMPLETED:
+        moved = f"; Instance {m.surge_instance} replaces it" if m.surge_instance is not None else ""
+        st.note(
+            "MigrationCompleted",
+            f"migration {m.request_uuid} of Instance {m.source_instance} completed{moved}",
+            m.source_instance,
+        )
+    else:
+        why = ": ".join(part for part in (reason, message) if part) or "no reason recorded"
+        st.warn(
+            "MigrationFailed",
+            f"migration {m.request_uuid} of Instance {m.source_instance} failed: {why}",
+            m.source_instance,
+        )
     st.migrations[m.request_uuid] = evolve(
         m,
         phase=phase,

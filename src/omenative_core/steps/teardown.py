@@ -6,7 +6,8 @@
   migration surge) and take its first step in the same pass.
 - ``teardown``: the InferenceReplica is being deleted; every Instance drains, leftover
   PodGroups go, and the ``ome.io/ir-teardown`` finalizer is released when nothing is left
-  or after ``teardown.deadline`` (``TeardownDeadlineExceeded``).
+  or after ``teardown.deadline`` (``TeardownDeadlineExceeded``); with no deadline, pods
+  stuck on unreachable nodes that nothing will remove are reported (``TeardownBlocked``).
 - ``cleanup_orphan_pod_groups``: PodGroups of Instances that no longer exist.
 """
 
@@ -68,7 +69,30 @@ def teardown(st: PassState) -> None:
             st.out.add(SetFinalizer(present=False))
         elif deadline is not None and deleted_at is not None:
             st.wake.append(deleted_at + deadline)
+        elif deadline is None:
+            _blocked(st)
     st.poll = st.poll or not clean
+
+
+def _blocked(st: PassState) -> None:
+    """Say so when no deadline will end a teardown that cannot finish on its own.
+
+    A pod stuck Terminating on an unreachable node is never confirmed gone by its kubelet;
+    without ``lifecycle.forceDelete`` nothing removes it, and without ``teardown.deadline``
+    the finalizer would be held forever with no word to the user.
+    """
+    if st.config.force_delete is not None:
+        return
+    stuck = sorted(
+        f"{p.name} on {p.node_name}" for p in st.snap.pods if p.terminating and st.node_lost(p)
+    )
+    if stuck:
+        st.warn(
+            "TeardownBlocked",
+            f"the ome.io/ir-teardown finalizer is held: pod(s) {', '.join(stuck)} are stuck "
+            "Terminating on unreachable nodes, and neither teardown.deadline nor forceDelete "
+            "is configured in lifecycle; configure one, or delete those pods by hand",
+        )
 
 
 def cleanup_orphan_pod_groups(st: PassState) -> None:

@@ -70,10 +70,12 @@ def _release_held(st: PassState, release: str) -> None:
     if released:
         st.note("RetryBlockReleased", f"released held revision {', '.join(released)}")
     else:
-        st.warn(
-            "RetryBlockReleaseSkipped",
-            f"{ANNOTATION_RELEASE_HELD}={release!r}: no held revision by that name or hash",
+        rule = (
+            "no held revision by that name or hash"
+            if len(release) >= 8
+            else "a revision hash must have 8 characters or more"
         )
+        st.warn("RetryBlockReleaseSkipped", f"{ANNOTATION_RELEASE_HELD}={release!r}: {rule}")
 
 
 def _reset(st: PassState, value: str) -> None:
