@@ -17,14 +17,15 @@ from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
 
 
-def _world(replicas: int) -> World:
+def _world(replicas: int, workers: int = 1) -> World:
     return World(ClusterSpec(nodes=16, gpus_per_node=2, pod_start_seconds=2,
                              pod_ready_seconds=2.0),
-                 engine_manifest(replicas=replicas), config=LifecycleConfig())
+                 engine_manifest(replicas=replicas, workers=workers), config=LifecycleConfig())
 
 
-def _new_image(world: World, image: str) -> None:
-    world.patch_replica({"spec": {"runners": engine_manifest(image=image)["spec"]["runners"]}})
+def _new_image(world: World, image: str, workers: int = 1) -> None:
+    runners = engine_manifest(image=image, workers=workers)["spec"]["runners"]
+    world.patch_replica({"spec": {"runners": runners}})
 
 
 def _condemned(p: Plan) -> set[int]:
@@ -74,15 +75,15 @@ def _settled_updated(p: Plan) -> set[int]:
             if r.running_revision == rev and r.phase == "Ready" and r.operation is None}
 
 
-def _mid_rollout(replicas: int, updated: int) -> tuple[World, Plan]:
+def _mid_rollout(replicas: int, updated: int, workers: int = 1) -> tuple[World, Plan]:
     """A gang replica at rest, then rolling out img:2 until ``updated`` Instances are done.
 
     Returns the world (that pass applied) and the pass's plan; the rest are still on the
     old revision, one of them usually with its replacement being built.
     """
-    world = _world(replicas)
+    world = _world(replicas, workers)
     run_world(world, 60)
-    _new_image(world, "img:2")
+    _new_image(world, "img:2", workers)
     first = _step_until(world, lambda p: len(_settled_updated(p)) == updated)
     world.apply(first)
     return world, first
@@ -107,6 +108,20 @@ def test_scale_down_mid_rollout_condemns_old_revision_and_keeps_updated() -> Non
     assert status is not None
     assert {r.index for r in status.instances} == updated
     assert status.current_revision == status.update_revision
+
+
+def test_single_pod_scale_down_mid_rollout_keeps_the_updated_pods() -> None:
+    world, first = _mid_rollout(4, updated=2, workers=0)
+    updated = _settled_updated(first)
+    old = {r.index for r in first.status.instances} - updated  # one may be surging in place
+    world.patch_replica({"spec": {"replicas": 2}})
+    p = plan(world.snapshot())
+    assert _condemned(p) == old
+    serving = _run_checking_ceiling(world, 120, ceiling=2 + 1)
+    assert min(serving) >= 2
+    status = world.status
+    assert status is not None and {r.index for r in status.instances} == updated
+    assert all(r.running_revision == status.update_revision for r in status.instances)
 
 
 def test_scale_down_condemns_a_not_ready_instance_before_an_old_ready_one() -> None:
@@ -156,3 +171,24 @@ def test_in_flight_surges_above_the_new_ceiling_are_cancelled() -> None:
     status = world.status
     assert status is not None and len(status.instances) == 4
     assert status.current_revision == status.update_revision
+
+
+def test_below_the_partition_the_prior_revision_is_kept_as_asked() -> None:
+    # a staged rollout: partition 2 keeps Instances 0 and 1 on img:1, 2 is the canary
+    world = _world(3)
+    world.patch_replica({"spec": {"pacing": {"partition": 2}}})
+    run_world(world, 60)
+    _new_image(world, "img:2")
+    run_world(world, 120)
+    before = world.status
+    assert before is not None
+    canary = {r.index for r in before.instances if r.running_revision == before.update_revision}
+    assert len(canary) == 1 and max(canary) > 1  # the replacement took a new index
+    world.patch_replica({"spec": {"replicas": 2}})
+    p = plan(world.snapshot())
+    assert _condemned(p) == canary  # as a StatefulSet with a partition: highest index first
+    run_world(world, 60)
+    status = world.status
+    assert status is not None
+    assert {r.index for r in status.instances} == {0, 1}
+    assert {r.running_revision for r in status.instances} == {status.current_revision}
