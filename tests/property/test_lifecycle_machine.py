@@ -179,6 +179,48 @@ class LifecycleMachine(RuleBasedStateMachine):
     def scale(self, replicas: int) -> None:
         self.world.patch_replica({"spec": {"replicas": replicas}})
 
+    def _replicas(self) -> int:
+        replicas = self.world.replica.spec.replicas
+        return 1 if replicas is None else replicas
+
+    def _rolling_out(self) -> bool:
+        """Some Instances may still be on the old revision: the update is not finished."""
+        status = self.world.status
+        return (
+            status is not None
+            and bool(status.current_revision)
+            and status.update_revision != status.current_revision
+        )
+
+    def _partly_updated(self) -> bool:
+        status = self.world.status
+        return status is not None and 0 < status.updated_replicas < status.replicas
+
+    @precondition(lambda self: self._replicas() >= 1)
+    @rule(data=st.data())
+    def scale_down_mid_rollout(self, data: st.DataObject) -> None:
+        """Scale down while some Instances run the new revision and some the old (issue 15).
+
+        With no rollout under way, the replica settles for 30 s, then one starts and runs,
+        5 s at a time, for a few seconds or until some Instances are updated and some are
+        not. The step invariants then hold the replica to the new ``replicas`` +
+        ``maxSurge`` (invariant 4 takes ``desired`` from the spec each plan was made from).
+        """
+        if not self._rolling_out():
+            self.world.advance(self.world.now + 30)
+            self.reconcile()
+            self.new_image()
+            self.reconcile()
+            early = data.draw(st.booleans())
+            for _ in range(data.draw(st.integers(0, 3)) if early else 24):
+                if not early and self._partly_updated():
+                    break
+                self.world.advance(self.world.now + 5)
+                self.reconcile()
+        lower = data.draw(st.integers(0, self._replicas() - 1))
+        self.world.patch_replica({"spec": {"replicas": lower}})
+        self.reconcile()
+
     @rule()
     def new_image(self) -> None:
         self.image_n += 1

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+<<<<<<< HEAD
 from omenative_core.model import Event
+=======
+from typing import Any
+
+>>>>>>> scale15
 from omenative_core.planner import plan
 from omenative_sim.world import World
 
@@ -34,3 +39,18 @@ def run_world(world: World, seconds: float, events: list[Event] | None = None) -
                 continue
             return
         world.advance(max(min(times), world.now))
+
+
+def engine_manifest(*, workers: int = 1, replicas: int = 2, image: str = "img:1",
+                    **spec: Any) -> dict[str, Any]:
+    """An engine InferenceReplica: a leader and ``workers`` workers (or one ``default``
+    pod when ``workers`` is 0), one GPU per pod."""
+    tpl = {"spec": {"containers": [{"name": "ome-container", "image": image,
+                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
+    runners: list[dict[str, Any]] = (
+        [{"name": "leader", "template": tpl},
+         {"name": "worker", "size": workers, "template": tpl}]
+        if workers else [{"name": "default", "template": tpl}]
+    )
+    return {"metadata": {"name": "chat-engine", "namespace": "ns"},
+            "spec": {"component": "engine", "replicas": replicas, "runners": runners, **spec}}

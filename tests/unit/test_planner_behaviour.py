@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from sim_helpers import engine_manifest as _manifest
 from sim_helpers import run_world as _run
 
 from omenative_core.model import (
@@ -22,19 +23,6 @@ from omenative_core.model import (
 from omenative_core.model.config import UpdateRetry
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
-
-
-def _manifest(*, workers: int = 1, replicas: int = 2, image: str = "img:1",
-              **spec: Any) -> dict[str, Any]:
-    tpl = {"spec": {"containers": [{"name": "ome-container", "image": image,
-                                    "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
-    runners: list[dict[str, Any]] = (
-        [{"name": "leader", "template": tpl},
-         {"name": "worker", "size": workers, "template": tpl}]
-        if workers else [{"name": "default", "template": tpl}]
-    )
-    return {"metadata": {"name": "chat-engine", "namespace": "ns"},
-            "spec": {"component": "engine", "replicas": replicas, "runners": runners, **spec}}
 
 
 def _runners_patch(image: str, workers: int = 1) -> dict[str, Any]:

@@ -1,9 +1,22 @@
-"""Scale: condemn the highest-index members above ``replicas``, or add Instances below it.
+"""Scale: condemn the members worth least above ``replicas``, or add Instances below it.
 
-Scale-down drains the highest indexes first (and a condemned source's replacement with
-it). Scale-up takes the lowest free indexes; below ``partition`` a new Instance starts on
-the prior revision, so a staged rollout (a canary step) never grows by scaling. A new
-Instance needs an attempt from its revision's RetryBlock; without one the rollout holds.
+Scale-down condemns, in this order (the StatefulSet controller's "condemned" set, ranked
+the way the ReplicaSet controller ranks pods to delete, so serving stays highest):
+
+1. members that do not serve now (not Ready, restarting, draining for an update), those
+   still on an old revision before updated ones;
+2. members that serve on an old revision (at or above ``partition``: below it the prior
+   revision is what the user asked for);
+3. members that serve on the target (or whose replacement already serves);
+
+highest index first within each group, so a replica at rest still loses its highest
+indexes. A condemned source takes its replacement in flight with it. Then any surge still
+in flight beyond the new ``maxSurge`` is cancelled (the source keeps serving), so live
+Instances never exceed the new ``replicas`` + ``maxSurge``.
+
+Scale-up takes the lowest free indexes; below ``partition`` a new Instance starts on the
+prior revision, so a staged rollout (a canary step) never grows by scaling. A new Instance
+needs an attempt from its revision's RetryBlock; without one the rollout holds.
 """
 
 from __future__ import annotations
@@ -12,8 +25,10 @@ from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step
 from omenative_core.steps.state import PassState
 from omenative_core.steps.teardown import condemn
+from omenative_core.steps.update_moves import cancel_surge
+from omenative_core.steps.updates import surges_in_flight
 
-__all__ = ["new_instance_revision", "scale"]
+__all__ = ["condemn_order", "new_instance_revision", "scale"]
 
 
 def scale(st: PassState) -> None:
@@ -47,8 +62,33 @@ def scale(st: PassState) -> None:
         st.advance(index)
 
 
+def condemn_order(st: PassState, members: list[InstanceStatus]) -> list[InstanceStatus]:
+    """Members in the order a scale-down removes them: the one worth least first."""
+    return sorted(members, key=lambda r: (*_worth(st, r), -r.index))
+
+
+def _worth(st: PassState, row: InstanceStatus) -> tuple[bool, bool]:
+    """(serves now, on the target): what a member adds to serving and to the rollout.
+
+    A source counts its replacement: one that already serves makes the pair serving and
+    updated, as it is about to take over.
+    """
+    op = row.operation
+    surge = st.rows.get(op.surge_index) if op is not None and op.surge_index is not None else None
+    taking_over = surge is not None and surge.phase == Phase.READY and st.all_ready(surge)
+    swapped = op is not None and op.type == OpType.UPDATE and op.step == Step.SURGE_DRAIN
+    serving = st.all_ready(row) or taking_over or swapped
+    updated = (
+        row.running_revision == st.target
+        or row.index < st.policy.partition
+        or taking_over
+        or swapped
+    )
+    return serving, updated
+
+
 def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> None:
-    for row in sorted(members, key=lambda r: r.index, reverse=True)[: len(members) - desired]:
+    for row in condemn_order(st, members)[: len(members) - desired]:
         op = row.operation
         if op is not None and op.surge_index is not None:
             surge = st.rows.get(op.surge_index)
@@ -56,6 +96,33 @@ def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> N
                 condemn(st, surge, st.target, "ScaleDown")
         st.note("ScaleDown", f"draining Instance {row.index} (replicas {desired})", row.index)
         condemn(st, row, row.running_revision or st.target, "ScaleDown")
+    _cancel_excess_surges(st, desired)
+
+
+def _cancel_excess_surges(st: PassState, desired: int) -> None:
+    """Surges in flight beyond the new ``maxSurge``: cancel the least advanced ones.
+
+    Only a surge still being built is cancelled (its source keeps serving); one whose
+    replacement already serves is draining its source, which lowers the count.
+    """
+    excess = surges_in_flight(st) - st.policy.max_surge
+    if excess <= 0:
+        return
+    building = [
+        r
+        for r in st.rows.values()
+        if r.operation is not None
+        and r.operation.type == OpType.UPDATE
+        and r.operation.step in (Step.GANG_SURGE, Step.SURGE)
+    ]
+    for row in condemn_order(st, building)[:excess]:
+        st.note(
+            "SurgeCancelled",
+            f"replicas {desired}: maxSurge {st.policy.max_surge} leaves no room for the "
+            f"replacement of Instance {row.index}; it keeps serving",
+            row.index,
+        )
+        cancel_surge(st, row)
 
 
 def new_instance_revision(st: PassState, index: int) -> str:

@@ -35,8 +35,10 @@ from omenative_core.steps.outcomes import (
 from omenative_core.steps.pods import delete_pod_group, drain
 from omenative_core.steps.repair import LABEL_RESTART_BASELINE
 from omenative_core.steps.state import Continue, MoveResult, PassState
+from omenative_core.steps.teardown import condemn
 
 __all__ = [
+    "cancel_surge",
     "gang_drain",
     "gang_surge",
     "gang_surge_target",
@@ -127,16 +129,7 @@ def surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResu
     )
     if outcome == Outcome.FAILED and failure is not None:
         record_failure(st, target, failure)
-        expected = st.expected(row.index, target, row.incarnation, surge_slot) or {}
-        drain(
-            st,
-            [
-                p
-                for p in st.pods_of(row.index)
-                if p.name in expected and st.matches(p, target, row.incarnation)
-            ],
-            "SurgeFailed",
-        )
+        _drain_surge_slot(st, row, target, "SurgeFailed")
         st.warn(
             "SurgeAbandoned",
             f"surge pod for Instance {row.index} failed: {failure.reason}",
@@ -153,6 +146,39 @@ def surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResu
     st.book.succeed(target)
     op = evolve(op, step=Step.SURGE_DRAIN, last_progress_at=st.now, deadline=None)
     return Continue(evolve(row, operation=op))
+
+
+def _drain_surge_slot(st: PassState, row: InstanceStatus, target: str, reason: str) -> None:
+    """Drain the pods of a single-pod surge attempt (the row's other ordinal slot)."""
+    expected = st.expected(row.index, target, row.incarnation, 1 - row.active_ordinal) or {}
+    drain(
+        st,
+        [
+            p
+            for p in st.pods_of(row.index)
+            if p.name in expected and st.matches(p, target, row.incarnation)
+        ],
+        reason,
+    )
+
+
+def cancel_surge(st: PassState, row: InstanceStatus) -> None:
+    """Cancel the surge a source is building (a scale-down left no room for it).
+
+    The replacement (a gang at its own index, or the other ordinal slot of a single pod)
+    drains and goes; the source's operation ends and it keeps serving. No failure is
+    recorded: the revision did nothing wrong.
+    """
+    op = row.operation
+    if op is None:
+        return
+    if op.step == Step.GANG_SURGE and op.surge_index is not None:
+        surge_row = st.rows.get(op.surge_index)
+        if surge_row is not None:
+            condemn(st, surge_row, op.target_revision, "SurgeCancelled")
+    elif op.step == Step.SURGE:
+        _drain_surge_slot(st, row, op.target_revision, "SurgeCancelled")
+    st.rows[row.index] = evolve(row, operation=None, phase=st.steady_phase(row))
 
 
 def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:

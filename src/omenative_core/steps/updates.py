@@ -25,7 +25,7 @@ from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
 from omenative_core.steps.update_moves import images_only
 
-__all__ = ["start"]
+__all__ = ["start", "surges_in_flight"]
 
 
 def start(st: PassState) -> None:
@@ -129,8 +129,12 @@ def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
         st.advance(row.index)
 
 
-def _surge_room(st: PassState) -> int:
-    in_flight = sum(
+def surges_in_flight(st: PassState) -> int:
+    """SurgeThenDrain replacements open now (building, or serving while the source drains).
+
+    Each is an Instance beyond the members, so their number is held to ``maxSurge``.
+    """
+    return sum(
         1
         for r in st.rows.values()
         if r.operation is not None
@@ -138,7 +142,10 @@ def _surge_room(st: PassState) -> int:
         and r.operation.step in (Step.GANG_SURGE, Step.SURGE, Step.SURGE_DRAIN, Step.DRAIN)
         and r.operation.strategy == Strategy.SURGE_THEN_DRAIN
     )
-    return st.policy.max_surge - in_flight
+
+
+def _surge_room(st: PassState) -> int:
+    return st.policy.max_surge - surges_in_flight(st)
 
 
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
