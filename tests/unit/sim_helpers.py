@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-<<<<<<< HEAD
-from omenative_core.model import Event
-=======
 from typing import Any
 
->>>>>>> scale15
+from omenative_core.model import Event
 from omenative_core.planner import plan
 from omenative_sim.world import World
 
