@@ -27,11 +27,10 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
+from omenative_controller.cli.advise_output import move_request
 from omenative_controller.cli.ome_output import (
     ACTIVE_MIGRATION_PHASES,
     ANNOTATION_MIGRATION_PREFIX,
-    MAX_HINT_NODES,
-    migration_request,
 )
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -173,13 +172,9 @@ class AdvisorLoop:
         if ir is None:
             return
         request = str(uuid.uuid4())
-        value = migration_request(
-            instance=rec.instance.index,
-            component=str((ir.get("spec") or {}).get("component") or ""),
-            from_node=rec.from_nodes[0] if len(rec.from_nodes) == 1 else None,
-            hint_nodes=rec.target_nodes[:MAX_HINT_NODES],
-            reason=f"omenative advisor: {rec.reason} ({rec.group})",
-            requested_by=REQUESTED_BY, requested_at=datetime.now(UTC))
+        value = move_request(rec, component=str((ir.get("spec") or {}).get("component") or ""),
+                             tool="omenative advisor", requested_by=REQUESTED_BY,
+                             requested_at=datetime.now(UTC))
         meta = ir["metadata"]
         body = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
                              "annotations": {ANNOTATION_MIGRATION_PREFIX + request: value}}}

@@ -29,8 +29,8 @@ from typing import Any
 
 from attrs import frozen
 
-from omenative_controller.cli.advise_output import advice_json
-from omenative_controller.cli.ome_output import ANNOTATION_MIGRATION_PREFIX, migration_request
+from omenative_controller.cli.advise_output import advice_json, move_request
+from omenative_controller.cli.ome_output import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.advisor import (
     Advice,
     AdvisorConfig,
@@ -423,11 +423,9 @@ class AdviseWorld:
         """Write the migration request annotation for one move; its request UUID."""
         w = self.worlds[rec.instance.replica]
         request_uuid = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-        value = migration_request(
-            instance=rec.instance.index, component=str(w.replica.spec.component or ""),
-            from_node=rec.from_nodes[0] if len(rec.from_nodes) == 1 else None,
-            hint_nodes=rec.target_nodes, reason=f"omenative advise: {rec.reason} ({rec.group})",
-            requested_by="omenative-advise", requested_at=requested_at)
+        value = move_request(rec, component=str(w.replica.spec.component or ""),
+                             tool="omenative advise", requested_by="omenative-advise",
+                             requested_at=requested_at)
         w.set_annotation(ANNOTATION_MIGRATION_PREFIX + request_uuid, value)
         return request_uuid
 

@@ -33,7 +33,12 @@ import yaml
 from attrs import evolve
 
 from omenative_controller.cli import ome_output as out
-from omenative_controller.cli.advise_output import advice_json, format_advice, move_line
+from omenative_controller.cli.advise_output import (
+    advice_json,
+    format_advice,
+    move_line,
+    move_request,
+)
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -968,12 +973,10 @@ def _request_move(target: Target, rec: Recommendation) -> str:
     if conflict is not None:
         _fail(f"{_ref(ir)}: {conflict}", EXIT_CONFLICT)
     request_uuid = str(uuid.uuid4())
-    value = out.migration_request(
-        instance=rec.instance.index, component=str((ir.get("spec") or {}).get("component") or ""),
-        from_node=rec.from_nodes[0] if len(rec.from_nodes) == 1 else None,
-        hint_nodes=rec.target_nodes[:out.MAX_HINT_NODES],
-        reason=f"kubectl ome advise: {rec.reason} ({rec.group})",
-        requested_by=os.environ.get("USER") or "kubectl-ome-advise", requested_at=_now())
+    value = move_request(rec, component=str((ir.get("spec") or {}).get("component") or ""),
+                         tool="kubectl ome advise",
+                         requested_by=os.environ.get("USER") or "kubectl-ome-advise",
+                         requested_at=_now())
     key = out.ANNOTATION_MIGRATION_PREFIX + request_uuid
     _patch(here, ir, {"metadata": {"annotations": {key: value}}})
     return request_uuid
