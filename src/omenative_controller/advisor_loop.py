@@ -34,7 +34,7 @@ from omenative_controller.cli.ome_output import (
 )
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import EventRecorder
+from omenative_controller.kube.events import EventRecorder, involved_object
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS
 from omenative_core.advisor import Advice, AdvisorConfig, Recommendation, advise
 from omenative_core.advisor.observe import cluster_view_from_json
@@ -192,7 +192,5 @@ class AdvisorLoop:
 
 
 def _ref(ir: JSON) -> JSON:
-    meta = ir["metadata"]
-    return {"apiVersion": ir.get("apiVersion", "ome.io/v1beta1"),
-            "kind": ir.get("kind", "InferenceReplica"), "name": meta["name"],
-            "namespace": meta.get("namespace"), "uid": meta.get("uid")}
+    return involved_object(ir, api_version=INFERENCE_REPLICAS.api_version,
+                           kind=INFERENCE_REPLICAS.kind)

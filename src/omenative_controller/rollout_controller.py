@@ -42,7 +42,7 @@ from attrs import define, evolve, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import EventRecorder
+from omenative_controller.kube.events import EventRecorder, involved_object
 from omenative_controller.kube.resources import (
     CONTROLLER_REVISIONS,
     INFERENCE_REPLICAS,
@@ -457,10 +457,7 @@ class RolloutController:
 
 def _reference(obj: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """An Event's ``involvedObject`` for ``obj`` (an ome.io/v1beta1 object of ``kind``)."""
-    meta = obj.get("metadata") or {}
-    return {"apiVersion": _INFERENCE_SERVICES.api_version, "kind": kind,
-            "name": meta.get("name"), "namespace": meta.get("namespace"),
-            "uid": meta.get("uid")}
+    return involved_object(obj, api_version=_INFERENCE_SERVICES.api_version, kind=kind)
 
 
 def _same_service(have: Mapping[str, Any], want: Mapping[str, Any]) -> bool:

@@ -22,12 +22,20 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import EVENTS
 from omenative_core.model.timefmt import format_time
 
-__all__ = ["MESSAGE_LIMIT", "EventRecorder", "event_body"]
+__all__ = ["MESSAGE_LIMIT", "EventRecorder", "event_body", "involved_object"]
 
 log = structlog.get_logger("omenative.events")
 
 MESSAGE_LIMIT = 1024
 """The API server rejects longer Event messages; ours are cut to this."""
+
+
+def involved_object(obj: Mapping[str, Any], *, api_version: str, kind: str) -> dict[str, Any]:
+    """An Event's ``involvedObject`` for ``obj``: its name, namespace and uid, as
+    ``api_version``/``kind`` (list answers carry no apiVersion or kind on their items)."""
+    meta = obj.get("metadata") or {}
+    return {"apiVersion": api_version, "kind": kind, "name": meta.get("name"),
+            "namespace": meta.get("namespace"), "uid": meta.get("uid")}
 
 
 def event_body(
