@@ -15,23 +15,18 @@ setup: ## create .venv and install omenative with the dev extras
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 
-# The Go components the integration tests run (the control plane is always built): Kueue for
-# tests/integration/test_kueue.py, helm for test_helm.py. `make test WITH=` builds only the
-# control plane.
-WITH ?= kueue,helm
+# The Go components the integration tests run (the control plane is always built): helm for
+# test_helm.py, Kueue for test_kueue.py, LeaderWorkerSet for the MultiNode and hand-over tests,
+# scheduler-plugins for test_coscheduling.py. `make test` builds them in the background while
+# the other tests run; `make test WITH=` builds only the control plane.
+WITH ?= helm,kueue,lws,scheduler-plugins
 # `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
 INTEGRATION ?= tests/integration
 
-test: test-build ## build (or find) the control plane, then unit, property, integration tests in that order
-	@echo "== make test: 2/4 unit tests =="
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests/unit
-	@echo "== make test: 3/4 property tests (hypothesis profile $${HYPOTHESIS_PROFILE:-ci}) =="
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest tests/property
-	@echo "== make test: 4/4 integration tests (real kube-apiserver + etcd) =="
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-ci} $(PY) -m pytest $(INTEGRATION)
+test: ## control plane, then unit, property, integration tests (components build meanwhile)
+	PY=$(PY) WITH=$(WITH) INTEGRATION="$(INTEGRATION)" scripts/make-test.sh
 
-test-build: ## build (or find) the local control plane and the Go components the tests run
-	@echo "== make test: 1/4 control plane and components (cached under ~/.cache/omenative/) =="
+test-build: ## build (or find) the local control plane and the Go components, in the foreground
 	$(PY) -m omenative_devcluster build $(if $(WITH),--with $(WITH))
 
 test-unit: ## unit tests only

@@ -43,12 +43,13 @@ def build_cmd(extra: str) -> None:
         sys.exit(rc)
     names = sorted(components.COMPONENTS) if extra.strip() == "all" else [
         n.strip() for n in extra.split(",") if n.strip()]
+    try:
+        components.build_in_order(names)
+    except RuntimeError as exc:
+        build_mod.log(f"BUILD FAILED: {exc}")
+        sys.exit(1)
     for name in names:
-        try:
-            print(components.build_component(name))
-        except RuntimeError as exc:
-            build_mod.log(f"BUILD FAILED: {name}: {exc}")
-            sys.exit(1)
+        print(components.component_dir(components.COMPONENTS[name]) / "bin")
 
 
 @cli.command()

@@ -168,3 +168,89 @@ def build_component(name: str) -> Path:
         shutil.rmtree(src, ignore_errors=True)
         log(f"BUILD TIME {name} {component.version}: {time.monotonic() - started:.1f} s")
     return bdir
+
+
+# ---------------------------------------------------------------------- background builds
+
+
+class ComponentUnavailable(RuntimeError):
+    """A test needs a component that is neither cached nor queued in a running build."""
+
+
+def _pending_file() -> Path:
+    return cache_root() / "components" / "pending.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pending() -> list[str]:
+    """Components a live ``build_in_order`` still has to build (empty when none runs)."""
+    try:
+        data = json.loads(_pending_file().read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or not _alive(int(data.get("pid", 0)) or -1):
+        return []
+    return [str(n) for n in data.get("names", [])]
+
+
+def _write_pending(names: list[str]) -> None:
+    path = _pending_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"pid": os.getpid(), "names": names}))
+    os.replace(tmp, path)
+
+
+def build_in_order(names: list[str]) -> None:
+    """Build ``names`` one after another, publishing which are still to come.
+
+    ``make test`` runs this in the background at the lowest CPU priority while the unit,
+    property and first integration tests run; a test that needs a component still in the
+    queue waits for it (``wait_for``) instead of failing or building it a second time.
+    """
+    todo = [n for n in names if n in COMPONENTS and missing(COMPONENTS[n])]
+    unknown = [n for n in names if n not in COMPONENTS]
+    if unknown:
+        raise RuntimeError(f"unknown component(s) {unknown}: expected some of {sorted(COMPONENTS)}")
+    try:
+        for i, name in enumerate(todo):
+            _write_pending(todo[i:])
+            try:
+                build_component(name)
+            except (RuntimeError, OSError) as exc:
+                raise RuntimeError(f"{name}: {exc}") from exc
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_pending_file().read_text()).get("pid") == os.getpid():
+                _pending_file().unlink()
+
+
+def wait_for(name: str, poll: float = 5.0) -> Path:
+    """The bin directory of component ``name``, waiting while a running build still owes it.
+
+    Raises ``ComponentUnavailable`` (its message says how to build it) when the component is
+    not cached and no build in progress will produce it.
+    """
+    component = COMPONENTS[name]
+    announced = False
+    while missing(component) and name in pending():
+        if not announced:
+            log(f"waiting for the background build of {name} {component.version} "
+                f"(its progress: {cache_root() / 'components-build.log'})")
+            announced = True
+        time.sleep(poll)
+    if missing(component):
+        raise ComponentUnavailable(
+            f"{name} {component.version} is not built ({binary_path(name)} is missing) and "
+            f"no build is running: run `make test-build WITH={name}` (or `python -m "
+            f"omenative_devcluster build --with {name}`) first")
+    return component_dir(component) / "bin"

@@ -45,7 +45,12 @@ from typing import Any
 import yaml
 
 from omenative_devcluster.build import _go_env, bin_dir, log
-from omenative_devcluster.components import COMPONENTS, binary_path, missing
+from omenative_devcluster.components import (
+    COMPONENTS,
+    ComponentUnavailable,
+    binary_path,
+    wait_for,
+)
 
 __all__ = [
     "KUEUE_NAMESPACE_LABEL",
@@ -222,10 +227,10 @@ class KueueProcess:
 
     def start(self, timeout: float = 120.0) -> None:
         """Install the CRDs, start Kueue, wait until ready, register the webhooks."""
-        if missing(KUEUE):
-            raise KueueError(
-                f"Kueue {KUEUE.version} is not built ({binary_path('kueue')}): run "
-                "`python -m omenative_devcluster build --with kueue`")
+        try:
+            wait_for("kueue")
+        except ComponentUnavailable as exc:
+            raise KueueError(str(exc)) from exc
         module = module_dir()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         cert_dir = self.state_dir / "kueue-certs"

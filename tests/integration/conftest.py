@@ -132,6 +132,28 @@ class DevCluster:
         self.cluster = cluster
 
 
+COMPONENT_ORDER = ("helm", "kueue", "lws", "scheduler-plugins")
+"""The order ``make test`` builds the Go components in the background (its ``WITH``)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the tests that need a Go component last, in the order those are built.
+
+    ``make test`` builds the components in the background while the other tests run
+    (``omenative_devcluster.components.build_in_order``); a test marked
+    ``@pytest.mark.component("kueue")`` waits for its component, so it goes after every
+    test that needs none, and after the tests of components built before its own.
+    """
+    def rank(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("component")
+        if marker is None:
+            return -1
+        name = str(marker.args[0])
+        return COMPONENT_ORDER.index(name) if name in COMPONENT_ORDER else len(COMPONENT_ORDER)
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 async def devcluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[DevCluster]:
     """The cluster of this session: from ``KUBECONFIG``, or one we start and stop."""

@@ -46,7 +46,7 @@ from test_install import (  # noqa: E402
     restore_crd_marks,
 )
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.component("helm")]
 pytest_plugins = ["manager_fixtures"]
 
 CHART = REPO / "charts" / "omenative"
@@ -59,12 +59,11 @@ HELM_MARKS = {"labels": {"app.kubernetes.io/managed-by": "Helm"},
 
 def helm_binary() -> Path:
     """The cached helm, or a failure saying how to build it."""
-    path = components.binary_path("helm")
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"no helm at {path}: build it with "
-                    "`flock /tmp/omenative-heavy.lock .venv/bin/python -m omenative_devcluster "
-                    "build --with helm`", pytrace=False)
-    return path
+    try:
+        components.wait_for("helm")
+    except components.ComponentUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return components.binary_path("helm")
 
 
 def helm_env(home: Path, kubeconfig: Path | None = None) -> dict[str, str]:

@@ -38,7 +38,8 @@ from manager_fixtures import (  # noqa: E402
     patch_replica,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = [pytest.mark.integration, pytest.mark.component("kueue"),
+              pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
 
 GROUP = "kueue.x-k8s.io"
