@@ -16,10 +16,9 @@ setup: ## create .venv and install omenative with the dev extras
 	$(VENV)/bin/pip install -q -e '.[dev]'
 
 # The Go components the integration tests run (the control plane is always built): helm for
-# test_helm.py, Kueue for test_kueue.py, LeaderWorkerSet for the MultiNode and hand-over tests,
-# scheduler-plugins for test_coscheduling.py. `make test` builds them in the background while
-# the other tests run; `make test WITH=` builds only the control plane.
-WITH ?= helm,kueue,lws,scheduler-plugins
+# test_helm.py, Kueue for test_kueue.py. `make test` builds them in the background while the
+# other tests run; `make test WITH=` builds only the control plane.
+WITH ?= helm,kueue
 # `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
 INTEGRATION ?= tests/integration
 
