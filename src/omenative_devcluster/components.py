@@ -217,10 +217,14 @@ def build_in_order(names: list[str]) -> None:
     property and first integration tests run; a test that needs a component still in the
     queue waits for it (``wait_for``) instead of failing or building it a second time.
     """
-    todo = [n for n in names if n in COMPONENTS and missing(COMPONENTS[n])]
     unknown = [n for n in names if n not in COMPONENTS]
     if unknown:
         raise RuntimeError(f"unknown component(s) {unknown}: expected some of {sorted(COMPONENTS)}")
+    todo = [n for n in names if missing(COMPONENTS[n])]
+    for name in names:
+        if name not in todo:
+            log(f"{name} {COMPONENTS[name].version}: cached in "
+                f"{component_dir(COMPONENTS[name]) / 'bin'}")
     try:
         for i, name in enumerate(todo):
             _write_pending(todo[i:])
