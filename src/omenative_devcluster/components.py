@@ -182,6 +182,8 @@ def _pending_file() -> Path:
 
 
 def _alive(pid: int) -> bool:
+    if pid <= 0:  # os.kill(0 or -1, 0) would test a process group, not one builder
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -197,7 +199,7 @@ def pending() -> list[str]:
         data = json.loads(_pending_file().read_text())
     except (OSError, ValueError):
         return []
-    if not isinstance(data, dict) or not _alive(int(data.get("pid", 0)) or -1):
+    if not isinstance(data, dict) or not _alive(int(data.get("pid", 0))):
         return []
     return [str(n) for n in data.get("names", [])]
 

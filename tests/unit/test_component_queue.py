@@ -62,6 +62,13 @@ def test_a_dead_builder_queue_is_not_waited_on(cache: Path) -> None:
         components.wait_for("helm", poll=0.01)
 
 
+def test_a_queue_without_a_builder_pid_is_not_waited_on(cache: Path) -> None:
+    path = cache / "components" / "pending.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"names": ["helm"]}))
+    assert components.pending() == []
+
+
 def test_a_cached_component_needs_no_build(cache: Path) -> None:
     _install("kueue")
     assert components.wait_for("kueue") == components.component_dir(
