@@ -166,6 +166,13 @@ def deployment(objs: list[JSON]) -> JSON:
     return dep
 
 
+@pytest.fixture(scope="module", autouse=True)
+async def helm_built() -> None:
+    """Wait for helm off the event loop, so the session's kubelet stand-in keeps its nodes
+    Ready while ``make test`` is still building helm in the background."""
+    await asyncio.to_thread(helm_binary)
+
+
 @pytest.fixture(scope="module")
 def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("helm-home")
