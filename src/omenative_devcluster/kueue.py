@@ -32,24 +32,28 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from omenative_devcluster.build import _go_env, bin_dir, log
+from omenative_devcluster.build import log
 from omenative_devcluster.components import (
     COMPONENTS,
     ComponentUnavailable,
     binary_path,
     wait_for,
+)
+from omenative_devcluster.loopback import (
+    free_port,
+    kubectl,
+    log_tail,
+    make_certificate,
+    module_source,
+    stop_process,
+    wait_ready,
 )
 
 __all__ = [
@@ -80,21 +84,7 @@ class KueueError(RuntimeError):
 
 def module_dir() -> Path:
     """The Kueue module's source in the Go module cache (downloaded if missing)."""
-    if shutil.which("go") is None:
-        raise KueueError("no `go` command on PATH: it locates Kueue's module source")
-    proc = subprocess.run(
-        ["go", "mod", "download", "-json", f"{KUEUE.module}@{KUEUE.version}"],
-        capture_output=True, text=True, env=_go_env(), cwd=Path.home(), check=False,
-    )
-    try:
-        info = json.loads(proc.stdout)
-    except ValueError:
-        info = {}
-    where = info.get("Dir") if isinstance(info, dict) else None
-    if proc.returncode != 0 or not where:
-        raise KueueError(f"go mod download {KUEUE.module}@{KUEUE.version} failed: "
-                         f"{(proc.stderr or proc.stdout).strip()[-600:]}")
-    return Path(where)
+    return module_source("kueue", KueueError)
 
 
 def crd_files(module: Path) -> list[Path]:
@@ -149,29 +139,6 @@ def webhook_configurations(module: Path, base_url: str, ca_pem: bytes) -> list[d
     return out
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _make_certificate(cert_dir: Path) -> bytes:
-    """A self-signed certificate for 127.0.0.1 in ``tls.crt``/``tls.key``; returns the PEM."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise KueueError("the openssl CLI is needed to make Kueue's webhook certificate")
-    cert_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(cert_dir / "tls.key"), "-out", str(cert_dir / "tls.crt")],
-        capture_output=True, text=True, check=False,
-    )
-    if proc.returncode != 0:
-        raise KueueError(f"openssl could not make a certificate: {proc.stderr.strip()[-400:]}")
-    return (cert_dir / "tls.crt").read_bytes()
-
-
 class KueueProcess:
     """One Kueue process for the cluster of ``kubeconfig``; see the module docstring."""
 
@@ -187,26 +154,11 @@ class KueueProcess:
     # ------------------------------------------------------------------ helpers
 
     def _kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
-        kubectl = bin_dir() / "kubectl"
-        if not os.access(kubectl, os.X_OK):
-            raise KueueError(f"kubectl is not built ({kubectl}): run "
-                             "`python -m omenative_devcluster build`")
-        proc = subprocess.run(
-            [str(kubectl), "--kubeconfig", str(self.kubeconfig), *args],
-            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
-        )
-        if proc.returncode != 0:
-            raise KueueError(f"kubectl {' '.join(args[:3])} failed: "
-                             f"{(proc.stderr or proc.stdout).strip()[-800:]}")
-        return proc.stdout
+        return kubectl(self.kubeconfig, *args, stdin=stdin, timeout=timeout, error=KueueError)
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of Kueue's log (for error messages)."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def _config(self, cert_dir: Path) -> dict[str, Any]:
         return {
@@ -234,7 +186,7 @@ class KueueProcess:
         module = module_dir()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         cert_dir = self.state_dir / "kueue-certs"
-        ca_pem = _make_certificate(cert_dir)
+        ca_pem = make_certificate(cert_dir, KueueError)
         self._metrics_certs(cert_dir)
         for crd in crd_files(module):
             self._kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
@@ -242,7 +194,7 @@ class KueueProcess:
                       *(f"crd/{p.stem.split('_', 1)[1]}.{_KUEUE_API_GROUP}"
                         for p in crd_files(module)))
         self._ensure_namespace()
-        self.webhook_port, self.probe_port = _free_port(), _free_port()
+        self.webhook_port, self.probe_port = free_port(), free_port()
         cfg_path = self.state_dir / "kueue-config.yaml"
         cfg_path.write_text(yaml.safe_dump(self._config(cert_dir)))
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
@@ -280,25 +232,9 @@ class KueueProcess:
         self._made_metrics_certs = True
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        url = f"http://127.0.0.1:{self.probe_port}/readyz"
-        last = ""
-        while True:
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise KueueError(f"kueue exited (code {code}) before it was ready; its log "
-                                 f"ends:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200:
-                        log("kueue is ready")
-                        return
-            except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-            if time.monotonic() > deadline:
-                raise KueueError(f"kueue was not ready within {timeout:.0f}s ({url}: {last}); "
-                                 f"its log ends:\n{self.log_tail()}")
-            time.sleep(0.5)
+        wait_ready("kueue", self.proc, f"http://127.0.0.1:{self.probe_port}/readyz",
+                   self.log_path, timeout, KueueError)
+        log("kueue is ready")
 
     def stop(self) -> None:
         """Unregister the webhooks, stop Kueue, remove the metrics certificate we made."""
@@ -307,15 +243,7 @@ class KueueProcess:
                           f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}",
                           f"validatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}")
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        stop_process(proc)
         if self._made_metrics_certs:
             shutil.rmtree(METRICS_CERT_DIR, ignore_errors=True)
             self._made_metrics_certs = False
