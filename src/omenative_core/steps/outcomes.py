@@ -144,7 +144,7 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
     reloc = relocation(st, row.index)
     if reloc is not None:
         st.migrations[reloc.request_uuid] = evolve(reloc, succeeded=True, completed_at=st.now)
-    ready_since = row.ready_since if row.phase == Phase.READY and row.ready_since else st.now
+    ready_since = st.ready_stamp(row)
     if (
         row.phase == Phase.READY
         and row.operation is None

@@ -312,10 +312,22 @@ class PassState:
         return Phase.FAILED if row.last_failure else Phase.PENDING
 
     def available(self, row: InstanceStatus) -> bool:
-        """Ready for at least ``minReadySeconds``."""
-        if row.phase != Phase.READY or row.ready_since is None:
+        """Ready for at least ``minReadySeconds``.
+
+        A Ready row without ``readySince`` is Available: the status drops the stamp once
+        the window has passed (``steps.status``), so a steady Ready row carries no entry.
+        """
+        if row.phase != Phase.READY:
             return False
-        return self.now >= row.ready_since + self.policy.min_ready
+        return row.ready_since is None or self.now >= row.ready_since + self.policy.min_ready
+
+    def ready_stamp(self, row: InstanceStatus) -> datetime | None:
+        """The ``readySince`` of a row that is Ready after this move.
+
+        A row already Ready keeps its own (None once Available); one entering Ready now
+        starts its ``minReadySeconds`` window now.
+        """
+        return row.ready_since if row.phase == Phase.READY else self.now
 
     # ------------------------------------------------------------------ membership
 
