@@ -58,6 +58,7 @@ from omenative_core.policy import Policy
 from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
+from omenative_core.status.budget import Budget
 
 __all__ = [
     "ActionSink",
@@ -213,6 +214,7 @@ class PassState:
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
     _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
+    _budget: Budget | None = None
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -385,6 +387,24 @@ class PassState:
             reason=reason,
             **kw,
         )
+
+    def may_open(self, count: int = 1, *, migrate: bool = False) -> bool:
+        """Whether ``count`` new operations fit the status (``status.budget``); else they wait.
+
+        The first refusal of a pass says so with an ``OperationsBounded`` Event.
+        """
+        if self._budget is None:
+            self._budget = Budget.of(self.rows.values())
+        if self._budget.admit(count, migrate=migrate):
+            return True
+        if self._budget.deferred == count:
+            self.note(
+                "OperationsBounded",
+                "new operations wait: the ones open now fill the status budget "
+                f"({self._budget.used} of {self._budget.capacity} bytes), so the status stays "
+                "under etcd's request limit",
+            )
+        return False
 
     def start_attempt(self, revision: str) -> bool:
         """Claim an attempt on ``revision`` if its RetryBlock allows one now."""
