@@ -10,6 +10,7 @@ import pytest
 from sim_helpers import engine_manifest as _manifest
 from sim_helpers import run_world as _run
 
+from omenative_controller.cli import ome_output as out
 from omenative_core.gang import choose_mechanism, pod_group_name, workload_name
 from omenative_core.model import (
     ConfigError,
@@ -22,6 +23,7 @@ from omenative_core.model import (
 )
 from omenative_core.model.observed import PodGroupView
 from omenative_core.model.plan import Plan
+from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
 
@@ -215,3 +217,31 @@ def test_pod_group_names_stay_valid_label_values() -> None:
     long_prefix = "x" * 70
     a, b = pod_group_name(long_prefix, 3, 1), pod_group_name(long_prefix, 3, 2)
     assert len(a) <= 63 and a.endswith("-3-1") and a != b
+
+
+# ---------------------------------------------------------------------------- kubectl ome
+
+
+def _pod(index: int, runner: str, *, native: str | None = None,
+         label: str | None = None) -> dict[str, Any]:
+    labels = {"ome.io/instance-index": str(index), "ome.io/runner": runner}
+    if label:
+        labels["scheduling.x-k8s.io/pod-group"] = label
+    spec = {"schedulingGroup": {"podGroupName": native}} if native else {}
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+def test_instance_list_wide_shows_each_instances_gang() -> None:
+    pods = [_pod(0, "leader", native="demo-0-1"), _pod(0, "worker", native="demo-0-1"),
+            _pod(1, "leader", label="demo-1-2"), _pod(1, "worker", label="demo-1-2"),
+            _pod(2, "leader"), _pod(2, "worker"), _pod(3, "default")]
+    gangs = out.gang_by_instance(pods)
+    assert gangs == {0: "Native:demo-0-1", 1: "PodGroup:demo-1-2", 2: "None", 3: "-"}
+    status = InferenceReplicaStatus(instances=(
+        InstanceStatus(index=0, incarnation=1, phase="Ready"),
+        InstanceStatus(index=4, incarnation=1, phase="Pending")))
+    lines = out.format_instance_table("engine", status, gangs).splitlines()
+    assert lines[0].split()[-1] == "GANG"
+    assert lines[1].split()[-1] == "Native:demo-0-1"
+    assert lines[2].split()[-1] == "-"  # no pods yet
+    assert "GANG" not in out.format_instance_table("engine", status)
