@@ -44,6 +44,7 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -303,6 +304,7 @@ class Manager:
         self.services: Informer[ObjectRef] | None = None
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
+        self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1alpha2
         self.servers: list[ProbeServer] = []
         self.webhook: WebhookServer | None = None
         self.metrics_port: int | None = None
@@ -336,10 +338,13 @@ class Manager:
                      self.slices)
         if any(i is None or not i.synced.is_set() for i in informers):
             return False
-        crd = self.pod_group_crd
+        crd, native = self.pod_group_crd, self.native_gang
         if crd is None or not crd.checked.is_set():
             return False
-        return crd.informer is None or crd.present
+        if native is None or not native.checked.is_set():
+            return False
+        return (crd.informer is None or crd.present) and (not native.informers
+                                                          or native.present)
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: ready once the caches are synced."""
@@ -531,6 +536,18 @@ class Manager:
                     self.slices):
             self._spawn(inf.run(), f"informer-{inf.name}")
         self._spawn(self.pod_group_crd.run(), "crd-podgroups")
+
+        def make_native() -> dict[str, Informer[Any]]:
+            return {res.kind: Informer(client, res, pod_group_view_from_json, namespaces=ns,
+                                       label_selector=MANAGED_SELECTOR,
+                                       indexers={"owner": _owner_index},
+                                       on_change=self._on_owned, observer=m)
+                    for res in (NATIVE_POD_GROUPS, WORKLOADS)}
+
+        self.native_gang = ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
+                                       interval=self.options.crd_poll_seconds,
+                                       on_change=lambda _present: self._enqueue_all())
+        self._spawn(self.native_gang.run(), "api-native-gang")
 
         self.elector = LeaderElector(
             client, self.options.leader_config(),
@@ -754,6 +771,7 @@ class Manager:
             nodes=MappingProxyType(self.nodes.store()),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
+            **self._native_gang_views(key),
             routed_pods=routed_pods_from_endpoint_slices(
                 self.slices.by_index("service", f"{namespace}/{service}")),
             revisions=tuple(self.revisions.by_index("owner", key)),
@@ -761,6 +779,16 @@ class Manager:
             config=self.config,
             headless_service_exists=self.services.get(f"{namespace}/{service}") is not None,
         )
+
+    def _native_gang_views(self, key: str) -> dict[str, Any]:
+        """The Snapshot's view of Kubernetes' own Workloads and PodGroups of one replica."""
+        native = self.native_gang
+        if native is None or not native.present:
+            return {}
+        views = {kind: {v.name: v for v in informer.by_index("owner", key)}
+                 for kind, informer in native.informers.items()}
+        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
+                "workloads": views.get("Workload", {})}
 
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None

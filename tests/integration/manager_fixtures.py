@@ -81,8 +81,11 @@ TEST_LIFECYCLE: dict[str, Any] = {
     "gangScheduleTimeout": {"min": "10s", "max": "60s"},
     "requeue": {"operation": "1s", "gate": "1s"},
     "instanceStatusEncoding": "DenseV1",
+    "gangScheduling": "PodGroup",
 }
-"""A test-sized lifecycle config: short deadlines and backoffs."""
+"""A test-sized lifecycle config: short deadlines and backoffs. Gangs use the
+scheduler-plugins PodGroup (when its CRD is installed), as before the cluster served
+Kubernetes' own; tests of another mechanism set ``gangScheduling``."""
 
 
 # ---------------------------------------------------------------------------- waiting

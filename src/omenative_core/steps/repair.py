@@ -22,6 +22,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import OpType, Outcome, Phase, Step
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
@@ -71,6 +72,7 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     old = [p for p in st.pods_of(row.index) if pod_incarnation(p) < row.incarnation + 1]
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
+    delete_pod_group(st, row.index, row.incarnation)  # the next attempt gets its own
     op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.now)
     return Continue(evolve(row, incarnation=row.incarnation + 1, operation=op))
 
@@ -293,6 +295,8 @@ def rebuilds(st: PassState) -> None:
         if not st.may_open():
             st.poll = True
             continue
+        if not delete_pod_group(st, index, row.incarnation):
+            continue  # a new attempt gets a fresh PodGroup once the old one is gone
         if not st.start_attempt(target):
             nxt = st.book.next_retry(target)
             if nxt is not None:

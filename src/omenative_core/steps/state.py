@@ -34,6 +34,7 @@ from omenative_core.model.plan import (
     CreatePod,
     CreatePodGroup,
     CreateRevision,
+    DeleteObject,
     DeletePod,
     DeletePodGroup,
     DeleteRevision,
@@ -110,6 +111,7 @@ _BUCKET_OF: dict[type[Action], str] = {
     PatchPodImages: "patches",
     DeletePod: "deletes",
     DeletePodGroup: "pod_group_deletes",
+    DeleteObject: "pod_group_deletes",
     DeleteRevision: "revision_deletes",
     RemoveAnnotations: "meta_last",
     RecordAudit: "meta_last",
@@ -134,9 +136,13 @@ def _key(action: Action) -> tuple[str, str] | None:
         case DeletePod() | SetServingGate() | PatchPodImages():
             return (action.kind, action.name)
         case DeletePodGroup():
-            return ("DeletePodGroup", action.name)
-        case CreatePodGroup():
-            return ("CreatePodGroup", str(action.body["metadata"]["name"]))
+            return ("DeletePodGroup", f"{action.api_version}/{action.name}")
+        case DeleteObject():
+            return ("DeleteObject", f"{action.api_version}/{action.object_kind}/{action.name}")
+        case CreatePodGroup() | CreateObject():
+            body = action.body
+            return (action.kind, f"{body.get('apiVersion')}/{body.get('kind')}/"
+                    f"{body['metadata']['name']}")
     return None
 
 

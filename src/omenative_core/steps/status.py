@@ -18,6 +18,7 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.conditions import build_conditions
+from omenative_core.gang import MECHANISM_NONE
 from omenative_core.model.plan import (
     Action,
     DeletePod,
@@ -33,6 +34,7 @@ from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
 from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
+from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 
 __all__ = ["finish", "invalid_plan"]
@@ -341,19 +343,13 @@ def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     multi = st.policy.multi_pod
     audit = st.config.audit
     timeout = st.policy.ready_timeout
-    if multi and not st.snap.pod_group_crd:
-        gang = (
-            "True",
-            "PodGroupCRDNotInstalled",
-            "the scheduler-plugins PodGroup CRD is not installed; multi-pod Instances "
-            "may schedule partially",
-        )
+    chosen = native_gang.mechanism(st, st.spec.runners)
+    if not multi:
+        gang = ("False", "GangSchedulingAvailable", "single-pod Instances need no gang scheduling")
+    elif chosen == MECHANISM_NONE:
+        gang = ("True", "PodGroupCRDNotInstalled", native_gang.mechanism_message(st, chosen))
     else:
-        gang = (
-            "False",
-            "GangSchedulingAvailable",
-            "PodGroups are used" if multi else "single-pod Instances need no gang scheduling",
-        )
+        gang = ("False", "GangSchedulingAvailable", native_gang.mechanism_message(st, chosen))
     migration = (
         (
             "True",

@@ -25,6 +25,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import Outcome, Phase, Step
 from omenative_core.revisions import hash_of
 from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import (
     abandon_surge,
     fail_row,
@@ -32,7 +33,7 @@ from omenative_core.steps.outcomes import (
     settle_ready,
     termination,
 )
-from omenative_core.steps.pods import delete_pod_group, drain
+from omenative_core.steps.pods import drain
 from omenative_core.steps.repair import LABEL_RESTART_BASELINE
 from omenative_core.steps.state import Continue, MoveResult, PassState
 from omenative_core.steps.teardown import condemn
@@ -109,7 +110,7 @@ def gang_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mov
     if st.policy.paused:
         return _updating(row, op)
     gone = drain(st, st.pods_of(row.index), "Replaced")
-    if not (gone and delete_pod_group(st, row.index)):
+    if not (gone and delete_pod_group(st, row.index, row.incarnation)):
         return _updating(row, op)
     surge_row = st.rows.get(op.surge_index) if op.surge_index is not None else None
     if surge_row is not None and surge_row.operation is not None:
