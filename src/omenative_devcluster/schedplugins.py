@@ -207,7 +207,8 @@ class SchedulerPlugins:
         self.scheduler = self._spawn(
             [str(binary_path("scheduler-plugins", "kube-scheduler-plugins")),
              f"--config={cfg_path}", f"--authentication-kubeconfig={kcfg}",
-             f"--authorization-kubeconfig={kcfg}", "--bind-address=127.0.0.1",
+             f"--authorization-kubeconfig={kcfg}", "--authentication-skip-lookup=true",
+             "--bind-address=127.0.0.1",
              f"--secure-port={self.scheduler_port}",
              f"--tls-cert-file={cert_dir / 'tls.crt'}",
              f"--tls-private-key-file={cert_dir / 'tls.key'}", "--v=2"],

@@ -168,7 +168,11 @@ async def test_one_gang_binds_whole_the_other_waits_whole_then_binds_when_a_node
         await asyncio.sleep(QUIET_INTERVAL)
     ir = await get_replica(kube, namespace, "chat")
     show("the Instance rows while one waits", rows(ir))
+    # it waits for room, its readiness deadline parked, and has not failed
+    operation = rows(ir)[second].get("operation") or {}
     assert rows(ir)[second].get("phase") != "Failed", rows(ir)[second]
+    assert operation.get("waiting") == "Unschedulable", rows(ir)[second]
+    assert operation.get("deadline") is None, rows(ir)[second]
     boundary = int((await kube.list(PODS, namespace))["metadata"]["resourceVersion"])
 
     # 3. a 4th node joins: the waiting Instance binds whole, both become Ready
