@@ -41,3 +41,9 @@ def test_an_lws_without_a_condition_is_still_multinode_and_no_lws_is_done() -> N
 
 def test_nothing_to_show_says_so() -> None:
     assert "no LeaderWorkerSet" in format_handover("chat", handover_rows(isvc(None), {}, {}))
+
+
+def test_groups_going_away_are_not_shown_as_ready() -> None:
+    going = {**LWS, "spec": {"replicas": 1}, "status": {"readyReplicas": 2}}
+    (row,) = handover_rows(isvc("Surging"), {"engine": going}, {"engine": IR})
+    assert (row.lws_ready, row.lws_desired) == (1, 1)

@@ -45,6 +45,13 @@ def _count(obj: Mapping[str, Any] | None, section: str, key: str) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _ready_groups(lws: Mapping[str, Any] | None) -> int | None:
+    """Ready groups, never above ``spec.replicas`` (a status not caught up with a scale-down
+    still counts the group that is going; the hand-over does not count it either)."""
+    ready, desired = _count(lws, "status", "readyReplicas"), _count(lws, "spec", "replicas")
+    return min(ready, desired) if ready is not None and desired is not None else ready
+
+
 def _condition(isvc: Mapping[str, Any], component: str) -> Mapping[str, Any] | None:
     entry = ((isvc.get("status") or {}).get("components") or {}).get(component) or {}
     for cond in entry.get("conditions") or ():
@@ -81,7 +88,7 @@ def handover_rows(
                 component=component,
                 phase=_phase(set_, replica, cond),
                 lws=str((set_.get("metadata") or {}).get("name") or "") if set_ else "",
-                lws_ready=_count(set_, "status", "readyReplicas"),
+                lws_ready=_ready_groups(set_),
                 lws_desired=_count(set_, "spec", "replicas"),
                 instances_ready=_count(replica, "status", "readyReplicas"),
                 instances_desired=_count(replica, "spec", "replicas"),
