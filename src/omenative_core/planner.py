@@ -57,6 +57,7 @@ __all__ = [
     "FINALIZER",
     "PASSES",
     "plan",
+    "plan_pass",
 ]
 
 Pass = Callable[[PassState], None]
@@ -105,6 +106,15 @@ PASSES: tuple[Pass, ...] = (
 
 def plan(snapshot: Snapshot) -> Plan:
     """Compute the next step for one InferenceReplica from what is observed."""
+    return plan_pass(snapshot)[0]
+
+
+def plan_pass(snapshot: Snapshot) -> tuple[Plan, PassState | None]:
+    """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
+
+    ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
+    knows how long the plan stays valid while nothing else changes.
+    """
     ir = snapshot.replica
     invalid = validate_replica(ir)
     if not invalid:
@@ -115,7 +125,7 @@ def plan(snapshot: Snapshot) -> Plan:
         except BudgetError as exc:
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
-        return invalid_plan(ir, to_second(snapshot.now), invalid)
+        return invalid_plan(ir, to_second(snapshot.now), invalid), None
     st = PassState(snapshot, policy, lifecycle.advance)
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
@@ -126,4 +136,4 @@ def plan(snapshot: Snapshot) -> Plan:
         for step in PASSES:
             step(st)
     revisions.prune_revisions(st)
-    return finish(st)
+    return finish(st), st
