@@ -109,11 +109,12 @@ def plan(snapshot: Snapshot) -> Plan:
     return plan_pass(snapshot)[0]
 
 
-def plan_pass(snapshot: Snapshot) -> tuple[Plan, PassState | None]:
+def plan_pass(snapshot: Snapshot, *, fast: bool = True) -> tuple[Plan, PassState | None]:
     """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
 
     ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
-    knows how long the plan stays valid while nothing else changes.
+    knows how long the plan stays valid while nothing else changes. ``fast=False`` skips
+    the one-loop checks of steady rows (tests compare both ways).
     """
     ir = snapshot.replica
     invalid = validate_replica(ir)
@@ -126,7 +127,7 @@ def plan_pass(snapshot: Snapshot) -> tuple[Plan, PassState | None]:
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
-    st = PassState(snapshot, policy, lifecycle.advance)
+    st = PassState(snapshot, policy, lifecycle.advance, fast=fast)
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
     revisions.load_rows(st)

@@ -3,7 +3,8 @@
 ``IncrementalMachine`` runs the whole ``LifecycleMachine`` (spec edits, faults, stale
 views, time) but plans each snapshot with ``plan_incremental`` and the memo of the
 previous pass, exactly as the manager does, and checks on every step that the plan is the
-one ``planner.plan`` computes from scratch for the same snapshot.
+one ``planner.plan`` computes from scratch for the same snapshot, and the one the full
+checks compute without the one-loop shortcuts for steady rows (``fast=False``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, settings
 from omenative_core.incremental import PlanMemo, plan_incremental
 from omenative_core.model import Plan, Snapshot
 from omenative_core.planner import plan as full_plan
+from omenative_core.planner import plan_pass
 from tests.property.test_lifecycle_machine import LifecycleMachine
 
 
@@ -28,6 +30,8 @@ class IncrementalMachine(LifecycleMachine):
             IncrementalMachine.reused += 1
         self.memo = memo
         assert incremental == full_plan(snap), "the incremental plan differs from the full plan"
+        slow, _ = plan_pass(snap, fast=False)
+        assert incremental == slow, "the one-loop checks of steady rows changed the plan"
         return incremental
 
 
