@@ -65,6 +65,7 @@ from omenative_controller.kube.resources import (
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderConfig, LeaderElector, LeaseNamespaceMissing
 from omenative_controller.observability import Metrics, ProbeServer
+from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.webhook import (
     WebhookServer,
@@ -74,6 +75,7 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
+from omenative_core.incremental import PlanMemo, plan_incremental
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.observed import NodeView, PodView, Snapshot
@@ -92,7 +94,6 @@ from omenative_core.views import (
     pod_group_view_from_json,
     pod_view_from_json,
     revision_view_from_json,
-    routed_pods_from_endpoint_slices,
 )
 
 __all__ = [
@@ -287,6 +288,9 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
+        # the default planner runs incrementally: one PlanMemo per replica key
+        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        self.routed = RoutedPods(_service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
         self.client: KubeClient | None = None
@@ -590,6 +594,7 @@ class Manager:
                 self._enqueue(key)
 
     def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        self.routed.on_slice(namespace, old, new)
         for view in (old, new):
             if view is None or not namespace:
                 continue
@@ -772,8 +777,7 @@ class Manager:
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),
-            routed_pods=routed_pods_from_endpoint_slices(
-                self.slices.by_index("service", f"{namespace}/{service}")),
+            routed_pods=self.routed.routed(f"{namespace}/{service}"),
             revisions=tuple(self.revisions.by_index("owner", key)),
             create_errors=self.create_errors.take(key),
             config=self.config,
@@ -816,7 +820,10 @@ class Manager:
             await self._reject(ctx, "InvalidSpec", "; ".join(problems))
             return "rejected"
         snap = self.snapshot(key, replica)
-        plan = self.plan_fn(snap)
+        if self._memos is None:
+            plan = self.plan_fn(snap)
+        else:
+            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
@@ -850,6 +857,8 @@ class Manager:
         """End the work for ``key``: no retry, no delayed look, no stored create errors (a
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
+        if self._memos is not None:
+            self._memos.pop(key, None)
         queue.forget(key)
         queue.discard(key)
 
