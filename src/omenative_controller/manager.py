@@ -36,8 +36,10 @@ import structlog
 from attrs import define, evolve, field, frozen
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
+from omenative_controller.coalesce import STATUS_COALESCE_SECONDS, StatusCoalescer
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
+    DEFAULT_MAX_INFLIGHT,
     ApplyResult,
     CreateErrorStore,
     Executor,
@@ -145,9 +147,15 @@ class ManagerOptions:
     bind_address: str = "0.0.0.0"
     metrics_port: int | None = 8080
     probe_port: int | None = 8081
-    workers: int = 4
-    qps: float = 50.0
-    burst: int = 100
+    #: concurrent reconcile passes; API writes are bounded by ``max_inflight`` instead
+    workers: int = 64
+    #: client-side limits: OME's chart sets its manager's to QPS 100, burst 200
+    qps: float = 100.0
+    burst: int = 200
+    #: plan actions in flight at once over every worker (executor.py)
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    #: seconds a progress-only status may wait for the next one (0: write every status)
+    status_coalesce: float = STATUS_COALESCE_SECONDS
     request_timeout: float = 30.0
     identity: str = field(factory=default_identity)
     config_reload_seconds: float = 30.0
@@ -270,6 +278,26 @@ def _service_index(namespace: str | None, view: Any) -> list[str]:
     return [f"{namespace}/{svc}"] if svc and namespace else []
 
 
+def _pass_kind(plan: Plan, result: ApplyResult) -> str:
+    """What a pass did, for ``omenative_pass_duration_seconds{kind}``: the first of
+    delete, create, gate, patch, status, held (a status held back) or none."""
+    kinds = {a.kind for a in plan.actions}
+    for label, names in _PASS_KINDS:
+        if kinds & names:
+            return "held" if label == "status" and result.status_due is not None else label
+    return "none"
+
+
+_PASS_KINDS = (
+    ("delete", frozenset({"DeletePod", "DeletePodGroup", "DeleteRevision", "DeleteObject"})),
+    ("create", frozenset({"CreatePod", "CreatePodGroup", "CreateRevision", "CreateObject"})),
+    ("gate", frozenset({"SetServingGate"})),
+    ("patch", frozenset({"PatchPodImages", "SetFinalizer", "RemoveAnnotations",
+                         "RecordAudit"})),
+    ("status", frozenset({"UpdateStatus"})),
+)
+
+
 # ---------------------------------------------------------------------------- the manager
 
 
@@ -317,6 +345,7 @@ class Manager:
         self._isvc_task: asyncio.Task[None] | None = None
         self._isvc: ServiceController | None = None
         self._advisor_task: asyncio.Task[None] | None = None
+        self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
 
     # ------------------------------------------------------------------ public
@@ -503,7 +532,7 @@ class Manager:
         self.pods = Informer(client, PODS, pod_view_from_json, namespaces=ns,
                              label_selector=MANAGED_SELECTOR,
                              indexers={"owner": _owner_index, "node": _node_index},
-                             on_change=self._on_owned, observer=m)
+                             on_change=self._on_pod, observer=m)
         self.nodes = Informer(client, NODES, node_view_from_json, on_change=self._on_node,
                               observer=m)
         self.revisions = Informer(client, CONTROLLER_REVISIONS, revision_view_from_json,
@@ -548,6 +577,8 @@ class Manager:
             on_pod_written=self.pods.upsert_if_newer,
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
+            max_inflight=self.options.max_inflight,
+            coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
 
     # ------------------------------------------------------------------ event handlers
@@ -571,6 +602,18 @@ class Manager:
         for view in (old, new):
             for key in _owner_index(namespace, view) if view is not None else ():
                 self._enqueue(key)
+
+    def _on_pod(self, namespace: str | None, old: PodView | None, new: PodView | None
+                ) -> None:
+        """A pod changed: wake its replica; in the priority lane when the pod is ready but
+        for its serving gate (the gang is one pass from rotation; it goes before fresh
+        first passes, so replicas become Ready depth-first)."""
+        urgent = (new is not None and new.deletion_timestamp is None
+                  and new.containers_ready and not new.serving_gate)
+        for view in (old, new):
+            for key in _owner_index(namespace, view) if view is not None else ():
+                if self.queue is not None:
+                    self.queue.add(key, priority=urgent)
 
     def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
         for view in (old, new):
@@ -732,8 +775,11 @@ class Manager:
             result_label = "exception"
             raise
         finally:
-            self.metrics.reconcile_duration.labels(result_label).observe(
-                time.monotonic() - started)
+            took = time.monotonic() - started
+            self.metrics.reconcile_duration.labels(result_label).observe(took)
+            kind = self._pass_kinds.pop(key, None) or (
+                result_label if result_label in ("gone", "rejected", "exception") else "none")
+            self.metrics.pass_duration.labels(kind).observe(took)
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
@@ -782,6 +828,7 @@ class Manager:
             await self._reject(ctx, where, str(exc))
             return "rejected"
         ctx.prefix = replica.prefix
+        ctx.observed_status = replica.status
         ctx.log = lg = lg.bind(isvc=replica.isvc_name, component=replica.spec.component)
         problems = validate_replica(replica)
         if problems:
@@ -790,6 +837,7 @@ class Manager:
         snap = self.snapshot(key, replica)
         plan = self.plan_fn(snap)
         result = await self.executor.apply(plan, ctx)
+        self._pass_kinds[key] = _pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
         if result.outcome == "namespace_gone":
@@ -812,7 +860,7 @@ class Manager:
         delete and release its finalizer (or the namespace never goes): apply what follows
         the refused create, creates left out."""
         assert self.executor is not None
-        rest = tuple(a for a in plan.actions[failed.applied + 1:]
+        rest = tuple(a for a in plan.actions[failed.failed_index + 1:]
                      if not isinstance(a, _CREATES))
         if not rest:
             return ApplyResult()
@@ -824,6 +872,8 @@ class Manager:
         self.create_errors.drop(key)
         queue.forget(key)
         queue.discard(key)
+        if self.executor is not None:
+            self.executor.forget(key)
 
     def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
         if result.outcome == "not_leader":
@@ -835,6 +885,8 @@ class Manager:
             queue.add_rate_limited(key)
         if plan.requeue_after is not None:
             queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
+        if result.status_due is not None:  # a held status: look again when it is due
+            queue.add_after(key, result.status_due)
 
     async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
         """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""
