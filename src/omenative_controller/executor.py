@@ -1,13 +1,13 @@
 """The executor: turn a Plan's actions into API calls, the status first, stopping after a failure.
 
 Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
-does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a run
-of consecutive pod creates, PodGroup creates, serving-gate patches, image patches or
-deletes is sent at once; any other action is a run of its own. A run with a failure ends
-the pass after its other members answered. Every action holds a slot of one manager-wide
-budget (``max_inflight``, ``--max-inflight``) while it talks to the API server, so 64
-workers cannot queue hundreds of writes ahead of a Lease renewal in the client's token
-bucket. A progress-only status may be held back (``coalesce.py``).
+does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
+bring-up (finalizer, revision, headless Service, pods), a gang's PodGroups, its serving-gate
+patches, image patches or deletes is sent at once; any other action is a run of its own. A
+run with a failure ends the pass after its other members answered. Every action holds a
+slot of one manager-wide budget (``max_inflight``, ``--max-inflight``) while it talks to
+the API server, so 64 workers cannot queue hundreds of writes ahead of a Lease renewal in
+the client's token bucket. A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
 
@@ -123,22 +123,34 @@ DEFAULT_MAX_INFLIGHT = 32
 Every request waits for a token of the client's one bucket, in arrival order; the budget
 bounds how many writes can queue there ahead of a Lease renewal (32 at 100 QPS: 0.32 s).
 """
-_CONCURRENT = (CreatePod, CreatePodGroup, SetServingGate, DeletePod, DeletePodGroup,
-               PatchPodImages)
-"""Kinds whose consecutive actions touch distinct objects and may run at once."""
-
 _Stop = PassStop
+
+
+def _family(action: Action) -> str:
+    """Which run an action may share: actions of one family touch distinct objects and none
+    needs another to exist first (a PodGroup does precede its pods: its own family)."""
+    if isinstance(action, SetFinalizer) and action.present:
+        return "bring-up"
+    if isinstance(action, CreateRevision | CreateObject | CreatePod):
+        return "bring-up"
+    if isinstance(action, CreatePodGroup | SetServingGate | DeletePod | DeletePodGroup
+                  | PatchPodImages):
+        return action.kind
+    return ""  # a run of its own
 
 
 def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
     """``actions`` cut into runs applied one after another, each with its first position.
 
-    A run is one action, or consecutive actions of one concurrent kind (the pods of a gang,
-    their serving gates, a batch of deletes); the plan's order between kinds is kept.
+    A run is one action, or consecutive actions of one family: a bring-up (the finalizer,
+    the revision, the headless Service and the pods: all idempotent creates that only need
+    the InferenceReplica), a gang's PodGroups, its serving gates, a batch of pod deletes or
+    image patches. The plan's order between runs is kept.
     """
     runs: list[tuple[int, tuple[Action, ...]]] = []
     for i, action in enumerate(actions):
-        if runs and isinstance(action, _CONCURRENT) and type(runs[-1][1][0]) is type(action):
+        fam = _family(action)
+        if runs and fam and _family(runs[-1][1][0]) == fam:
             runs[-1] = (runs[-1][0], (*runs[-1][1], action))
         else:
             runs.append((i, (action,)))

@@ -13,9 +13,10 @@ from attrs import define
 
 from omenative_controller.kube.client import JSON
 from omenative_core.labels import LABEL_INSTANCE_INDEX
+from omenative_core.model.plan import Plan
 
 __all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of",
-           "service_owner"]
+           "pass_kind", "service_owner"]
 
 
 class PassStop(Exception):
@@ -97,3 +98,22 @@ def instance_kw(index: int | None) -> dict[str, int]:
     """``{"instance": index}`` for log binding, or nothing when unknown."""
     return {} if index is None else {"instance": index}
 
+
+def pass_kind(plan: Plan, result: ApplyResult) -> str:
+    """What a pass did, for ``omenative_pass_duration_seconds{kind}``: the first of
+    delete, create, gate, patch, status, held (a status held back) or none."""
+    kinds = {a.kind for a in plan.actions}
+    for label, names in _PASS_KINDS:
+        if kinds & names:
+            return "held" if label == "status" and result.status_due is not None else label
+    return "none"
+
+
+_PASS_KINDS = (
+    ("delete", frozenset({"DeletePod", "DeletePodGroup", "DeleteRevision", "DeleteObject"})),
+    ("create", frozenset({"CreatePod", "CreatePodGroup", "CreateRevision", "CreateObject"})),
+    ("gate", frozenset({"SetServingGate"})),
+    ("patch", frozenset({"PatchPodImages", "SetFinalizer", "RemoveAnnotations",
+                         "RecordAudit"})),
+    ("status", frozenset({"UpdateStatus"})),
+)

@@ -15,6 +15,7 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.observability import Metrics
 from omenative_core.model.plan import (
     CreatePod,
+    CreatePodGroup,
     CreateRevision,
     DeletePod,
     Plan,
@@ -56,6 +57,9 @@ class SlowApi:
     async def patch(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
         return await self._call(f"patch {name}", {"metadata": {"name": name}})
 
+    async def delete(self, res: Any, name: str, ns: Any = None, **kw: Any) -> None:
+        await self._call(f"delete {name}", None)
+
 
 def _executor(api: SlowApi, max_inflight: int = 32, metrics: Metrics | None = None
               ) -> Executor:
@@ -85,22 +89,33 @@ def test_the_status_is_written_before_anything_else() -> None:
     assert sorted(api.calls[1:]) == ["create p0", "create p1"]
 
 
-def test_a_gangs_pods_are_sent_at_once_but_other_kinds_keep_their_order() -> None:
+def test_a_bring_up_is_sent_at_once_after_the_status() -> None:
     api = SlowApi()
-    plan = _plan(SetFinalizer(present=True),
+    plan = _plan(UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
                  CreateRevision(body={"metadata": {"name": "rev"}}),
                  *(_pod(f"p{i}") for i in range(4)))
     asyncio.run(_executor(api).apply(plan, _ctx()))
-    assert api.calls[:2] == ["patch r", "create rev"]
-    assert api.peak == 4, "the four pod creates were in flight together"
+    assert api.calls[0] == "status r"
+    assert api.peak == 6, "finalizer, revision and the four pods were in flight together"
 
 
-def test_runs_group_consecutive_actions_of_one_concurrent_kind() -> None:
+def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:
+    api = SlowApi()
+    group = CreatePodGroup(body={"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                 "metadata": {"name": "g"}})
+    plan = _plan(DeletePod(name="old", uid="u"), group, _pod("p0"), _pod("p1"))
+    asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert api.calls[:2] == ["delete old", "create g"]
+    assert sorted(api.calls[2:]) == ["create p0", "create p1"]
+
+
+def test_runs_group_consecutive_actions_of_one_family() -> None:
     gate = SetServingGate(name="p0", uid="u", value=True)
-    actions = (UpdateStatus(status=InferenceReplicaStatus()), _pod("a"), _pod("b"), gate,
-               gate, DeletePod(name="x", uid="u"), _pod("c"))
+    actions = (UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
+               _pod("a"), _pod("b"), gate, gate, DeletePod(name="x", uid="u"),
+               SetFinalizer(present=False), _pod("c"))
     assert [(i, len(run)) for i, run in action_runs(actions)] == [
-        (0, 1), (1, 2), (3, 2), (5, 1), (6, 1)]
+        (0, 1), (1, 3), (4, 2), (6, 1), (7, 1), (8, 1)]
 
 
 def test_every_worker_together_stays_within_the_in_flight_budget() -> None:
