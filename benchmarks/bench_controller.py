@@ -91,9 +91,10 @@ def _child_env() -> dict[str, str]:
 class DevCluster:
     """``devcluster up`` as a child process (or nothing, when ``KUBECONFIG`` is set)."""
 
-    def __init__(self, state_dir: Path, nodes: int) -> None:
+    def __init__(self, state_dir: Path, nodes: int, extra: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.nodes = nodes
+        self.extra = extra
         self.proc: asyncio.subprocess.Process | None = None
         self.kubeconfig: Path | None = None
 
@@ -102,7 +103,7 @@ class DevCluster:
         err = (self.state_dir / "up.stderr.log").open("wb")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "omenative_devcluster", "up",
-            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes),
+            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes), *self.extra,
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
         )
@@ -539,7 +540,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"using the cluster of KUBECONFIG={kubeconfig}")
         else:
             say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
-            cluster = DevCluster(workdir / "devcluster", args.nodes)
+            extra: tuple[str, ...] = ()
+            if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
+                extra = ("--controller-manager-qps", f"{args.qps:g}",
+                         "--controller-manager-burst", str(args.burst))
+            cluster = DevCluster(workdir / "devcluster", args.nodes, extra)
             kubeconfig = await cluster.start()
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
@@ -644,6 +649,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
 
+        for tr in trackers:
+            await tr.stop()
+        trackers.clear()
+        peer = None
+        if args.peer == "lws":
+            peer = await run_lws_peer(kubeconfig, n_ir, args, workdir, namespaces,
+                                      external=cluster is None)
+
         ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
         lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
         for name, at in ir_tracker.ready.items():
@@ -662,7 +675,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "t_bare": t_bare, "t_bare_created": t_bare_created,
             "bare_create_ms": 1000 * sum(bare_lat) / max(len(bare_lat), 1),
             "bare_requests": bare.requests, "bare_cpu_s": bare_cpu,
-            "bench_hwm_mib": _self_hwm_mib(),
+            "bench_hwm_mib": _self_hwm_mib(), "peer": peer,
             "hwm_mib": manager.hwm_kib / 1024, "rss_sampled_mib": rss_peak_seen / 1024,
             "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
             "settled": settled, "quiet": quiet,
@@ -688,6 +701,23 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"manager log events: {dict(odd.most_common(12))}")
         for rec in manager.warnings[:5]:
             say(f"  manager {rec.get('level')}: {json.dumps(rec)[:300]}")
+
+
+async def run_lws_peer(kubeconfig: Path, n_ir: int, args: argparse.Namespace, workdir: Path,
+                       namespaces: list[str], *, external: bool) -> dict[str, Any]:
+    """LeaderWorkerSet v0.7.0 (``peer_lws.run_peer``) on the same shapes and client limits."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peer_lws import run_peer  # noqa: PLC0415 - only with --peer lws (waits for its build)
+
+    if external:
+        say("  KUBECONFIG given: kube-controller-manager keeps its own client limits")
+    ns = f"bench-lws-{uuid.uuid4().hex[:8]}"
+    namespaces.append(ns)
+    res = await run_peer(kubeconfig, ns, n_ir, PODS_PER_REPLICA - 1, qps=args.qps,
+                         burst=args.burst, state_dir=workdir / "lws")
+    return {"name": "LWS v0.7.0", "seconds": res.seconds,
+            "requests": float(res.requests) if res.requests is not None else float("nan"),
+            "cpu_seconds": res.cpu_seconds, "peak_rss_mb": res.peak_rss_mb}
 
 
 def _self_hwm_mib() -> float:
@@ -721,7 +751,9 @@ def side_by_side(r: dict[str, Any]) -> None:
         vals = [c[1] / bare_t if idx < 0 else c[idx] for c in cols]
         print(f"{label:28}" + "".join(fmt.format(v) for v in vals))
     print(f"  (bare loop CPU/RSS: the benchmark process, watchers included; writes per "
-          f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f})")
+          f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f}"
+          + ("; LWS requests: its own client only, kube-controller-manager creates its pods"
+             if peer is not None else "") + ")")
     kinds = by_labels(ready, "omenative_pass_duration_seconds_count", ("kind",))
     sums = by_labels(ready, "omenative_pass_duration_seconds_sum", ("kind",))
     print("  passes by kind (count, mean ms): " + ", ".join(
@@ -812,6 +844,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=150.0, help="wait for Ready (s)")
     parser.add_argument("--settle", type=float, default=20.0,
                         help="at most this long after Ready to watch trailing writes (s)")
+    parser.add_argument("--peer", choices=("none", "lws"), default="none",
+                        help="also run LeaderWorkerSet v0.7.0 on the same shapes and limits "
+                             "(kube-controller-manager too, when the cluster is started here)")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
     args = parser.parse_args()

@@ -35,9 +35,7 @@ from attrs import evolve
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
 from omenative_controller.cache_views import (
     MANAGED_SELECTOR,
-    SERVICE_NAME_LABEL,
     ObjectRef,
-    labels_of,
     node_index,
     owner_index,
     ref_view,
@@ -82,6 +80,7 @@ from omenative_controller.manager_config import (
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind
 from omenative_controller.service_controller import ServiceController
+from omenative_controller.wakeups import Wakeups
 from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
@@ -175,6 +174,7 @@ class Manager:
         self._isvc: ServiceController | None = None
         self._advisor_task: asyncio.Task[None] | None = None
         self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
+        self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
 
     # ------------------------------------------------------------------ public
@@ -293,29 +293,29 @@ class Manager:
         m = self.metrics
 
         self.replicas = Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
-                                 on_change=self._on_replica, observer=m)
+                                 on_change=self.wakeups.replica, observer=m)
         self.pods = Informer(client, PODS, pod_view_from_json, namespaces=ns,
                              label_selector=MANAGED_SELECTOR,
                              indexers={"owner": owner_index, "node": node_index},
-                             on_change=self._on_pod, observer=m)
-        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self._on_node,
+                             on_change=self.wakeups.pod, observer=m)
+        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self.wakeups.node,
                               observer=m)
         self.revisions = Informer(client, CONTROLLER_REVISIONS, revision_view_from_json,
                                   namespaces=ns, label_selector=MANAGED_SELECTOR,
-                                  indexers={"owner": owner_index}, on_change=self._on_owned,
+                                  indexers={"owner": owner_index}, on_change=self.wakeups.owned,
                                   observer=m)
         self.services = Informer(client, SERVICES, ref_view, namespaces=ns,
-                                 label_selector=MANAGED_SELECTOR, on_change=self._on_owned,
+                                 label_selector=MANAGED_SELECTOR, on_change=self.wakeups.owned,
                                  observer=m)
         self.slices = Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
                                label_selector=LABEL_REPLICA,
-                               indexers={"service": service_index}, on_change=self._on_slice,
+                               indexers={"service": service_index}, on_change=self.wakeups.slice,
                                observer=m)
 
         def make_pod_groups(version: str) -> Informer[Any]:
             return Informer(client, pod_groups(version), pod_group_view_from_json,
                             namespaces=ns, label_selector=MANAGED_SELECTOR,
-                            indexers={"owner": owner_index}, on_change=self._on_owned,
+                            indexers={"owner": owner_index}, on_change=self.wakeups.owned,
                             observer=m)
 
         self.pod_group_crd = CrdPresence(client, POD_GROUP_CRD, make_pod_groups,
@@ -348,67 +348,8 @@ class Manager:
 
     # ------------------------------------------------------------------ event handlers
 
-    def _enqueue(self, key: str) -> None:
-        if self.queue is not None:
-            self.queue.add(key)
-
     def _enqueue_all(self) -> None:
-        if self.replicas is not None:
-            for key in self.replicas.key_list():
-                self._enqueue(key)
-
-    def _on_replica(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
-        obj = new if new is not None else old
-        name = ((obj or {}).get("metadata") or {}).get("name")
-        if namespace and name:
-            self._enqueue(f"{namespace}/{name}")
-
-    def _on_owned(self, namespace: str | None, old: Any, new: Any) -> None:
-        for view in (old, new):
-            for key in owner_index(namespace, view) if view is not None else ():
-                self._enqueue(key)
-
-    def _on_pod(self, namespace: str | None, old: PodView | None, new: PodView | None
-                ) -> None:
-        """A pod changed: wake its replica; in the priority lane when the pod is ready but
-        for its serving gate (the gang is one pass from rotation; it goes before fresh
-        first passes, so replicas become Ready depth-first)."""
-        urgent = (new is not None and new.deletion_timestamp is None
-                  and new.containers_ready and not new.serving_gate)
-        for view in (old, new):
-            for key in owner_index(namespace, view) if view is not None else ():
-                if self.queue is not None:
-                    self.queue.add(key, priority=urgent)
-
-    def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
-        for view in (old, new):
-            if view is None or not namespace:
-                continue
-            labels = labels_of(view)
-            owner = labels.get(LABEL_REPLICA)
-            svc = labels.get(SERVICE_NAME_LABEL, "")
-            if not owner and svc.endswith("-headless"):
-                owner = svc[: -len("-headless")]
-            if owner:
-                self._enqueue(f"{namespace}/{owner}")
-
-    def _on_node(self, _: str | None, old: NodeView | None, new: NodeView | None) -> None:
-        node = new if new is not None else old
-        if node is None or self.pods is None:
-            return
-        if new is not None and (old is None or (old.labels, old.gpus, old.unschedulable,
-                                                old.ready) != (new.labels, new.gpus,
-                                                               new.unschedulable, new.ready)):
-            # a node that appeared, or changed what placement reads, may be what a Pending
-            # gang or a missing spread key waits for: every replica looks again (rare)
-            self._enqueue_all()
-            return
-        owners: set[str] = set()
-        for key in self.pods.index_keys("node", node.name):
-            pod = self.pods.get(key)
-            owners.update(owner_index(self.pods.namespace_of(key), pod) if pod else ())
-        for key in owners:
-            self._enqueue(key)
+        self.wakeups.all()
 
     # ------------------------------------------------------------------ leadership
 
