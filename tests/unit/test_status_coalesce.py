@@ -126,3 +126,45 @@ def test_a_gang_comes_up_in_the_simulator_with_two_status_writes_and_no_restart(
     assert "DeletePod" not in kinds
     assert kinds.count("CreatePod") == 4 and kinds.count("SetServingGate") == 4
     assert kinds.count("UpdateStatus") == 2
+
+
+def _drive(coalesce: bool) -> tuple[dict[str, int], Any]:
+    """A rollout, a crashed worker and a scale-down; held statuses are never flushed here
+    (the worst case: the window never ends)."""
+    world = World(ClusterSpec(nodes=8, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2), engine_manifest(workers=1, replicas=3))
+    steps = [
+        lambda: world.patch_replica({"spec": {"runners": engine_manifest(
+            workers=1, image="img:2")["spec"]["runners"]}}),
+        lambda: world.fail_pod("chat-engine-1-worker-0"),
+        lambda: world.patch_replica({"spec": {"replicas": 1}}),
+    ]
+    kinds: dict[str, int] = {}
+    for _ in range(2000):
+        snap = world.snapshot()
+        p = make_plan(snap)
+        hold = coalesce and status_may_wait(snap.replica.status, p.status, p.actions)
+        actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
+        for a in actions:
+            kinds[a.kind] = kinds.get(a.kind, 0) + 1
+        if actions:
+            world.apply(actions)
+        elif (t := world.next_event_time()) is not None:
+            world.advance(t)
+        elif steps:
+            steps.pop(0)()
+        else:
+            break
+    return kinds, world.snapshot().replica.status
+
+
+def test_a_rollout_a_crash_and_a_scale_down_take_the_same_pod_actions_with_fewer_writes(
+) -> None:
+    plain, plain_status = _drive(coalesce=False)
+    held, held_status = _drive(coalesce=True)
+    assert {k: v for k, v in held.items() if k != "UpdateStatus"} == {
+        k: v for k, v in plain.items() if k != "UpdateStatus"}
+    assert held["UpdateStatus"] < plain["UpdateStatus"]
+    assert (held_status.ready_replicas, held_status.current_revision) == (
+        plain_status.ready_replicas, plain_status.current_revision)
+    assert held_status.ready_replicas == 1
