@@ -3,7 +3,8 @@
 Pods, revisions, Services and PodGroups wake their owner (``ome.io/inferencereplica``);
 an EndpointSlice the replica behind its headless Service; a node the replicas with pods on
 it, or every replica when the node appeared or changed what placement reads. A pod that
-is ready but for its serving gate wakes its replica in the work queue's priority lane.
+is ready but for its serving gate, or has just turned Ready, wakes its replica in the work
+queue's priority lane.
 """
 
 from __future__ import annotations
@@ -59,10 +60,11 @@ class Wakeups:
 
     def pod(self, namespace: str | None, old: PodView | None, new: PodView | None) -> None:
         """A pod changed: wake its replica; in the priority lane when the pod is ready but
-        for its serving gate (the gang is one pass from rotation; it goes before fresh
-        first passes, so replicas become Ready depth-first)."""
-        urgent = (new is not None and new.deletion_timestamp is None
-                  and new.containers_ready and not new.serving_gate)
+        for its serving gate, or has just turned Ready (the gang is one pass from rotation,
+        or from reporting it: it goes before fresh first passes, so replicas become Ready
+        depth-first)."""
+        urgent = new is not None and new.deletion_timestamp is None and new.containers_ready \
+            and (not new.serving_gate or (new.ready and (old is None or not old.ready)))
         for view in (old, new):
             for key in owner_index(namespace, view) if view is not None else ():
                 queue = self.queue()

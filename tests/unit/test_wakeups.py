@@ -25,9 +25,12 @@ async def test_a_gang_waiting_only_for_its_gate_goes_before_fresh_replicas() -> 
     assert order[1:] == ["ns/fresh-0", "ns/fresh-1", "ns/fresh-2", "ns/starting"]
 
 
-async def test_a_pod_whose_gate_is_open_wakes_its_replica_in_the_ordinary_lane() -> None:
+async def test_a_pod_that_just_turned_ready_goes_first_one_that_stays_ready_does_not() -> None:
     queue: WorkQueue[str] = WorkQueue()
     wake = Wakeups(lambda: queue, lambda: None, lambda: None)
     wake.one("ns/fresh")
-    wake.pod("ns", None, _pod("serving", ContainersReady="True", **{"ome.io/serving": "True"}))
-    assert [await queue.get() for _ in range(2)] == ["ns/fresh", "ns/serving"]
+    gated = {"ContainersReady": "True", "ome.io/serving": "True"}
+    before = _pod("steady", **gated, Ready="True")
+    wake.pod("ns", before, _pod("steady", **gated, Ready="True", PodScheduled="True"))
+    wake.pod("ns", _pod("turned", **gated, Ready="False"), _pod("turned", **gated, Ready="True"))
+    assert [await queue.get() for _ in range(3)] == ["ns/turned", "ns/fresh", "ns/steady"]
