@@ -654,8 +654,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         trackers.clear()
         peer = None
         if args.peer == "lws":
-            peer = await run_lws_peer(kubeconfig, n_ir, args, workdir, namespaces,
-                                      external=cluster is None)
+            try:
+                peer = await run_lws_peer(kubeconfig, n_ir, args, workdir, namespaces,
+                                          external=cluster is None)
+            except Exception as exc:  # the manager's figures still count
+                say(f"LWS peer failed: {type(exc).__name__}: {exc}")
 
         ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
         lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
