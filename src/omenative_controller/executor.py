@@ -128,13 +128,16 @@ _Stop = PassStop
 
 def _family(action: Action) -> str:
     """Which run an action may share: actions of one family touch distinct objects and none
-    needs another to exist first (a PodGroup does precede its pods: its own family)."""
+    needs another to exist first. The objects a gang's pods lean on go first: the
+    finalizer, the revision and the headless Service (kube-scheduler spreads a replica's
+    pods by the Services that select them, so a pod created before its Service is placed
+    as if it had none); a PodGroup precedes its pods as a family of its own."""
     if isinstance(action, SetFinalizer) and action.present:
-        return "bring-up"
-    if isinstance(action, CreateRevision | CreateObject | CreatePod):
-        return "bring-up"
+        return "prelude"
+    if isinstance(action, CreateRevision | CreateObject):
+        return "prelude"
     if isinstance(action, CreatePodGroup | SetServingGate | DeletePod | DeletePodGroup
-                  | PatchPodImages):
+                  | PatchPodImages | CreatePod):
         return action.kind
     return ""  # a run of its own
 
@@ -142,10 +145,10 @@ def _family(action: Action) -> str:
 def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
     """``actions`` cut into runs applied one after another, each with its first position.
 
-    A run is one action, or consecutive actions of one family: a bring-up (the finalizer,
-    the revision, the headless Service and the pods: all idempotent creates that only need
-    the InferenceReplica), a gang's PodGroups, its serving gates, a batch of pod deletes or
-    image patches. The plan's order between runs is kept.
+    A run is one action, or consecutive actions of one family: a prelude (the finalizer,
+    the revision and the headless Service: idempotent writes that only need the
+    InferenceReplica), a gang's PodGroups, its pods, its serving gates, a batch of pod
+    deletes or image patches. The plan's order between runs is kept.
     """
     runs: list[tuple[int, tuple[Action, ...]]] = []
     for i, action in enumerate(actions):

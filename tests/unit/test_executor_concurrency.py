@@ -14,6 +14,7 @@ from omenative_controller.executor import CreateErrorStore, Executor, PassContex
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.observability import Metrics
 from omenative_core.model.plan import (
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateRevision,
@@ -89,14 +90,19 @@ def test_the_status_is_written_before_anything_else() -> None:
     assert sorted(api.calls[1:]) == ["create p0", "create p1"]
 
 
-def test_a_bring_up_is_sent_at_once_after_the_status() -> None:
+def test_a_bring_up_sends_its_prelude_at_once_then_every_pod_at_once() -> None:
     api = SlowApi()
+    service = CreateObject(body={"apiVersion": "v1", "kind": "Service",
+                                 "metadata": {"name": "svc"}})
     plan = _plan(UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
-                 CreateRevision(body={"metadata": {"name": "rev"}}),
+                 CreateRevision(body={"metadata": {"name": "rev"}}), service,
                  *(_pod(f"p{i}") for i in range(4)))
     asyncio.run(_executor(api).apply(plan, _ctx()))
     assert api.calls[0] == "status r"
-    assert api.peak == 6, "finalizer, revision and the four pods were in flight together"
+    assert "create svc" in api.calls[1:4], "the Service went out with the prelude"
+    assert sorted(api.calls[4:]) == [f"create p{i}" for i in range(4)], (
+        "no pod was created before the Service that selects it existed")
+    assert api.peak == 4, "the four pods were in flight together"
 
 
 def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:
@@ -115,7 +121,7 @@ def test_runs_group_consecutive_actions_of_one_family() -> None:
                _pod("a"), _pod("b"), gate, gate, DeletePod(name="x", uid="u"),
                SetFinalizer(present=False), _pod("c"))
     assert [(i, len(run)) for i, run in action_runs(actions)] == [
-        (0, 1), (1, 3), (4, 2), (6, 1), (7, 1), (8, 1)]
+        (0, 1), (1, 1), (2, 2), (4, 2), (6, 1), (7, 1), (8, 1)]
 
 
 def test_every_worker_together_stays_within_the_in_flight_budget() -> None:
