@@ -165,7 +165,7 @@ def _sizes() -> tuple[int, int, int, int]:
     """(readySince row, last-failure row, worst operation row, worst Migrate row) in bytes."""
     since = _entry_bytes(InstanceStatus(index=INT32_MAX, phase="Ready", ready_since=_T))
     failure = _worst_failure()
-    failed = _entry_bytes(InstanceStatus(index=INT32_MAX, phase="Failed", last_failure=failure))
+    failed = _entry_bytes(InstanceStatus(index=INT32_MAX, ready_since=_T, last_failure=failure))
     op = _entry_bytes(
         InstanceStatus(
             index=INT32_MAX,
@@ -194,7 +194,8 @@ READY_SINCE_ROW_BYTES: Final = _sizes()[0]
 """The charge for a Ready row still inside its ``minReadySeconds`` window."""
 
 FAILURE_ROW_BYTES: Final = _sizes()[1]
-"""The charge for a row with a last failure and no operation (message at its longest)."""
+"""The charge for a row with a last failure and no operation (message at its longest; a
+recovered row keeps its last failure beside its ``readySince``)."""
 
 OPERATION_ROW_BYTES: Final = _sizes()[2]
 """The charge for a row with an open operation (worst entry plus its column fragments)."""
