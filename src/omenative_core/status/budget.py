@@ -35,7 +35,13 @@ from typing import Final
 
 from attrs import define
 
-from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
+from omenative_core.conditions import build_conditions
+from omenative_core.model.status import (
+    Condition,
+    InstanceOperation,
+    InstanceStatus,
+    InstanceTermination,
+)
 from omenative_core.status.columnar import encode_columns
 from omenative_core.status.indexsets import INT32_MAX
 from omenative_core.status.wire import go_json_bytes
@@ -51,11 +57,13 @@ __all__ = [
     "OPERATION_ROW_BYTES",
     "READY_SINCE_ROW_BYTES",
     "STATUS_REQUEST_LIMIT",
+    "STATUS_SIZE_EXCEEDED",
     "STATUS_TARGET",
     "STEADY_RESERVE",
     "Budget",
     "bounded_text",
     "row_cost",
+    "too_large_conditions",
 ]
 
 STATUS_REQUEST_LIMIT: Final = 1536 * 1024
@@ -250,3 +258,23 @@ class Budget:
             return False
         self.used += cost
         return True
+
+
+STATUS_SIZE_EXCEEDED: Final = "StatusSizeExceeded"
+"""The condition (and Event) saying a status was not written because it was too large."""
+
+
+def too_large_conditions(
+    previous: tuple[Condition, ...], size: int, limit: int, now: datetime, generation: int
+) -> tuple[Condition, ...]:
+    """The conditions to record when a status of ``size`` bytes cannot be sent.
+
+    ``StatusSizeExceeded=True`` (reason ``StatusTooLarge``) joins the conditions the status
+    already has; the next status that fits is written without it.
+    """
+    message = (
+        f"the status was not written: it is {size} bytes, over the {limit}-byte request "
+        "limit, so the Instance rows stored are those of the last write that fit"
+    )
+    wanted = {STATUS_SIZE_EXCEEDED: ("True", "StatusTooLarge", message)}
+    return build_conditions(previous, wanted, now, generation, replace_all=False)
