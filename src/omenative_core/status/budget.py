@@ -29,12 +29,13 @@ With no other entries that allows ``OPERATION_BOUND`` operations at once; a Migr
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from attrs import define
 
+from omenative_core.codec import CodecError, converter, from_json
 from omenative_core.conditions import build_conditions
 from omenative_core.model.status import (
     Condition,
@@ -64,6 +65,7 @@ __all__ = [
     "bounded_text",
     "row_cost",
     "too_large_conditions",
+    "too_large_patch",
 ]
 
 STATUS_REQUEST_LIMIT: Final = 1536 * 1024
@@ -278,3 +280,25 @@ def too_large_conditions(
     )
     wanted = {STATUS_SIZE_EXCEEDED: ("True", "StatusTooLarge", message)}
     return build_conditions(previous, wanted, now, generation, replace_all=False)
+
+
+def too_large_patch(
+    replica: Mapping[str, Any], size: int, limit: int, now: datetime
+) -> dict[str, Any]:
+    """A merge patch of the status subresource adding ``StatusSizeExceeded`` to ``replica``.
+
+    It carries the replica's resourceVersion and only the conditions, so what is stored
+    stays as it is apart from the condition that says why it no longer changes.
+    """
+    meta = replica.get("metadata") or {}
+    stored = replica.get("status") or {}
+    try:
+        previous = tuple(from_json(c, Condition) for c in stored.get("conditions") or ())
+    except CodecError:
+        previous = ()
+    generation = int(meta.get("generation") or 0)
+    conditions = too_large_conditions(previous, size, limit, now, generation)
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": {"conditions": [converter.unstructure(c) for c in conditions]},
+    }
