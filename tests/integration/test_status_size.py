@@ -7,8 +7,8 @@ reads back to the same status. So does the largest status the operations budget 
 planner reach at 20,000 Instances (``tests/status_states.worst_reachable``: as many open
 operations and other entries as the budget admits, every field at its longest). The same
 rows written DenseV1 would be over etcd's 1.5 MiB request limit: the executor does not
-send them and says so with a Warning Event. The status is built directly; there are no
-pods.
+send them and says so with a Warning Event and the condition ``StatusSizeExceeded``
+(reason ``StatusTooLarge``). The status is built directly; there are no pods.
 """
 
 from __future__ import annotations
@@ -144,4 +144,9 @@ async def test_a_dense_20000_instance_status_is_not_sent_and_a_warning_says_why(
 
     event = await eventually(warned, timeout=20, what="the StatusSizeExceeded Warning Event")
     assert f"over the {STATUS_SIZE_LIMIT}-byte limit" in event["message"]
-    assert "status" not in await get_replica(kube, namespace, "dense")
+    # no rows were written; the stored status says why, as a condition
+    stored = (await get_replica(kube, namespace, "dense"))["status"]
+    assert "instanceStatuses" not in stored and "instanceStatusColumns" not in stored
+    [condition] = stored["conditions"]
+    assert condition["type"] == "StatusSizeExceeded" and condition["status"] == "True"
+    assert condition["reason"] == "StatusTooLarge"
