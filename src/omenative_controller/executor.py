@@ -90,6 +90,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 from omenative_core.model.timefmt import format_time
+from omenative_core.status.budget import too_large_patch
 from omenative_core.status.wire import status_to_json
 
 __all__ = [
@@ -419,7 +420,20 @@ class Executor:
         self._log(ctx).warning("status.too_large", size=size, limit=self.status_size_limit)
         if self.events is not None:
             await self.events.emit_raw(ctx, "Warning", "StatusSizeExceeded", message)
+        await self._mark_too_large(ctx, size)
         raise _Stop("failed", message, "StatusSizeExceeded")
+
+    async def _mark_too_large(self, ctx: PassContext, size: int) -> None:
+        """Add ``StatusSizeExceeded=True`` to the stored status's conditions (best effort)."""
+        body = too_large_patch(ctx.raw, size, self.status_size_limit, datetime.now(UTC))
+        try:
+            obj = await self.client.patch(
+                INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
+            )
+        except ApiError as exc:
+            self._log(ctx).warning("status.too_large_condition_failed", error=str(exc))
+            return
+        self._wrote_replica(ctx, obj)
 
     async def _set_finalizer(self, action: SetFinalizer, ctx: PassContext) -> None:
         meta = ctx.raw.get("metadata") or {}
