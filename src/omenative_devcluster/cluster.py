@@ -124,6 +124,11 @@ class ClusterOptions:
     node_grace_seconds: int = 20
     heartbeat_seconds: float = 4.0
     version: str = build.K8S_VERSION
+    #: kube-controller-manager's client limits (``--kube-api-qps``/``--kube-api-burst``); it
+    #: creates the pods of StatefulSets (LeaderWorkerSet's groups), so a fair benchmark gives
+    #: it the limits of the controllers compared. None keeps its defaults (20 QPS / burst 30).
+    controller_manager_qps: float | None = None
+    controller_manager_burst: int | None = None
     #: build missing binaries instead of failing (takes tens of minutes when cold)
     build_if_missing: bool = True
     start_timeout: float = 180.0
@@ -284,6 +289,7 @@ class Cluster:
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
                 f"--feature-gates={GANG_FEATURE_GATES}",
+                *self._client_limits(),
             ],
         )
         self._spawn(
@@ -300,6 +306,16 @@ class Cluster:
             url = f"https://127.0.0.1:{p[key]}/healthz"
             self._wait(name, lambda u=url: _http_ok(u, None), opts.start_timeout)  # type: ignore[misc]
         _log(f"control plane up at {self.server_url}")
+
+    def _client_limits(self) -> list[str]:
+        """kube-controller-manager's client-limit flags, from the options."""
+        opts = self.options
+        out = []
+        if opts.controller_manager_qps is not None:
+            out.append(f"--kube-api-qps={opts.controller_manager_qps:g}")
+        if opts.controller_manager_burst is not None:
+            out.append(f"--kube-api-burst={opts.controller_manager_burst}")
+        return out
 
     def _binaries(self) -> Path:
         missing = build.missing_binaries(self.options.version)
