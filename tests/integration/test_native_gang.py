@@ -28,6 +28,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS, Resource
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
+from omenative_devcluster.loopback import kubectl
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402
@@ -169,6 +170,21 @@ async def pod_groups(kube: KubeClient, namespace: str) -> dict[str, JSON]:
     return {g["metadata"]["name"]: g for g in page.get("items") or ()}
 
 
+async def show_kubectl(kubeconfig: Path, namespace: str) -> None:
+    """What ``kubectl get`` shows of the PodGroups and the pods (the docs quote it)."""
+    cond = '.status.conditions[?(@.type=="PodGroupScheduled")]'
+    for what, columns in (
+        ("podgroups.scheduling.k8s.io",
+         "NAME:.metadata.name,MINCOUNT:.spec.schedulingPolicy.gang.minCount,"
+         f"SCHEDULED:{cond}.status,REASON:{cond}.reason,MESSAGE:{cond}.message"),
+        ("pods", "NAME:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,"
+                 "PODGROUP:.spec.schedulingGroup.podGroupName"),
+    ):
+        out = await asyncio.to_thread(kubectl, kubeconfig, "get", what, "-n", namespace,
+                                      "-o", f"custom-columns={columns}", "--sort-by=.metadata.name")
+        print(f"$ kubectl get {what}\n{out}")
+
+
 def scheduled(group: JSON) -> dict[str, Any]:
     """A PodGroup's PodGroupScheduled condition (status, reason, message)."""
     for cond in (group.get("status") or {}).get("conditions") or ():
@@ -178,7 +194,7 @@ def scheduled(group: JSON) -> dict[str, Any]:
 
 
 async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
-    gang_nodes: GangNodes, kube: KubeClient, namespace: str,
+    gang_nodes: GangNodes, kube: KubeClient, namespace: str, kubeconfig_path: Path,
     start_manager: Callable[..., Awaitable[ManagerHandle]],
 ) -> None:
     await gang_nodes.add(3)
@@ -219,6 +235,7 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
     assert row["operation"]["waiting"] == "PodGroupUnschedulable", row
     assert row["operation"].get("deadline") is None, row  # parked
     show("pods and their nodes while one waits", placement(await list_pods(kube, namespace)))
+    await show_kubectl(kubeconfig_path, namespace)
 
     await gang_nodes.add(1)
 
@@ -233,6 +250,7 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
     nodes = await eventually(both_ready, timeout=90, what="both Instances Ready")
     show("pods and their nodes after a node was added", nodes)
     assert all(nodes.values())
+    await show_kubectl(kubeconfig_path, namespace)
 
 
 async def test_a_native_gang_with_a_topology_key_lands_in_one_domain(
