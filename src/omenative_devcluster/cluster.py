@@ -274,13 +274,13 @@ class Cluster:
                 f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={certs / 'apiserver.crt'}",
                 "--use-service-account-credentials=false",
+                *self._client_limits(),
                 "--controllers=*",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 f"--node-monitor-grace-period={opts.node_grace_seconds}s",
                 "--node-monitor-period=2s",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
-                *self._client_limits(),
             ],
         )
         self._spawn(
