@@ -286,7 +286,7 @@ async def _delete_namespace(kubeconfig: Path, namespace: str, timeout: float = 3
 
 async def _main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="peer-lws-") as tmp:
-        workdir = Path(tmp)
+        workdir = Path(args.workdir) if args.workdir else Path(tmp)
         say(f"starting the local control plane (kube-controller-manager at "
             f"{args.kcm_qps:g} QPS / burst {args.kcm_burst})")
         proc, kubeconfig = await _start_cluster(workdir / "devcluster", args.nodes,
@@ -327,6 +327,8 @@ def main() -> int:
     parser.add_argument("--kcm-burst", type=int, default=200,
                         help="kube-controller-manager client burst")
     parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--workdir", default="",
+                        help="keep the cluster's and LWS's logs here (default: a temp folder)")
     return asyncio.run(_main(parser.parse_args()))
 
 

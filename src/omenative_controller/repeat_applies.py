@@ -2,11 +2,13 @@
 
 A server-side apply of the same body is a no-op for Deployments, Services and our own
 InferenceReplicas. Not for a LeaderWorkerSet of LWS v0.7.0: its defaulting webhook
-re-encodes the object through Go types, adding ``metadata.creationTimestamp: null`` to both
-pod templates, which the CRD's structural schema drops again when the object is read. The
-API server sees a change on every write, so each pass of the InferenceService controller
-bumped the LWS's ``generation`` (measured: 2 -> 5 over three passes of an unchanged
-InferenceService) and set LWS reconciling it again. :class:`RepeatApplies` remembers, per
+re-encodes the object through Go types and answers every UPDATE with the patch
+``add .../metadata/creationTimestamp: null`` on its pod templates, which the CRD's
+structural schema drops again when the object is read. The API server sees a change on
+every write, so each pass of the InferenceService controller bumped the LWS's
+``generation`` (measured: 2 -> 5 over three passes of an unchanged InferenceService; a
+plain ``kubectl apply --server-side`` of the same LWS: 1 -> 2 -> 3, and 3 -> 3 -> 3 once
+the webhook is unregistered) and set LWS reconciling it again. :class:`RepeatApplies` remembers, per
 object of such a kind, a digest of the body last applied and the ``generation`` the apply
 left; the shell then reads the live object (one GET instead of a write) and applies only
 when the body changed or someone else moved the generation since.
