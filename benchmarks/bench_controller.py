@@ -3,14 +3,18 @@
 1. The manager: time from applying N standalone InferenceReplicas (default 100, each one
    Instance of a leader + 3 workers = 4 pods, no GPU requests) until every one reports
    ``status.readyReplicas == 1``.
-2. A bare kubernetes-asyncio loop on the same API server, in the same run: time to create
-   the same number of pods (N x 4, same container, no readiness gate) in a fresh namespace
-   with the same client-side limits as the manager (``--workers`` calls in flight, the same
-   QPS/burst token bucket) until every pod is Ready.
+2. A bare kubernetes-asyncio loop on the same API server, in the same run, doing the same
+   work as honestly as a loop can: the same N x 4 pods (same container, the same
+   ``ome.io/serving`` readiness gate) in a fresh namespace, and once every pod of a group
+   of 4 has its containers ready, a strategic-merge patch of each pod's status setting the
+   gate True (2 writes per pod, as the manager's minimum). The same client-side limits as
+   the manager: one QPS/burst token bucket, at most ``--max-inflight`` calls in flight.
+   Timed until every pod is Ready.
 
-Printed: both times and their ratio, the manager's peak RSS (``VmHWM`` of its process: it
-runs as a subprocess, ``omenative-manager``), its CPU time, and API requests and writes per
-created pod (from its own ``/metrics``), with a breakdown by verb/resource and action kind.
+Printed side by side: both times and their ratio, requests per pod, CPU seconds and peak RSS
+(the manager's ``VmHWM``: it runs as a subprocess, ``omenative-manager``; the bare loop runs
+in this process, so its CPU and RSS are not separated out), then the manager's breakdown
+from its own ``/metrics``: requests by verb/resource, actions by kind, passes by kind.
 
 The cluster: ``KUBECONFIG`` if set (it must run the kubelet stand-in), else one started
 here with ``python -m omenative_devcluster up`` in a temp state folder.
@@ -87,9 +91,10 @@ def _child_env() -> dict[str, str]:
 class DevCluster:
     """``devcluster up`` as a child process (or nothing, when ``KUBECONFIG`` is set)."""
 
-    def __init__(self, state_dir: Path, nodes: int) -> None:
+    def __init__(self, state_dir: Path, nodes: int, extra: tuple[str, ...] = ()) -> None:
         self.state_dir = state_dir
         self.nodes = nodes
+        self.extra = extra
         self.proc: asyncio.subprocess.Process | None = None
         self.kubeconfig: Path | None = None
 
@@ -98,7 +103,7 @@ class DevCluster:
         err = (self.state_dir / "up.stderr.log").open("wb")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "omenative_devcluster", "up",
-            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes),
+            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes), *self.extra,
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
         )
@@ -161,6 +166,8 @@ class ManagerProcess:
             "--config-namespace", namespace, "--bind-address", "127.0.0.1",
             "--metrics-port", "0", "--probe-port", "0", "--identity", "bench",
             "--workers", str(args.workers), "--qps", str(args.qps), "--burst", str(args.burst),
+            "--max-inflight", str(args.max_inflight),
+            "--status-coalesce", f"{args.status_coalesce:g}s",
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
         )
@@ -254,9 +261,11 @@ class Tracker:
     """Watch one namespace's objects of a kind; know which are "ready" and when."""
 
     def __init__(self, kube: KubeClient, res: Resource, namespace: str,
-                 is_ready: Callable[[JSON], bool], target: int) -> None:
+                 is_ready: Callable[[JSON], bool], target: int,
+                 on_event: Callable[[str, JSON], None] | None = None) -> None:
         self.kube, self.res, self.namespace = kube, res, namespace
         self.is_ready, self.target = is_ready, target
+        self.on_event = on_event
         self.seen: dict[str, float] = {}  # name -> first seen (monotonic)
         self.ready: dict[str, float] = {}  # name -> became ready
         self.done = asyncio.Event()
@@ -271,6 +280,8 @@ class Tracker:
     def _see(self, kind: str, obj: JSON) -> None:
         name = obj["metadata"]["name"]
         now = time.monotonic()
+        if self.on_event is not None:
+            self.on_event(kind, obj)
         if kind == "DELETED":
             self.ready.pop(name, None)
             return
@@ -361,15 +372,26 @@ def replica_body(name: str) -> JSON:
     }
 
 
+SERVING_GATE = "ome.io/serving"
+
+
 def bare_pod(i: int) -> JSON:
-    """The same container as the manager's pods, no readiness gate, no owner."""
+    """The same container and ``ome.io/serving`` readiness gate as the manager's pods."""
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"bare-{i // PODS_PER_REPLICA}-{i % PODS_PER_REPLICA}",
-                     "labels": {"app": "bench-bare"}},
+                     "labels": {"app": "bench-bare",
+                                "group": f"bare-{i // PODS_PER_REPLICA}"}},
         "spec": {"terminationGracePeriodSeconds": 1,
+                 "readinessGates": [{"conditionType": SERVING_GATE}],
                  "containers": [{"name": "ome-container", "image": IMAGE}]},
     }
+
+
+def containers_ready(pod: JSON) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "ContainersReady" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ())
 
 
 async def apply_crd(kube: KubeClient) -> None:
@@ -406,33 +428,73 @@ async def bounded(n: int, concurrency: int, call: Callable[[int], Awaitable[None
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def bare_create_pods(api: k8s.ApiClient, namespace: str, n: int, concurrency: int,
-                           qps: float, burst: int) -> list[float]:
-    """The baseline: a plain create loop over kubernetes-asyncio's CoreV1Api.
+class BareLoop:
+    """The baseline: kubernetes-asyncio's CoreV1Api, one token bucket, ``inflight`` calls.
 
-    Returns the latency of each successful create (the token-bucket wait excluded).
+    Creates the pods, and patches each group's serving gate True once all of the group's
+    pods have their containers ready (fed by :meth:`see`, from a watch of the namespace).
     """
-    core = k8s.CoreV1Api(api)
-    bucket = TokenBucket(qps, burst)
-    latencies: list[float] = []
 
-    async def create(i: int) -> None:
+    def __init__(self, api: k8s.ApiClient, namespace: str, qps: float, burst: int,
+                 inflight: int) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.namespace = namespace
+        self.bucket = TokenBucket(qps, burst)
+        self.slots = asyncio.Semaphore(inflight)
+        self.inflight = inflight
+        self.latencies: list[float] = []
+        self.requests = 0
+        self.groups: dict[str, dict[str, bool]] = {}
+        self.gated: set[str] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def _call(self, make: Callable[[], Awaitable[Any]], ok: tuple[int, ...]) -> None:
         for attempt in range(5):
-            await bucket.acquire()
-            started = time.monotonic()
-            try:
-                await raw_call(core.create_namespaced_pod(
-                    namespace, bare_pod(i), _preload_content=False,  # type: ignore[arg-type]
-                    _request_timeout=REQUEST_TIMEOUT), ok=(201, 409))
-                latencies.append(time.monotonic() - started)
-                return
-            except (RequestError, aiohttp.ClientError, TimeoutError):
-                if attempt == 4:
-                    raise
-                await asyncio.sleep(0.1 * 2 ** attempt)
+            async with self.slots:
+                await self.bucket.acquire()
+                started = time.monotonic()
+                self.requests += 1
+                try:
+                    await raw_call(make(), ok=ok)
+                    self.latencies.append(time.monotonic() - started)
+                    return
+                except (RequestError, aiohttp.ClientError, TimeoutError):
+                    if attempt == 4:
+                        raise
+            await asyncio.sleep(0.1 * 2 ** attempt)
 
-    await bounded(n, concurrency, create)
-    return latencies
+    async def create_pods(self, n: int) -> None:
+        """Create ``n`` pods, ``inflight`` at a time."""
+        async def create(i: int) -> None:
+            await self._call(lambda: self.core.create_namespaced_pod(
+                self.namespace, bare_pod(i), _preload_content=False,  # type: ignore[arg-type]
+                _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
+        await bounded(n, self.inflight, create)
+
+    def see(self, kind: str, pod: JSON) -> None:
+        """A watch event: when a whole group is container-ready, open its gates."""
+        meta = pod["metadata"]
+        group = (meta.get("labels") or {}).get("group")
+        if not group or kind == "DELETED" or group in self.gated:
+            return
+        members = self.groups.setdefault(group, {})
+        members[meta["name"]] = containers_ready(pod)
+        if len(members) == PODS_PER_REPLICA and all(members.values()):
+            self.gated.add(group)
+            for name in members:
+                task = asyncio.create_task(self._open_gate(name))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+
+    async def _open_gate(self, name: str) -> None:
+        body = {"status": {"conditions": [{
+            "type": SERVING_GATE, "status": "True", "reason": "GroupReady",
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}}
+        await self._call(lambda: self.core.patch_namespaced_pod_status(
+            name, self.namespace, body, _preload_content=False,
+            _content_type="application/strategic-merge-patch+json",
+            _request_timeout=REQUEST_TIMEOUT), (200,))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -478,7 +540,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"using the cluster of KUBECONFIG={kubeconfig}")
         else:
             say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
-            cluster = DevCluster(workdir / "devcluster", args.nodes)
+            extra: tuple[str, ...] = ()
+            if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
+                extra = ("--controller-manager-qps", f"{args.qps:g}",
+                         "--controller-manager-burst", str(args.burst))
+            cluster = DevCluster(workdir / "devcluster", args.nodes, extra)
             kubeconfig = await cluster.start()
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
@@ -566,18 +632,33 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await k8s_config.load_kube_config(config_file=str(kubeconfig),
                                           client_configuration=cfg)
         api = k8s.ApiClient(cfg)
-        bare_tracker = await Tracker(kube, PODS, ns_bare, pod_ready, n_pods).start()
+        bare = BareLoop(api, ns_bare, args.qps, args.burst, args.max_inflight)
+        bare_tracker = await Tracker(kube, PODS, ns_bare, pod_ready, n_pods,
+                                     on_event=bare.see).start()
         trackers.append(bare_tracker)
-        say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.workers} in flight, "
-            f"qps={args.qps:g} burst={args.burst})")
+        say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.max_inflight} in flight, "
+            f"qps={args.qps:g} burst={args.burst}), each group's gates patched once ready")
+        cpu0 = time.process_time()
         t1 = time.monotonic()
-        bare_lat = await bare_create_pods(api, ns_bare, n_pods, args.workers, args.qps,
-                                          args.burst)
+        await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
         say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
         await wait_done(bare_tracker, "pods", args.timeout)
         t_bare = max(bare_tracker.ready.values()) - t1
-        say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s")
+        bare_cpu = time.process_time() - cpu0
+        say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
+        bare_lat = bare.latencies
+
+        for tr in trackers:
+            await tr.stop()
+        trackers.clear()
+        peer = None
+        if args.peer == "lws":
+            try:
+                peer = await run_lws_peer(kubeconfig, n_ir, args, workdir, namespaces,
+                                          external=cluster is None)
+            except Exception as exc:  # the manager's figures still count
+                say(f"LWS peer failed: {type(exc).__name__}: {exc}")
 
         ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
         lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
@@ -596,6 +677,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "t_manager_pods_created": created_at, "t_manager_pods_ready": pods_ready_at,
             "t_bare": t_bare, "t_bare_created": t_bare_created,
             "bare_create_ms": 1000 * sum(bare_lat) / max(len(bare_lat), 1),
+            "bare_requests": bare.requests, "bare_cpu_s": bare_cpu,
+            "bench_hwm_mib": _self_hwm_mib(), "peer": peer,
             "hwm_mib": manager.hwm_kib / 1024, "rss_sampled_mib": rss_peak_seen / 1024,
             "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
             "settled": settled, "quiet": quiet,
@@ -623,6 +706,65 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"  manager {rec.get('level')}: {json.dumps(rec)[:300]}")
 
 
+async def run_lws_peer(kubeconfig: Path, n_ir: int, args: argparse.Namespace, workdir: Path,
+                       namespaces: list[str], *, external: bool) -> dict[str, Any]:
+    """LeaderWorkerSet v0.7.0 (``peer_lws.run_peer``) on the same shapes and client limits."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from peer_lws import run_peer  # noqa: PLC0415 - only with --peer lws (waits for its build)
+
+    if external:
+        say("  KUBECONFIG given: kube-controller-manager keeps its own client limits")
+    ns = f"bench-lws-{uuid.uuid4().hex[:8]}"
+    namespaces.append(ns)
+    res = await run_peer(kubeconfig, ns, n_ir, PODS_PER_REPLICA - 1, qps=args.qps,
+                         burst=args.burst, state_dir=workdir / "lws")
+    return {"name": "LWS v0.7.0", "seconds": res.seconds,
+            "requests": float(res.requests) if res.requests is not None else float("nan"),
+            "cpu_seconds": res.cpu_seconds, "peak_rss_mb": res.peak_rss_mb}
+
+
+def _self_hwm_mib() -> float:
+    """This process's VmHWM (the bare loop shares it with the watchers of the benchmark)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def side_by_side(r: dict[str, Any]) -> None:
+    """Manager, bare loop (and the peer, when run) in columns; ratios to the bare loop."""
+    n, ready = r["pods"], r["at_ready"]
+    m_req = total(ready, "omenative_api_requests_total")
+    m_wr = total(ready, "omenative_api_writes_total", lambda lb: lb.get("resource") != "leases")
+    cols: list[tuple[str, float, float, float, float, float]] = [
+        ("omenative", r["t_manager"], m_req / n, m_wr / n, r["cpu_s"], r["hwm_mib"]),
+        ("bare loop", r["t_bare"], r["bare_requests"] / n, r["bare_requests"] / n,
+         r["bare_cpu_s"], r["bench_hwm_mib"]),
+    ]
+    peer = r.get("peer")
+    if peer is not None:
+        cols.append((peer["name"], peer["seconds"], peer["requests"] / n, float("nan"),
+                     peer["cpu_seconds"], peer["peak_rss_mb"]))
+    bare_t = r["t_bare"]
+    print(f"{'':28}" + "".join(f"{c[0]:>14}" for c in cols))
+    rows = (("apply -> all Ready (s)", 1, "{:14.2f}"), ("ratio to the bare loop", -1, "{:14.2f}"),
+            ("API requests per pod", 2, "{:14.2f}"), ("API writes per pod", 3, "{:14.2f}"),
+            ("CPU seconds", 4, "{:14.1f}"), ("peak RSS (MiB)", 5, "{:14.1f}"))
+    for label, idx, fmt in rows:
+        vals = [c[1] / bare_t if idx < 0 else c[idx] for c in cols]
+        print(f"{label:28}" + "".join(fmt.format(v) for v in vals))
+    print(f"  (bare loop CPU/RSS: the benchmark process, watchers included; writes per "
+          f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f}"
+          + ("; LWS requests: its own client only, kube-controller-manager creates its pods"
+             if peer is not None else "") + ")")
+    kinds = by_labels(ready, "omenative_pass_duration_seconds_count", ("kind",))
+    sums = by_labels(ready, "omenative_pass_duration_seconds_sum", ("kind",))
+    print("  passes by kind (count, mean ms): " + ", ".join(
+        f"{k}={v:.0f}/{1000 * sums[k] / v:.0f}" for k, v in kinds.most_common() if v))
+    held = total(ready, "omenative_status_writes_held_total")
+    print(f"  status writes held back (coalesced): {held:.0f}")
+
+
 def report(r: dict[str, Any]) -> None:
     n = r["pods"]
     base, ready, settled = r["base"], r["at_ready"], r["settled"]
@@ -638,6 +780,7 @@ def report(r: dict[str, Any]) -> None:
     print()
     print(f"== controller benchmark: {r['replicas']} InferenceReplicas x "
           f"{PODS_PER_REPLICA} pods = {n} pods ==")
+    side_by_side(r)
     print(f"manager, apply -> all InferenceReplicas Ready : {r['t_manager']:8.2f} s "
           f"(apply {r['t_apply']:.2f} s, last pod created {r['t_manager_pods_created']:.2f} s,"
           f" last pod Ready {r['t_manager_pods_ready']:.2f} s)")
@@ -694,12 +837,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=100, help="InferenceReplicas to apply")
     parser.add_argument("--nodes", type=int, default=4, help="nodes of the cluster started here")
-    parser.add_argument("--workers", type=int, default=4, help="manager workers; bare in-flight")
-    parser.add_argument("--qps", type=float, default=50.0, help="manager and bare loop QPS")
-    parser.add_argument("--burst", type=int, default=100, help="manager and bare loop burst")
+    parser.add_argument("--workers", type=int, default=64, help="manager workers")
+    parser.add_argument("--max-inflight", type=int, default=32,
+                        help="manager actions in flight; bare loop calls in flight")
+    parser.add_argument("--status-coalesce", type=float, default=10.0,
+                        help="manager --status-coalesce (s; 0: every status written)")
+    parser.add_argument("--qps", type=float, default=100.0, help="manager and bare loop QPS")
+    parser.add_argument("--burst", type=int, default=200, help="manager and bare loop burst")
     parser.add_argument("--timeout", type=float, default=150.0, help="wait for Ready (s)")
     parser.add_argument("--settle", type=float, default=20.0,
                         help="at most this long after Ready to watch trailing writes (s)")
+    parser.add_argument("--peer", choices=("none", "lws"), default="none",
+                        help="also run LeaderWorkerSet v0.7.0 on the same shapes and limits "
+                             "(kube-controller-manager too, when the cluster is started here)")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
     args = parser.parse_args()

@@ -1,4 +1,13 @@
-"""The executor: turn a Plan's actions into API calls, in order, stopping at the first failure.
+"""The executor: turn a Plan's actions into API calls, the status first, stopping after a failure.
+
+Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
+does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
+bring-up (finalizer, revision, headless Service, pods), a gang's PodGroups, its serving-gate
+patches, image patches or deletes is sent at once; any other action is a run of its own. A
+run with a failure ends the pass after its other members answered. Every action holds a
+slot of one manager-wide budget (``max_inflight``, ``--max-inflight``) while it talks to
+the API server, so 64 workers cannot queue hundreds of writes ahead of a Lease renewal in
+the client's token bucket. A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
 
@@ -28,6 +37,7 @@ Events are sent separately by :class:`ReplicaEvents` through the shell's one
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -37,11 +47,11 @@ from typing import Any
 import structlog
 from attrs import define, field
 
+from omenative_controller.audit import AUDIT_KEY, AUDIT_LIMIT, record_audit
+from omenative_controller.coalesce import StatusCoalescer
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import (
-    CONFIG_MAPS,
     CONTROLLER_REVISIONS,
     INFERENCE_REPLICAS,
     PODS,
@@ -49,14 +59,17 @@ from omenative_controller.kube.resources import (
     pod_groups,
     resource_for,
 )
+from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
-from omenative_core.labels import (
-    LABEL_INSTANCE_INDEX,
-    LABEL_KUEUE_POD_GROUP,
-    LABEL_MANAGED_BY,
-    MANAGED_BY,
-    SERVING_GATE,
+from omenative_controller.pass_context import (
+    ApplyResult,
+    PassContext,
+    PassStop,
+    instance_kw,
+    instance_of,
 )
+from omenative_controller.replica_events import ReplicaEvents
+from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
     Action,
@@ -68,7 +81,6 @@ from omenative_core.model.plan import (
     DeletePod,
     DeletePodGroup,
     DeleteRevision,
-    Event,
     PatchPodImages,
     Plan,
     RecordAudit,
@@ -83,6 +95,7 @@ from omenative_core.status.wire import status_to_json
 __all__ = [
     "AUDIT_KEY",
     "AUDIT_LIMIT",
+    "DEFAULT_MAX_INFLIGHT",
     "KUEUE_MANAGED_LABEL",
     "KUEUE_WORKLOADS",
     "STATUS_SIZE_LIMIT",
@@ -91,14 +104,11 @@ __all__ = [
     "Executor",
     "PassContext",
     "ReplicaEvents",
+    "action_runs",
 ]
 
 log = structlog.get_logger("omenative.executor")
 
-AUDIT_KEY = "history.json"
-"""The audit ConfigMap's key."""
-AUDIT_LIMIT = 200
-"""Audit entries kept."""
 CREATE_ERROR_TTL = 60.0
 """Seconds a recorded create error waits for the next snapshot."""
 STATUS_SIZE_LIMIT = 1536 * 1024
@@ -107,22 +117,44 @@ STATUS_SIZE_LIMIT = 1536 * 1024
 A larger write would be refused by etcd (or the API server) after the cost of sending it;
 the manager says why instead, once per pass, and writes nothing.
 """
-KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
-"""Kueue's webhook sets this label to ``"true"`` on the pods it manages (and gates)."""
-KUEUE_WORKLOADS = (
-    Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload"),
-    Resource("kueue.x-k8s.io", "v1beta1", "workloads", "Workload"),
-)
-"""Kueue's Workload, newest API version first (v1beta1 for Kueue before v0.15)."""
+DEFAULT_MAX_INFLIGHT = 32
+"""Plan actions in flight at once, over every worker (``--max-inflight``).
+
+Every request waits for a token of the client's one bucket, in arrival order; the budget
+bounds how many writes can queue there ahead of a Lease renewal (32 at 100 QPS: 0.32 s).
+"""
+_Stop = PassStop
 
 
-class _Stop(Exception):
-    """End the pass: ``outcome`` says how (conflict, create_error, failed, not_leader)."""
+def _family(action: Action) -> str:
+    """Which run an action may share: actions of one family touch distinct objects and none
+    needs another to exist first (a PodGroup does precede its pods: its own family)."""
+    if isinstance(action, SetFinalizer) and action.present:
+        return "bring-up"
+    if isinstance(action, CreateRevision | CreateObject | CreatePod):
+        return "bring-up"
+    if isinstance(action, CreatePodGroup | SetServingGate | DeletePod | DeletePodGroup
+                  | PatchPodImages):
+        return action.kind
+    return ""  # a run of its own
 
-    def __init__(self, outcome: str, message: str, reason: str = "") -> None:
-        super().__init__(message)
-        self.outcome = outcome
-        self.reason = reason or outcome
+
+def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
+    """``actions`` cut into runs applied one after another, each with its first position.
+
+    A run is one action, or consecutive actions of one family: a bring-up (the finalizer,
+    the revision, the headless Service and the pods: all idempotent creates that only need
+    the InferenceReplica), a gang's PodGroups, its serving gates, a batch of pod deletes or
+    image patches. The plan's order between runs is kept.
+    """
+    runs: list[tuple[int, tuple[Action, ...]]] = []
+    for i, action in enumerate(actions):
+        fam = _family(action)
+        if runs and fam and _family(runs[-1][1][0]) == fam:
+            runs[-1] = (runs[-1][0], (*runs[-1][1], action))
+        else:
+            runs.append((i, (action,)))
+    return runs
 
 
 @define
@@ -151,71 +183,6 @@ class CreateErrorStore:
         return sum(len(v) for v in self._errors.values())
 
 
-@define
-class PassContext:
-    """What one pass knows about its InferenceReplica; ``raw`` follows our own writes."""
-
-    key: str
-    namespace: str
-    name: str
-    raw: JSON
-    prefix: str = ""
-    log: Any = None
-
-    @property
-    def uid(self) -> str:
-        """The InferenceReplica's UID."""
-        return str((self.raw.get("metadata") or {}).get("uid") or "")
-
-    @property
-    def resource_version(self) -> str:
-        """The resourceVersion the pass last saw (or wrote)."""
-        return str((self.raw.get("metadata") or {}).get("resourceVersion") or "")
-
-
-def _service_owner(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The InferenceService that controls this InferenceReplica (a projected replica)."""
-    for ref in (raw.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, Mapping) and ref.get("controller") and \
-                ref.get("kind") == "InferenceService" and ref.get("name") and ref.get("uid"):
-            return ref
-    return None
-
-
-@define
-class ApplyResult:
-    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed, not_leader
-    or namespace_gone (the namespace is deleted or being deleted: nothing more to do)."""
-
-    applied: int = 0
-    outcome: str = "ok"
-    message: str = ""
-    failed_kind: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """Every action was applied."""
-        return self.outcome == "ok"
-
-
-def _instance_of(prefix: str, name: str, body: Mapping[str, Any] | None = None) -> int | None:
-    """The Instance index of an owned object, from its labels or ``{prefix}-{index}-...``."""
-    if body is not None:
-        raw = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE_INDEX)
-        if isinstance(raw, str) and raw.isdigit():
-            return int(raw)
-    if prefix and name.startswith(prefix + "-"):
-        head = name[len(prefix) + 1 :].split("-", 1)[0]
-        if head.isdigit():
-            return int(head)
-    return None
-
-
-def _instance_kw(index: int | None) -> dict[str, int]:
-    """``{"instance": index}`` for log binding, or nothing when unknown."""
-    return {} if index is None else {"instance": index}
-
-
 def _create_resource(
     action: CreatePod | CreatePodGroup | CreateRevision | CreateObject,
 ) -> Resource:
@@ -223,8 +190,10 @@ def _create_resource(
     if isinstance(action, CreatePod):
         return PODS
     if isinstance(action, CreatePodGroup):
-        version = str(action.body.get("apiVersion", "")).rpartition("/")[2] or "v1alpha1"
-        return pod_groups(version)
+        group, _, version = str(action.body.get("apiVersion", "")).rpartition("/")
+        if group and group != pod_groups().group:  # Kubernetes' own PodGroup
+            return resource_for(str(action.body["apiVersion"]), "PodGroup")
+        return pod_groups(version or "v1alpha1")
     if isinstance(action, CreateRevision):
         return CONTROLLER_REVISIONS
     return resource_for(str(action.body.get("apiVersion", "")), str(action.body.get("kind", "")))
@@ -233,15 +202,22 @@ def _create_resource(
 def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> Resource:
     """The API resource a delete action removes from (pods have their own path)."""
     if isinstance(action, DeletePodGroup):
-        return pod_groups()
+        return resource_for(action.api_version, "PodGroup")
     if isinstance(action, DeleteRevision):
         return CONTROLLER_REVISIONS
     return resource_for(action.api_version, action.object_kind)
 
 
+def _status_first(actions: Sequence[Action]) -> tuple[Action, ...]:
+    """The status write ahead of everything else (it records what the rest does)."""
+    return (*(a for a in actions if isinstance(a, UpdateStatus)),
+            *(a for a in actions if not isinstance(a, UpdateStatus)))
+
+
 @define
 class Executor:
-    """Applies plans through a :class:`KubeClient`."""
+    """Applies plans through a :class:`KubeClient`: the status first, then runs of
+    independent actions at once, all within one manager-wide in-flight budget."""
 
     client: KubeClient
     create_errors: CreateErrorStore
@@ -257,121 +233,101 @@ class Executor:
     status_size_limit: int = STATUS_SIZE_LIMIT
     #: the cached pods of one InferenceReplica key; None turns the Kueue cleanup off
     pods_of: Callable[[str], Iterable[PodView]] | None = None
-    #: per InferenceReplica key: Kueue group -> the pod UIDs whose Workload was ended
-    _ended_groups: dict[str, dict[str, frozenset[str]]] = field(factory=dict)
+    #: actions in flight at once over every pass (and so every worker)
+    max_inflight: int = DEFAULT_MAX_INFLIGHT
+    #: holds progress-only status writes (None: every status is written when planned)
+    coalescer: StatusCoalescer | None = None
+    _budget: asyncio.Semaphore | None = None
+    _kueue: KueueGroups | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self._kueue = KueueGroups(self.client, self.pods_of, self.guard, self.metrics)
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
-        """Apply ``plan.actions`` in order; stop at the first failure."""
+        """Apply ``plan.actions``: the status first, then run by run; stop after the first
+        run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
-        for action in plan.actions:
+        actions = _status_first(plan.actions)
+        held = self._hold_status(plan, ctx, actions)
+        if held is not None:
+            result.status_due = held
+            actions = tuple(a for a in actions if not isinstance(a, UpdateStatus))
+        positions = {id(a): i for i, a in enumerate(plan.actions)}
+        for _, run in action_runs(actions):
             if not self.guard():
                 result.outcome = "not_leader"
                 result.message = "not the leader (or the lease is not renewed): no writes"
-                result.failed_kind = action.kind
+                result.failed_kind = run[0].kind
+                result.failed_index = positions[id(run[0])]
                 return result
-            try:
-                await self._apply_one(action, ctx)
-            except _Stop as stop:
-                self._count_failure(action.kind, stop.reason)
-                result.outcome = stop.outcome
-                result.message = str(stop)
-                result.failed_kind = action.kind
+            errors = await asyncio.gather(*(self._apply_counted(a, ctx) for a in run))
+            result.applied += sum(1 for e in errors if e is None)
+            for action, error in zip(run, errors, strict=True):
+                if error is not None and result.ok:
+                    self._fail(result, action, error)
+                    result.failed_index = positions[id(action)]
+            if not result.ok:
                 return result
-            except ApiError as exc:
-                self._count_failure(action.kind, exc.reason)
-                result.outcome = "namespace_gone" if exc.namespace_gone else "failed"
-                result.message = f"{action.kind}: {exc}"
-                result.failed_kind = action.kind
-                return result
-            result.applied += 1
-            if self.metrics is not None:
-                self.metrics.actions.labels(action.kind).inc()
         await self.end_kueue_groups(ctx)
         return result
 
-    # ------------------------------------------------------------------ Kueue pod groups
+    def _hold_status(self, plan: Plan, ctx: PassContext, actions: Sequence[Action]
+                     ) -> float | None:
+        """Seconds the plan's status write may wait (None: write it, or there is none)."""
+        if self.coalescer is None:
+            return None
+        if not any(isinstance(a, UpdateStatus) for a in actions):
+            self.coalescer.settled(ctx.key)  # the planned status is the one stored
+            return None
+        wait = self.coalescer.defer(ctx.key, ctx.observed_status, plan.status, actions)
+        if wait is not None and self.metrics is not None:
+            self.metrics.status_held.inc()
+        return wait
+
+    def _fail(self, result: ApplyResult, action: Action, error: Exception) -> None:
+        if isinstance(error, PassStop):
+            self._count_failure(action.kind, error.reason)
+            result.outcome = error.outcome
+            result.message = str(error)
+        else:
+            assert isinstance(error, ApiError)
+            self._count_failure(action.kind, error.reason)
+            result.outcome = "namespace_gone" if error.namespace_gone else "failed"
+            result.message = f"{action.kind}: {error}"
+        result.failed_kind = action.kind
+
+    async def _apply_counted(self, action: Action, ctx: PassContext) -> Exception | None:
+        """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
+        if self._budget is None:
+            self._budget = asyncio.Semaphore(max(1, self.max_inflight))
+        async with self._budget:
+            if self.metrics is not None:
+                self.metrics.requests_in_flight.inc()
+            try:
+                await self._apply_one(action, ctx)
+            except (PassStop, ApiError) as exc:
+                return exc
+            finally:
+                if self.metrics is not None:
+                    self.metrics.requests_in_flight.dec()
+        if isinstance(action, UpdateStatus) and self.coalescer is not None:
+            self.coalescer.settled(ctx.key)
+        if self.metrics is not None:
+            self.metrics.actions.labels(action.kind).inc()
+        return None
 
     async def end_kueue_groups(self, ctx: PassContext) -> None:
-        """Delete the Kueue Workload of each retired pod group of this InferenceReplica.
+        """Delete the Kueue Workload of each retired pod group (see kueue_cleanup.py)."""
+        assert self._kueue is not None
+        await self._kueue.end(ctx)
 
-        A group is retired when every cached pod carrying its
-        ``kueue.x-k8s.io/pod-group-name`` (and Kueue's ``managed`` label) is terminating:
-        omenative deleted the attempt (restart into a new incarnation, scale-down, the old
-        Instance of an update, teardown). Kueue holds those pods with its finalizer until a
-        replacement joins the group, the group finishes (a serving group never does) or
-        the Workload is deleted; only the last applies, so omenative deletes it (Kueue's
-        documented way to end a pod group, KEP-976) and Kueue then releases the pods.
-        Level-triggered: it looks at the cache on every pass, so a manager restart between
-        the pod deletes and this step loses nothing. Failures are logged and retried on a
-        later pass; they never fail the plan.
-        """
-        if self.pods_of is None:
-            return
-        groups: dict[str, list[PodView]] = {}
-        for pod in self.pods_of(ctx.key):
-            group = pod.labels.get(LABEL_KUEUE_POD_GROUP)
-            if group and pod.labels.get(KUEUE_MANAGED_LABEL) == "true":
-                groups.setdefault(group, []).append(pod)
-        done = self._ended_groups.get(ctx.key, {})
-        kept: dict[str, frozenset[str]] = {}
-        for group, pods in sorted(groups.items()):
-            if any(p.deletion_timestamp is None for p in pods):
-                continue  # a live pod: the group still serves (or a pod is being replaced)
-            uids = frozenset(p.uid for p in pods)
-            if done.get(group) == uids:
-                kept[group] = uids
-                continue
-            if not self.guard():
-                break
-            try:
-                await self._delete_workload(ctx, group, uids)
-            except ApiError as exc:
-                self._count_failure("DeleteKueueWorkload", exc.reason)
-                self._log(ctx).warning("kueue.workload_delete_failed", group=group,
-                                       reason=exc.reason, error=exc.message)
-                continue
-            kept[group] = uids
-        if kept:
-            self._ended_groups[ctx.key] = kept
-        else:
-            self._ended_groups.pop(ctx.key, None)
-
-    async def _delete_workload(self, ctx: PassContext, group: str, pod_uids: frozenset[str]
-                               ) -> None:
-        """Delete the Workload Kueue made for ``group``, if one of ``pod_uids`` owns it.
-
-        Kueue names a pod group's Workload after the group and makes every pod of the group
-        an owner; the owner check keeps omenative off a Workload of the same name that is
-        not this group's. The delete carries the Workload's UID as a precondition.
-        """
-        lg = self._log(ctx)
-        for res in KUEUE_WORKLOADS:
-            try:
-                workload = await self.client.get(res, group, ctx.namespace)
-            except ApiError as exc:
-                if exc.not_found:
-                    continue  # not at this version (or already gone)
-                raise
-            meta = workload.get("metadata") or {}
-            owners = {str(r.get("uid")) for r in meta.get("ownerReferences") or ()
-                      if isinstance(r, Mapping) and r.get("kind") == "Pod"}
-            if not owners & pod_uids:
-                lg.warning("kueue.workload_not_owned", group=group,
-                           message="a Workload of this name is not owned by the group's pods")
-                return
-            if meta.get("deletionTimestamp"):
-                return
-            try:
-                await self.client.delete(res, group, ctx.namespace, uid=str(meta.get("uid")))
-            except ApiError as exc:
-                if exc.not_found or exc.status == 409:
-                    return
-                raise
-            if self.metrics is not None:
-                self.metrics.actions.labels("DeleteKueueWorkload").inc()
-            lg.info("kueue.workload_deleted", group=group, pods=len(pod_uids))
-            return
-        lg.debug("kueue.workload_gone", group=group)
+    def forget(self, key: str) -> None:
+        """The InferenceReplica ``key`` is gone: drop its status gauge and held status."""
+        if self.coalescer is not None:
+            self.coalescer.settled(key)
+        if self.metrics is not None:
+            namespace, _, name = key.partition("/")
+            self.metrics.forget_status_bytes(namespace, name)
 
     def _count_failure(self, kind: str, reason: str) -> None:
         if self.metrics is not None:
@@ -401,7 +357,7 @@ class Executor:
         elif isinstance(action, RemoveAnnotations):
             await self._remove_annotations(action, ctx)
         elif isinstance(action, RecordAudit):
-            await self._record_audit(action, ctx)
+            await record_audit(self.client, action, ctx, self._log(ctx))
         else:  # pragma: no cover - the Action union is closed
             raise _Stop("failed", f"unknown action {action!r}")
 
@@ -447,6 +403,8 @@ class Executor:
     async def _check_status_size(self, body: JSON, ctx: PassContext) -> None:
         """End the pass, with a Warning Event, when the status body is over the limit."""
         size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        if self.metrics is not None:
+            self.metrics.status_bytes.labels(ctx.namespace, ctx.name).set(size)
         if size <= self.status_size_limit:
             return
         rows = len((body.get("status") or {}).get("instanceStatuses") or ())
@@ -514,7 +472,7 @@ class Executor:
     ) -> None:
         obj = self._owned_body(body, ctx)
         name = str(obj["metadata"].get("name", ""))
-        lg = self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, name, obj)))
+        lg = self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, name, obj)))
         try:
             created = await self.client.create(res, obj, str(obj["metadata"]["namespace"]))
         except ApiError as exc:
@@ -538,7 +496,7 @@ class Executor:
         self, res: Resource, name: str, uid: str, ctx: PassContext, kind: str,
         *, grace: int | None = None, reason: str = "",
     ) -> None:
-        lg = self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, name)))
+        lg = self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, name)))
         try:
             await self.client.delete(res, name, ctx.namespace, uid=uid or None,
                                      grace_period_seconds=grace)
@@ -583,7 +541,7 @@ class Executor:
             }]},
         }
         await self._patch_pod(action.name, patch, ctx, action.kind, subresource="status")
-        self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, action.name))).info(
+        self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, action.name))).info(
             "gate.set", pod=action.name, value=value)
 
     async def _patch_images(self, action: PatchPodImages, ctx: PassContext) -> None:
@@ -596,114 +554,6 @@ class Executor:
                                     for n, i in sorted(action.images.items())]},
         }
         await self._patch_pod(action.name, patch, ctx, action.kind, subresource=None)
-        self._log(ctx).bind(**_instance_kw(_instance_of(ctx.prefix, action.name))).info(
+        self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, action.name))).info(
             "pod.images_patched", pod=action.name, images=dict(action.images))
 
-    # ------------------------------------------------------------------ audit
-
-    async def _record_audit(self, action: RecordAudit, ctx: PassContext) -> None:
-        for _ in range(3):
-            try:
-                cm = await self.client.get(CONFIG_MAPS, action.config_map, ctx.namespace)
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-                body = {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": action.config_map, "namespace": ctx.namespace,
-                                 "labels": {LABEL_MANAGED_BY: MANAGED_BY},
-                                 "ownerReferences": [_audit_owner(ctx)]},
-                    "data": {AUDIT_KEY: _audit_text([], action.entries)},
-                }
-                try:
-                    await self.client.create(CONFIG_MAPS, body, ctx.namespace)
-                    return
-                except ApiError as exc2:
-                    if exc2.already_exists:
-                        continue
-                    raise
-            data = cm.get("data") or {}
-            try:
-                old = json.loads(data.get(AUDIT_KEY) or "{}").get("entries") or []
-            except (ValueError, AttributeError):
-                self._log(ctx).warning("audit.unreadable", config_map=action.config_map)
-                old = []
-            text = _audit_text(old, action.entries)
-            meta = dict(cm.get("metadata") or {})
-            owner = _audit_owner(ctx)
-            refs = list(meta.get("ownerReferences") or ())
-            owned = any(isinstance(r, Mapping) and r.get("uid") == owner["uid"] for r in refs)
-            if text == data.get(AUDIT_KEY) and owned:
-                return
-            if not owned:  # written before the audit map had an owner
-                meta["ownerReferences"] = [*refs, owner]
-            meta.pop("managedFields", None)
-            cm = {**cm, "metadata": meta, "data": {**data, AUDIT_KEY: text}}
-            try:
-                await self.client.replace(CONFIG_MAPS, action.config_map, cm, ctx.namespace)
-                return
-            except ApiError as exc:
-                if exc.conflict:
-                    continue
-                raise
-        raise _Stop("conflict", f"audit {action.config_map}: kept conflicting")
-
-
-def _audit_owner(ctx: PassContext) -> dict[str, Any]:
-    """The audit ConfigMap belongs to the InferenceService (or the standalone replica) it
-    records, so it goes with it instead of lingering for a later one of the same name."""
-    owner = _service_owner(ctx.raw)
-    if owner is not None:
-        return {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
-                "name": owner.get("name"), "uid": owner.get("uid")}
-    return {"apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
-            "name": ctx.name, "uid": ctx.uid}
-
-
-def _audit_text(old: Sequence[Any], new: Sequence[Mapping[str, Any]]) -> str:
-    entries = list(old)
-    for entry in new:
-        if dict(entry) not in entries:
-            entries.append(dict(entry))
-    return json.dumps({"entries": entries[-AUDIT_LIMIT:]}, sort_keys=True)
-
-
-# ---------------------------------------------------------------------------- events
-
-
-@define
-class ReplicaEvents:
-    """A plan's Events on its InferenceReplica (and, for a projected one, on the owning
-    InferenceService, naming the component's replica), through the one ``EventRecorder``."""
-
-    recorder: EventRecorder
-    metrics: Metrics | None = None
-
-    async def emit(self, ctx: PassContext, events: Sequence[Event]) -> None:
-        """Send ``events`` on the InferenceReplica of ``ctx``."""
-        for event in events:
-            if not self.recorder.guard():
-                return
-            await self._emit_one(ctx, event)
-
-    async def emit_raw(self, ctx: PassContext, type_: str, reason: str, message: str) -> None:
-        """Send one Event that is not from a plan (validation and decode errors)."""
-        await self.emit(ctx, [Event(type=type_, reason=reason, message=message)])
-
-    async def _emit_one(self, ctx: PassContext, event: Event) -> None:
-        lg = ctx.log if ctx.log is not None else log
-        lg = lg.bind(**_instance_kw(event.instance))
-        if self.metrics is not None:
-            self.metrics.events.labels(event.type, event.reason).inc()
-        lg.info("event", type=event.type, reason=event.reason, message=event.message)
-        await self.recorder.record({
-            "apiVersion": INFERENCE_REPLICAS.api_version, "kind": INFERENCE_REPLICAS.kind,
-            "name": ctx.name, "namespace": ctx.namespace, "uid": ctx.uid,
-        }, event.type, event.reason, event.message, lg=lg)
-        owner = _service_owner(ctx.raw)
-        if owner is not None:  # surfaced on the InferenceService, naming the component's IR
-            await self.recorder.record({
-                "apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"),
-                "name": owner.get("name"), "namespace": ctx.namespace, "uid": owner.get("uid"),
-            }, event.type, event.reason, f"{ctx.name}: {event.message}", lg=lg)

@@ -22,20 +22,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 import time
-import uuid
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import structlog
-from attrs import define, evolve, field, frozen
+from attrs import evolve
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
+from omenative_controller.cache_views import (
+    MANAGED_SELECTOR,
+    ObjectRef,
+    node_index,
+    owner_index,
+    ref_view,
+    replica_view,
+    service_index,
+    slice_view,
+)
+from omenative_controller.coalesce import StatusCoalescer
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
     ApplyResult,
@@ -44,6 +52,7 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -51,7 +60,6 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import (
-    CONFIG_MAPS,
     CONTROLLER_REVISIONS,
     ENDPOINT_SLICES,
     INFERENCE_REPLICAS,
@@ -62,9 +70,19 @@ from omenative_controller.kube.resources import (
     pod_groups,
 )
 from omenative_controller.kube.workqueue import WorkQueue
-from omenative_controller.leader import LeaderConfig, LeaderElector, LeaseNamespaceMissing
+from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
+from omenative_controller.manager_config import (
+    LIFECYCLE_KEY,
+    ConfigSource,
+    ManagerOptions,
+    StartupError,
+    default_identity,
+)
 from omenative_controller.observability import Metrics, ProbeServer
+from omenative_controller.pass_context import pass_kind
+from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
+from omenative_controller.wakeups import Wakeups
 from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
@@ -73,8 +91,9 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
-from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
+from omenative_core.incremental import PlanMemo, plan_incremental
+from omenative_core.labels import LABEL_REPLICA
+from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import (
     CreateObject,
@@ -85,13 +104,12 @@ from omenative_core.model.plan import (
     RecordAudit,
 )
 from omenative_core.render import headless_service_name, validate_replica
-from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
+from omenative_core.service import ServiceConfig
 from omenative_core.views import (
     node_view_from_json,
     pod_group_view_from_json,
     pod_view_from_json,
     revision_view_from_json,
-    routed_pods_from_endpoint_slices,
 )
 
 __all__ = [
@@ -105,172 +123,14 @@ __all__ = [
 
 log = structlog.get_logger("omenative.manager")
 
-LIFECYCLE_KEY = "lifecycle"
-"""The ConfigMap key holding the lifecycle JSON."""
-CONFIG_INVALID_REASON = "InvalidLifecycleConfig"
-"""The Warning Event on ``inferenceservice-config`` when its ``lifecycle`` entry is refused."""
-SERVICE_CONFIG_INVALID_REASON = "InvalidServiceConfig"
-"""The Warning Event on ``inferenceservice-config`` when an InferenceService block is refused."""
 INSTALL_HINT = "install omenative first (`kubectl apply -k config/` or `omenative install`)"
 """What a missing install step tells the operator to run."""
 _CREATES = (CreatePod, CreatePodGroup, CreateRevision, CreateObject, RecordAudit)
 """Actions that create something (the audit may create its ConfigMap)."""
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
-MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY}"
-
-
-class StartupError(RuntimeError):
-    """The manager cannot start (invalid lifecycle config, API unreachable); exit non-zero."""
-
-
-def default_identity() -> str:
-    """``hostname_pid_random``: unique per process, readable in the Lease."""
-    return f"{socket.gethostname()}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-
-
-@define(kw_only=True)
-class ManagerOptions:
-    """Everything the CLI flags set (seconds for durations)."""
-
-    kubeconfig: str | None = None
-    context: str | None = None
-    namespaces: tuple[str, ...] = ()
-    config_namespace: str = "ome"
-    config_name: str = "inferenceservice-config"
-    lease_name: str = "omenative-manager"
-    lease_namespace: str | None = None
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    bind_address: str = "0.0.0.0"
-    metrics_port: int | None = 8080
-    probe_port: int | None = 8081
-    workers: int = 4
-    qps: float = 50.0
-    burst: int = 100
-    request_timeout: float = 30.0
-    identity: str = field(factory=default_identity)
-    config_reload_seconds: float = 30.0
-    crd_poll_seconds: float = 5.0
-    #: also run the InferenceService controller (projects ISVC components onto replicas)
-    inference_services: bool = True
-    #: the validating admission webhook's HTTPS port (None: off); every replica serves it,
-    #: leader or not, with ``tls.crt`` / ``tls.key`` from ``webhook_cert_dir``
-    webhook_port: int | None = None
-    webhook_cert_dir: str = "/tmp/k8s-webhook-server/serving-certs"
-    #: the GPU caretaker while leading: ``off``, ``recommend`` (Events, metrics) or ``apply``
-    #: (also migration requests, one at a time); see advisor_loop.py
-    advisor: str = "off"
-    advisor_interval: float = 60.0
-    advisor_bad_gpu_conditions: tuple[str, ...] = ()
-    resync_seconds: float = 600.0
-    shutdown_timeout: float = 30.0
-    startup_timeout: float = 60.0
-    backoff_base: float = 0.05
-    backoff_max: float = 60.0
-
-    def leader_config(self) -> LeaderConfig:
-        """The Lease settings."""
-        return LeaderConfig(
-            name=self.lease_name,
-            namespace=self.lease_namespace or self.config_namespace,
-            identity=self.identity,
-            lease_duration=self.lease_duration,
-            renew_deadline=self.renew_deadline,
-            retry_period=self.retry_period,
-        )
-
-
-# ---------------------------------------------------------------------------- slim views
-
-
-@frozen
-class ObjectRef:
-    """The slim view of an object we only need to know exists (the headless Service)."""
-
-    name: str
-    uid: str
-    labels: tuple[tuple[str, str], ...] = ()
-
-    def label(self, key: str) -> str | None:
-        """One label's value."""
-        return dict(self.labels).get(key)
-
-
-def _replica_view(obj: JSON) -> JSON:
-    """The InferenceReplica as the API sent it, minus ``managedFields``."""
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("managedFields", None)
-    return {**obj, "metadata": meta}
-
-
-def _ref_view(obj: JSON) -> ObjectRef:
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    return ObjectRef(str(meta.get("name", "")), str(meta.get("uid", "")),
-                     tuple(sorted((str(k), str(v)) for k, v in labels.items())))
-
-
-def _endpoint_conditions(raw: Any) -> JSON:
-    """Endpoint conditions with ``ready`` meaning "in rotation" for every Service kind.
-
-    The headless Service publishes not-ready addresses (DNS must resolve before Ready), and
-    for such a Service the EndpointSlice controller forces ``ready: true`` on every
-    endpoint. ``serving`` still follows the pod's Ready condition (which includes the
-    ``ome.io/serving`` gate), so "routed" is recomputed as the controller does for an
-    ordinary Service: ``serving and not terminating``. Without ``serving`` (old API
-    servers) ``ready`` is kept as sent.
-    """
-    conds = dict(raw or {})
-    serving = conds.get("serving")
-    if isinstance(serving, bool):
-        conds["ready"] = serving and conds.get("terminating") is not True
-    return conds
-
-
-def _slice_view(obj: JSON) -> JSON:
-    """What ``routed_pods_from_endpoint_slices`` reads, plus the owning labels."""
-    meta = obj.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    endpoints = []
-    for ep in obj.get("endpoints") or ():
-        ref = ep.get("targetRef") or {}
-        endpoints.append({
-            "targetRef": {"kind": ref.get("kind"), "name": ref.get("name")},
-            "conditions": _endpoint_conditions(ep.get("conditions")),
-        })
-    return {
-        "metadata": {"name": meta.get("name"), "labels": {
-            k: labels[k] for k in (SERVICE_NAME_LABEL, LABEL_REPLICA) if k in labels}},
-        "endpoints": endpoints,
-    }
-
-
-def _labels_of(view: Any) -> dict[str, str]:
-    if isinstance(view, ObjectRef):
-        return dict(view.labels)
-    if isinstance(view, dict):
-        return dict((view.get("metadata") or {}).get("labels") or {})
-    labels = getattr(view, "labels", None)
-    return dict(labels) if labels else {}
-
-
-def _owner_index(namespace: str | None, view: Any) -> list[str]:
-    owner = _labels_of(view).get(LABEL_REPLICA)
-    return [f"{namespace}/{owner}"] if owner and namespace else []
-
-
-def _node_index(_: str | None, view: Any) -> list[str]:
-    node = getattr(view, "node_name", None)
-    return [node] if node else []
-
-
-def _service_index(namespace: str | None, view: Any) -> list[str]:
-    svc = _labels_of(view).get(SERVICE_NAME_LABEL)
-    return [f"{namespace}/{svc}"] if svc and namespace else []
 
 
 # ---------------------------------------------------------------------------- the manager
+
 
 
 class Manager:
@@ -286,6 +146,9 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
+        # the default planner runs incrementally: one PlanMemo per replica key
+        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        self.routed = RoutedPods(service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
         self.client: KubeClient | None = None
@@ -303,6 +166,7 @@ class Manager:
         self.services: Informer[ObjectRef] | None = None
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
+        self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1alpha2
         self.servers: list[ProbeServer] = []
         self.webhook: WebhookServer | None = None
         self.metrics_port: int | None = None
@@ -311,12 +175,12 @@ class Manager:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._workers: list[asyncio.Task[None]] = []
-        self._config_data: dict[str, str] | None = None
-        self._config_ref: JSON | None = None
-        self._config_rejected: dict[str, str] | None = None
+        self.config_source: ConfigSource | None = None
         self._isvc_task: asyncio.Task[None] | None = None
         self._isvc: ServiceController | None = None
         self._advisor_task: asyncio.Task[None] | None = None
+        self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
+        self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
 
     # ------------------------------------------------------------------ public
@@ -336,10 +200,13 @@ class Manager:
                      self.slices)
         if any(i is None or not i.synced.is_set() for i in informers):
             return False
-        crd = self.pod_group_crd
+        crd, native = self.pod_group_crd, self.native_gang
         if crd is None or not crd.checked.is_set():
             return False
-        return crd.informer is None or crd.present
+        if native is None or not native.checked.is_set():
+            return False
+        return (crd.informer is None or crd.present) and (not native.informers
+                                                          or native.present)
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: ready once the caches are synced."""
@@ -391,76 +258,12 @@ class Manager:
 
     # ------------------------------------------------------------------ startup
 
-    async def _read_config(self) -> dict[str, str] | None:
-        """The keys of ``inferenceservice-config`` this manager reads (None: no ConfigMap)."""
+    async def _initial_config(self) -> LifecycleConfig:
         assert self.client is not None
-        opts = self.options
-        try:
-            cm = await self.client.get(CONFIG_MAPS, opts.config_name, opts.config_namespace)
-        except ApiError as exc:
-            if exc.not_found:
-                return None
-            raise
-        meta = cm.get("metadata") or {}
-        self._config_ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": opts.config_name,
-                            "namespace": opts.config_namespace, "uid": meta.get("uid")}
-        data = cm.get("data") or {}
-        return {k: v for k in (LIFECYCLE_KEY, *SERVICE_CONFIG_KEYS)
-                if isinstance(v := data.get(k), str)}
-
-    @staticmethod
-    def _parse_all(data: Mapping[str, str] | None) -> tuple[LifecycleConfig, ServiceConfig]:
-        """The lifecycle entry and the InferenceService blocks; ConfigError names the key."""
-        lifecycle = parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
-        return lifecycle, parse_service_config(data or {}, lifecycle)
-
-    async def _report_invalid_config(self, data: Mapping[str, str] | None, exc: ConfigError,
-                                     consequence: str) -> None:
-        """A Warning Event on the ConfigMap naming every refused key and its rule."""
-        if self._config_ref is None or self.events is None:
-            return
-        try:
-            parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
-            reason = SERVICE_CONFIG_INVALID_REASON
-        except ConfigError:
-            reason = CONFIG_INVALID_REASON
-        problems = exc.problems
-        message = (f"{len(problems)} invalid setting(s), {consequence}: " + "; ".join(problems))
-        self.metrics.events.labels("Warning", reason).inc()
-        await self.events.record(self._config_ref, "Warning", reason, message)
-
-    async def _parse(self, data: Mapping[str, str] | None) -> LifecycleConfig:
-        opts = self.options
-        try:
-            lifecycle, self.service_config = self._parse_all(data)
-        except ConfigError as exc:
-            await self._report_invalid_config(data, exc, "the manager cannot start")
-            raise StartupError(
-                f"Failed to initialize lifecycle configuration from ConfigMap "
-                f"{opts.config_namespace}/{opts.config_name}: {exc}"
-            ) from exc
+        self.config_source = ConfigSource(self.options, self.metrics, self.client, self.events)
+        lifecycle, self.service_config = await self.config_source.initial()
         return lifecycle
 
-    async def _initial_config(self) -> LifecycleConfig:
-        opts = self.options
-        deadline = time.monotonic() + opts.startup_timeout
-        while True:
-            try:
-                data = await self._read_config()
-                break
-            except ApiError as exc:
-                if time.monotonic() > deadline or not exc.retriable:
-                    raise StartupError(
-                        f"cannot read ConfigMap {opts.config_namespace}/{opts.config_name}: "
-                        f"{exc}"
-                    ) from exc
-                log.warning("config.read_failed", error=str(exc))
-                await asyncio.sleep(1.0)
-        cfg = await self._parse(data)
-        self._config_data = data
-        log.info("config.loaded", source=f"{opts.config_namespace}/{opts.config_name}",
-                 defaults=data is None, keys=sorted(data or ()))
-        return cfg
 
     async def _start_servers(self) -> None:
         opts = self.options
@@ -498,39 +301,51 @@ class Manager:
         ns = self.options.namespaces or None
         m = self.metrics
 
-        self.replicas = Informer(client, INFERENCE_REPLICAS, _replica_view, namespaces=ns,
-                                 on_change=self._on_replica, observer=m)
+        self.replicas = Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
+                                 on_change=self.wakeups.replica, observer=m)
         self.pods = Informer(client, PODS, pod_view_from_json, namespaces=ns,
                              label_selector=MANAGED_SELECTOR,
-                             indexers={"owner": _owner_index, "node": _node_index},
-                             on_change=self._on_owned, observer=m)
-        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self._on_node,
+                             indexers={"owner": owner_index, "node": node_index},
+                             on_change=self.wakeups.pod, observer=m)
+        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self.wakeups.node,
                               observer=m)
         self.revisions = Informer(client, CONTROLLER_REVISIONS, revision_view_from_json,
                                   namespaces=ns, label_selector=MANAGED_SELECTOR,
-                                  indexers={"owner": _owner_index}, on_change=self._on_owned,
+                                  indexers={"owner": owner_index}, on_change=self.wakeups.owned,
                                   observer=m)
-        self.services = Informer(client, SERVICES, _ref_view, namespaces=ns,
-                                 label_selector=MANAGED_SELECTOR, on_change=self._on_owned,
+        self.services = Informer(client, SERVICES, ref_view, namespaces=ns,
+                                 label_selector=MANAGED_SELECTOR, on_change=self.wakeups.owned,
                                  observer=m)
-        self.slices = Informer(client, ENDPOINT_SLICES, _slice_view, namespaces=ns,
+        self.slices = Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
                                label_selector=LABEL_REPLICA,
-                               indexers={"service": _service_index}, on_change=self._on_slice,
+                               indexers={"service": service_index}, on_change=self._on_slice,
                                observer=m)
 
         def make_pod_groups(version: str) -> Informer[Any]:
             return Informer(client, pod_groups(version), pod_group_view_from_json,
                             namespaces=ns, label_selector=MANAGED_SELECTOR,
-                            indexers={"owner": _owner_index}, on_change=self._on_owned,
+                            indexers={"owner": owner_index}, on_change=self.wakeups.owned,
                             observer=m)
 
         self.pod_group_crd = CrdPresence(client, POD_GROUP_CRD, make_pod_groups,
                                          interval=self.options.crd_poll_seconds,
-                                         on_change=lambda _present: self._enqueue_all())
+                                         on_change=lambda _present: self.wakeups.all())
         for inf in (self.replicas, self.pods, self.nodes, self.revisions, self.services,
                     self.slices):
             self._spawn(inf.run(), f"informer-{inf.name}")
         self._spawn(self.pod_group_crd.run(), "crd-podgroups")
+
+        def make_native() -> dict[str, Informer[Any]]:
+            return {res.kind: Informer(client, res, pod_group_view_from_json, namespaces=ns,
+                                       label_selector=MANAGED_SELECTOR,
+                                       indexers={"owner": owner_index},
+                                       on_change=self.wakeups.owned, observer=m)
+                    for res in (NATIVE_POD_GROUPS, WORKLOADS)}
+
+        self.native_gang = ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
+                                       interval=self.options.crd_poll_seconds,
+                                       on_change=lambda _present: self.wakeups.all())
+        self._spawn(self.native_gang.run(), "api-native-gang")
 
         self.elector = LeaderElector(
             client, self.options.leader_config(),
@@ -548,59 +363,18 @@ class Manager:
             on_pod_written=self.pods.upsert_if_newer,
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
+            max_inflight=self.options.max_inflight,
+            coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
 
     # ------------------------------------------------------------------ event handlers
 
-    def _enqueue(self, key: str) -> None:
-        if self.queue is not None:
-            self.queue.add(key)
-
     def _enqueue_all(self) -> None:
-        if self.replicas is not None:
-            for key in self.replicas.key_list():
-                self._enqueue(key)
-
-    def _on_replica(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
-        obj = new if new is not None else old
-        name = ((obj or {}).get("metadata") or {}).get("name")
-        if namespace and name:
-            self._enqueue(f"{namespace}/{name}")
-
-    def _on_owned(self, namespace: str | None, old: Any, new: Any) -> None:
-        for view in (old, new):
-            for key in _owner_index(namespace, view) if view is not None else ():
-                self._enqueue(key)
+        self.wakeups.all()
 
     def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
-        for view in (old, new):
-            if view is None or not namespace:
-                continue
-            labels = _labels_of(view)
-            owner = labels.get(LABEL_REPLICA)
-            svc = labels.get(SERVICE_NAME_LABEL, "")
-            if not owner and svc.endswith("-headless"):
-                owner = svc[: -len("-headless")]
-            if owner:
-                self._enqueue(f"{namespace}/{owner}")
-
-    def _on_node(self, _: str | None, old: NodeView | None, new: NodeView | None) -> None:
-        node = new if new is not None else old
-        if node is None or self.pods is None:
-            return
-        if new is not None and (old is None or (old.labels, old.gpus, old.unschedulable,
-                                                old.ready) != (new.labels, new.gpus,
-                                                               new.unschedulable, new.ready)):
-            # a node that appeared, or changed what placement reads, may be what a Pending
-            # gang or a missing spread key waits for: every replica looks again (rare)
-            self._enqueue_all()
-            return
-        owners: set[str] = set()
-        for key in self.pods.index_keys("node", node.name):
-            pod = self.pods.get(key)
-            owners.update(_owner_index(self.pods.namespace_of(key), pod) if pod else ())
-        for key in owners:
-            self._enqueue(key)
+        self.routed.on_slice(namespace, old, new)  # the routed-pod set first, then the wakeup
+        self.wakeups.slice(namespace, old, new)
 
     # ------------------------------------------------------------------ leadership
 
@@ -664,36 +438,17 @@ class Manager:
     # ------------------------------------------------------------------ background loops
 
     async def _config_loop(self) -> None:
-        opts = self.options
         while True:
-            await asyncio.sleep(opts.config_reload_seconds)
-            try:
-                data = await self._read_config()
-            except ApiError as exc:
-                self.metrics.config_reloads.labels("read_error").inc()
-                log.warning("config.reload_failed", error=str(exc))
+            await asyncio.sleep(self.options.config_reload_seconds)
+            assert self.config_source is not None
+            changed = await self.config_source.reload()
+            if changed is None:
                 continue
-            if data == self._config_data:
-                self.metrics.config_reloads.labels("unchanged").inc()
-                continue
-            try:
-                cfg, service_cfg = self._parse_all(data)
-            except ConfigError as exc:
-                self.metrics.config_reloads.labels("invalid").inc()
-                log.error("config.invalid_kept_previous", error=str(exc),
-                          problems=list(exc.problems))
-                if data != self._config_rejected:  # once per bad version, not per reload
-                    self._config_rejected = data
-                    await self._report_invalid_config(
-                        data, exc, "the previous settings stay in force")
-                continue
-            self._config_data, self._config_rejected = data, None
-            self.config, self.service_config = cfg, service_cfg
-            self.metrics.config_reloads.labels("changed").inc()
-            log.info("config.reloaded")
+            self.config, self.service_config = changed
             self._enqueue_all()
             if self._isvc is not None:
                 self._isvc.enqueue_all()
+
 
     async def _resync_loop(self) -> None:
         while True:
@@ -732,8 +487,11 @@ class Manager:
             result_label = "exception"
             raise
         finally:
-            self.metrics.reconcile_duration.labels(result_label).observe(
-                time.monotonic() - started)
+            took = time.monotonic() - started
+            self.metrics.reconcile_duration.labels(result_label).observe(took)
+            kind = self._pass_kinds.pop(key, None) or (
+                result_label if result_label in ("gone", "rejected", "exception") else "none")
+            self.metrics.pass_duration.labels(kind).observe(took)
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
@@ -754,13 +512,23 @@ class Manager:
             nodes=MappingProxyType(self.nodes.store()),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
-            routed_pods=routed_pods_from_endpoint_slices(
-                self.slices.by_index("service", f"{namespace}/{service}")),
+            **self._native_gang_views(key),
+            routed_pods=self.routed.routed(f"{namespace}/{service}"),
             revisions=tuple(self.revisions.by_index("owner", key)),
             create_errors=self.create_errors.take(key),
             config=self.config,
             headless_service_exists=self.services.get(f"{namespace}/{service}") is not None,
         )
+
+    def _native_gang_views(self, key: str) -> dict[str, Any]:
+        """The Snapshot's view of Kubernetes' own Workloads and PodGroups of one replica."""
+        native = self.native_gang
+        if native is None or not native.present:
+            return {}
+        views = {kind: {v.name: v for v in informer.by_index("owner", key)}
+                 for kind, informer in native.informers.items()}
+        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
+                "workloads": views.get("Workload", {})}
 
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
@@ -782,14 +550,19 @@ class Manager:
             await self._reject(ctx, where, str(exc))
             return "rejected"
         ctx.prefix = replica.prefix
+        ctx.observed_status = replica.status
         ctx.log = lg = lg.bind(isvc=replica.isvc_name, component=replica.spec.component)
         problems = validate_replica(replica)
         if problems:
             await self._reject(ctx, "InvalidSpec", "; ".join(problems))
             return "rejected"
         snap = self.snapshot(key, replica)
-        plan = self.plan_fn(snap)
+        if self._memos is None:
+            plan = self.plan_fn(snap)
+        else:
+            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
+        self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
         if result.outcome == "namespace_gone":
@@ -812,7 +585,7 @@ class Manager:
         delete and release its finalizer (or the namespace never goes): apply what follows
         the refused create, creates left out."""
         assert self.executor is not None
-        rest = tuple(a for a in plan.actions[failed.applied + 1:]
+        rest = tuple(a for a in plan.actions[failed.failed_index + 1:]
                      if not isinstance(a, _CREATES))
         if not rest:
             return ApplyResult()
@@ -822,8 +595,12 @@ class Manager:
         """End the work for ``key``: no retry, no delayed look, no stored create errors (a
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
+        if self._memos is not None:
+            self._memos.pop(key, None)
         queue.forget(key)
         queue.discard(key)
+        if self.executor is not None:
+            self.executor.forget(key)
 
     def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
         if result.outcome == "not_leader":
@@ -835,6 +612,8 @@ class Manager:
             queue.add_rate_limited(key)
         if plan.requeue_after is not None:
             queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
+        if result.status_due is not None:  # a held status: look again when it is due
+            queue.add_after(key, result.status_due)
 
     async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
         """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""

@@ -1,9 +1,10 @@
 """Metrics, probes and logs of the manager.
 
 * Prometheus metrics on a per-manager registry (two managers can run in one process, as the
-  tests do): reconcile latency, queue depth, actions by kind, every API request by verb,
-  resource and code (reads included), write calls, API errors, leadership, cache sizes and
-  watch restarts.
+  tests do): reconcile latency (by result, and by what the pass did), queue depth, actions
+  by kind, actions in flight, every API request by verb, resource and code (reads
+  included), write calls, API errors, status bytes per InferenceReplica, held status
+  writes, leadership, cache sizes and watch restarts.
 * An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
   (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
 * structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -101,6 +103,30 @@ class Metrics:
             "omenative_events", "Kubernetes Events emitted, by type and reason.",
             ["type", "reason"], registry=r,
         )
+        self.pass_duration = Histogram(
+            "omenative_pass_duration_seconds",
+            "Time of one reconcile pass, by what its plan did (create, delete, gate, patch, "
+            "status, held, none, rejected, gone).",
+            ["kind"],
+            registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.requests_in_flight = Gauge(
+            "omenative_api_requests_in_flight",
+            "Plan actions talking to the API server now (bounded by --max-inflight).",
+            registry=r,
+        )
+        self.status_bytes = Gauge(
+            "omenative_status_bytes",
+            "Bytes of the last status write body planned per InferenceReplica (etcd refuses "
+            "requests over 1.5 MiB).",
+            ["namespace", "replica"],
+            registry=r,
+        )
+        self.status_held = Counter(
+            "omenative_status_writes_held",
+            "Status writes held back as progress-only (--status-coalesce).", registry=r,
+        )
         self.config_reloads = Counter(
             "omenative_config_reloads", "Lifecycle config reads, by result.", ["result"],
             registry=r,
@@ -116,6 +142,11 @@ class Metrics:
             self.api_writes.labels(resource).inc()
         if not code.startswith("2"):
             self.api_errors.labels(verb, resource, code).inc()
+
+    def forget_status_bytes(self, namespace: str, replica: str) -> None:
+        """Drop the status size series of a deleted InferenceReplica."""
+        with contextlib.suppress(KeyError):
+            self.status_bytes.remove(namespace, replica)
 
     def watch_restart(self, resource: str, reason: str) -> None:
         """Count a watch restart (the informer's observer hook)."""

@@ -54,6 +54,7 @@ from omenative_controller.kube.resources import (
 )
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
+from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
@@ -198,6 +199,7 @@ class ServiceController:
                                     window=0, now=self.now)
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
+        self.repeats = RepeatApplies()
 
     # ------------------------------------------------------------------ inputs
 
@@ -447,11 +449,23 @@ class ServiceController:
             raise ApiError(0, "NotLeader", "writes are not allowed now")
         meta = obj["metadata"]
         res = resource_for(str(obj["apiVersion"]), str(obj["kind"]))
-        return await self.client.request(
+        generation = self.repeats.last_generation(obj)
+        if generation is not None:  # a LeaderWorkerSet we applied as is: write only if moved
+            try:
+                live = await self.client.get(res, meta["name"], meta.get("namespace"))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+            else:
+                if (live.get("metadata") or {}).get("generation") == generation:
+                    return live
+        applied = await self.client.request(
             "PATCH", res.path(meta.get("namespace"), meta["name"]), verb="patch",
             resource=res.plural, query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=dict(obj), content_type=_APPLY,
         )
+        self.repeats.record(obj, applied)
+        return applied
 
     async def _write_status(
         self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON],

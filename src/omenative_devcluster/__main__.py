@@ -62,6 +62,10 @@ def build_cmd(extra: str) -> None:
               help="Seconds before a terminating pod is finally deleted.")
 @click.option("--node-grace-seconds", default=20, show_default=True,
               help="Controller-manager node-monitor-grace-period (time to NotReady).")
+@click.option("--controller-manager-qps", type=float, default=None,
+              help="kube-controller-manager client QPS (--kube-api-qps; default: its own, 20).")
+@click.option("--controller-manager-burst", type=int, default=None,
+              help="kube-controller-manager client burst (--kube-api-burst; default 30).")
 @click.option("--no-build", is_flag=True, help="Fail instead of building missing binaries.")
 def up(
     *,
@@ -72,6 +76,8 @@ def up(
     ready_delay: float,
     delete_delay: float,
     node_grace_seconds: int,
+    controller_manager_qps: float | None,
+    controller_manager_burst: int | None,
     no_build: bool,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
@@ -85,6 +91,8 @@ def up(
         ready_delay=ready_delay,
         delete_delay=delete_delay,
         node_grace_seconds=node_grace_seconds,
+        controller_manager_qps=controller_manager_qps,
+        controller_manager_burst=controller_manager_burst,
         build_if_missing=not no_build,
     )
     sys.exit(asyncio.run(run_up(opts)))

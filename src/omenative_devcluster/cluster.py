@@ -42,6 +42,12 @@ FAULTS_FILE = "faults.json"
 #: Components in start order; ``stop`` goes in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
+#: Kubernetes 1.36 gang scheduling (alpha): the Workload and PodGroup API
+#: (``scheduling.k8s.io/v1alpha2``) and kube-scheduler's gang and topology-aware placement.
+#: They change nothing for pods without ``spec.schedulingGroup``.
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
 
 class ClusterError(RuntimeError):
     """The control plane could not be started (the message says which part and why)."""
@@ -118,6 +124,11 @@ class ClusterOptions:
     node_grace_seconds: int = 20
     heartbeat_seconds: float = 4.0
     version: str = build.K8S_VERSION
+    #: kube-controller-manager's client limits (``--kube-api-qps``/``--kube-api-burst``); it
+    #: creates the pods of StatefulSets (LeaderWorkerSet's groups), so a fair benchmark gives
+    #: it the limits of the controllers compared. None keeps its defaults (20 QPS / burst 30).
+    controller_manager_qps: float | None = None
+    controller_manager_burst: int | None = None
     #: build missing binaries instead of failing (takes tens of minutes when cold)
     build_if_missing: bool = True
     start_timeout: float = 180.0
@@ -242,6 +253,8 @@ class Cluster:
                 f"--service-account-key-file={sa_key}",
                 f"--service-account-signing-key-file={sa_key}",
                 "--profiling=false",
+                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--runtime-config={GANG_RUNTIME_CONFIG}",
                 "--v=1",
             ],
         )
@@ -275,6 +288,8 @@ class Cluster:
                 "--node-monitor-period=2s",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
+                f"--feature-gates={GANG_FEATURE_GATES}",
+                *self._client_limits(),
             ],
         )
         self._spawn(
@@ -283,6 +298,7 @@ class Cluster:
                 str(bdir / "kube-scheduler"),
                 *common,
                 f"--secure-port={p['scheduler']}",
+                f"--feature-gates={GANG_FEATURE_GATES}",
             ],
         )
         for name, key in (("kube-controller-manager", "controller-manager"),
@@ -290,6 +306,16 @@ class Cluster:
             url = f"https://127.0.0.1:{p[key]}/healthz"
             self._wait(name, lambda u=url: _http_ok(u, None), opts.start_timeout)  # type: ignore[misc]
         _log(f"control plane up at {self.server_url}")
+
+    def _client_limits(self) -> list[str]:
+        """kube-controller-manager's client-limit flags, from the options."""
+        opts = self.options
+        out = []
+        if opts.controller_manager_qps is not None:
+            out.append(f"--kube-api-qps={opts.controller_manager_qps:g}")
+        if opts.controller_manager_burst is not None:
+            out.append(f"--kube-api-burst={opts.controller_manager_burst}")
+        return out
 
     def _binaries(self) -> Path:
         missing = build.missing_binaries(self.options.version)

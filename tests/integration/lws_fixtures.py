@@ -11,6 +11,9 @@ the background build of LWS, if one runs).
   FAILS the tests that need it, with the reason and the end of its log.
 * ``lws_namespace``: the test's namespace, with LWS running; the namespace's
   LeaderWorkerSets are deleted when the test ends.
+* ``lws_service_controller``: an InferenceService controller on ``lws_namespace`` that
+  finds the LWS CRD as it would in a cluster (its own CRD watch; the ``service_controller``
+  fixture of ``manager_fixtures`` sees no optional CRD, so it never renders a LWS).
 
 Helpers: ``LEADER_WORKER_SETS`` (the resource), ``leader_worker_set`` (a plain LWS body),
 ``lws_pods`` (a LWS's pods by name), ``pod_env`` and ``pod_ready``.
@@ -25,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from manager_fixtures import release_finalizers
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import PODS, Resource
+from omenative_controller.service_controller import ServiceController
 from omenative_devcluster.lws import NAME_LABEL, LwsError, LwsProcess
 
 __all__ = [
@@ -38,6 +43,7 @@ __all__ = [
     "lws_controller",
     "lws_namespace",
     "lws_pods",
+    "lws_service_controller",
     "pod_env",
     "pod_ready",
 ]
@@ -75,6 +81,26 @@ async def lws_namespace(lws_controller: LwsProcess, kube: KubeClient, namespace:
             for lws in page.get("items") or ():
                 with contextlib.suppress(ApiError):
                     await kube.delete(LEADER_WORKER_SETS, lws["metadata"]["name"], namespace)
+
+
+@pytest.fixture
+async def lws_service_controller(
+    kubeconfig_path: Path, lws_namespace: str, kube: KubeClient, service_crds_applied: list[str],
+    ir_crd: str,
+) -> AsyncIterator[ServiceController]:
+    """A ServiceController on the namespace that finds the LWS CRD as a cluster has it."""
+    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
+    controller = ServiceController(client, [lws_namespace], crd_poll_seconds=1.0,
+                                   backoff_base=0.05, backoff_max=2.0)
+    task = asyncio.create_task(controller.run(), name="isvc-controller-lws")
+    try:
+        yield controller
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        await client.close()
+        await release_finalizers(kube, lws_namespace)
 
 
 def leader_worker_set(name: str, *, replicas: int, size: int, image: str = "example.com/llm:1",

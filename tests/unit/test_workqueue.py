@@ -178,3 +178,45 @@ def test_token_bucket_unlimited_and_bad_burst() -> None:
     assert all(bucket.reserve() == 0.0 for _ in range(1000))
     with pytest.raises(ValueError):
         TokenBucket(1, 0)
+
+
+async def test_priority_key_is_served_before_waiting_fresh_keys() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for i in range(5):
+        q.add(f"fresh-{i}")
+    q.add("gang-waiting-for-gate", priority=True)
+    assert len(q) == 6
+    assert await q.get() == "gang-waiting-for-gate"
+    assert [await q.get() for _ in range(5)] == [f"fresh-{i}" for i in range(5)]
+
+
+async def test_priority_add_moves_a_waiting_key_up_once() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    q.add("b")
+    q.add("b", priority=True)
+    q.add("b", priority=True)
+    assert len(q) == 2
+    assert await q.get() == "b"
+    assert await q.get() == "a"
+    assert len(q) == 0
+
+
+async def test_priority_add_while_in_flight_requeues_in_the_priority_lane() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    assert await q.get() == "a"
+    q.add("x")
+    q.add("a", priority=True)  # its pods changed while a worker held it
+    q.done("a")
+    assert await q.get() == "a"
+    assert await q.get() == "x"
+
+
+async def test_discard_drops_a_priority_key() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a", priority=True)
+    q.add("b")
+    q.discard("a")
+    assert len(q) == 1
+    assert await q.get() == "b"

@@ -363,19 +363,30 @@ def instance() -> None:
 @instance.command("list")
 @click.argument("name")
 @_component
-@_output
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
+              show_default=True, help="Output format; wide adds each Instance's gang mechanism.")
 @_connection
 @click.pass_obj
 def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
     """One line per Instance: phase, pods, revisions, active ordinal, evidence."""
-    ir = _read(target, name, component)
+
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+        ir = await _get_replica(kube, target, name, component)
+        if output != "wide":
+            return ir, []
+        selector = f"ome.io/inferencereplica={ir['metadata']['name']}"
+        page = await kube.list(PODS, target.namespace, label_selector=selector)
+        return ir, list(page.get("items") or ())
+
+    ir, pods = _run(target, work)
     status = _status(ir)
     comp = str((ir.get("spec") or {}).get("component") or "")
     if output == "json":
         _echo_json({"name": ir["metadata"]["name"], "component": comp,
                     "instances": [out.instance_json(r, comp) for r in status.instances]})
         return
-    click.echo(out.format_instance_table(comp, status))
+    gangs = out.gang_by_instance(pods) if output == "wide" else None
+    click.echo(out.format_instance_table(comp, status, gangs))
 
 
 @instance.command("status")

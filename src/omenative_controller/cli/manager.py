@@ -97,11 +97,18 @@ async def _run(options: ManagerOptions) -> int:
 @click.option("--metrics-port", type=int, default=8080, help="/metrics port (0: a free one).")
 @click.option("--probe-port", type=int, default=8081,
               help="/healthz and /readyz port (0: a free one).")
-@click.option("--workers", type=click.IntRange(min=1), default=4, help="Concurrent reconciles.")
-@click.option("--qps", type=click.FloatRange(min=0), default=50.0,
-              help="Client-side API rate limit (requests per second; 0: unlimited).")
-@click.option("--burst", type=click.IntRange(min=1), default=100,
-              help="Client-side API burst.")
+@click.option("--workers", type=click.IntRange(min=1), default=64,
+              help="Concurrent reconciles (their writes share --max-inflight).")
+@click.option("--qps", type=click.FloatRange(min=0), default=100.0,
+              help="Client-side API rate limit (requests per second; 0: unlimited; OME's "
+                   "chart sets 100).")
+@click.option("--burst", type=click.IntRange(min=1), default=200,
+              help="Client-side API burst (OME's chart sets 200).")
+@click.option("--max-inflight", type=click.IntRange(min=1), default=32,
+              help="Plan actions talking to the API server at once, over every worker.")
+@click.option("--status-coalesce", type=DURATION, default="10s",
+              help="How long a progress-only status write may wait for the next one "
+                   "(0s: write every status as planned); readiness is never held.")
 @click.option("--request-timeout", type=DURATION, default="30s",
               help="Timeout of every API request (watches: the connect and idle timeouts).")
 @click.option("--identity", default=None,
@@ -142,6 +149,8 @@ def main(
     workers: int,
     qps: float,
     burst: int,
+    max_inflight: int,
+    status_coalesce: float,
     request_timeout: float,
     identity: str | None,
     webhook_port: int | None,
@@ -172,6 +181,8 @@ def main(
         workers=workers,
         qps=qps,
         burst=burst,
+        max_inflight=max_inflight,
+        status_coalesce=status_coalesce,
         request_timeout=request_timeout,
         identity=identity or default_identity(),
         inference_services=inference_services,

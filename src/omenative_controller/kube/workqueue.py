@@ -6,6 +6,12 @@ a key added while a worker holds it is queued again only when that worker calls 
 time per key; ``add_rate_limited`` waits ``base * 2**failures`` (capped) and ``forget``
 resets the count after a success. ``shutdown`` stops handing out keys; ``wait_idle`` waits
 for the keys in flight.
+
+One addition: a priority lane. ``add(key, priority=True)`` queues the key ahead of every
+ordinary key (and moves it there if it already waits in the ordinary lane); ``get`` serves the
+priority lane first, each lane in arrival order. The manager uses it for replicas whose pods
+wait only for their serving gate, so a nearly Ready gang is not queued behind hundreds of
+fresh first passes (readiness then comes depth-first, not breadth-first).
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ class WorkQueue(Generic[K]):
         self.max_delay = max_delay
         self._on_depth = on_depth
         self._queue: deque[K] = deque()
+        self._priority: deque[K] = deque()
+        self._urgent: set[K] = set()  # keys that go to the priority lane when re-queued
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
@@ -46,7 +54,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys waiting for a worker (not counting delayed or in-flight keys)."""
-        return len(self._queue)
+        return len(self._queue) + len(self._priority)
 
     @property
     def in_flight(self) -> int:
@@ -69,7 +77,7 @@ class WorkQueue(Generic[K]):
 
     def _depth_changed(self) -> None:
         if self._on_depth is not None:
-            self._on_depth(len(self._queue))
+            self._on_depth(len(self))
 
     def _wake_one(self) -> None:
         while self._waiters:
@@ -80,16 +88,32 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ adding
 
-    def add(self, key: K) -> None:
-        """Queue ``key`` now (no-op if already waiting; deferred while in flight)."""
-        if self._shutdown or key in self._dirty:
+    def add(self, key: K, *, priority: bool = False) -> None:
+        """Queue ``key`` now (no-op if already waiting; deferred while in flight).
+
+        ``priority`` puts it in the priority lane, ahead of every ordinary key; a key that
+        already waits in the ordinary lane moves up.
+        """
+        if self._shutdown:
+            return
+        if key in self._dirty:
+            if priority and key not in self._urgent:
+                self._urgent.add(key)
+                if key not in self._processing:  # waiting in the ordinary lane: move up
+                    self._queue.remove(key)
+                    self._priority.append(key)
             return
         self._dirty.add(key)
+        if priority:
+            self._urgent.add(key)
         if key in self._processing:
             return
-        self._queue.append(key)
+        (self._priority if priority else self._queue).append(key)
         self._depth_changed()
         self._wake_one()
+
+    def _requeue(self, key: K) -> None:
+        (self._priority if key in self._urgent else self._queue).append(key)
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds; an earlier pending time wins."""
@@ -132,7 +156,8 @@ class WorkQueue(Generic[K]):
             timer.cancel()
         if key in self._dirty and key not in self._processing:
             self._dirty.discard(key)
-            self._queue.remove(key)
+            (self._priority if key in self._urgent else self._queue).remove(key)
+            self._urgent.discard(key)
             self._depth_changed()
 
     def holds(self, key: K) -> bool:
@@ -147,9 +172,10 @@ class WorkQueue(Generic[K]):
         while True:
             if self._shutdown:
                 return None
-            if self._queue:
-                key = self._queue.popleft()
+            if self._priority or self._queue:
+                key = (self._priority or self._queue).popleft()
                 self._dirty.discard(key)
+                self._urgent.discard(key)
                 self._processing.add(key)
                 self._depth_changed()
                 return key
@@ -166,7 +192,7 @@ class WorkQueue(Generic[K]):
         """The worker finished ``key``; re-queue it if it was added meanwhile."""
         self._processing.discard(key)
         if key in self._dirty and not self._shutdown:
-            self._queue.append(key)
+            self._requeue(key)
             self._depth_changed()
             self._wake_one()
         if not self._processing:

@@ -1,0 +1,119 @@
+"""What one reconcile pass carries through the executor: its context, result and stop.
+
+Shared by the executor and its helpers (audit, Events, Kueue cleanup), which each live in
+their own module so none of them outgrows a screenful of concepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attrs import define
+
+from omenative_controller.kube.client import JSON
+from omenative_core.labels import LABEL_INSTANCE_INDEX
+from omenative_core.model.plan import Plan
+
+__all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of",
+           "pass_kind", "service_owner"]
+
+
+class PassStop(Exception):
+    """End the pass: ``outcome`` says how (conflict, create_error, failed, not_leader)."""
+
+    def __init__(self, outcome: str, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.reason = reason or outcome
+
+
+@define
+class PassContext:
+    """What one pass knows about its InferenceReplica; ``raw`` follows our own writes."""
+
+    key: str
+    namespace: str
+    name: str
+    raw: JSON
+    prefix: str = ""
+    log: Any = None
+    #: the decoded status the pass planned from (InferenceReplicaStatus; None: never written)
+    observed_status: Any = None
+
+    @property
+    def uid(self) -> str:
+        """The InferenceReplica's UID."""
+        return str((self.raw.get("metadata") or {}).get("uid") or "")
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion the pass last saw (or wrote)."""
+        return str((self.raw.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def service_owner(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The InferenceService that controls this InferenceReplica (a projected replica)."""
+    for ref in (raw.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(ref, Mapping) and ref.get("controller") and \
+                ref.get("kind") == "InferenceService" and ref.get("name") and ref.get("uid"):
+            return ref
+    return None
+
+
+@define
+class ApplyResult:
+    """How far a plan got: ``outcome`` is ok, conflict, create_error, failed, not_leader
+    or namespace_gone (the namespace is deleted or being deleted: nothing more to do)."""
+
+    applied: int = 0
+    outcome: str = "ok"
+    message: str = ""
+    failed_kind: str = ""
+    #: the position in ``plan.actions`` of the first action that failed (-1: none)
+    failed_index: int = -1
+    #: seconds until a held status write is due (None: nothing held), see coalesce.py
+    status_due: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Every action was applied."""
+        return self.outcome == "ok"
+
+
+def instance_of(prefix: str, name: str, body: Mapping[str, Any] | None = None) -> int | None:
+    """The Instance index of an owned object, from its labels or ``{prefix}-{index}-...``."""
+    if body is not None:
+        raw = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_INSTANCE_INDEX)
+        if isinstance(raw, str) and raw.isdigit():
+            return int(raw)
+    if prefix and name.startswith(prefix + "-"):
+        head = name[len(prefix) + 1 :].split("-", 1)[0]
+        if head.isdigit():
+            return int(head)
+    return None
+
+
+def instance_kw(index: int | None) -> dict[str, int]:
+    """``{"instance": index}`` for log binding, or nothing when unknown."""
+    return {} if index is None else {"instance": index}
+
+
+def pass_kind(plan: Plan, result: ApplyResult) -> str:
+    """What a pass did, for ``omenative_pass_duration_seconds{kind}``: the first of
+    delete, create, gate, patch, status, held (a status held back) or none."""
+    kinds = {a.kind for a in plan.actions}
+    for label, names in _PASS_KINDS:
+        if kinds & names:
+            return "held" if label == "status" and result.status_due is not None else label
+    return "none"
+
+
+_PASS_KINDS = (
+    ("delete", frozenset({"DeletePod", "DeletePodGroup", "DeleteRevision", "DeleteObject"})),
+    ("create", frozenset({"CreatePod", "CreatePodGroup", "CreateRevision", "CreateObject"})),
+    ("gate", frozenset({"SetServingGate"})),
+    ("patch", frozenset({"PatchPodImages", "SetFinalizer", "RemoveAnnotations",
+                         "RecordAudit"})),
+    ("status", frozenset({"UpdateStatus"})),
+)

@@ -1,0 +1,105 @@
+"""Which cache change wakes which InferenceReplica (the watch caches' change callbacks).
+
+Pods, revisions, Services and PodGroups wake their owner (``ome.io/inferencereplica``);
+an EndpointSlice the replica behind its headless Service; a node the replicas with pods on
+it, or every replica when the node appeared or changed what placement reads. A pod that
+is ready but for its serving gate, or has just turned Ready, wakes its replica in the work
+queue's priority lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omenative_controller.cache_views import SERVICE_NAME_LABEL, labels_of, owner_index
+from omenative_controller.kube.client import JSON
+from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.workqueue import WorkQueue
+from omenative_core.labels import LABEL_REPLICA
+from omenative_core.model.observed import NodeView, PodView
+
+__all__ = ["Wakeups"]
+
+
+class Wakeups:
+    """The change callbacks of the manager's caches; they only queue keys."""
+
+    def __init__(self, queue: Callable[[], WorkQueue[str] | None],
+                 replicas: Callable[[], Informer[JSON] | None],
+                 pods: Callable[[], Informer[PodView] | None]) -> None:
+        self.queue = queue
+        self.replicas = replicas
+        self.pods = pods
+
+    def one(self, key: str) -> None:
+        """Queue ``key`` (while leading)."""
+        queue = self.queue()
+        if queue is not None:
+            queue.add(key)
+
+    def all(self) -> None:
+        """Queue every cached InferenceReplica (config reload, resync, a node change)."""
+        replicas = self.replicas()
+        if replicas is not None:
+            for key in replicas.key_list():
+                self.one(key)
+
+    def replica(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        """An InferenceReplica changed: its own key."""
+        obj = new if new is not None else old
+        name = ((obj or {}).get("metadata") or {}).get("name")
+        if namespace and name:
+            self.one(f"{namespace}/{name}")
+
+    def owned(self, namespace: str | None, old: Any, new: Any) -> None:
+        """A revision, Service or PodGroup changed: its owner's key."""
+        for view in (old, new):
+            for key in owner_index(namespace, view) if view is not None else ():
+                self.one(key)
+
+    def pod(self, namespace: str | None, old: PodView | None, new: PodView | None) -> None:
+        """A pod changed: wake its replica; in the priority lane when the pod is ready but
+        for its serving gate, or has just turned Ready (the gang is one pass from rotation,
+        or from reporting it: it goes before fresh first passes, so replicas become Ready
+        depth-first)."""
+        urgent = new is not None and new.deletion_timestamp is None and new.containers_ready \
+            and (not new.serving_gate or (new.ready and (old is None or not old.ready)))
+        for view in (old, new):
+            for key in owner_index(namespace, view) if view is not None else ():
+                queue = self.queue()
+                if queue is not None:
+                    queue.add(key, priority=urgent)
+
+    def slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        """An EndpointSlice of a headless Service changed: the replica it routes to."""
+        for view in (old, new):
+            if view is None or not namespace:
+                continue
+            labels = labels_of(view)
+            owner = labels.get(LABEL_REPLICA)
+            svc = labels.get(SERVICE_NAME_LABEL, "")
+            if not owner and svc.endswith("-headless"):
+                owner = svc[: -len("-headless")]
+            if owner:
+                self.one(f"{namespace}/{owner}")
+
+    def node(self, _: str | None, old: NodeView | None, new: NodeView | None) -> None:
+        """A node changed: the replicas with pods on it, or every one (see below)."""
+        node = new if new is not None else old
+        pods = self.pods()
+        if node is None or pods is None:
+            return
+        if new is not None and (old is None or (old.labels, old.gpus, old.unschedulable,
+                                                old.ready) != (new.labels, new.gpus,
+                                                               new.unschedulable, new.ready)):
+            # a node that appeared, or changed what placement reads, may be what a Pending
+            # gang or a missing spread key waits for: every replica looks again (rare)
+            self.all()
+            return
+        owners: set[str] = set()
+        for key in pods.index_keys("node", node.name):
+            pod = pods.get(key)
+            owners.update(owner_index(pods.namespace_of(key), pod) if pod else ())
+        for key in owners:
+            self.one(key)

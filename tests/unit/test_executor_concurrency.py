@@ -1,0 +1,145 @@
+"""The executor's order and concurrency, as the API server sees them.
+
+The status goes first; a gang's pods (and their serving gates) are sent at once; all
+workers together never have more than ``max_inflight`` actions talking to the server; a
+failure ends the pass after its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from omenative_controller.executor import CreateErrorStore, Executor, PassContext, action_runs
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.observability import Metrics
+from omenative_core.model.plan import (
+    CreatePod,
+    CreatePodGroup,
+    CreateRevision,
+    DeletePod,
+    Plan,
+    SetFinalizer,
+    SetServingGate,
+    UpdateStatus,
+)
+from omenative_core.model.status import InferenceReplicaStatus
+
+
+class SlowApi:
+    """Answers every call after ``delay`` seconds; records the order and the concurrency."""
+
+    def __init__(self, delay: float = 0.01, refuse: frozenset[str] = frozenset()) -> None:
+        self.delay = delay
+        self.refuse = refuse
+        self.calls: list[str] = []
+        self.now = 0
+        self.peak = 0
+
+    async def _call(self, what: str, body: Any) -> Any:
+        self.calls.append(what)
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.now -= 1
+        if what in self.refuse:
+            raise ApiError(500, "InternalError", f"{what} refused")
+        return body
+
+    async def create(self, res: Any, body: Any, ns: Any = None, **kw: Any) -> Any:
+        return await self._call(f"create {body['metadata']['name']}", body)
+
+    async def replace(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
+        return await self._call(f"status {name}", body)
+
+    async def patch(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
+        return await self._call(f"patch {name}", {"metadata": {"name": name}})
+
+    async def delete(self, res: Any, name: str, ns: Any = None, **kw: Any) -> None:
+        await self._call(f"delete {name}", None)
+
+
+def _executor(api: SlowApi, max_inflight: int = 32, metrics: Metrics | None = None
+              ) -> Executor:
+    return Executor(api, CreateErrorStore(), max_inflight=max_inflight,  # type: ignore[arg-type]
+                    metrics=metrics)
+
+
+def _ctx(name: str = "r") -> PassContext:
+    raw = {"metadata": {"name": name, "uid": f"u-{name}", "resourceVersion": "1"}, "spec": {}}
+    return PassContext(key=f"ns/{name}", namespace="ns", name=name, raw=raw)
+
+
+def _pod(name: str) -> CreatePod:
+    return CreatePod(body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}})
+
+
+def _plan(*actions: Any) -> Plan:
+    return Plan(actions=tuple(actions), status=InferenceReplicaStatus())
+
+
+def test_the_status_is_written_before_anything_else() -> None:
+    api = SlowApi()
+    plan = _plan(_pod("p0"), UpdateStatus(status=InferenceReplicaStatus()), _pod("p1"))
+    result = asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert result.ok and result.applied == 3
+    assert api.calls[0] == "status r"
+    assert sorted(api.calls[1:]) == ["create p0", "create p1"]
+
+
+def test_a_bring_up_is_sent_at_once_after_the_status() -> None:
+    api = SlowApi()
+    plan = _plan(UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
+                 CreateRevision(body={"metadata": {"name": "rev"}}),
+                 *(_pod(f"p{i}") for i in range(4)))
+    asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert api.calls[0] == "status r"
+    assert api.peak == 6, "finalizer, revision and the four pods were in flight together"
+
+
+def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:
+    api = SlowApi()
+    group = CreatePodGroup(body={"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                 "metadata": {"name": "g"}})
+    plan = _plan(DeletePod(name="old", uid="u"), group, _pod("p0"), _pod("p1"))
+    asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert api.calls[:2] == ["delete old", "create g"]
+    assert sorted(api.calls[2:]) == ["create p0", "create p1"]
+
+
+def test_runs_group_consecutive_actions_of_one_family() -> None:
+    gate = SetServingGate(name="p0", uid="u", value=True)
+    actions = (UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
+               _pod("a"), _pod("b"), gate, gate, DeletePod(name="x", uid="u"),
+               SetFinalizer(present=False), _pod("c"))
+    assert [(i, len(run)) for i, run in action_runs(actions)] == [
+        (0, 1), (1, 3), (4, 2), (6, 1), (7, 1), (8, 1)]
+
+
+def test_every_worker_together_stays_within_the_in_flight_budget() -> None:
+    api = SlowApi()
+    metrics = Metrics()
+    executor = _executor(api, max_inflight=3, metrics=metrics)
+
+    async def main() -> list[Any]:
+        plans = [(_plan(*(_pod(f"{r}-{i}") for i in range(4))), _ctx(r)) for r in "abcde"]
+        return list(await asyncio.gather(*(executor.apply(p, c) for p, c in plans)))
+
+    results = asyncio.run(main())
+    assert all(r.ok for r in results)
+    assert len(api.calls) == 20, "every pod of the five replicas was created"
+    assert api.peak == 3
+    assert metrics.sample("omenative_api_requests_in_flight") == 0
+
+
+def test_a_failed_pod_create_ends_the_pass_after_its_run() -> None:
+    api = SlowApi(refuse=frozenset({"create p1"}))
+    plan = _plan(_pod("p0"), _pod("p1"), _pod("p2"), SetServingGate(name="q", uid="u",
+                                                                     value=True))
+    result = asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert result.outcome == "failed" and result.failed_kind == "CreatePod"
+    assert result.failed_index == 1
+    assert result.applied == 2, "the other pods of the run were still created"
+    assert "patch q" not in api.calls, "nothing after the failed run was sent"

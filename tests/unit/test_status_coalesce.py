@@ -1,0 +1,170 @@
+"""Status coalescing: a progress-only status waits (at most the window), nothing else does.
+
+A user sees readiness at once, a destroying step is recorded before it acts, a new
+Instance's operation is recorded before its pods are created, and a held status is written
+when its window ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from attrs import evolve
+from sim_helpers import engine_manifest
+
+from omenative_controller.coalesce import StatusCoalescer, status_may_wait
+from omenative_controller.executor import CreateErrorStore, Executor, PassContext
+from omenative_core.model.plan import Action, DeletePod, Plan, SetServingGate, UpdateStatus
+from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.planner import plan as make_plan
+from omenative_sim.world import ClusterSpec, World
+
+OP_STATUS = InferenceReplicaStatus(
+    replicas=1, instances=(InstanceStatus(index=0, phase="Creating", pod_count=0),))
+COUNTED = evolve(OP_STATUS, instances=(InstanceStatus(index=0, phase="Creating",
+                                                      pod_count=4),))
+READY = evolve(COUNTED, ready_replicas=1, serving_replicas=1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class StatusApi:
+    def __init__(self) -> None:
+        self.writes = 0
+
+    async def replace(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
+        self.writes += 1
+        return body
+
+    async def patch(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
+        return {"metadata": {"name": name}}
+
+    async def delete(self, res: Any, name: str, ns: Any = None, **kw: Any) -> None:
+        return None
+
+
+def _apply(executor: Executor, observed: InferenceReplicaStatus, new: InferenceReplicaStatus,
+           *extra: Action) -> Any:
+    raw = {"metadata": {"name": "r", "uid": "u", "resourceVersion": "1"}, "spec": {}}
+    ctx = PassContext(key="ns/r", namespace="ns", name="r", raw=raw, observed_status=observed)
+    plan = Plan(actions=(UpdateStatus(status=new), *extra), status=new)
+    return asyncio.run(executor.apply(plan, ctx))
+
+
+def _executor(api: StatusApi, clock: Clock, window: float = 10.0) -> Executor:
+    return Executor(api, CreateErrorStore(),  # type: ignore[arg-type]
+                    coalescer=StatusCoalescer(window=window, clock=clock))
+
+
+def test_a_progress_only_status_waits_then_is_written_when_its_window_ends() -> None:
+    api, clock = StatusApi(), Clock()
+    executor = _executor(api, clock)
+    held = _apply(executor, OP_STATUS, COUNTED)
+    assert held.ok and api.writes == 0 and held.status_due == 10.0
+    clock.t += 4
+    again = _apply(executor, OP_STATUS, COUNTED)
+    assert api.writes == 0 and again.status_due == 6.0, "the window runs from the first hold"
+    clock.t += 6
+    due = _apply(executor, OP_STATUS, COUNTED)
+    assert api.writes == 1 and due.status_due is None
+
+
+def test_readiness_is_written_at_once() -> None:
+    api, clock = StatusApi(), Clock()
+    executor = _executor(api, clock)
+    _apply(executor, OP_STATUS, COUNTED)
+    result = _apply(executor, OP_STATUS, READY)
+    assert api.writes == 1 and result.status_due is None
+
+
+def test_a_status_before_a_destroying_step_or_a_drain_is_never_held() -> None:
+    api, clock = StatusApi(), Clock()
+    executor = _executor(api, clock)
+    _apply(executor, OP_STATUS, COUNTED, DeletePod(name="p", uid="u"))
+    _apply(executor, OP_STATUS, COUNTED, SetServingGate(name="p", uid="u", value=False))
+    assert api.writes == 2
+
+
+def test_a_new_instance_is_recorded_before_its_pods_are_created() -> None:
+    assert not status_may_wait(None, OP_STATUS, ())
+    assert not status_may_wait(OP_STATUS, evolve(OP_STATUS, instances=(
+        *OP_STATUS.instances, InstanceStatus(index=1))), ())
+
+
+def test_window_zero_writes_every_status() -> None:
+    api, clock = StatusApi(), Clock()
+    _apply(_executor(api, clock, window=0), OP_STATUS, COUNTED)
+    assert api.writes == 1
+
+
+def test_a_gang_comes_up_in_the_simulator_with_two_status_writes_and_no_restart() -> None:
+    """The planner driven by a coalescing shell: the same pods, no deletes, fewer writes."""
+    world = World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2),
+                  engine_manifest(workers=3, replicas=1))
+    kinds: list[str] = []
+    for _ in range(20):
+        snap = world.snapshot()
+        p = make_plan(snap)
+        hold = status_may_wait(snap.replica.status, p.status, p.actions)
+        actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
+        kinds += [a.kind for a in actions]
+        if actions:
+            world.apply(actions)
+        elif (t := world.next_event_time()) is not None:
+            world.advance(t)
+        else:
+            break
+    assert world.snapshot().replica.status.ready_replicas == 1
+    assert "DeletePod" not in kinds
+    assert kinds.count("CreatePod") == 4 and kinds.count("SetServingGate") == 4
+    assert kinds.count("UpdateStatus") == 2
+
+
+def _drive(coalesce: bool) -> tuple[dict[str, int], Any]:
+    """A rollout, a crashed worker and a scale-down; held statuses are never flushed here
+    (the worst case: the window never ends)."""
+    world = World(ClusterSpec(nodes=8, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2), engine_manifest(workers=1, replicas=3))
+    steps = [
+        lambda: world.patch_replica({"spec": {"runners": engine_manifest(
+            workers=1, image="img:2")["spec"]["runners"]}}),
+        lambda: world.fail_pod("chat-engine-1-worker-0"),
+        lambda: world.patch_replica({"spec": {"replicas": 1}}),
+    ]
+    kinds: dict[str, int] = {}
+    for _ in range(2000):
+        snap = world.snapshot()
+        p = make_plan(snap)
+        hold = coalesce and status_may_wait(snap.replica.status, p.status, p.actions)
+        actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
+        for a in actions:
+            kinds[a.kind] = kinds.get(a.kind, 0) + 1
+        if actions:
+            world.apply(actions)
+        elif (t := world.next_event_time()) is not None:
+            world.advance(t)
+        elif steps:
+            steps.pop(0)()
+        else:
+            break
+    return kinds, world.snapshot().replica.status
+
+
+def test_a_rollout_a_crash_and_a_scale_down_take_the_same_pod_actions_with_fewer_writes(
+) -> None:
+    plain, plain_status = _drive(coalesce=False)
+    held, held_status = _drive(coalesce=True)
+    assert {k: v for k, v in held.items() if k != "UpdateStatus"} == {
+        k: v for k, v in plain.items() if k != "UpdateStatus"}
+    assert held["UpdateStatus"] < plain["UpdateStatus"]
+    assert (held_status.ready_replicas, held_status.current_revision) == (
+        plain_status.ready_replicas, plain_status.current_revision)
+    assert held_status.ready_replicas == 1
