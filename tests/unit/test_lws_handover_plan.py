@@ -290,3 +290,9 @@ def test_the_webhook_admits_with_the_warning() -> None:
     assert response["allowed"] is True
     assert any(REASON_LWS_VARIABLE in w and "LWS_LEADER_ADDRESS" in w
                for w in response["warnings"])
+
+
+def test_no_room_with_an_instance_starting_waits_for_it_and_says_why() -> None:
+    step = plan_handover("engine", 2, lws(1, 1), ir_status(0, starting=1, parked=1), SELECTOR)
+    assert (step.phase, step.scale_to) == (PHASE_TRADING, None)
+    assert "waiting for 1 starting Instance(s)" in step.message

@@ -15,11 +15,11 @@ LeaderWorkerSet may shrink:
 3. **Surge**: one group goes (``spec.replicas`` less one) when serving stays at or above
    the desired count without it. A group counts as ready only up to the LeaderWorkerSet's
    ``spec.replicas`` (a status not yet caught up never counts a removed group twice).
-4. **Trade**: when no room is left (an OMENative Instance waits ``Unschedulable`` and none
-   is starting), one group goes while serving is whole (or the LeaderWorkerSet has a group
-   that serves nothing), and the condition says so: serving may dip by one group while the
-   freed GPUs start the next Instance. Never a deadlock: with a group left there is always
-   a next step.
+4. **Trade**: when no room is left (an OMENative Instance waits ``Unschedulable``), one
+   group goes while serving is whole (or the LeaderWorkerSet has a group that serves
+   nothing) and no Instance is starting, and the condition says so: serving may dip by one
+   group while the freed GPUs start the next Instance. Never a deadlock: with a group left
+   there is always a next step.
 5. At zero groups the LeaderWorkerSet is deleted.
 
 Everything here is a function of the snapshot: which step was taken before is read back
@@ -240,22 +240,24 @@ def plan_handover(
         return evolve(
             step, scale_to=down, message=f"{counts}; scaling the LeaderWorkerSet down to {down}"
         )
-    if parked and not starting:
-        trade = serving >= desired or lws_ready < lws.replicas
-        wait = "waiting for the traded group's Instance to become Ready"
+    if parked:
+        trade = not starting and (serving >= desired or lws_ready < lws.replicas)
+        if trade:
+            doing = (
+                f"scaling the LeaderWorkerSet down to {down}; serving may drop to "
+                f"{desired - 1} until the next Instance is Ready"
+            )
+        elif starting:
+            doing = f"waiting for {starting} starting Instance(s)"
+        else:
+            doing = "waiting for the traded group's Instance to become Ready"
         return evolve(
             step,
             phase=PHASE_TRADING,
             reason=REASON_NO_ROOM,
             scale_to=down if trade else None,
             message=f"{counts}; no room to surge ({parked} Instance(s) Unschedulable): "
-            "trading one group at a time, "
-            + (
-                f"scaling the LeaderWorkerSet down to {down}; serving may drop to "
-                f"{desired - 1} until the next Instance is Ready"
-                if trade
-                else wait
-            ),
+            f"trading one group at a time, {doing}",
         )
     return evolve(
         step,
