@@ -18,6 +18,7 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.conditions import build_conditions
+from omenative_core.model.observed import PodView
 from omenative_core.model.plan import (
     Action,
     DeletePod,
@@ -66,25 +67,31 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
-    rows = tuple(_counts(st, st.rows[i]) for i in sorted(st.rows))
+    rows_list: list[InstanceStatus] = []
+    ready: list[InstanceStatus] = []
+    available: list[InstanceStatus] = []
+    serving = 0
+    for i in sorted(st.rows):
+        # each row's pods are looked at once here: counts, serving, readiness
+        row, is_serving, is_available = _tally(st, st.rows[i])
+        rows_list.append(row)
+        serving += is_serving
+        if row.phase == Phase.READY or (
+            row.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(row)
+        ):
+            ready.append(row)
+            if is_available:
+                available.append(row)
+            elif row.ready_since is not None:
+                st.wake.append(row.ready_since + st.policy.min_ready)
+    rows = tuple(rows_list)
     members = [r for r in rows if st.is_member(r)]
-    ready = [
-        r
-        for r in rows
-        if r.phase == Phase.READY
-        or (r.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(r))
-    ]
-    serving = [r for r in rows if _serving(st, r)]
-    available = [r for r in ready if st.available(r)]
     updated = [r for r in rows if r.running_revision == st.target]
-    for r in ready:
-        if not st.available(r) and r.ready_since is not None:
-            st.wake.append(r.ready_since + st.policy.min_ready)
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
         replicas=len(rows),
         ready_replicas=len(ready),
-        serving_replicas=len(serving),
+        serving_replicas=serving,
         available_replicas=len(available),
         updated_replicas=len(updated),
         updated_ready_replicas=sum(1 for r in updated if r.phase == Phase.READY),
@@ -158,35 +165,60 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
     return None
 
 
-def _serving(st: PassState, row: InstanceStatus) -> bool:
+def _serving(
+    st: PassState, row: InstanceStatus, in_rotation: dict[str, PodView], serving: int
+) -> bool:
     """In rotation: every pod of the running attempt is ready with its gate True.
 
+    ``in_rotation``: the row's live pods whose gate is True and containers ready.
     A single-pod Instance mid-surge serves while either of its two slots does.
     """
-    pods = [p for p in st.pods_of(row.index) if not p.terminating]
     if not st.policy.multi_pod:
-        return any(p.serving_gate and p.containers_ready for p in pods)
+        return serving > 0
     expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
-    if not expected:
+    if not expected or serving < len(expected):
         return False
-    by_name = {p.name: p for p in pods}
-    return all(
-        (pod := by_name.get(name)) is not None
-        and pod.serving_gate
-        and pod.containers_ready
-        and st.matches(pod, row.running_revision, row.incarnation)
-        for name in expected
+    for name in expected:
+        pod = in_rotation.get(name)
+        if pod is None or not st.matches(pod, row.running_revision, row.incarnation):
+            return False
+    return True
+
+
+def _tally(st: PassState, row: InstanceStatus) -> tuple[InstanceStatus, bool, bool]:
+    """The row with its pod counts, whether it serves, whether it is available."""
+    is_available = st.available(row)
+    live = 0
+    ready = 0
+    admitted = True
+    in_rotation: dict[str, PodView] = {}
+    for p in st.pods_of(row.index):
+        if p.deletion_timestamp is not None:
+            continue
+        live += 1
+        conditions = p.conditions
+        if conditions.get("ome.io/serving") == "True" and (
+            conditions.get("ContainersReady") == "True"
+        ):
+            in_rotation[p.name] = p
+        if conditions.get("Ready") == "True":
+            ready += 1
+        if p.scheduling_gates:
+            admitted = False
+    serving = len(in_rotation)
+    return (
+        _counts(row, live, serving, ready if is_available else 0, admitted and live > 0),
+        _serving(st, row, in_rotation, serving),
+        is_available,
     )
 
 
-def _counts(st: PassState, row: InstanceStatus) -> InstanceStatus:
-    pods = [p for p in st.pods_of(row.index) if not p.terminating]
-    serving = sum(1 for p in pods if p.serving_gate and p.containers_ready)
-    available = sum(1 for p in pods if p.ready) if st.available(row) else 0
-    admitted = bool(pods) and not any(p.scheduling_gates for p in pods)
+def _counts(
+    row: InstanceStatus, pods: int, serving: int, available: int, admitted: bool
+) -> InstanceStatus:
     ready_since = row.ready_since if row.phase == Phase.READY else None
     if (
-        row.pod_count == len(pods)
+        row.pod_count == pods
         and row.serving_pod_count == serving
         and row.available_pod_count == available
         and row.admitted == admitted
@@ -195,7 +227,7 @@ def _counts(st: PassState, row: InstanceStatus) -> InstanceStatus:
         return row
     return evolve(
         row,
-        pod_count=len(pods),
+        pod_count=pods,
         serving_pod_count=serving,
         available_pod_count=available,
         admitted=admitted,
