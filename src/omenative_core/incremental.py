@@ -41,6 +41,8 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
     """Everything but ``now`` the planner reads from a snapshot, in a fixed order.
 
     Pods and the previous status come first: they are what changes most between passes.
+    The node and PodGroup maps are copied (a shallow copy, done in C): the shell may hand
+    over a live view of its cache, which would always compare equal to itself.
     """
     ir = snap.replica
     return (
@@ -50,8 +52,8 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
         ir.spec,
         snap.config,
         snap.routed_pods,
-        snap.nodes,
-        snap.pod_groups,
+        dict(snap.nodes),
+        dict(snap.pod_groups),
         snap.revisions,
         snap.create_errors,
         snap.pod_group_crd,
