@@ -143,10 +143,11 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
         return False
     attempt = (st.revision_hash(row.running_revision), row.incarnation)
     nodes = st.snap.nodes
+    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
     for pod in pods:
         if (
             pod.name not in expected
-            or st.attempt(pod) != attempt
+            or attempt_of.get(pod.name) != attempt
             or pod.deletion_timestamp is not None
             or pod.phase in ("Failed", "Succeeded")
             or pod.conditions.get("Ready") != "True"
