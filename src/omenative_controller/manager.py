@@ -64,6 +64,7 @@ from omenative_controller.kube.resources import (
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderConfig, LeaderElector, LeaseNamespaceMissing
 from omenative_controller.observability import Metrics, ProbeServer
+from omenative_controller.planning import plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.webhook import (
@@ -74,7 +75,7 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo, plan_incremental
+from omenative_core.incremental import PlanMemo
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
 from omenative_core.model.observed import NodeView, PodView, Snapshot
@@ -795,7 +796,7 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
+            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
             await self.recorder.emit(ctx, plan.events)
