@@ -96,7 +96,8 @@ def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
     pods = st.pods_of(row.index)
     if st.fast and _steady(st, row, pods):
-        st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
+        if st.book.blocks:
+            st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
         return row
     expected = (
         st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)

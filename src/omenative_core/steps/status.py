@@ -94,7 +94,7 @@ def finish(st: PassState) -> Plan:
         serving_replicas=serving,
         available_replicas=len(available),
         updated_replicas=len(updated),
-        updated_ready_replicas=sum(1 for r in updated if r.phase == Phase.READY),
+        updated_ready_replicas=len([r for r in updated if r.phase == Phase.READY]),
         current_revision=_current_revision(st, rows, members),
         update_revision=st.target,
         collision_count=st.collision_count,
@@ -133,7 +133,8 @@ def _current_revision(
     st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
 ) -> str:
     current = st.prev.current_revision
-    if members and all(r.running_revision == st.target for r in members):
+    target = st.target
+    if members and not [r for r in members if r.running_revision != target]:
         return st.target
     if current and any(r.running_revision == current for r in rows):
         return current
@@ -152,10 +153,13 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
         same = prev is not None and prev.gate == hold.gate and prev.target == hold.target
         return evolve(hold, since=prev.since if same and prev is not None else st.now)
     # the Budget gate also covers surges parked on Unschedulable
-    if any(
-        r.operation is not None and r.operation.waiting == "Unschedulable" and st.is_surge_target(r)
+    if [
+        r
         for r in rows
-    ):
+        if r.operation is not None
+        and r.operation.waiting == "Unschedulable"
+        and st.is_surge_target(r)
+    ]:
         return RolloutHold(
             gate="Budget",
             reason="surge pods are unschedulable: no room",
@@ -178,9 +182,10 @@ def _serving(
     expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
     if not expected or serving < len(expected):
         return False
+    attempt = (st.revision_hash(row.running_revision), row.incarnation)
+    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
     for name in expected:
-        pod = in_rotation.get(name)
-        if pod is None or not st.matches(pod, row.running_revision, row.incarnation):
+        if name not in in_rotation or attempt_of.get(name) != attempt:
             return False
     return True
 
@@ -238,9 +243,10 @@ def _counts(
 def _rolling(
     st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
 ) -> bool:
-    return any(r.running_revision and r.running_revision != st.target for r in members) or any(
-        st.is_surge_target(r) for r in rows
-    )
+    target = st.target
+    if [r for r in members if r.running_revision and r.running_revision != target]:
+        return True
+    return bool([r for r in rows if r.operation is not None and st.is_surge_target(r)])
 
 
 def _ready_condition(
@@ -250,7 +256,7 @@ def _ready_condition(
     *,
     rolling: bool,
 ) -> tuple[str, str, str]:
-    if any(r.phase == Phase.FAILED for r in members):
+    if [r for r in members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
     updated_ready = [r for r in updated if r.phase == Phase.READY and st.is_member(r)]
     staged = _staged(st, members, updated_ready, rolling=rolling)
@@ -332,7 +338,7 @@ def _conditions(
         ),
         "Progressing": (
             ("True", "RolloutInProgress", f"moving Instances to {st.target}")
-            if rolling or len(members) != desired or any(r.operation for r in rows)
+            if rolling or len(members) != desired or [r for r in rows if r.operation]
             else ("True", "NewRevisionAvailable", f"all Instances run {st.target}")
         ),
         "RolloutStalled": (
