@@ -330,6 +330,8 @@ def start(st: PassState) -> None:
             continue
         if source.phase != Phase.READY or source.operation is not None:
             continue
+        if not st.may_open(2, migrate=True):  # the surge and its source
+            break
         _open(st, m, source)
         in_flight += 1
         started += 1

@@ -133,7 +133,6 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
     """
     if (
         row.phase != Phase.READY
-        or row.ready_since is None
         or not row.running_revision
         or row.target_revision != row.running_revision
         or st.migrations
@@ -231,6 +230,9 @@ def _restart(
 ) -> InstanceStatus:
     """Open a whole-Instance Restart (a wedged one waits for the maxUnavailable budget)."""
     index = row.index
+    if not st.may_open():
+        st.poll = True  # the restart waits for room in the status budget
+        return row
     if wedged and not _repair_budget_ok(st, index):
         st.note(
             "RepairHeld",
@@ -261,6 +263,9 @@ def _replace_lost(
     expected_count: int,
 ) -> InstanceStatus:
     """restartPolicy None: replace only the lost pods, at the same incarnation."""
+    if not st.may_open():
+        st.poll = True  # the repair waits for room in the status budget
+        return row
     for name in lost:
         pod = mine.get(name)
         if pod is not None:
@@ -328,6 +333,9 @@ def rebuilds(st: PassState) -> None:
             st.poll = True
             continue
         if st.policy.paused:
+            continue
+        if not st.may_open():
+            st.poll = True
             continue
         if not st.start_attempt(target):
             nxt = st.book.next_retry(target)

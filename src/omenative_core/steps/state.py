@@ -58,6 +58,7 @@ from omenative_core.policy import Policy
 from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
+from omenative_core.status.budget import Budget
 
 __all__ = [
     "ActionSink",
@@ -221,6 +222,7 @@ class PassState:
     _hashes: dict[str, str] = field(factory=dict)
     attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
     """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
+    _budget: Budget | None = None
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -344,10 +346,22 @@ class PassState:
         return Phase.FAILED if row.last_failure else Phase.PENDING
 
     def available(self, row: InstanceStatus) -> bool:
-        """Ready for at least ``minReadySeconds``."""
-        if row.phase != Phase.READY or row.ready_since is None:
+        """Ready for at least ``minReadySeconds``.
+
+        A Ready row without ``readySince`` is Available: the status drops the stamp once
+        the window has passed (``steps.status``), so a steady Ready row carries no entry.
+        """
+        if row.phase != Phase.READY:
             return False
-        return self.now >= row.ready_since + self.policy.min_ready
+        return row.ready_since is None or self.now >= row.ready_since + self.policy.min_ready
+
+    def ready_stamp(self, row: InstanceStatus) -> datetime | None:
+        """The ``readySince`` of a row that is Ready after this move.
+
+        A row already Ready keeps its own (None once Available); one entering Ready now
+        starts its ``minReadySeconds`` window now.
+        """
+        return row.ready_since if row.phase == Phase.READY else self.now
 
     # ------------------------------------------------------------------ membership
 
@@ -407,6 +421,24 @@ class PassState:
             reason=reason,
             **kw,
         )
+
+    def may_open(self, count: int = 1, *, migrate: bool = False) -> bool:
+        """Whether ``count`` new operations fit the status (``status.budget``); else they wait.
+
+        The first refusal of a pass says so with an ``OperationsBounded`` Event.
+        """
+        if self._budget is None:
+            self._budget = Budget.of(self.rows.values())
+        if self._budget.admit(count, migrate=migrate):
+            return True
+        if self._budget.deferred == count:
+            self.note(
+                "OperationsBounded",
+                "new operations wait: the ones open now fill the status budget "
+                f"({self._budget.used} of {self._budget.capacity} bytes), so the status stays "
+                "under etcd's request limit",
+            )
+        return False
 
     def start_attempt(self, revision: str) -> bool:
         """Claim an attempt on ``revision`` if its RetryBlock allows one now."""

@@ -67,13 +67,14 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
+    was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
     rows_list: list[InstanceStatus] = []
     ready: list[InstanceStatus] = []
     available: list[InstanceStatus] = []
     serving = 0
     for i in sorted(st.rows):
         # each row's pods are looked at once here: counts, serving, readiness
-        row, is_serving, is_available = _tally(st, st.rows[i])
+        row, is_serving, is_available = _tally(st, st.rows[i], was_ready)
         rows_list.append(row)
         serving += is_serving
         if row.phase == Phase.READY or (
@@ -190,9 +191,12 @@ def _serving(
     return True
 
 
-def _tally(st: PassState, row: InstanceStatus) -> tuple[InstanceStatus, bool, bool]:
-    """The row with its pod counts, whether it serves, whether it is available."""
-    is_available = st.available(row)
+def _tally(
+    st: PassState, row: InstanceStatus, was_ready: set[int]
+) -> tuple[InstanceStatus, bool, bool]:
+    """The row with its pod counts and ``readySince``, whether it serves, is available."""
+    ready_since = _ready_since(st, row, was_ready)
+    is_available = row.phase == Phase.READY and ready_since is None
     live = 0
     ready = 0
     admitted = True
@@ -212,16 +216,40 @@ def _tally(st: PassState, row: InstanceStatus) -> tuple[InstanceStatus, bool, bo
             admitted = False
     serving = len(in_rotation)
     return (
-        _counts(row, live, serving, ready if is_available else 0, admitted and live > 0),
+        _counts(
+            row, live, serving, ready if is_available else 0, admitted and live > 0, ready_since
+        ),
         _serving(st, row, in_rotation, serving),
         is_available,
     )
 
 
+def _ready_since(st: PassState, row: InstanceStatus, was_ready: set[int]) -> datetime | None:
+    """The row's ``readySince`` as written: only while Ready and not yet Available.
+
+    OME's steady Ready row carries no entry, so the stamp is dropped once
+    ``minReadySeconds`` has passed (a Ready row without one reads as Available). A row
+    that entered Ready this pass without a stamp (an operation that ended without a
+    verdict) starts its window now.
+    """
+    if row.phase != Phase.READY:
+        return None
+    since = row.ready_since
+    if since is None and row.index not in was_ready:
+        since = st.now
+    if since is not None and st.now >= since + st.policy.min_ready:
+        return None
+    return since
+
+
 def _counts(
-    row: InstanceStatus, pods: int, serving: int, available: int, admitted: bool
+    row: InstanceStatus,
+    pods: int,
+    serving: int,
+    available: int,
+    admitted: bool,
+    ready_since: datetime | None,
 ) -> InstanceStatus:
-    ready_since = row.ready_since if row.phase == Phase.READY else None
     if (
         row.pod_count == pods
         and row.serving_pod_count == serving

@@ -68,7 +68,7 @@ def gang_surge_target(st: PassState, row: InstanceStatus, op: InstanceOperation)
     if outcome != Outcome.READY:
         return evolve(row, phase=Phase.CREATING, operation=op)
     st.book.succeed(target)
-    since = row.ready_since or st.now
+    since = st.ready_stamp(row)
     if op.replaces is None or op.replaces not in st.rows:
         return evolve(
             row,
@@ -196,7 +196,7 @@ def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mo
         active_ordinal=1 - row.active_ordinal,
         running_revision=op.target_revision,
         target_revision=op.target_revision,
-        ready_since=row.ready_since or st.now,
+        ready_since=st.ready_stamp(row),
     )
 
 
