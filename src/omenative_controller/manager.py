@@ -80,6 +80,7 @@ from omenative_controller.manager_config import (
 )
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind
+from omenative_controller.planning import plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -91,7 +92,7 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo, plan_incremental
+from omenative_core.incremental import PlanMemo
 from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
@@ -560,7 +561,7 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
+            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
