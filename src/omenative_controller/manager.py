@@ -53,7 +53,6 @@ from omenative_controller.executor import (
     ReplicaEvents,
 )
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
@@ -78,7 +77,7 @@ from omenative_controller.manager_config import (
     default_identity,
 )
 from omenative_controller.observability import Metrics, ProbeServer
-from omenative_controller.pass_context import pass_kind
+from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
 from omenative_controller.webhook import (
@@ -577,34 +576,20 @@ class Manager:
 
     async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
         """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""
-        assert self.client is not None
+        assert self.client is not None and self.replicas is not None
         ctx.log.warning("replica.rejected", reason=reason, error=message)
         if self.elector is None or not self.elector.may_act():
             return
-        status = dict(ctx.raw.get("status") or {})
-        previous = status.get("conditions")
-        current = next((c for c in previous or () if isinstance(c, dict)
-                        and c.get("type") == "Ready"), None)
-        if current is not None and (current.get("status"), current.get("reason"),
-                                    current.get("message")) == ("False", reason, message):
-            return  # already reported: stay quiet
-        generation = (ctx.raw.get("metadata") or {}).get("generation")
-        conditions = set_condition(
-            previous, type_="Ready", status="False", reason=reason, message=message[:32768],
-            now=datetime.now(UTC),
-            observed_generation=generation if isinstance(generation, int) else None)
-        patch = {"metadata": {"resourceVersion": ctx.resource_version},
-                 "status": {"conditions": conditions}}
         try:
-            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,
-                                          subresource="status")
+            obj = await write_rejection(self.client, ctx, reason, message)
         except ApiError as exc:
             ctx.log.warning("replica.reject_status_failed", reason=exc.reason,
                             error=exc.message)
             if self.queue is not None and exc.conflict:
                 self.queue.add_rate_limited(ctx.key)
             return
-        assert self.replicas is not None
+        if obj is None:
+            return  # already reported: stay quiet
         self.replicas.upsert_if_newer(obj)
         if self.recorder is not None:
             await self.recorder.emit_raw(ctx, "Warning", reason, message[:1000])
