@@ -339,11 +339,18 @@ class Manager:
                               self.config.max_decoded_instances),
             on_replica_written=self.replicas.upsert_if_newer,
             on_pod_written=self.pods.upsert_if_newer,
+            on_created=self._created,
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
             max_inflight=self.options.max_inflight,
             coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
+
+    def _created(self, res: Any, obj: JSON) -> None:
+        """Write a created revision or Service through to its cache."""
+        cache = {CONTROLLER_REVISIONS: self.revisions, SERVICES: self.services}.get(res)
+        if cache is not None:
+            cache.upsert_if_newer(obj)
 
     # ------------------------------------------------------------------ event handlers
 
