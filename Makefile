@@ -15,10 +15,13 @@ setup: ## create .venv and install omenative with the dev extras
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 
-# The Go components the integration tests run (the control plane is always built): helm for
-# test_helm.py, Kueue for test_kueue.py. `make test` builds them in the background while the
-# other tests run; `make test WITH=` builds only the control plane.
-WITH ?= helm,kueue
+# The Go components the integration tests run (the control plane is always built): LWS for
+# the MultiNode and hand-over tests, helm for test_helm.py, Kueue for test_kueue.py,
+# scheduler-plugins for test_coscheduling.py. `make test` builds them in the background, in
+# this order (quickest build with the longest tests first), while the other tests run; `make
+# test WITH=` builds only the control plane. Keep tests/integration/conftest.py's
+# COMPONENT_ORDER in step.
+WITH ?= lws,helm,kueue,scheduler-plugins
 # `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
 INTEGRATION ?= tests/integration
 

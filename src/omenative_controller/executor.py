@@ -190,8 +190,10 @@ def _create_resource(
     if isinstance(action, CreatePod):
         return PODS
     if isinstance(action, CreatePodGroup):
-        version = str(action.body.get("apiVersion", "")).rpartition("/")[2] or "v1alpha1"
-        return pod_groups(version)
+        group, _, version = str(action.body.get("apiVersion", "")).rpartition("/")
+        if group and group != pod_groups().group:  # Kubernetes' own PodGroup
+            return resource_for(str(action.body["apiVersion"]), "PodGroup")
+        return pod_groups(version or "v1alpha1")
     if isinstance(action, CreateRevision):
         return CONTROLLER_REVISIONS
     return resource_for(str(action.body.get("apiVersion", "")), str(action.body.get("kind", "")))
@@ -200,7 +202,7 @@ def _create_resource(
 def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> Resource:
     """The API resource a delete action removes from (pods have their own path)."""
     if isinstance(action, DeletePodGroup):
-        return pod_groups()
+        return resource_for(action.api_version, "PodGroup")
     if isinstance(action, DeleteRevision):
         return CONTROLLER_REVISIONS
     return resource_for(action.api_version, action.object_kind)

@@ -52,6 +52,7 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
@@ -78,6 +79,7 @@ from omenative_controller.manager_config import (
 )
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
+from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
 from omenative_controller.webhook import (
@@ -88,6 +90,7 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
+from omenative_core.incremental import PlanMemo, plan_incremental
 from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
@@ -106,7 +109,6 @@ from omenative_core.views import (
     pod_group_view_from_json,
     pod_view_from_json,
     revision_view_from_json,
-    routed_pods_from_endpoint_slices,
 )
 
 __all__ = [
@@ -143,6 +145,9 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
+        # the default planner runs incrementally: one PlanMemo per replica key
+        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        self.routed = RoutedPods(service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
         self.client: KubeClient | None = None
@@ -160,6 +165,7 @@ class Manager:
         self.services: Informer[ObjectRef] | None = None
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
+        self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1alpha2
         self.servers: list[ProbeServer] = []
         self.webhook: WebhookServer | None = None
         self.metrics_port: int | None = None
@@ -193,10 +199,13 @@ class Manager:
                      self.slices)
         if any(i is None or not i.synced.is_set() for i in informers):
             return False
-        crd = self.pod_group_crd
+        crd, native = self.pod_group_crd, self.native_gang
         if crd is None or not crd.checked.is_set():
             return False
-        return crd.informer is None or crd.present
+        if native is None or not native.checked.is_set():
+            return False
+        return (crd.informer is None or crd.present) and (not native.informers
+                                                          or native.present)
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: ready once the caches are synced."""
@@ -308,7 +317,7 @@ class Manager:
                                  observer=m)
         self.slices = Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
                                label_selector=LABEL_REPLICA,
-                               indexers={"service": service_index}, on_change=self.wakeups.slice,
+                               indexers={"service": service_index}, on_change=self._on_slice,
                                observer=m)
 
         def make_pod_groups(version: str) -> Informer[Any]:
@@ -319,11 +328,23 @@ class Manager:
 
         self.pod_group_crd = CrdPresence(client, POD_GROUP_CRD, make_pod_groups,
                                          interval=self.options.crd_poll_seconds,
-                                         on_change=lambda _present: self._enqueue_all())
+                                         on_change=lambda _present: self.wakeups.all())
         for inf in (self.replicas, self.pods, self.nodes, self.revisions, self.services,
                     self.slices):
             self._spawn(inf.run(), f"informer-{inf.name}")
         self._spawn(self.pod_group_crd.run(), "crd-podgroups")
+
+        def make_native() -> dict[str, Informer[Any]]:
+            return {res.kind: Informer(client, res, pod_group_view_from_json, namespaces=ns,
+                                       label_selector=MANAGED_SELECTOR,
+                                       indexers={"owner": owner_index},
+                                       on_change=self.wakeups.owned, observer=m)
+                    for res in (NATIVE_POD_GROUPS, WORKLOADS)}
+
+        self.native_gang = ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
+                                       interval=self.options.crd_poll_seconds,
+                                       on_change=lambda _present: self.wakeups.all())
+        self._spawn(self.native_gang.run(), "api-native-gang")
 
         self.elector = LeaderElector(
             client, self.options.leader_config(),
@@ -356,6 +377,10 @@ class Manager:
 
     def _enqueue_all(self) -> None:
         self.wakeups.all()
+
+    def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        self.routed.on_slice(namespace, old, new)  # the routed-pod set first, then the wakeup
+        self.wakeups.slice(namespace, old, new)
 
     # ------------------------------------------------------------------ leadership
 
@@ -493,13 +518,23 @@ class Manager:
             nodes=MappingProxyType(self.nodes.store()),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
-            routed_pods=routed_pods_from_endpoint_slices(
-                self.slices.by_index("service", f"{namespace}/{service}")),
+            **self._native_gang_views(key),
+            routed_pods=self.routed.routed(f"{namespace}/{service}"),
             revisions=tuple(self.revisions.by_index("owner", key)),
             create_errors=self.create_errors.take(key),
             config=self.config,
             headless_service_exists=self.services.get(f"{namespace}/{service}") is not None,
         )
+
+    def _native_gang_views(self, key: str) -> dict[str, Any]:
+        """The Snapshot's view of Kubernetes' own Workloads and PodGroups of one replica."""
+        native = self.native_gang
+        if native is None or not native.present:
+            return {}
+        views = {kind: {v.name: v for v in informer.by_index("owner", key)}
+                 for kind, informer in native.informers.items()}
+        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
+                "workloads": views.get("Workload", {})}
 
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
@@ -528,7 +563,10 @@ class Manager:
             await self._reject(ctx, "InvalidSpec", "; ".join(problems))
             return "rejected"
         snap = self.snapshot(key, replica)
-        plan = self.plan_fn(snap)
+        if self._memos is None:
+            plan = self.plan_fn(snap)
+        else:
+            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
@@ -563,6 +601,8 @@ class Manager:
         """End the work for ``key``: no retry, no delayed look, no stored create errors (a
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
+        if self._memos is not None:
+            self._memos.pop(key, None)
         queue.forget(key)
         queue.discard(key)
         if self.executor is not None:

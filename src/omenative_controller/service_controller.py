@@ -9,7 +9,11 @@ that is not blocked (``application/apply-patch+yaml``, field manager ``omenative
 ``force=true``), and write ``status`` (``with_status(isvc, service_status(...))``) through
 the status subresource when it changed, with the cached ``resourceVersion`` as the
 precondition. A blocked component keeps its objects: nothing is ever deleted here (owned
-objects go with the ISVC through garbage collection). The InferenceReplica spec is written
+objects go with the ISVC through garbage collection), except an owned LeaderWorkerSet at
+the end of its hand-over to OMENative (``lws_handover.py``: its leader pods are labelled
+before the Service's selector changes, it is scaled down one group at a time after the
+status is written, and no multi-pod OMENative component is applied before the
+LeaderWorkerSet CRD and cache are known). The InferenceReplica spec is written
 only by this controller; the IR manager writes the IR status, which brings the ISVC back
 here (the owned InferenceReplicas and Deployments are watched).
 
@@ -49,6 +53,8 @@ from omenative_controller.kube.resources import (
     resource_for,
 )
 from omenative_controller.kube.workqueue import WorkQueue
+from omenative_controller.lws_handover import LwsHandover
+from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
@@ -69,8 +75,10 @@ from omenative_core.service import (
     runtime_from_json,
     service_status,
     validate_isvc,
+    with_handovers,
     with_status,
 )
+from omenative_core.service.modes import MODE_OMENATIVE
 
 __all__ = [
     "CLUSTER_SERVING_RUNTIMES",
@@ -157,10 +165,13 @@ class ServiceController:
         self.namespaces = tuple(namespaces)
         self._config = config
         self._crds_present = crds_present
+        self.lws = LwsHandover(client, self.namespaces, self._lws_changed,
+                               interval=crd_poll_seconds)
         self._crd_watches = {
             name: CrdPresence(client, name, interval=crd_poll_seconds,
                               on_change=lambda _present: self.enqueue_all())
-            for name in _WATCHED_CRDS}
+            for name in _WATCHED_CRDS if name != CRD_LEADER_WORKER_SET}
+        self._crd_watches[CRD_LEADER_WORKER_SET] = self.lws.presence
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.crd_poll_seconds = crd_poll_seconds
@@ -188,6 +199,7 @@ class ServiceController:
                                     window=0, now=self.now)
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
+        self.repeats = RepeatApplies()
 
     # ------------------------------------------------------------------ inputs
 
@@ -238,6 +250,12 @@ class ServiceController:
                 key = _owner_key(obj)
                 if key is not None and self.isvcs.get(key) is not None:
                     self.queue.add(key)
+
+    def _lws_changed(self, key: str | None) -> None:
+        if key is None:
+            self.enqueue_all()
+        elif self.isvcs.get(key) is not None:
+            self.queue.add(key)
 
     def enqueue_all(self) -> None:
         """Look at every InferenceService again (the cluster settings changed)."""
@@ -374,12 +392,34 @@ class ServiceController:
         plan = render_service(isvc, runtimes, self.crds(), self.config,
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned))
+        if self._lws_unknown(plan):  # never decide "no LeaderWorkerSet" before we can see them
+            self.queue.add_after(key, 1.0)
+            return True
+        plan, handovers = with_handovers(
+            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded)
+        for step in handovers:  # before the Service's selector changes
+            await self.lws.prepare(isvc.namespace, step)
         self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
         try:  # rollout groups: decided before any write, so pacing rides with the template
             rollout = await self.rollout.prepare(isvc, raw, plan, owned, decoded)
         except RolloutRejected as exc:
             await self._report_invalid(raw, exc.reason, exc.message)
             return True
+        await self._apply_plan(key, isvc, plan, rollout, owned)
+        ok = await self._write_status(isvc, plan, owned, rollout)
+        if ok and self.guard():
+            for step in handovers:
+                await self.lws.finish(isvc.namespace, step)
+        if ok and rollout is not None:
+            delay = await self.rollout.finish(raw, isvc, plan, rollout)
+            if delay is not None:
+                self.queue.add_after(key, delay)
+        return ok
+
+    async def _apply_plan(self, key: str, isvc: InferenceService, plan: ServicePlan,
+                          rollout: RolloutPass | None, owned: dict[str, JSON]) -> None:
+        """Apply every object of every component that is not blocked; ``owned`` gets the
+        InferenceReplicas as written."""
         for cp in plan.components:
             if cp.blocked:
                 log.info("isvc.component_blocked", key=key, component=cp.component,
@@ -394,12 +434,14 @@ class ServiceController:
                     self.replicas.upsert_if_newer(applied)
                     owned[cp.component] = self.replicas.get(
                         object_key(isvc.namespace, obj["metadata"]["name"])) or applied
-        ok = await self._write_status(isvc, plan, owned, rollout)
-        if ok and rollout is not None:
-            delay = await self.rollout.finish(raw, isvc, plan, rollout)
-            if delay is not None:
-                self.queue.add_after(key, delay)
-        return ok
+
+    def _lws_unknown(self, plan: ServicePlan) -> bool:
+        """A multi-pod OMENative component is about to be applied while the LeaderWorkerSet
+        CRD or cache is not known yet (only when this controller watches the CRDs)."""
+        if self._crds_present is not None or self.lws.known():
+            return False
+        return any(cp.mode == MODE_OMENATIVE and cp.multi_pod and not cp.blocked
+                   for cp in plan.components)
 
     async def apply(self, obj: Mapping[str, Any]) -> JSON:
         """Server-side apply ``obj`` (field manager ``omenative-isvc``, force)."""
@@ -407,11 +449,23 @@ class ServiceController:
             raise ApiError(0, "NotLeader", "writes are not allowed now")
         meta = obj["metadata"]
         res = resource_for(str(obj["apiVersion"]), str(obj["kind"]))
-        return await self.client.request(
+        generation = self.repeats.last_generation(obj)
+        if generation is not None:  # a LeaderWorkerSet we applied as is: write only if moved
+            try:
+                live = await self.client.get(res, meta["name"], meta.get("namespace"))
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+            else:
+                if (live.get("metadata") or {}).get("generation") == generation:
+                    return live
+        applied = await self.client.request(
             "PATCH", res.path(meta.get("namespace"), meta["name"]), verb="patch",
             resource=res.plural, query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=dict(obj), content_type=_APPLY,
         )
+        self.repeats.record(obj, applied)
+        return applied
 
     async def _write_status(
         self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON],

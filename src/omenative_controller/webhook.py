@@ -58,6 +58,7 @@ from omenative_core.service.validate import (
     validate_isvc,
     validate_isvc_partitions,
 )
+from omenative_core.service.validate_lws import lws_variable_warnings
 from omenative_core.service.validate_replica import (
     replica_warnings,
     validate_replica_annotations,
@@ -182,6 +183,7 @@ def _isvc_verdict(
         if old is not None and old.spec == new.spec and old.annotations == new.annotations:
             return Verdict(True)  # metadata only: finalizers, labels, owner references
     warnings = [r.message for r in isvc_warnings(new, old)]
+    warnings += [r.message for r in lws_variable_warnings(new, runtime)]
     rejections = [*validate_isvc(new, old, runtime=runtime), *validate_isvc_partitions(new, old)]
     if new.runtime_ref is not None and runtime is None:
         rejections = [r for r in rejections if r.reason not in _RUNTIME_REASONS]

@@ -88,11 +88,13 @@ def place_pod(
     incarnation: int,
     avoid_node: str | None,
     prefer_nodes: Sequence[str],
+    leader_affinity: bool = True,
 ) -> None:
     """Add the placement rules of pod ``runner`` of Instance ``index`` to ``spec`` (the
-    pod's own, private spec)."""
+    pod's own, private spec). ``leader_affinity=False`` leaves out the worker's affinity
+    to its leader (a native gang's PodGroup keeps the domain instead)."""
     topology_key = replica.spec.topology_key
-    worker_affinity = runner == "worker" and bool(topology_key)
+    worker_affinity = leader_affinity and runner == "worker" and bool(topology_key)
     if worker_affinity or avoid_node or prefer_nodes:
         affinity = as_dict(spec.get("affinity"))
         if worker_affinity:

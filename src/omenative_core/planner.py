@@ -57,6 +57,7 @@ __all__ = [
     "FINALIZER",
     "PASSES",
     "plan",
+    "plan_pass",
 ]
 
 Pass = Callable[[PassState], None]
@@ -105,6 +106,16 @@ PASSES: tuple[Pass, ...] = (
 
 def plan(snapshot: Snapshot) -> Plan:
     """Compute the next step for one InferenceReplica from what is observed."""
+    return plan_pass(snapshot)[0]
+
+
+def plan_pass(snapshot: Snapshot, *, fast: bool = True) -> tuple[Plan, PassState | None]:
+    """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
+
+    ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
+    knows how long the plan stays valid while nothing else changes. ``fast=False`` skips
+    the one-loop checks of steady rows (tests compare both ways).
+    """
     ir = snapshot.replica
     invalid = validate_replica(ir)
     if not invalid:
@@ -115,8 +126,8 @@ def plan(snapshot: Snapshot) -> Plan:
         except BudgetError as exc:
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
-        return invalid_plan(ir, to_second(snapshot.now), invalid)
-    st = PassState(snapshot, policy, lifecycle.advance)
+        return invalid_plan(ir, to_second(snapshot.now), invalid), None
+    st = PassState(snapshot, policy, lifecycle.advance, fast=fast)
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
     revisions.load_rows(st)
@@ -126,4 +137,4 @@ def plan(snapshot: Snapshot) -> Plan:
         for step in PASSES:
             step(st)
     revisions.prune_revisions(st)
-    return finish(st)
+    return finish(st), st

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
 from typing import Any, Final, Literal
 
 from attrs import frozen
 
+from omenative_core.gang import (
+    pod_group_name,
+    render_pod_group,
+    schedule_timeout_seconds,
+)
 from omenative_core.jsoncopy import as_dict, as_list, copy_json
 from omenative_core.labels import (
     ANNOTATION_IN_PLACE,
@@ -153,11 +156,6 @@ def pod_name(prefix: str, index: int, runner: str, ordinal: int) -> str:
     return f"{prefix}-{index}-{runner}-{ordinal}"
 
 
-def pod_group_name(prefix: str, index: int) -> str:
-    """The PodGroup of a multi-pod Instance: ``{prefix}-{index}``."""
-    return f"{prefix}-{index}"
-
-
 _KUEUE_HASH_LENGTH: Final = 8
 
 
@@ -166,8 +164,8 @@ def kueue_pod_group_name(prefix: str, index: int, incarnation: int, revision_has
 
     ``{prefix}-{index}-{incarnation}-{revision_hash}``, e.g. ``chat-engine-0-1-707e9a6aa7``:
     the attempt's identity, the same triple by which the planner tells the pods of one
-    attempt from the others. Unlike the scheduler-plugins PodGroup (``pod_group_name``,
-    one per index) it changes on every whole-Instance restart (incarnation), for a surge
+    attempt from the others. Like the PodGroup (``pod_group_name``, one per attempt) it
+    changes on every whole-Instance restart (incarnation), for a surge
     or migration Instance (a new index) and for a new Instance that reuses a freed index
     at another revision (an update's surge), so a new attempt never joins, or collides
     with, the Workload of a group being retired. Longer than ``MAX_NAME_LENGTH`` (a label
@@ -265,6 +263,7 @@ def render_pod(
     ordinal_slot: int = 0,
     replicas: int,
     use_pod_group: bool,
+    native_gang: bool = False,
     avoid_node: str | None = None,
     prefer_nodes: Sequence[str] = (),
     pairing_protocol: str | Literal[FromSpec.FROM_SPEC] | None = FROM_SPEC,
@@ -275,6 +274,13 @@ def render_pod(
     the name is ``slot.ordinal`` for a multi-pod Instance and ``ordinal_slot`` (the
     Instance's active ordinal, 0 or 1) for a single ``default`` pod. ``pairing_protocol``
     defaults to the spec's; pass the revision's when rendering an older revision.
+
+    A multi-pod Instance's pods join the attempt's PodGroup (``pod_group_name``): with
+    ``use_pod_group`` (scheduler-plugins) through the ``scheduling.x-k8s.io/pod-group``
+    label; with ``native_gang`` (Kubernetes' own) through ``spec.schedulingGroup``, and
+    then the worker's pod affinity to its leader is left out: the PodGroup's topology
+    constraint keeps the gang in one ``topologyKey`` domain, and kube-scheduler 1.36 finds
+    no placement for a gang whose workers need an unbound leader.
 
     OME's labels win over the template's. A multi-pod Instance whose pod carries
     ``kueue.x-k8s.io/queue-name`` also gets Kueue's pod group: the label
@@ -349,6 +355,9 @@ def render_pod(
             (ENV_INSTANCE_POD_COUNT, str(count)),
         ]
     spec["containers"] = _with_env_first(as_list(spec.get("containers")), ours)
+    native = native_gang and multi
+    if native:
+        spec["schedulingGroup"] = {"podGroupName": pod_group_name(prefix, index, incarnation)}
     place_pod(
         spec,
         replica,
@@ -357,6 +366,7 @@ def render_pod(
         incarnation=incarnation,
         avoid_node=avoid_node,
         prefer_nodes=prefer_nodes,
+        leader_affinity=not native,
     )
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
@@ -397,7 +407,7 @@ def _pod_metadata(
     if pairing and replica.spec.component in PAIRED_COMPONENTS:
         labels[LABEL_PAIRING] = pairing
     if use_pod_group and pod.multi:
-        labels[LABEL_POD_GROUP] = pod_group_name(prefix, pod.index)
+        labels[LABEL_POD_GROUP] = pod_group_name(prefix, pod.index, pod.incarnation)
 
     metadata: dict[str, Any] = {
         "name": pod.name,
@@ -435,43 +445,6 @@ def _with_env_first(containers: list[Any], ours: list[tuple[str, str]]) -> list[
         container["env"] = env
         out.append(container)
     return out
-
-
-# ---------------------------------------------------------------------------- PodGroups
-
-
-def schedule_timeout_seconds(
-    instance_ready_timeout: timedelta | None, gang_min: timedelta, gang_max: timedelta
-) -> int:
-    """A PodGroup's ``scheduleTimeoutSeconds``: the readiness deadline clamped to [min, max].
-
-    No deadline gives the max (with the chart, 30m becomes 600). Fractions round up.
-    """
-    timeout = gang_max if instance_ready_timeout is None else instance_ready_timeout
-    timeout = max(gang_min, min(timeout, gang_max))
-    return math.ceil(timeout.total_seconds())
-
-
-def render_pod_group(
-    replica: InferenceReplica, *, index: int, min_member: int, schedule_timeout_seconds: int
-) -> dict[str, Any]:
-    """The scheduler-plugins PodGroup of multi-pod Instance ``index``."""
-    labels = replica_labels(replica)
-    labels[LABEL_INSTANCE_INDEX] = str(index)
-    metadata: dict[str, Any] = {
-        "name": pod_group_name(replica.prefix, index),
-        "namespace": replica.metadata.namespace,
-        "labels": labels,
-    }
-    if replica.spec.topology_key:
-        metadata["annotations"] = {ANNOTATION_TOPOLOGY_KEY: replica.spec.topology_key}
-    metadata["ownerReferences"] = [owner_reference(replica)]
-    return {
-        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": metadata,
-        "spec": {"minMember": min_member, "scheduleTimeoutSeconds": schedule_timeout_seconds},
-    }
 
 
 # ---------------------------------------------------------------------------- Service

@@ -165,13 +165,25 @@ def _allocatable_gpus(allocatable: object) -> int | None:
 
 
 def pod_group_view_from_json(obj: Mapping[str, Any]) -> PodGroupView:
-    """Build a ``PodGroupView`` from a scheduler-plugins PodGroup (deleting: being deleted)."""
+    """Build a ``PodGroupView`` from a PodGroup (either API) or a native Workload.
+
+    ``deleting``: being deleted; ``scheduled``: the native ``PodGroupScheduled`` condition.
+    """
     meta = _obj(obj.get("metadata"))
+    scheduled: Mapping[str, Any] = {}
+    conditions = _obj(obj.get("status")).get("conditions")
+    for cond in conditions if isinstance(conditions, list) else ():
+        if isinstance(cond, Mapping) and cond.get("type") == "PodGroupScheduled":
+            scheduled = cond
+    status = scheduled.get("status")
     return PodGroupView(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         deleting=bool(meta.get("deletionTimestamp")),
         labels=_str_map(meta.get("labels")),
+        scheduled=str(status) if status is not None else None,
+        scheduled_reason=str(scheduled.get("reason") or ""),
+        scheduled_message=str(scheduled.get("message") or ""),
     )
 
 

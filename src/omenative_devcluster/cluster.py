@@ -42,6 +42,12 @@ FAULTS_FILE = "faults.json"
 #: Components in start order; ``stop`` goes in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
+#: Kubernetes 1.36 gang scheduling (alpha): the Workload and PodGroup API
+#: (``scheduling.k8s.io/v1alpha2``) and kube-scheduler's gang and topology-aware placement.
+#: They change nothing for pods without ``spec.schedulingGroup``.
+GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
+GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+
 
 class ClusterError(RuntimeError):
     """The control plane could not be started (the message says which part and why)."""
@@ -247,6 +253,8 @@ class Cluster:
                 f"--service-account-key-file={sa_key}",
                 f"--service-account-signing-key-file={sa_key}",
                 "--profiling=false",
+                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--runtime-config={GANG_RUNTIME_CONFIG}",
                 "--v=1",
             ],
         )
@@ -280,6 +288,7 @@ class Cluster:
                 "--node-monitor-period=2s",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
+                f"--feature-gates={GANG_FEATURE_GATES}",
                 *self._client_limits(),
             ],
         )
@@ -289,6 +298,7 @@ class Cluster:
                 str(bdir / "kube-scheduler"),
                 *common,
                 f"--secure-port={p['scheduler']}",
+                f"--feature-gates={GANG_FEATURE_GATES}",
             ],
         )
         for name, key in (("kube-controller-manager", "controller-manager"),

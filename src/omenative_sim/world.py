@@ -42,6 +42,9 @@ proportion to what changed, not to the number of pods.
 
 from __future__ import annotations
 
+import attrs
+
+from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import (
     PodGroupView,
     PodView,
@@ -103,9 +106,16 @@ class World(_ApiServer):
             pod_group_crd=self.cluster.pod_group_crd,
             routed_pods=self._routed_cache,
             revisions=self._rev_cache,
-            config=self.config,
+            config=self._config(),
             headless_service_exists=headless,
         )
+
+    def _config(self) -> LifecycleConfig:
+        """The lifecycle config; ``Auto`` gang scheduling means PodGroups here, because the
+        simulated scheduler honours them whatever ``schedulerName`` the pods carry."""
+        if self.config.gang_scheduling == "Auto" and self.cluster.gang_scheduling:
+            return attrs.evolve(self.config, gang_scheduling="PodGroup")
+        return self.config
 
     def _pod_view(self, pod: SimPod) -> PodView:
         if pod.view_cache is not None:

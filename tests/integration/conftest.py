@@ -132,7 +132,7 @@ class DevCluster:
         self.cluster = cluster
 
 
-COMPONENT_ORDER = ("helm", "kueue", "lws", "scheduler-plugins")
+COMPONENT_ORDER = ("lws", "helm", "kueue", "scheduler-plugins")
 """The order ``make test`` builds the Go components in the background (its ``WITH``)."""
 
 

@@ -4,7 +4,8 @@ Import the fixtures into a test module with ``from manager_fixtures import *`` (
 this folder on ``sys.path``). Every test gets its own namespace; its manager watches only
 that namespace, reads its lifecycle ConfigMap and holds its Lease there, so tests never see
 each other. The PodGroup CRD is cluster-wide: the ``pod_group_crd`` / ``no_pod_group_crd``
-fixtures install or remove it for one test.
+fixtures install or remove it for one test. It is scheduler-plugins' own CRD, read from the
+module source in the Go module cache at test time (``pod_group_crd_file()``), never a copy.
 
 Helpers poll with deadlines (``eventually``); a failing wait says what it waited for and
 what it saw last.
@@ -40,9 +41,10 @@ from omenative_controller.kube.resources import (
 from omenative_controller.manager import Manager, ManagerOptions
 from omenative_controller.observability import configure_logging
 from omenative_controller.service_controller import ServiceController
+from omenative_devcluster.schedplugins import SchedPluginsError
+from omenative_devcluster.schedplugins import pod_group_crd_file as _module_pod_group_crd
 
 __all__ = [
-    "POD_GROUP_CRD_FILE",
     "REPO",
     "TEST_LIFECYCLE",
     "ManagerHandle",
@@ -60,6 +62,7 @@ __all__ = [
     "no_pod_group_crd",
     "patch_replica",
     "pod_group_crd",
+    "pod_group_crd_file",
     "replica_body",
     "replica_condition",
     "start_manager",
@@ -70,7 +73,6 @@ T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
-POD_GROUP_CRD_FILE = Path(__file__).resolve().parent / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
 
 TEST_LIFECYCLE: dict[str, Any] = {
     "instanceReadyTimeout": "60s",
@@ -81,8 +83,11 @@ TEST_LIFECYCLE: dict[str, Any] = {
     "gangScheduleTimeout": {"min": "10s", "max": "60s"},
     "requeue": {"operation": "1s", "gate": "1s"},
     "instanceStatusEncoding": "DenseV1",
+    "gangScheduling": "PodGroup",
 }
-"""A test-sized lifecycle config: short deadlines and backoffs."""
+"""A test-sized lifecycle config: short deadlines and backoffs. Gangs use the
+scheduler-plugins PodGroup (when its CRD is installed), as before the cluster served
+Kubernetes' own; tests of another mechanism set ``gangScheduling``."""
 
 
 # ---------------------------------------------------------------------------- waiting
@@ -178,10 +183,19 @@ async def ir_crd(kube: KubeClient) -> str:
     return await apply_crd(kube, IR_CRD_FILE)
 
 
+def pod_group_crd_file() -> Path:
+    """scheduler-plugins' own PodGroup CRD, from its module source (the test FAILS without it)."""
+    try:
+        return _module_pod_group_crd()
+    except SchedPluginsError as exc:
+        pytest.fail(f"the PodGroup CRD could not be read from the scheduler-plugins module: "
+                    f"{exc}", pytrace=False)
+
+
 @pytest.fixture
 async def pod_group_crd(kube: KubeClient) -> AsyncIterator[str]:
-    """The minimal PodGroup CRD installed for one test (removed afterwards)."""
-    name = await apply_crd(kube, POD_GROUP_CRD_FILE)
+    """scheduler-plugins' PodGroup CRD installed for one test (removed afterwards)."""
+    name = await apply_crd(kube, await asyncio.to_thread(pod_group_crd_file))
     try:
         yield name
     finally:

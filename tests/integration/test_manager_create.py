@@ -16,7 +16,6 @@ from omenative_controller.kube.resources import INFERENCE_REPLICAS, SERVICES, po
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
-    POD_GROUP_CRD_FILE,
     PodRecorder,
     apply_crd,
     conditions,
@@ -25,6 +24,7 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     gate,
     get_replica,
     list_pods,
+    pod_group_crd_file,
     replica_body,
     replica_condition,
     warning_events,
@@ -184,7 +184,7 @@ async def test_pod_group_crd_noticed_without_restart_and_created_first(
 
     await eventually(lambda: gang_condition("early", "True"), timeout=60,
                      what="GangSchedulingUnavailable=True without the CRD")
-    crd_name = await apply_crd(kube, POD_GROUP_CRD_FILE)
+    crd_name = await apply_crd(kube, await asyncio.to_thread(pod_group_crd_file))
     try:
         await eventually(lambda: gang_condition("early", "False"), timeout=30,
                          what="GangSchedulingUnavailable=False once the CRD appears")

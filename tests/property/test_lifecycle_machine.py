@@ -115,6 +115,10 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ the loop
 
+    def plan(self, snap: Snapshot) -> Plan:
+        """The controller's plan of ``snap`` (a subclass may plan incrementally)."""
+        return make_plan(snap)
+
     def _check(self, snap: Snapshot, plan: Plan) -> None:
         for check in ALL_STEP_INVARIANTS:
             check(snap, plan)
@@ -137,7 +141,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         plan = None
         for _ in range(rounds):
             snap = self.world.snapshot()
-            plan = make_plan(snap)
+            plan = self.plan(snap)
             self._check(snap, plan)
             self.history.append(snap)
             del self.history[:-6]
@@ -161,7 +165,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def stale_view(self, back: int) -> None:
         """The controller plans from a view a few steps old (a lagging cache)."""
         snap = self.history[-back]
-        plan = make_plan(snap)
+        plan = self.plan(snap)
         self._check(snap, plan)
         self._apply(snap, plan)
 
@@ -169,7 +173,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def partial_apply(self, limit: int) -> None:
         """The manager dies after applying only the first actions of a plan."""
         snap = self.world.snapshot()
-        plan = make_plan(snap)
+        plan = self.plan(snap)
         self._check(snap, plan)
         self._apply(snap, plan, limit=limit)
 
@@ -339,7 +343,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     @invariant()
     def plans_are_deterministic(self) -> None:
         snap = self.world.snapshot()
-        determinism(snap, make_plan(snap))
+        determinism(snap, self.plan(snap))
 
     def teardown(self) -> None:
         """Faults stop, capacity suffices: the replica converges and stays quiet."""
@@ -363,7 +367,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 step = min(step, max(nxt - world.now, 0.5))
             world.advance(world.now + max(step, 0.5))
         snap = world.snapshot()
-        converged(snap, make_plan(snap))
+        converged(snap, self.plan(snap))
         # 10. teardown: Instances drain before their pods go; the finalizer goes
         world.patch_replica({"metadata": {"deletionTimestamp": _stamp(world)}})
         for _ in range(200):

@@ -46,7 +46,7 @@ def test_gang_is_created_whole_podgroup_first_with_oem_names() -> None:
     assert names == ["chat-engine-0-leader-0", "chat-engine-0-worker-0",
                      "chat-engine-1-leader-0", "chat-engine-1-worker-0"]
     groups = [a.body["metadata"]["name"] for a in first.actions if isinstance(a, CreatePodGroup)]
-    assert groups == ["chat-engine-0", "chat-engine-1"]
+    assert groups == ["chat-engine-0-1", "chat-engine-1-1"]  # {prefix}-{index}-{incarnation}
     assert any(isinstance(a, SetFinalizer) and a.present for a in first.actions)
 
 

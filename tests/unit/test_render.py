@@ -118,7 +118,7 @@ def test_seed_example_names(parent: str | None) -> None:
     names = [p["metadata"]["name"] for p in render_instance(one_worker, index=1)]
     assert names == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"]
     assert headless_service_name(ir.prefix) == "chat-engine-headless"
-    assert pod_group_name(ir.prefix, 1) == "chat-engine-1"
+    assert pod_group_name(ir.prefix, 1, 2) == "chat-engine-1-2"
     assert instance_subdomain(ir.prefix, 1) == "chat-engine-1"
 
 
@@ -191,7 +191,7 @@ def test_gang_labels_and_env() -> None:
             LABEL_POD_ORDINAL: str(ordinal),
             LABEL_REVISION_HASH: HASH,
             LABEL_PAIRING: "nixl-v1",
-            LABEL_POD_GROUP: "chat-engine-3",
+            LABEL_POD_GROUP: "chat-engine-3-2",
         }
         assert env_of(pod) == {
             "OME_INFERENCESERVICE_NAME": "chat",
@@ -435,18 +435,20 @@ def test_unknown_slot_runner_is_an_error() -> None:
 
 def test_pod_group() -> None:
     group = render_pod_group(
-        replica(topology_key="rack"), index=2, min_member=3, schedule_timeout_seconds=600
+        replica(topology_key="rack"), index=2, incarnation=4, min_member=3,
+        schedule_timeout_seconds=600,
     )
     assert group == {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1",
         "kind": "PodGroup",
         "metadata": {
-            "name": "chat-engine-2",
+            "name": "chat-engine-2-4",
             "namespace": "llm",
             "labels": {
                 LABEL_COMPONENT: "engine",
                 LABEL_ISVC: "chat",
                 LABEL_INSTANCE_INDEX: "2",
+                LABEL_INCARNATION: "4",
                 LABEL_MANAGED_BY: MANAGED_BY,
                 LABEL_REPLICA: "chat-engine",
             },
@@ -464,7 +466,8 @@ def test_pod_group() -> None:
         },
         "spec": {"minMember": 3, "scheduleTimeoutSeconds": 600},
     }
-    plain = render_pod_group(replica(), index=0, min_member=2, schedule_timeout_seconds=60)
+    plain = render_pod_group(replica(), index=0, incarnation=1, min_member=2,
+                             schedule_timeout_seconds=60)
     assert "annotations" not in plain["metadata"]
 
 

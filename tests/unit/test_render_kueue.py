@@ -112,7 +112,8 @@ def test_total_count_is_the_pods_per_instance(workers: int) -> None:
 def test_the_group_sits_beside_the_scheduler_plugins_pod_group() -> None:
     pods = instance(replica(gang(1, labels=QUEUED)), index=2, incarnation=3, use_pod_group=True)
     for p in pods:
-        assert labels(p)[LABEL_POD_GROUP] == pod_group_name("chat-engine", 2) == "chat-engine-2"
+        assert labels(p)[LABEL_POD_GROUP] == pod_group_name("chat-engine", 2, 3)
+        assert labels(p)[LABEL_POD_GROUP] == "chat-engine-2-3"
         assert labels(p)[LABEL_KUEUE_POD_GROUP] == f"chat-engine-2-3-{HASH}"
 
 
@@ -132,8 +133,8 @@ def test_a_restart_or_a_surge_forms_a_new_group() -> None:
     assert (first, restarted, surge) == (f"chat-engine-0-1-{HASH}", f"chat-engine-0-2-{HASH}",
                                       f"chat-engine-2-1-{HASH}")
     assert group(0, 1) == first  # a pod replaced within the attempt rejoins its group
-    # the scheduler-plugins PodGroup is per index, so it cannot serve as the Kueue group
-    assert pod_group_name("chat-engine", 0) == "chat-engine-0"
+    # the PodGroup is per attempt too, but names no revision: it cannot be the Kueue group
+    assert pod_group_name("chat-engine", 0, 1) == "chat-engine-0-1"
 
 
 def test_an_instance_reusing_a_freed_index_at_another_revision_forms_another_group() -> None:

@@ -7,6 +7,7 @@ the rollout groups of InferenceServices.
     kubectl ome rollout promote llama --yes
     kubectl ome migration start llama-engine --instance 0 --yes
     kubectl ome advise -A
+    kubectl ome handover llama
 
 Reads print a table (or ``-o json``). Every write shows what will change on which object,
 asks ``[y/N]`` unless ``--yes`` is given, and carries the resourceVersion it read, so a
@@ -39,6 +40,11 @@ from omenative_controller.cli.advise_output import (
     move_line,
     move_request,
 )
+from omenative_controller.cli.handover_output import (
+    format_handover,
+    handover_json,
+    handover_rows,
+)
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -49,6 +55,7 @@ from omenative_controller.kube.resources import (
     PODS,
     Resource,
 )
+from omenative_controller.lws_handover import LEADER_WORKER_SETS
 from omenative_core.advisor import (
     Advice,
     AdvisorConfig,
@@ -61,6 +68,7 @@ from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.config import AuditConfig, ConfigError, parse_lifecycle_config
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.rollout import RolloutState, RolloutStateError
+from omenative_core.service.handover import lws_name
 
 __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "CliError", "main"]
 
@@ -355,19 +363,30 @@ def instance() -> None:
 @instance.command("list")
 @click.argument("name")
 @_component
-@_output
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
+              show_default=True, help="Output format; wide adds each Instance's gang mechanism.")
 @_connection
 @click.pass_obj
 def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
     """One line per Instance: phase, pods, revisions, active ordinal, evidence."""
-    ir = _read(target, name, component)
+
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+        ir = await _get_replica(kube, target, name, component)
+        if output != "wide":
+            return ir, []
+        selector = f"ome.io/inferencereplica={ir['metadata']['name']}"
+        page = await kube.list(PODS, target.namespace, label_selector=selector)
+        return ir, list(page.get("items") or ())
+
+    ir, pods = _run(target, work)
     status = _status(ir)
     comp = str((ir.get("spec") or {}).get("component") or "")
     if output == "json":
         _echo_json({"name": ir["metadata"]["name"], "component": comp,
                     "instances": [out.instance_json(r, comp) for r in status.instances]})
         return
-    click.echo(out.format_instance_table(comp, status))
+    gangs = out.gang_by_instance(pods) if output == "wide" else None
+    click.echo(out.format_instance_table(comp, status, gangs))
 
 
 @instance.command("status")
@@ -1057,6 +1076,50 @@ def advise_cmd(target: Target, all_namespaces: bool, apply_moves: bool, max_move
 
 
 # ---------------------------------------------------------------------------- entry point
+
+
+# ---------------------------------------------------------------------------- handover
+
+
+async def _get_or_none(kube: KubeClient, res: Resource, name: str, namespace: str
+                       ) -> JSON | None:
+    """The object, or None when it (or its CRD) is not there."""
+    try:
+        return await kube.get(res, name, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise
+
+
+@cli.command("handover")
+@click.argument("name")
+@_output
+@_connection
+@click.pass_obj
+def handover(target: Target, name: str, output: str) -> None:
+    """Progress of InferenceService NAME's move off LeaderWorkerSet, per engine / decoder:
+    phase, LeaderWorkerSet groups ready/desired, OMENative Instances ready/desired, and the
+    LWSHandover condition's message."""
+
+    async def work(kube: KubeClient) -> tuple[JSON, dict[str, JSON | None],
+                                              dict[str, JSON | None]]:
+        isvc = await _get_isvc(kube, target, name)
+        sets: dict[str, JSON | None] = {}
+        replicas: dict[str, JSON | None] = {}
+        for comp in ("engine", "decoder"):
+            sets[comp] = await _get_or_none(kube, LEADER_WORKER_SETS, lws_name(name, comp),
+                                            target.namespace)
+            replicas[comp] = await _get_or_none(kube, INFERENCE_REPLICAS, f"{name}-{comp}",
+                                                target.namespace)
+        return isvc, sets, replicas
+
+    isvc, sets, replicas = _run(target, work)
+    rows = handover_rows(isvc, sets, replicas)
+    if output == "json":
+        _echo_json(handover_json(rows))
+        return
+    click.echo(format_handover(name, rows))
 
 
 def _one_line(exc: BaseException) -> tuple[str, int]:

@@ -195,14 +195,44 @@ def _pods(row: InstanceStatus) -> str:
     return f"{row.serving_pod_count}/{row.available_pod_count}/{row.pod_count}"
 
 
-def format_instance_table(component: str, status: InferenceReplicaStatus) -> str:
-    """``instance list``: one line per Instance, by index."""
+def gang_of(pod: Mapping[str, Any]) -> str:
+    """A pod's gang: ``Native:<PodGroup>`` (``spec.schedulingGroup``), ``PodGroup:<name>``
+    (the scheduler-plugins label), or ``None``."""
+    group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
+    if group:
+        return f"Native:{group}"
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(
+        "scheduling.x-k8s.io/pod-group")
+    return f"PodGroup:{label}" if label else "None"
+
+
+def gang_by_instance(pods: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """Instance index -> the gang its pods joined (``instance list -o wide``'s GANG);
+    single-pod Instances show ``-``, pods of several gangs (a restart under way) all."""
+    found: dict[int, set[str]] = {}
+    runners: dict[int, set[str]] = {}
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        raw = str(labels.get("ome.io/instance-index", ""))
+        if raw.isdigit():
+            found.setdefault(int(raw), set()).add(gang_of(pod))
+            runners.setdefault(int(raw), set()).add(str(labels.get("ome.io/runner", "")))
+    return {i: "-" if runners[i] == {"default"} else ",".join(sorted(g))
+            for i, g in found.items()}
+
+
+def format_instance_table(
+    component: str, status: InferenceReplicaStatus, gangs: Mapping[int, str] | None = None
+) -> str:
+    """``instance list``: one line per Instance, by index (``gangs``: the wide GANG column)."""
     rows = [
         (component or "-", f"{r.index}/{r.incarnation}", r.phase, _pods(r), revs(r),
          str(r.active_ordinal), evidence(r))
+        + (() if gangs is None else (gangs.get(r.index, "-"),))
         for r in sorted(status.instances, key=lambda r: r.index)
     ]
-    out = table(("COMP", "IDX/INC", "PHASE", "PODS(S/A/T)", "REVS", "AOF", "EVIDENCE"), rows)
+    head = ("COMP", "IDX/INC", "PHASE", "PODS(S/A/T)", "REVS", "AOF", "EVIDENCE")
+    out = table(head + (() if gangs is None else ("GANG",)), rows)
     if not rows:
         out += "\n(no Instances)"
     return out

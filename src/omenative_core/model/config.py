@@ -17,6 +17,7 @@ from attrs import field, frozen
 from omenative_core.model.timefmt import DurationError, parse_duration
 
 __all__ = [
+    "GANG_SCHEDULING_SETTINGS",
     "AuditConfig",
     "AutoMigrateConfig",
     "ConfigError",
@@ -96,6 +97,13 @@ class GangScheduleTimeout:
     max: timedelta = timedelta(seconds=600)
 
 
+GANG_SCHEDULING_SETTINGS = ("Auto", "Native", "PodGroup", "None")
+"""``lifecycle.gangScheduling`` (omenative's addition): which gang mechanism multi-pod
+Instances use. ``Auto`` picks Kubernetes' own (``scheduling.k8s.io/v1alpha2``) when it is
+served and the pods use the default scheduler, the scheduler-plugins PodGroup when its CRD
+is installed and the component names a ``schedulerName``, else none."""
+
+
 @frozen(kw_only=True)
 class RequeueConfig:
     """How often to look again while an operation or a gate is open."""
@@ -117,6 +125,7 @@ class LifecycleConfig:
     teardown: TeardownConfig = field(factory=TeardownConfig)
     audit: AuditConfig | None = field(factory=AuditConfig)
     gang_schedule_timeout: GangScheduleTimeout = field(factory=GangScheduleTimeout)
+    gang_scheduling: str = "Auto"
     requeue: RequeueConfig = field(factory=RequeueConfig)
     revision_history_limit: int | None = 10
     retry_block_history_limit: int | None = None
@@ -280,6 +289,14 @@ def _gang_schedule_timeout(p: _Problems, value: Any, kw: dict[str, Any]) -> None
     kw["gang_schedule_timeout"] = GangScheduleTimeout(min=lo, max=hi)
 
 
+def _gang_scheduling(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value not in GANG_SCHEDULING_SETTINGS:
+        p.add("gangScheduling",
+              f"expected one of {', '.join(GANG_SCHEDULING_SETTINGS)}, got {value!r}")
+        return
+    kw["gang_scheduling"] = value
+
+
 def _requeue(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     if value is None:
         return
@@ -345,6 +362,7 @@ _BLOCKS: dict[str, _Block] = {
     "teardown": _teardown,
     "audit": _audit,
     "gangScheduleTimeout": _gang_schedule_timeout,
+    "gangScheduling": _gang_scheduling,
     "requeue": _requeue,
     "revisionHistoryLimit": _history_limit,
     "retryBlockHistoryLimit": _retry_block_history_limit,

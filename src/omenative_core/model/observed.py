@@ -107,12 +107,19 @@ class NodeView:
 
 @frozen(kw_only=True)
 class PodGroupView:
-    """A scheduler-plugins PodGroup owned by an Instance."""
+    """A PodGroup owned by an Instance (scheduler-plugins or native), or a native Workload.
+
+    ``scheduled`` is the native PodGroup's ``PodGroupScheduled`` condition status
+    (None: not reported), with its reason and message.
+    """
 
     name: str
     uid: str = ""
     deleting: bool = False
     labels: Mapping[str, str] = field(factory=dict)
+    scheduled: str | None = None
+    scheduled_reason: str = ""
+    scheduled_message: str = ""
 
 
 @frozen(kw_only=True)
@@ -146,6 +153,9 @@ class Snapshot:
     nodes: Mapping[str, NodeView] = field(factory=dict)
     pod_groups: Mapping[str, PodGroupView] = field(factory=dict)
     pod_group_crd: bool = False
+    native_gang_api: bool = False  # scheduling.k8s.io/v1alpha2 served (and its caches synced)
+    native_pod_groups: Mapping[str, PodGroupView] = field(factory=dict)
+    workloads: Mapping[str, PodGroupView] = field(factory=dict)
     routed_pods: frozenset[str] = frozenset()
     revisions: tuple[RevisionView, ...] = ()
     create_errors: tuple[CreateError, ...] = ()

@@ -91,7 +91,7 @@ class PatchPodImages:
 
 @frozen(kw_only=True)
 class CreatePodGroup:
-    """Create a scheduler-plugins PodGroup before the Instance's pods."""
+    """Create a PodGroup before the Instance's pods (its ``apiVersion`` says which API)."""
 
     body: JSON
     kind: str = "CreatePodGroup"
@@ -99,10 +99,11 @@ class CreatePodGroup:
 
 @frozen(kw_only=True)
 class DeletePodGroup:
-    """Delete an Instance's PodGroup."""
+    """Delete an Instance's PodGroup (scheduler-plugins unless ``api_version`` says)."""
 
     name: str
     uid: str = ""
+    api_version: str = "scheduling.x-k8s.io/v1alpha1"
     kind: str = "DeletePodGroup"
 
 

@@ -8,9 +8,11 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 """
 
 from omenative_core.service.cluster_config import *  # noqa: F403
+from omenative_core.service.handover import *  # noqa: F403
 from omenative_core.service.merge import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
 from omenative_core.service.modes import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403
 from omenative_core.service.status import *  # noqa: F403
 from omenative_core.service.validate import *  # noqa: F403
+from omenative_core.service.validate_lws import *  # noqa: F403

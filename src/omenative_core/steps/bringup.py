@@ -5,8 +5,8 @@ missing ones (and the PodGroup first), recycles terminal ones, and reports one
 ``Outcome``: ``ready`` (every pod Ready; the serving gates go True together), ``failed``
 (with the ``Failure`` that decides retries) or ``progress``. The readiness deadline is
 parked while the pods wait on something outside the revision (``waiting``: Paused,
-QuotaExceeded, Unschedulable, NodeUnknown, PodGroupTerminating) and restarts with a full
-window when the wait ends.
+QuotaExceeded, Unschedulable, NodeUnknown, PodGroupTerminating, PodGroupUnschedulable)
+and restarts with a full window when the wait ends.
 """
 
 from __future__ import annotations
@@ -22,17 +22,12 @@ from omenative_core.failures import (
     blame_at_deadline,
 )
 from omenative_core.model.observed import PodView
-from omenative_core.model.plan import CreatePodGroup, DeletePod, SetServingGate
+from omenative_core.model.plan import DeletePod, SetServingGate
 from omenative_core.model.spec import Runner
 from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import Outcome
-from omenative_core.render import (
-    pod_group_name,
-    pods_per_instance,
-    render_pod_group,
-    schedule_timeout_seconds,
-)
-from omenative_core.steps.pods import create_pod, drain, maybe_force_delete, use_pod_group
+from omenative_core.steps import native_gang
+from omenative_core.steps.pods import create_pod, drain, maybe_force_delete
 from omenative_core.steps.state import PassState
 
 __all__ = ["BringUp", "bring_up"]
@@ -85,7 +80,7 @@ def bring_up(
         )
     runners = next(iter(expected.values()))[1]
     pods = {p.name: p for p in st.pods_of(index) if p.name in expected}
-    scan = _Scan(waiting=_pod_group(st, index, runners))
+    scan = _Scan(waiting=native_gang.ensure(st, index, row.incarnation, runners, revision))
     if scan.waiting is None and paused_applies and st.policy.paused:
         scan.waiting = "Paused"
     for name, (slot, _) in expected.items():
@@ -105,31 +100,6 @@ def bring_up(
         if scan.all_ready:
             return Outcome.READY, evolve(op, waiting=None), None
     return _deadline(st, scan, op, index)
-
-
-def _pod_group(st: PassState, index: int, runners: tuple[Runner, ...]) -> str | None:
-    """Create the attempt's PodGroup if missing; ``PodGroupTerminating`` while one goes."""
-    if not use_pod_group(st, runners):
-        return None
-    pg = st.snap.pod_groups.get(pod_group_name(st.prefix, index))
-    if pg is not None and pg.deleting:
-        return "PodGroupTerminating"
-    if pg is None:
-        st.out.add(
-            CreatePodGroup(
-                body=render_pod_group(
-                    st.ir,
-                    index=index,
-                    min_member=pods_per_instance(runners),
-                    schedule_timeout_seconds=schedule_timeout_seconds(
-                        st.policy.ready_timeout,
-                        st.config.gang_schedule_timeout.min,
-                        st.config.gang_schedule_timeout.max,
-                    ),
-                )
-            )
-        )
-    return None
 
 
 def _missing(

@@ -38,8 +38,9 @@ from omenative_core.service.migration_request import (
     migration_request_problem,
 )
 from omenative_core.service.render import ANNOTATION_MIGRATION_PREFIX
+from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import end_migration
-from omenative_core.steps.pods import delete_pod_group, drain
+from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
 from omenative_core.steps.teardown import condemn
 
@@ -60,7 +61,7 @@ def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     if st.policy.paused:
         return evolve(row, phase=Phase.MIGRATING)
     gone = drain(st, st.pods_of(row.index), "Migrated")
-    if not (gone and delete_pod_group(st, row.index)):
+    if not (gone and delete_pod_group(st, row.index, row.incarnation)):
         return evolve(row, phase=Phase.MIGRATING, operation=op)
     surge = st.rows.get(op.surge_index) if op.surge_index is not None else None
     if surge is not None and surge.operation is not None:
@@ -330,6 +331,8 @@ def start(st: PassState) -> None:
             continue
         if source.phase != Phase.READY or source.operation is not None:
             continue
+        if not st.may_open(2, migrate=True):  # the surge and its source
+            break
         _open(st, m, source)
         in_flight += 1
         started += 1

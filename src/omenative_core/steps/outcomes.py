@@ -17,6 +17,7 @@ from omenative_core.failures import Failure
 from omenative_core.model.status import InstanceStatus, InstanceTermination, MigrationStatus
 from omenative_core.model.timefmt import format_time
 from omenative_core.phases import ACTIVE_MIGRATION_PHASES, MigrationPhase, OpType, Phase, Step
+from omenative_core.status.budget import FAILURE_REASON_MAX, bounded_text
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
 
@@ -35,8 +36,8 @@ def termination(st: PassState, failure: Failure) -> InstanceTermination:
     """``lastFailure`` of a surge that was given up (pod, reason, message, now)."""
     return InstanceTermination(
         pod_name=failure.pod_name,
-        reason=failure.reason,
-        message=failure.message[:1024],
+        reason=bounded_text(failure.reason, FAILURE_REASON_MAX),
+        message=bounded_text(failure.message),
         time=st.now,
     )
 
@@ -82,9 +83,9 @@ def fail_row(
         last_failure=InstanceTermination(
             pod_name=failure.pod_name,
             container_name=failure.container_name,
-            reason=failure.reason,
+            reason=bounded_text(failure.reason, FAILURE_REASON_MAX),
             exit_code=failure.exit_code,
-            message=failure.message[:1024],
+            message=bounded_text(failure.message),
             time=st.now,
         ),
     )
@@ -144,7 +145,7 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
     reloc = relocation(st, row.index)
     if reloc is not None:
         st.migrations[reloc.request_uuid] = evolve(reloc, succeeded=True, completed_at=st.now)
-    ready_since = row.ready_since if row.phase == Phase.READY and row.ready_since else st.now
+    ready_since = st.ready_stamp(row)
     if (
         row.phase == Phase.READY
         and row.operation is None

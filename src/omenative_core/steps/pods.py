@@ -1,4 +1,4 @@
-"""Pod primitives every step uses: create, drain (gate off, wait unrouted, delete), PodGroups.
+"""Pod primitives every step uses: create, drain (gate off, wait unrouted, delete).
 
 ``drain`` is the one way a pod leaves: its ``ome.io/serving`` gate goes False, the pass
 waits until the EndpointSlices stop routing to it, then deletes it. A pod that already
@@ -9,24 +9,21 @@ is unreachable is force-deleted only when ``forceDelete`` is configured, after
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
+from omenative_core.gang import MECHANISM_NATIVE, MECHANISM_POD_GROUP
 from omenative_core.model.observed import PodView
-from omenative_core.model.plan import CreatePod, DeletePod, DeletePodGroup, SetServingGate
+from omenative_core.model.plan import CreatePod, DeletePod, SetServingGate
 from omenative_core.model.spec import Runner
 from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.model.timefmt import format_time
-from omenative_core.render import is_multi_pod, pod_group_name, render_pod
+from omenative_core.render import render_pod
 from omenative_core.revisions import hash_of
+from omenative_core.steps.native_gang import mechanism
 from omenative_core.steps.state import PassState, pod_index
 
-__all__ = ["create_pod", "delete_pod_group", "drain", "maybe_force_delete", "use_pod_group"]
-
-
-def use_pod_group(st: PassState, runners: Sequence[Runner]) -> bool:
-    """Multi-pod Instances get a PodGroup when the scheduler-plugins CRD is installed."""
-    return st.snap.pod_group_crd and is_multi_pod(runners)
+__all__ = ["create_pod", "drain", "maybe_force_delete"]
 
 
 def create_pod(
@@ -40,6 +37,7 @@ def create_pod(
     op: InstanceOperation | None,
 ) -> None:
     """Render and create one pod of the row's attempt (a migration surge avoids its node)."""
+    gang = mechanism(st, runners)
     body = render_pod(
         st.ir,
         runners=runners,
@@ -49,7 +47,8 @@ def create_pod(
         slot=slot,
         ordinal_slot=slot_ordinal,
         replicas=st.policy.desired,
-        use_pod_group=use_pod_group(st, runners),
+        use_pod_group=gang == MECHANISM_POD_GROUP,
+        native_gang=gang == MECHANISM_NATIVE,
         avoid_node=op.from_node if op else None,
         prefer_nodes=op.hint_target_nodes if op else (),
         pairing_protocol=st.pairing_by_rev.get(revision),
@@ -115,15 +114,3 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
         f"force-deleted {pod.name} stuck Terminating on unreachable node {pod.node_name}",
         pod_index(pod),
     )
-
-
-def delete_pod_group(st: PassState, index: int) -> bool:
-    """Delete Instance ``index``'s PodGroup; True once it is gone."""
-    name = pod_group_name(st.prefix, index)
-    pg = st.snap.pod_groups.get(name)
-    if pg is None:
-        return True
-    if not pg.deleting:
-        st.out.add(DeletePodGroup(name=name, uid=pg.uid))
-    st.poll = True
-    return False

@@ -22,6 +22,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import OpType, Outcome, Phase, Step
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
@@ -71,6 +72,7 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     old = [p for p in st.pods_of(row.index) if pod_incarnation(p) < row.incarnation + 1]
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
+    delete_pod_group(st, row.index, row.incarnation)  # the next attempt gets its own
     op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.now)
     return Continue(evolve(row, incarnation=row.incarnation + 1, operation=op))
 
@@ -95,6 +97,9 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
     pods = st.pods_of(row.index)
+    if st.fast and _steady(st, row, pods):
+        st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
+        return row
     expected = (
         st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
         if row.running_revision
@@ -117,6 +122,46 @@ def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     if row.phase in (Phase.FAILED, Phase.PENDING) and not mine:
         return evolve(row, ready_since=None)
     return _judge(st, row, pods, mine, list(expected))
+
+
+def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
+    """A Ready row whose attempt's pods are all there, Ready and healthy: nothing to do.
+
+    The common case at rest, checked in one loop over the pods. It is exactly the case in
+    which the full check (strays, ``_health``, ``_judge``, ``settle_ready``) returns the row
+    unchanged and only clears its revision's RetryBlock; anything else (a restart, a crash
+    reason, a lost node, a relocation record) takes the full check.
+    """
+    if (
+        row.phase != Phase.READY
+        or row.ready_since is None
+        or not row.running_revision
+        or row.target_revision != row.running_revision
+        or st.migrations
+    ):
+        return False
+    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    if not expected or len(expected) != len(pods):
+        return False
+    attempt = (st.revision_hash(row.running_revision), row.incarnation)
+    nodes = st.snap.nodes
+    for pod in pods:
+        if (
+            pod.name not in expected
+            or st.attempt(pod) != attempt
+            or pod.deletion_timestamp is not None
+            or pod.phase in ("Failed", "Succeeded")
+            or pod.conditions.get("Ready") != "True"
+        ):
+            return False
+        if pod.node_name:
+            node = nodes.get(pod.node_name)
+            if node is None or node.ready is not True:
+                return False
+        for c in pod.containers:
+            if c.restart_count or c.waiting_reason in CRASH_REASONS:
+                return False
+    return True
 
 
 def _judge(
@@ -186,6 +231,9 @@ def _restart(
 ) -> InstanceStatus:
     """Open a whole-Instance Restart (a wedged one waits for the maxUnavailable budget)."""
     index = row.index
+    if not st.may_open():
+        st.poll = True  # the restart waits for room in the status budget
+        return row
     if wedged and not _repair_budget_ok(st, index):
         st.note(
             "RepairHeld",
@@ -216,6 +264,9 @@ def _replace_lost(
     expected_count: int,
 ) -> InstanceStatus:
     """restartPolicy None: replace only the lost pods, at the same incarnation."""
+    if not st.may_open():
+        st.poll = True  # the repair waits for room in the status budget
+        return row
     for name in lost:
         pod = mine.get(name)
         if pod is not None:
@@ -284,6 +335,11 @@ def rebuilds(st: PassState) -> None:
             continue
         if st.policy.paused:
             continue
+        if not st.may_open():
+            st.poll = True
+            continue
+        if not delete_pod_group(st, index, row.incarnation):
+            continue  # a new attempt gets a fresh PodGroup once the old one is gone
         if not st.start_attempt(target):
             nxt = st.book.next_retry(target)
             if nxt is not None:

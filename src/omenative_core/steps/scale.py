@@ -43,6 +43,9 @@ def scale(st: PassState) -> None:
     for _ in range(desired - len(members)):
         index = st.free_index()
         revision = new_instance_revision(st, index)
+        if not st.may_open():
+            st.poll = True
+            return
         if not st.start_attempt(revision):
             nxt = st.book.next_retry(revision)
             if nxt is not None:

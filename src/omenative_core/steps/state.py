@@ -34,6 +34,7 @@ from omenative_core.model.plan import (
     CreatePod,
     CreatePodGroup,
     CreateRevision,
+    DeleteObject,
     DeletePod,
     DeletePodGroup,
     DeleteRevision,
@@ -58,6 +59,7 @@ from omenative_core.policy import Policy
 from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
+from omenative_core.status.budget import Budget
 
 __all__ = [
     "ActionSink",
@@ -109,6 +111,7 @@ _BUCKET_OF: dict[type[Action], str] = {
     PatchPodImages: "patches",
     DeletePod: "deletes",
     DeletePodGroup: "pod_group_deletes",
+    DeleteObject: "pod_group_deletes",
     DeleteRevision: "revision_deletes",
     RemoveAnnotations: "meta_last",
     RecordAudit: "meta_last",
@@ -133,9 +136,13 @@ def _key(action: Action) -> tuple[str, str] | None:
         case DeletePod() | SetServingGate() | PatchPodImages():
             return (action.kind, action.name)
         case DeletePodGroup():
-            return ("DeletePodGroup", action.name)
-        case CreatePodGroup():
-            return ("CreatePodGroup", str(action.body["metadata"]["name"]))
+            return ("DeletePodGroup", f"{action.api_version}/{action.name}")
+        case DeleteObject():
+            return ("DeleteObject", f"{action.api_version}/{action.object_kind}/{action.name}")
+        case CreatePodGroup() | CreateObject():
+            body = action.body
+            return (action.kind, f"{body.get('apiVersion')}/{body.get('kind')}/"
+                    f"{body['metadata']['name']}")
     return None
 
 
@@ -184,6 +191,8 @@ class PassState:
     snap: Snapshot
     policy: Policy
     advance_fn: AdvanceFn
+    fast: bool = True
+    """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
     ir: InferenceReplica = field(init=False)
@@ -213,6 +222,13 @@ class PassState:
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
     _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
+    _budget: Budget | None = None
+    _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = (
+        field(factory=dict)
+    )
+    _hashes: dict[str, str] = field(factory=dict)
+    attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
+    """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -257,8 +273,20 @@ class PassState:
     def expected(
         self, index: int, revision: str, incarnation: int, slot_ordinal: int
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        """Pod name -> (slot, runners) of one attempt of Instance ``index``."""
+        """Pod name -> (slot, runners) of one attempt of Instance ``index`` (do not modify).
+
+        Built once per (index, revision, ordinal) and pass: several passes ask for it.
+        """
         del incarnation  # names do not carry it; kept so call sites read as "this attempt"
+        key = (index, revision, slot_ordinal)
+        if key in self._expected:
+            return self._expected[key]
+        out = self._expected[key] = self._build_expected(index, revision, slot_ordinal)
+        return out
+
+    def _build_expected(
+        self, index: int, revision: str, slot_ordinal: int
+    ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
         shape = self._shapes.get(revision)
         if shape is None:
             runners = self.runners(revision)
@@ -277,10 +305,22 @@ class PassState:
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
-        return (
-            pod.labels.get(LABEL_REVISION_HASH) == hash_of(revision)
-            and pod_incarnation(pod) == incarnation
-        )
+        return self.attempt(pod) == (self.revision_hash(revision), incarnation)
+
+    def attempt(self, pod: PodView) -> tuple[str | None, int]:
+        """A pod's (revision-hash label, incarnation), its labels parsed once per pass."""
+        got = self.attempt_of.get(pod.name)
+        if got is None:
+            got = (pod.labels.get(LABEL_REVISION_HASH), pod_incarnation(pod))
+            self.attempt_of[pod.name] = got
+        return got
+
+    def revision_hash(self, revision: str) -> str:
+        """``hash_of(revision)``, computed once per pass."""
+        got = self._hashes.get(revision)
+        if got is None:
+            got = self._hashes[revision] = hash_of(revision)
+        return got
 
     def node_lost(self, pod: PodView) -> bool:
         """Whether the pod's node is gone or not Ready."""
@@ -312,10 +352,22 @@ class PassState:
         return Phase.FAILED if row.last_failure else Phase.PENDING
 
     def available(self, row: InstanceStatus) -> bool:
-        """Ready for at least ``minReadySeconds``."""
-        if row.phase != Phase.READY or row.ready_since is None:
+        """Ready for at least ``minReadySeconds``.
+
+        A Ready row without ``readySince`` is Available: the status drops the stamp once
+        the window has passed (``steps.status``), so a steady Ready row carries no entry.
+        """
+        if row.phase != Phase.READY:
             return False
-        return self.now >= row.ready_since + self.policy.min_ready
+        return row.ready_since is None or self.now >= row.ready_since + self.policy.min_ready
+
+    def ready_stamp(self, row: InstanceStatus) -> datetime | None:
+        """The ``readySince`` of a row that is Ready after this move.
+
+        A row already Ready keeps its own (None once Available); one entering Ready now
+        starts its ``minReadySeconds`` window now.
+        """
+        return row.ready_since if row.phase == Phase.READY else self.now
 
     # ------------------------------------------------------------------ membership
 
@@ -373,6 +425,24 @@ class PassState:
             reason=reason,
             **kw,
         )
+
+    def may_open(self, count: int = 1, *, migrate: bool = False) -> bool:
+        """Whether ``count`` new operations fit the status (``status.budget``); else they wait.
+
+        The first refusal of a pass says so with an ``OperationsBounded`` Event.
+        """
+        if self._budget is None:
+            self._budget = Budget.of(self.rows.values())
+        if self._budget.admit(count, migrate=migrate):
+            return True
+        if self._budget.deferred == count:
+            self.note(
+                "OperationsBounded",
+                "new operations wait: the ones open now fill the status budget "
+                f"({self._budget.used} of {self._budget.capacity} bytes), so the status stays "
+                "under etcd's request limit",
+            )
+        return False
 
     def start_attempt(self, revision: str) -> bool:
         """Claim an attempt on ``revision`` if its RetryBlock allows one now."""

@@ -18,6 +18,7 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.conditions import build_conditions
+from omenative_core.gang import MECHANISM_NONE
 from omenative_core.model.plan import (
     Action,
     DeletePod,
@@ -33,6 +34,7 @@ from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
 from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
+from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 
 __all__ = ["finish", "invalid_plan"]
@@ -66,7 +68,8 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
-    rows = tuple(_counts(st, st.rows[i]) for i in sorted(st.rows))
+    was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
+    rows = tuple(_counts(st, st.rows[i], was_ready) for i in sorted(st.rows))
     members = [r for r in rows if st.is_member(r)]
     ready = [
         r
@@ -179,12 +182,31 @@ def _serving(st: PassState, row: InstanceStatus) -> bool:
     )
 
 
-def _counts(st: PassState, row: InstanceStatus) -> InstanceStatus:
+def _ready_since(st: PassState, row: InstanceStatus, was_ready: set[int]) -> datetime | None:
+    """The row's ``readySince`` as written: only while Ready and not yet Available.
+
+    OME's steady Ready row carries no entry, so the stamp is dropped once
+    ``minReadySeconds`` has passed (a Ready row without one reads as Available). A row
+    that entered Ready this pass without a stamp (an operation that ended without a
+    verdict) starts its window now.
+    """
+    if row.phase != Phase.READY:
+        return None
+    since = row.ready_since
+    if since is None and row.index not in was_ready:
+        since = st.now
+    if since is not None and st.now >= since + st.policy.min_ready:
+        return None
+    return since
+
+
+def _counts(st: PassState, row: InstanceStatus, was_ready: set[int]) -> InstanceStatus:
     pods = [p for p in st.pods_of(row.index) if not p.terminating]
     serving = sum(1 for p in pods if p.serving_gate and p.containers_ready)
-    available = sum(1 for p in pods if p.ready) if st.available(row) else 0
+    ready_since = _ready_since(st, row, was_ready)
+    is_available = row.phase == Phase.READY and ready_since is None
+    available = sum(1 for p in pods if p.ready) if is_available else 0
     admitted = bool(pods) and not any(p.scheduling_gates for p in pods)
-    ready_since = row.ready_since if row.phase == Phase.READY else None
     if (
         row.pod_count == len(pods)
         and row.serving_pod_count == serving
@@ -321,19 +343,13 @@ def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     multi = st.policy.multi_pod
     audit = st.config.audit
     timeout = st.policy.ready_timeout
-    if multi and not st.snap.pod_group_crd:
-        gang = (
-            "True",
-            "PodGroupCRDNotInstalled",
-            "the scheduler-plugins PodGroup CRD is not installed; multi-pod Instances "
-            "may schedule partially",
-        )
+    chosen = native_gang.mechanism(st, st.spec.runners)
+    if not multi:
+        gang = ("False", "GangSchedulingAvailable", "single-pod Instances need no gang scheduling")
+    elif chosen == MECHANISM_NONE:
+        gang = ("True", "PodGroupCRDNotInstalled", native_gang.mechanism_message(st, chosen))
     else:
-        gang = (
-            "False",
-            "GangSchedulingAvailable",
-            "PodGroups are used" if multi else "single-pod Instances need no gang scheduling",
-        )
+        gang = ("False", "GangSchedulingAvailable", native_gang.mechanism_message(st, chosen))
     migration = (
         (
             "True",

@@ -5,21 +5,23 @@
 - ``condemn``: open a Delete on an Instance (scale-down, teardown, a cancelled or failed
   migration surge) and take its first step in the same pass.
 - ``teardown``: the InferenceReplica is being deleted; every Instance drains, leftover
-  PodGroups go, and the ``ome.io/ir-teardown`` finalizer is released when nothing is left
-  or after ``teardown.deadline`` (``TeardownDeadlineExceeded``); with no deadline, pods
-  stuck on unreachable nodes that nothing will remove are reported (``TeardownBlocked``).
-- ``cleanup_orphan_pod_groups``: PodGroups of Instances that no longer exist.
+  PodGroups and Workloads go, and the ``ome.io/ir-teardown`` finalizer is released when
+  nothing is left or after ``teardown.deadline`` (``TeardownDeadlineExceeded``); with no
+  deadline, pods stuck on unreachable nodes that nothing will remove are reported
+  (``TeardownBlocked``).
+- ``cleanup_orphan_pod_groups``: PodGroups no attempt or pod uses (an old attempt's goes
+  with its pods), Workloads of revisions nothing uses.
 """
 
 from __future__ import annotations
 
 from attrs import evolve
 
-from omenative_core.labels import LABEL_INSTANCE_INDEX
-from omenative_core.model.plan import DeletePodGroup, SetFinalizer
+from omenative_core.model.plan import SetFinalizer
 from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import OpType, Phase, Step
-from omenative_core.steps.pods import delete_pod_group, drain
+from omenative_core.steps.native_gang import cleanup, delete_all, delete_pod_group
+from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
 
 __all__ = ["FINALIZER", "cleanup_orphan_pod_groups", "condemn", "delete", "teardown"]
@@ -31,7 +33,7 @@ FINALIZER = "ome.io/ir-teardown"
 def delete(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Delete/Drain: drain the pods, delete the PodGroup, then drop the row."""
     gone = drain(st, st.pods_of(row.index), op.reason or "ScaleDown")
-    if gone and delete_pod_group(st, row.index):
+    if gone and delete_pod_group(st, row.index, row.incarnation):
         return None
     return evolve(row, phase=Phase.DELETING, operation=op)
 
@@ -53,10 +55,8 @@ def teardown(st: PassState) -> None:
             condemn(st, row, row.running_revision or st.target, "Teardown")
         else:
             st.advance(index)
-    for pg in st.snap.pod_groups.values():
-        if not pg.deleting:
-            st.out.add(DeletePodGroup(name=pg.name, uid=pg.uid))
-    clean = not st.rows and not st.snap.pods and not st.snap.pod_groups
+    groups_gone = delete_all(st)
+    clean = not st.rows and not st.snap.pods and groups_gone
     deadline = st.config.teardown.deadline
     overdue = deadline is not None and deleted_at is not None and st.now >= deleted_at + deadline
     if FINALIZER in st.ir.metadata.finalizers:
@@ -96,13 +96,5 @@ def _blocked(st: PassState) -> None:
 
 
 def cleanup_orphan_pod_groups(st: PassState) -> None:
-    """Delete PodGroups labelled with an Instance that has neither a row nor pods."""
-    for pg in st.snap.pod_groups.values():
-        raw = pg.labels.get(LABEL_INSTANCE_INDEX, "")
-        if (
-            raw.isdigit()
-            and int(raw) not in st.rows
-            and not pg.deleting
-            and not st.pods_of(int(raw))
-        ):
-            st.out.add(DeletePodGroup(name=pg.name, uid=pg.uid))
+    """Delete PodGroups no attempt or pod uses, and Workloads of unused revisions."""
+    cleanup(st)

@@ -25,6 +25,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import Outcome, Phase, Step
 from omenative_core.revisions import hash_of
 from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import (
     abandon_surge,
     fail_row,
@@ -32,7 +33,7 @@ from omenative_core.steps.outcomes import (
     settle_ready,
     termination,
 )
-from omenative_core.steps.pods import delete_pod_group, drain
+from omenative_core.steps.pods import drain
 from omenative_core.steps.repair import LABEL_RESTART_BASELINE
 from omenative_core.steps.state import Continue, MoveResult, PassState
 from omenative_core.steps.teardown import condemn
@@ -68,7 +69,7 @@ def gang_surge_target(st: PassState, row: InstanceStatus, op: InstanceOperation)
     if outcome != Outcome.READY:
         return evolve(row, phase=Phase.CREATING, operation=op)
     st.book.succeed(target)
-    since = row.ready_since or st.now
+    since = st.ready_stamp(row)
     if op.replaces is None or op.replaces not in st.rows:
         return evolve(
             row,
@@ -109,7 +110,7 @@ def gang_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mov
     if st.policy.paused:
         return _updating(row, op)
     gone = drain(st, st.pods_of(row.index), "Replaced")
-    if not (gone and delete_pod_group(st, row.index)):
+    if not (gone and delete_pod_group(st, row.index, row.incarnation)):
         return _updating(row, op)
     surge_row = st.rows.get(op.surge_index) if op.surge_index is not None else None
     if surge_row is not None and surge_row.operation is not None:
@@ -196,7 +197,7 @@ def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mo
         active_ordinal=1 - row.active_ordinal,
         running_revision=op.target_revision,
         target_revision=op.target_revision,
-        ready_since=row.ready_since or st.now,
+        ready_since=st.ready_stamp(row),
     )
 
 

@@ -91,6 +91,9 @@ def _in_place(
         if budget <= 0:
             st.set_hold("Budget", "maxUnavailable reached")
             break
+        if not st.may_open():
+            st.set_hold("Budget", "open operations fill the status budget")
+            break
         if not st.start_attempt(target):
             st.hold_retry(target)
             break
@@ -113,6 +116,9 @@ def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
     for row in candidates:
         if budget <= 0:
             st.set_hold("Budget", f"maxUnavailable {st.policy.max_unavailable} reached")
+            return
+        if not st.may_open():
+            st.set_hold("Budget", "open operations fill the status budget")
             return
         if not st.start_attempt(target):
             st.hold_retry(target)
@@ -167,11 +173,15 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
                 else f"maxSurge {st.policy.max_surge} replacement(s) in flight",
             )
             return
+        gang = st.policy.multi_pod or is_multi_pod(st.runners(target) or ())
+        if not st.may_open(2 if gang else 1):  # a gang surge opens two operations
+            st.set_hold("Budget", "open operations fill the status budget")
+            return
         if not st.start_attempt(target):
             st.hold_retry(target)
             return
         room -= 1
-        if st.policy.multi_pod or is_multi_pod(st.runners(target) or ()):
+        if gang:
             _open_gang_surge(st, row)
         else:
             st.rows[row.index] = evolve(

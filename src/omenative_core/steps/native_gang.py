@@ -1,0 +1,191 @@
+"""Gang objects of an attempt: which mechanism, create them, read them, retire them.
+
+- ``mechanism``: ``Native``, ``PodGroup`` or ``None`` for a revision's runners
+  (``lifecycle.gangScheduling`` and what the cluster offers; see ``omenative_core.gang``).
+- ``ensure``: before an attempt's pods, its Workload (native, one per revision) and its
+  PodGroup (one per attempt, ``{prefix}-{index}-{incarnation}``); the waiting reason while
+  a PodGroup of that name is still going (``PodGroupTerminating``) or kube-scheduler says
+  the gang does not fit (``PodGroupUnschedulable``). Both park the readiness deadline.
+- ``delete_pod_group``: retire one attempt's PodGroup (after its pods).
+- ``cleanup``: PodGroups no attempt or pod uses any more, and Workloads of revisions
+  nothing runs or targets, are deleted (the old attempt's group goes with its old pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omenative_core.gang import (
+    MECHANISM_NATIVE,
+    MECHANISM_NONE,
+    MECHANISM_POD_GROUP,
+    NATIVE_API_VERSION,
+    POD_GROUP_API_VERSION,
+    choose_mechanism,
+    pod_group_name,
+    render_native_pod_group,
+    render_pod_group,
+    render_workload,
+    schedule_timeout_seconds,
+    scheduler_name,
+    workload_name,
+)
+from omenative_core.labels import LABEL_POD_GROUP, LABEL_REVISION_HASH
+from omenative_core.model.observed import PodGroupView
+from omenative_core.model.plan import CreateObject, CreatePodGroup, DeleteObject, DeletePodGroup
+from omenative_core.model.spec import Runner
+from omenative_core.render import is_multi_pod, pods_per_instance
+from omenative_core.revisions import hash_of
+from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+
+__all__ = [
+    "POD_GROUP_UNSCHEDULABLE",
+    "cleanup",
+    "delete_all",
+    "delete_pod_group",
+    "ensure",
+    "mechanism",
+    "mechanism_message",
+]
+
+POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
+"""Waiting reason: kube-scheduler reports the native PodGroup ``PodGroupScheduled=False``."""
+
+
+def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
+    """The gang mechanism of an attempt at a revision with ``runners``."""
+    return choose_mechanism(
+        st.config.gang_scheduling,
+        multi_pod=is_multi_pod(runners),
+        native_api=st.snap.native_gang_api,
+        pod_group_crd=st.snap.pod_group_crd,
+        scheduler=scheduler_name(runners),
+    )
+
+
+def mechanism_message(st: PassState, chosen: str) -> str:
+    """Why ``chosen`` is the replica's mechanism, for ``GangSchedulingUnavailable``."""
+    setting = st.config.gang_scheduling
+    if chosen == MECHANISM_NATIVE:
+        return (f"gang mechanism Native (lifecycle.gangScheduling {setting}): Kubernetes "
+                f"{NATIVE_API_VERSION} Workload and PodGroups are used")
+    if chosen == MECHANISM_POD_GROUP:
+        return (f"gang mechanism PodGroup (lifecycle.gangScheduling {setting}): "
+                f"scheduler-plugins PodGroups ({POD_GROUP_API_VERSION}) are used")
+    native = "served" if st.snap.native_gang_api else "not served"
+    crd = "installed" if st.snap.pod_group_crd else "not installed"
+    who = scheduler_name(st.spec.runners) or "the default scheduler"
+    return (f"gang mechanism None (lifecycle.gangScheduling {setting}; "
+            f"{NATIVE_API_VERSION} {native}, the scheduler-plugins PodGroup CRD {crd}, "
+            f"pods use {who}); multi-pod Instances may schedule partially")
+
+
+def ensure(
+    st: PassState, index: int, incarnation: int, runners: Sequence[Runner], revision: str
+) -> str | None:
+    """Create the attempt's gang objects if missing; the waiting reason, if any."""
+    chosen = mechanism(st, runners)
+    if chosen == MECHANISM_NONE:
+        return None
+    name = pod_group_name(st.prefix, index, incarnation)
+    count = pods_per_instance(runners)
+    if chosen == MECHANISM_POD_GROUP:
+        pg = st.snap.pod_groups.get(name)
+        if pg is None:
+            timeout = st.config.gang_schedule_timeout
+            st.out.add(CreatePodGroup(body=render_pod_group(
+                st.ir, index=index, incarnation=incarnation, min_member=count,
+                schedule_timeout_seconds=schedule_timeout_seconds(
+                    st.policy.ready_timeout, timeout.min, timeout.max))))
+        return "PodGroupTerminating" if pg is not None and pg.deleting else None
+    rev_hash = hash_of(revision)
+    workload = st.snap.workloads.get(workload_name(st.prefix, rev_hash))
+    if workload is None:
+        st.out.add(CreateObject(body=render_workload(st.ir, revision_hash=rev_hash,
+                                                     min_count=count)))
+    native = st.snap.native_pod_groups.get(name)
+    if native is None:
+        st.out.add(CreatePodGroup(body=render_native_pod_group(
+            st.ir, index=index, incarnation=incarnation, revision_hash=rev_hash,
+            min_count=count)))
+        return None
+    if native.deleting or (workload is not None and workload.deleting):
+        return "PodGroupTerminating"
+    if native.scheduled == "False" and native.scheduled_reason == "Unschedulable":
+        return POD_GROUP_UNSCHEDULABLE
+    return None
+
+
+def _delete(st: PassState, pg: PodGroupView, api_version: str) -> None:
+    if not pg.deleting:
+        st.out.add(DeletePodGroup(name=pg.name, uid=pg.uid, api_version=api_version))
+
+
+def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
+    """Delete one attempt's PodGroup (either mechanism); True once none is left."""
+    name = pod_group_name(st.prefix, index, incarnation)
+    gone = True
+    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
+                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+        pg = groups.get(name)
+        if pg is not None:
+            _delete(st, pg, api)
+            gone = False
+    if not gone:
+        st.poll = True
+    return gone
+
+
+def _groups_in_use(st: PassState) -> set[str]:
+    """PodGroup names an attempt (a row) or a pod still stands for."""
+    used = {pod_group_name(st.prefix, r.index, r.incarnation) for r in st.rows.values()}
+    for pod in st.snap.pods:
+        index = pod_index(pod)
+        if index is not None:
+            used.add(pod_group_name(st.prefix, index, pod_incarnation(pod)))
+        label = pod.labels.get(LABEL_POD_GROUP)
+        if label:
+            used.add(label)
+    return used
+
+
+def _revisions_in_use(st: PassState) -> set[str]:
+    """Revision hashes a row runs or targets, a pod runs, or a live native PodGroup uses."""
+    revisions = {st.target}
+    for row in st.rows.values():
+        revisions.update((row.running_revision, row.target_revision))
+        if row.operation is not None:
+            revisions.add(row.operation.target_revision)
+    used = {hash_of(r) for r in revisions if r}
+    used.update(p.labels.get(LABEL_REVISION_HASH, "") for p in st.snap.pods)
+    used.update(pg.labels.get(LABEL_REVISION_HASH, "")
+                for pg in st.snap.native_pod_groups.values() if not pg.deleting)
+    return used
+
+
+def cleanup(st: PassState) -> None:
+    """Delete PodGroups and Workloads nothing uses any more (see the module docstring)."""
+    used = _groups_in_use(st)
+    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
+                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+        for pg in groups.values():
+            if pg.name not in used:
+                _delete(st, pg, api)
+    revisions = _revisions_in_use(st)
+    for wl in st.snap.workloads.values():
+        if not wl.deleting and wl.labels.get(LABEL_REVISION_HASH) not in revisions:
+            st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
+                                    name=wl.name))
+
+
+def delete_all(st: PassState) -> bool:
+    """Teardown: delete every PodGroup and Workload; True once none is left."""
+    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
+                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+        for pg in groups.values():
+            _delete(st, pg, api)
+    for wl in st.snap.workloads.values():
+        if not wl.deleting:
+            st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
+                                    name=wl.name))
+    return not (st.snap.pod_groups or st.snap.native_pod_groups or st.snap.workloads)

@@ -1,0 +1,76 @@
+"""plan_incremental: a pass over unchanged inputs is answered from the memo, and only then."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from attrs import evolve
+from tests.unit.sim_helpers import engine_manifest, run_world
+
+from omenative_core.incremental import plan_incremental
+from omenative_core.model import LifecycleConfig
+from omenative_core.planner import plan
+from omenative_sim.world import ClusterSpec, World
+
+
+def _world(**spec: object) -> World:
+    world = World(
+        ClusterSpec(nodes=2, gpus_per_node=8, pod_start_seconds=1, pod_ready_seconds=1),
+        engine_manifest(replicas=3, **spec),
+        config=LifecycleConfig(),
+    )
+    run_world(world, 30)
+    return world
+
+
+def test_an_unchanged_replica_at_rest_reuses_the_plan_later() -> None:
+    world = _world()
+    first, memo = plan_incremental(world.snapshot(), None)
+    assert not first.actions and memo.reused == 0
+    world.advance(world.now + 100)
+    snap = world.snapshot()
+    again, memo = plan_incremental(snap, memo)
+    assert memo.reused == 1
+    assert again == plan(snap)
+
+
+def test_a_changed_pod_or_spec_plans_afresh() -> None:
+    world = _world()
+    _, memo = plan_incremental(world.snapshot(), None)
+    world.fail_pod(next(iter(world.pods)))
+    snap = world.snapshot()
+    after_fault, memo = plan_incremental(snap, memo)
+    assert memo.reused == 0
+    assert after_fault.actions and after_fault == plan(snap)
+    run_world(world, 30)
+    _, memo = plan_incremental(world.snapshot(), None)
+    world.patch_replica({"spec": {"replicas": 4}})
+    snap = world.snapshot()
+    scaled, memo = plan_incremental(snap, memo)
+    assert memo.reused == 0 and scaled.actions and scaled == plan(snap)
+
+
+def test_a_deadline_that_falls_due_plans_afresh() -> None:
+    """minReadySeconds: the plan at rest changes when the Instances become available."""
+    world = _world(minReadySeconds=60)
+    snap = world.snapshot()
+    _, memo = plan_incremental(snap, None)
+    assert memo.wakes, "waiting for minReadySeconds registers a wake-up time"
+    due = memo.wakes[0]
+    before = evolve(snap, now=due - timedelta(seconds=1))
+    held, memo = plan_incremental(before, memo)
+    assert memo.reused == 1 and held == plan(before)
+    assert held.requeue_after == timedelta(seconds=1)
+    at = evolve(snap, now=due)
+    fresh, memo = plan_incremental(at, memo)
+    assert memo.reused == 0 and fresh == plan(at)
+    assert fresh.status.available_replicas == 3 > held.status.available_replicas
+
+
+def test_a_clock_that_went_back_plans_afresh() -> None:
+    world = _world()
+    snap = world.snapshot()
+    _, memo = plan_incremental(snap, None)
+    earlier = evolve(snap, now=snap.now - timedelta(seconds=5))
+    _, memo = plan_incremental(earlier, memo)
+    assert memo.reused == 0

@@ -1,0 +1,110 @@
+"""The operations budget (issue 14): the planner keeps few enough operations open at once
+that the status stays under etcd's request limit, and says so when it makes work wait.
+
+Driven through the simulator with 800 Instances: more than the budget's bound
+(``OPERATION_BOUND``), so a scale-up, a mass failure and a rollout each meet the gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sim_helpers import engine_manifest, run_world
+
+from omenative_core.model import Event, LifecycleConfig, Plan
+from omenative_core.model.status import InstanceStatus
+from omenative_core.planner import plan
+from omenative_core.status.budget import (
+    FAILURE_MESSAGE_MAX,
+    OPERATION_BOUND,
+    STATUS_TARGET,
+    Budget,
+    bounded_text,
+    row_cost,
+)
+from omenative_core.status.wire import go_json_bytes, status_to_json
+from omenative_sim.world import ClusterSpec, World
+
+N = 800
+
+
+def _world(**spec: Any) -> World:
+    manifest = engine_manifest(workers=0, replicas=N, **spec)
+    cluster = ClusterSpec(nodes=N, gpus_per_node=2, pod_start_seconds=2, pod_ready_seconds=2)
+    return World(cluster, manifest, config=LifecycleConfig())
+
+
+def _open(p: Plan) -> int:
+    return sum(1 for r in p.status.instances if r.operation is not None)
+
+
+def _bounded(events: tuple[Event, ...]) -> list[Event]:
+    return [e for e in events if e.reason == "OperationsBounded"]
+
+
+def test_the_bound_lets_a_big_fleet_move_but_not_all_at_once() -> None:
+    assert 100 < OPERATION_BOUND < N
+
+
+def test_a_scale_up_opens_at_most_the_bound_says_so_and_still_creates_every_instance() -> None:
+    world = _world()
+    first = plan(world.snapshot())
+    assert _open(first) == OPERATION_BOUND
+    [event] = _bounded(first.events)
+    assert event.type == "Normal" and "status budget" in event.message
+    assert len(go_json_bytes(status_to_json(first.status))) < STATUS_TARGET
+
+    run_world(world, 600)
+    assert world.status is not None and world.status.ready_replicas == N
+
+
+def test_a_mass_failure_restarts_within_the_bound_and_recovers() -> None:
+    world = _world()
+    run_world(world, 600)
+    for name in list(world.pods):
+        world.fail_pod(name)
+    p = plan(world.snapshot())
+    assert 0 < _open(p) <= OPERATION_BOUND
+    assert _bounded(p.events)
+
+    run_world(world, 900)
+    assert world.status is not None and world.status.ready_replicas == N
+
+
+def test_a_rollout_with_a_wide_surge_waits_on_the_budget_and_completes() -> None:
+    strategy = {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": "50%"}}
+    world = _world(lifecycle={"updateStrategy": strategy})
+    run_world(world, 600)
+    world.patch_replica(
+        {"spec": {"runners": engine_manifest(workers=0, image="img:2")["spec"]["runners"]}}
+    )
+    p = plan(world.snapshot())
+    assert 0 < _open(p) <= OPERATION_BOUND < N // 2
+    assert p.status.rollout_hold is not None and p.status.rollout_hold.gate == "Budget"
+
+    run_world(world, 1800)
+    status = world.status
+    assert status is not None
+    assert status.updated_replicas == N and status.ready_replicas == N
+
+
+def test_the_gate_charges_what_is_open_and_refuses_beyond_its_capacity() -> None:
+    budget = Budget.of([], capacity=0)
+    assert not budget.admit() and budget.deferred == 1
+    budget = Budget.of([])
+    assert budget.room == OPERATION_BOUND
+    assert budget.admit(OPERATION_BOUND) and not budget.admit()
+    assert budget.deferred == 1
+
+
+def test_bounded_text_never_writes_more_than_the_limit_and_keeps_whole_characters() -> None:
+    assert bounded_text("OOMKilled") == "OOMKilled"
+    for char in ("a", "<", "\n", "é", "😀", "\u2028"):
+        text = bounded_text(char * 5000)
+        assert len(go_json_bytes(text)) - 2 <= FAILURE_MESSAGE_MAX
+        assert len(go_json_bytes(text + char)) - 2 > FAILURE_MESSAGE_MAX
+        assert set(text) == {char}
+
+
+def test_a_steady_row_costs_nothing() -> None:
+    assert row_cost(InstanceStatus(index=3, phase="Ready", running_revision="r-1")) == 0
