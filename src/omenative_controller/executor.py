@@ -232,6 +232,9 @@ class Executor:
     #: write-through of every pod we created or patched into the pod cache, so the next
     #: pass plans from what we wrote (no second gate patch for a watch event still in flight)
     on_pod_written: Callable[[JSON], None] | None = None
+    #: write-through of other objects we created (revisions, the headless Service), so a
+    #: pass before their watch event does not plan them again (a 409 each)
+    on_created: Callable[[Resource, JSON], None] | None = None
     #: where Warning Events about refused writes (an oversized status) go
     events: ReplicaEvents | None = None
     status_size_limit: int = STATUS_SIZE_LIMIT
@@ -507,6 +510,8 @@ class Executor:
             raise
         if res == PODS and self.on_pod_written is not None and created:
             self.on_pod_written(created)
+        elif res != PODS and self.on_created is not None and created:
+            self.on_created(res, created)
         lg.info("created", kind=kind, name=name)
 
     async def _delete(

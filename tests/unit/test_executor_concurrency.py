@@ -149,3 +149,18 @@ def test_a_failed_pod_create_ends_the_pass_after_its_run() -> None:
     assert result.failed_index == 1
     assert result.applied == 2, "the other pods of the run were still created"
     assert "patch q" not in api.calls, "nothing after the failed run was sent"
+
+
+def test_a_created_revision_or_service_is_written_through_for_the_next_pass() -> None:
+    api = SlowApi()
+    seen: list[tuple[str, str]] = []
+    executor = Executor(api, CreateErrorStore(),  # type: ignore[arg-type]
+                        on_created=lambda res, obj: seen.append(
+                            (res.plural, obj["metadata"]["name"])))
+    plan = _plan(CreateRevision(body={"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                                      "metadata": {"name": "rev"}}),
+                 CreateObject(body={"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "r-headless"}}),
+                 _pod("p0"))
+    asyncio.run(executor.apply(plan, _ctx()))
+    assert sorted(seen) == [("controllerrevisions", "rev"), ("services", "r-headless")]
