@@ -172,32 +172,24 @@ def _entry_bytes(row: InstanceStatus) -> int:
 
 @functools.cache
 def _sizes() -> tuple[int, int, int, int]:
-    """(readySince row, last-failure row, worst operation row, worst Migrate row) in bytes."""
-    since = _entry_bytes(InstanceStatus(index=INT32_MAX, phase="Ready", ready_since=_T))
+    """(readySince row, last-failure row, worst operation row, worst Migrate row) in bytes.
+
+    Each is the row's entry at its longest (with a ``readySince`` and, but for the first,
+    a last failure) plus ``FRAGMENT_BYTES``.
+    """
     failure = _worst_failure()
-    failed = _entry_bytes(InstanceStatus(index=INT32_MAX, ready_since=_T, last_failure=failure))
-    op = _entry_bytes(
-        InstanceStatus(
-            index=INT32_MAX,
-            ready_since=_T,
-            last_failure=failure,
-            operation=_worst_operation(migrate=False),
-        )
+    shapes: tuple[dict[str, Any], ...] = (
+        {},
+        {"last_failure": failure},
+        {"last_failure": failure, "operation": _worst_operation(migrate=False)},
+        {"last_failure": failure, "operation": _worst_operation(migrate=True)},
     )
-    migrate = _entry_bytes(
-        InstanceStatus(
-            index=INT32_MAX,
-            ready_since=_T,
-            last_failure=failure,
-            operation=_worst_operation(migrate=True),
-        )
+    since, failed, op, migrate = (
+        _entry_bytes(InstanceStatus(index=INT32_MAX, ready_since=_T, **parts))
+        + FRAGMENT_BYTES
+        for parts in shapes
     )
-    return (
-        since + FRAGMENT_BYTES,
-        failed + FRAGMENT_BYTES,
-        op + FRAGMENT_BYTES,
-        migrate + FRAGMENT_BYTES,
-    )
+    return since, failed, op, migrate
 
 
 READY_SINCE_ROW_BYTES: Final = _sizes()[0]
