@@ -539,6 +539,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             kubeconfig = Path(env.split(os.pathsep)[0]).resolve()
             say(f"using the cluster of KUBECONFIG={kubeconfig}")
         else:
+            # every phase's pods stay until the end: room for all of them (250 per node)
+            phases = 3 if args.peer == "lws" else 2
+            args.nodes = max(args.nodes, -(-phases * n_pods // 240))
             say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
             extra: tuple[str, ...] = ()
             if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
@@ -836,7 +839,9 @@ def report(r: dict[str, Any]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=100, help="InferenceReplicas to apply")
-    parser.add_argument("--nodes", type=int, default=4, help="nodes of the cluster started here")
+    parser.add_argument("--nodes", type=int, default=4,
+                        help="nodes of the cluster started here (at least room for every "
+                             "phase's pods, 250 a node)")
     parser.add_argument("--workers", type=int, default=64, help="manager workers")
     parser.add_argument("--max-inflight", type=int, default=32,
                         help="manager actions in flight; bare loop calls in flight")

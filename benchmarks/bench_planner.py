@@ -3,7 +3,12 @@
 1. Plan time for one InferenceReplica at 100, 1,000 and 10,000 Instances of 2 pods each,
    at rest (the plan must be empty) and in states needing work (a new revision just
    applied; mid-rollout), with the 10,000/1,000 ratio (linear scaling gives ~10).
-2. Simulated wall time to roll 100 Instances of 8-pod gangs with maxSurge 10%, beside the
+2. Incremental planning at 10,000 Instances, side by side with the full pass and a bare
+   loop that only proves "nothing to do": at rest (memo of the last pass), the status
+   re-read (equal rows, new objects), one pod changed, the cold pass after a restart (no
+   memo) and a new revision; then how long the event loop is held while the new-revision
+   pass is planned on the loop and in a worker thread.
+3. Simulated wall time to roll 100 Instances of 8-pod gangs with maxSurge 10%, beside the
    lower bound ceil(100 / surge) x (pod start + ready time), as a ratio.
 
 Timing lives here, never in pass/fail tests. Each figure is the median of several runs,
@@ -12,18 +17,24 @@ measured side by side in one process.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import math
 import statistics
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
+from attrs import evolve
 from callcount import function_calls
 
+from omenative_core.incremental import plan_incremental
+from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model import LifecycleConfig, Snapshot
 from omenative_core.planner import plan
+from omenative_core.revisions import hash_of
 from omenative_sim.world import ClusterSpec, World
 
 
@@ -127,11 +138,12 @@ def _converged_world(n: int) -> World:
     return world
 
 
-def bench_scaling() -> None:
+def bench_scaling() -> dict[str, Snapshot]:
     print("== plan time, one InferenceReplica, Instances of 2 pods ==")
     print(f"{'instances':>10} {'at rest':>12} {'new revision':>14} {'mid-rollout':>13}")
     results: dict[int, tuple[float, float, float]] = {}
     calls: dict[int, list[int]] = {}
+    kept: dict[str, Snapshot] = {}
     for n in (100, 1000, 10000):
         t0 = time.perf_counter()
         world = _converged_world(n)
@@ -156,6 +168,7 @@ def bench_scaling() -> None:
             p = plan(world.snapshot())
             world.apply(p)
         mid = world.snapshot()
+        kept.update(rest=rest, work=work, mid=mid)
         t_mid = _median_time(lambda: plan(mid), repeat)  # noqa: B023
         calls[n].append(function_calls(lambda: plan(mid)))  # noqa: B023
         results[n] = (t_rest, t_work, t_mid)
@@ -174,6 +187,108 @@ def bench_scaling() -> None:
         f"function calls 10,000/1,000 (noise-free work): at rest {c[0]:.2f}x, "
         f"new revision {c[1]:.2f}x, mid-rollout {c[2]:.2f}x"
     )
+    return kept
+
+
+def _nothing_to_do(snap: Snapshot) -> bool:
+    """The bare loop: every row has its 2 pods, Ready, on the row's revision (no planner)."""
+    pods: dict[str, list[Any]] = {}
+    for pod in snap.pods:
+        pods.setdefault(pod.labels.get(LABEL_INSTANCE_INDEX, ""), []).append(pod)
+    for row in snap.replica.status.instances:
+        mine = pods.get(str(row.index), ())
+        want = hash_of(row.running_revision)
+        if len(mine) != 2:
+            return False
+        for pod in mine:
+            if pod.conditions.get("Ready") != "True" or pod.labels.get(LABEL_REVISION_HASH) != want:
+                return False
+    return True
+
+
+def _one_pod_changed(snap: Snapshot) -> Snapshot:
+    """The same snapshot with one pod's readiness flipped (a probe failing)."""
+    pods = list(snap.pods)
+    pods[0] = evolve(pods[0], conditions={**pods[0].conditions, "Ready": "False"})
+    return evolve(snap, pods=tuple(pods))
+
+
+def _reread(snap: Snapshot) -> Snapshot:
+    """The same snapshot with the status as read back after our write: equal, new objects."""
+    status = snap.replica.status
+    rows = tuple(evolve(r) for r in status.instances)
+    return evolve(snap, replica=evolve(snap.replica, status=evolve(status, instances=rows)))
+
+
+async def _loop_hold(work: Snapshot, *, in_thread: bool) -> tuple[float, float]:
+    """(longest gap between 1 ms ticks of the event loop, plan wall time) while planning."""
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    gc.collect()
+    gc.freeze()  # as in _median_time: a full collection of the world is not the planner
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    t0 = time.perf_counter()
+    if in_thread:
+        await asyncio.to_thread(plan, work)
+    else:
+        plan(work)
+    took = time.perf_counter() - t0
+    await asyncio.sleep(0.005)
+    done.set()
+    await task
+    gc.unfreeze()
+    return max(gaps), took
+
+
+def bench_incremental(kept: dict[str, Snapshot]) -> None:
+    print("\n== incremental planning, 10,000 Instances of 2 pods ==")
+    rest, work = kept["rest"], kept["work"]
+    assert _nothing_to_do(rest)
+    _, memo0 = plan_incremental(rest, None)
+    later = evolve(rest, now=rest.now + timedelta(seconds=1))
+    reread, changed = _reread(later), _one_pod_changed(later)
+
+    for snap in (later, reread, changed):
+        got, m = plan_incremental(snap, memo0)
+        assert got == plan(snap), "incremental and full plans differ"
+        assert m.reused == (0 if snap is changed else 1)
+    cases: list[tuple[str, Callable[[], object]]] = [
+        ("bare 'nothing to do' loop", lambda: _nothing_to_do(later)),
+        ("incremental, at rest", lambda: plan_incremental(later, memo0)),
+        ("incremental, status re-read", lambda: plan_incremental(reread, memo0)),
+        ("incremental, one pod changed", lambda: plan_incremental(changed, memo0)),
+        ("full pass at rest (= cold pass)", lambda: plan(later)),
+        ("full pass, new revision", lambda: plan(work)),
+    ]
+    base = 0.0
+    print(f"{'case':<34} {'time':>10} {'calls':>10} {'vs bare':>8} {'vs full':>8}")
+    full_t = _median_time(lambda: plan(later), 5)
+    for name, fn in cases:
+        t = _median_time(fn, 5)
+        base = base or t
+        n_calls = function_calls(fn)
+        print(
+            f"{name:<34} {t * 1000:>8.2f}ms {n_calls:>10,} {t / base:>7.2f}x {t / full_t:>7.3f}x",
+            flush=True,
+        )
+    for in_thread in (False, True):
+        hold, took = asyncio.run(_loop_hold(work, in_thread=in_thread))
+        where = "in a worker thread" if in_thread else "on the event loop"
+        print(
+            f"new-revision pass planned {where}: longest event-loop hold "
+            f"{hold * 1000:.1f} ms (the pass took {took * 1000:.0f} ms; "
+            f"GIL switch interval {sys.getswitchinterval() * 1000:.0f} ms)"
+        )
 
 
 def bench_gang_rollout() -> None:
@@ -204,7 +319,8 @@ def bench_gang_rollout() -> None:
 
 
 def main() -> int:
-    bench_scaling()
+    kept = bench_scaling()
+    bench_incremental(kept)
     bench_gang_rollout()
     return 0
 

@@ -90,6 +90,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 from omenative_core.model.timefmt import format_time
+from omenative_core.status.budget import too_large_patch
 from omenative_core.status.wire import status_to_json
 
 __all__ = [
@@ -128,13 +129,16 @@ _Stop = PassStop
 
 def _family(action: Action) -> str:
     """Which run an action may share: actions of one family touch distinct objects and none
-    needs another to exist first (a PodGroup does precede its pods: its own family)."""
+    needs another to exist first. The objects a gang's pods lean on go first: the
+    finalizer, the revision and the headless Service (kube-scheduler spreads a replica's
+    pods by the Services that select them, so a pod created before its Service is placed
+    as if it had none); a PodGroup precedes its pods as a family of its own."""
     if isinstance(action, SetFinalizer) and action.present:
-        return "bring-up"
-    if isinstance(action, CreateRevision | CreateObject | CreatePod):
-        return "bring-up"
+        return "prelude"
+    if isinstance(action, CreateRevision | CreateObject):
+        return "prelude"
     if isinstance(action, CreatePodGroup | SetServingGate | DeletePod | DeletePodGroup
-                  | PatchPodImages):
+                  | PatchPodImages | CreatePod):
         return action.kind
     return ""  # a run of its own
 
@@ -142,10 +146,10 @@ def _family(action: Action) -> str:
 def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
     """``actions`` cut into runs applied one after another, each with its first position.
 
-    A run is one action, or consecutive actions of one family: a bring-up (the finalizer,
-    the revision, the headless Service and the pods: all idempotent creates that only need
-    the InferenceReplica), a gang's PodGroups, its serving gates, a batch of pod deletes or
-    image patches. The plan's order between runs is kept.
+    A run is one action, or consecutive actions of one family: a prelude (the finalizer,
+    the revision and the headless Service: idempotent writes that only need the
+    InferenceReplica), a gang's PodGroups, its pods, its serving gates, a batch of pod
+    deletes or image patches. The plan's order between runs is kept.
     """
     runs: list[tuple[int, tuple[Action, ...]]] = []
     for i, action in enumerate(actions):
@@ -228,6 +232,9 @@ class Executor:
     #: write-through of every pod we created or patched into the pod cache, so the next
     #: pass plans from what we wrote (no second gate patch for a watch event still in flight)
     on_pod_written: Callable[[JSON], None] | None = None
+    #: write-through of other objects we created (revisions, the headless Service), so a
+    #: pass before their watch event does not plan them again (a 409 each)
+    on_created: Callable[[Resource, JSON], None] | None = None
     #: where Warning Events about refused writes (an oversized status) go
     events: ReplicaEvents | None = None
     status_size_limit: int = STATUS_SIZE_LIMIT
@@ -416,7 +423,20 @@ class Executor:
         self._log(ctx).warning("status.too_large", size=size, limit=self.status_size_limit)
         if self.events is not None:
             await self.events.emit_raw(ctx, "Warning", "StatusSizeExceeded", message)
+        await self._mark_too_large(ctx, size)
         raise _Stop("failed", message, "StatusSizeExceeded")
+
+    async def _mark_too_large(self, ctx: PassContext, size: int) -> None:
+        """Add ``StatusSizeExceeded=True`` to the stored status's conditions (best effort)."""
+        body = too_large_patch(ctx.raw, size, self.status_size_limit, datetime.now(UTC))
+        try:
+            obj = await self.client.patch(
+                INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
+            )
+        except ApiError as exc:
+            self._log(ctx).warning("status.too_large_condition_failed", error=str(exc))
+            return
+        self._wrote_replica(ctx, obj)
 
     async def _set_finalizer(self, action: SetFinalizer, ctx: PassContext) -> None:
         meta = ctx.raw.get("metadata") or {}
@@ -490,6 +510,8 @@ class Executor:
             raise
         if res == PODS and self.on_pod_written is not None and created:
             self.on_pod_written(created)
+        elif res != PODS and self.on_created is not None and created:
+            self.on_created(res, created)
         lg.info("created", kind=kind, name=name)
 
     async def _delete(

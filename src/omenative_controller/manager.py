@@ -54,7 +54,6 @@ from omenative_controller.executor import (
 )
 from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
@@ -79,7 +78,8 @@ from omenative_controller.manager_config import (
     default_identity,
 )
 from omenative_controller.observability import Metrics, ProbeServer
-from omenative_controller.pass_context import pass_kind
+from omenative_controller.pass_context import pass_kind, write_rejection
+from omenative_controller.planning import plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -91,7 +91,7 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo, plan_incremental
+from omenative_core.incremental import PlanMemo
 from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
@@ -361,11 +361,18 @@ class Manager:
                               self.config.max_decoded_instances),
             on_replica_written=self.replicas.upsert_if_newer,
             on_pod_written=self.pods.upsert_if_newer,
+            on_created=self._created,
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
             max_inflight=self.options.max_inflight,
             coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
+
+    def _created(self, res: Any, obj: JSON) -> None:
+        """Write a created revision or Service through to its cache."""
+        cache = {CONTROLLER_REVISIONS: self.revisions, SERVICES: self.services}.get(res)
+        if cache is not None:
+            cache.upsert_if_newer(obj)
 
     # ------------------------------------------------------------------ event handlers
 
@@ -560,7 +567,7 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = plan_incremental(snap, self._memos.get(key))
+            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
@@ -617,34 +624,20 @@ class Manager:
 
     async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
         """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""
-        assert self.client is not None
+        assert self.client is not None and self.replicas is not None
         ctx.log.warning("replica.rejected", reason=reason, error=message)
         if self.elector is None or not self.elector.may_act():
             return
-        status = dict(ctx.raw.get("status") or {})
-        previous = status.get("conditions")
-        current = next((c for c in previous or () if isinstance(c, dict)
-                        and c.get("type") == "Ready"), None)
-        if current is not None and (current.get("status"), current.get("reason"),
-                                    current.get("message")) == ("False", reason, message):
-            return  # already reported: stay quiet
-        generation = (ctx.raw.get("metadata") or {}).get("generation")
-        conditions = set_condition(
-            previous, type_="Ready", status="False", reason=reason, message=message[:32768],
-            now=datetime.now(UTC),
-            observed_generation=generation if isinstance(generation, int) else None)
-        patch = {"metadata": {"resourceVersion": ctx.resource_version},
-                 "status": {"conditions": conditions}}
         try:
-            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,
-                                          subresource="status")
+            obj = await write_rejection(self.client, ctx, reason, message)
         except ApiError as exc:
             ctx.log.warning("replica.reject_status_failed", reason=exc.reason,
                             error=exc.message)
             if self.queue is not None and exc.conflict:
                 self.queue.add_rate_limited(ctx.key)
             return
-        assert self.replicas is not None
+        if obj is None:
+            return  # already reported: stay quiet
         self.replicas.upsert_if_newer(obj)
         if self.recorder is not None:
             await self.recorder.emit_raw(ctx, "Warning", reason, message[:1000])

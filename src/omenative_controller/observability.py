@@ -118,8 +118,8 @@ class Metrics:
         )
         self.status_bytes = Gauge(
             "omenative_status_bytes",
-            "Bytes of the last status write body planned per InferenceReplica (etcd refuses "
-            "requests over 1.5 MiB).",
+            "Bytes of the last status write body per InferenceReplica, sent or refused "
+            "(etcd refuses requests over 1.5 MiB).",
             ["namespace", "replica"],
             registry=r,
         )

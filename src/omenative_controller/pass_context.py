@@ -7,16 +7,19 @@ their own module so none of them outgrows a screenful of concepts.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from attrs import define
 
-from omenative_controller.kube.client import JSON
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.conditions import set_condition
+from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import Plan
 
 __all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of",
-           "pass_kind", "service_owner"]
+           "pass_kind", "service_owner", "write_rejection"]
 
 
 class PassStop(Exception):
@@ -117,3 +120,24 @@ _PASS_KINDS = (
                          "RecordAudit"})),
     ("status", frozenset({"UpdateStatus"})),
 )
+
+
+async def write_rejection(client: KubeClient, ctx: PassContext, reason: str, message: str
+                          ) -> JSON | None:
+    """Patch ``Ready=False`` with ``reason``/``message`` on the replica of ``ctx``; the
+    answer, or None when that condition is already there (ApiError propagates)."""
+    previous = dict(ctx.raw.get("status") or {}).get("conditions")
+    current = next((c for c in previous or () if isinstance(c, dict)
+                    and c.get("type") == "Ready"), None)
+    if current is not None and (current.get("status"), current.get("reason"),
+                                current.get("message")) == ("False", reason, message):
+        return None
+    generation = (ctx.raw.get("metadata") or {}).get("generation")
+    conditions = set_condition(
+        previous, type_="Ready", status="False", reason=reason, message=message[:32768],
+        now=datetime.now(UTC),
+        observed_generation=generation if isinstance(generation, int) else None)
+    patch = {"metadata": {"resourceVersion": ctx.resource_version},
+             "status": {"conditions": conditions}}
+    return await client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,
+                              subresource="status")

@@ -34,13 +34,15 @@ from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
 
-__all__ = ["PlanMemo", "plan_incremental"]
+__all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
 
 def _inputs(snap: Snapshot) -> tuple[Any, ...]:
     """Everything but ``now`` the planner reads from a snapshot, in a fixed order.
 
     Pods and the previous status come first: they are what changes most between passes.
+    The node and PodGroup maps are copied (a shallow copy, done in C): the shell may hand
+    over a live view of its cache, which would always compare equal to itself.
     """
     ir = snap.replica
     return (
@@ -50,12 +52,15 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
         ir.spec,
         snap.config,
         snap.routed_pods,
-        snap.nodes,
-        snap.pod_groups,
+        dict(snap.nodes),
+        dict(snap.pod_groups),
         snap.revisions,
         snap.create_errors,
         snap.pod_group_crd,
         snap.headless_service_exists,
+        snap.native_gang_api,
+        snap.native_pod_groups,
+        snap.workloads,
     )
 
 
@@ -104,21 +109,33 @@ def _requeue(memo: PlanMemo, now: datetime, op_poll: timedelta) -> timedelta | N
     return out
 
 
+def reuse(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, PlanMemo] | None:
+    """``memo``'s plan for ``snapshot`` when it is provably the same, else None (no pass)."""
+    if memo is None:
+        return None
+    now = to_second(snapshot.now)
+    inputs = _inputs(snapshot)
+    if not _reusable(memo, now, inputs):
+        return None
+    plan = memo.plan
+    if now != memo.now:
+        requeue = _requeue(memo, now, snapshot.config.requeue.operation)
+        plan = evolve(plan, requeue_after=requeue)
+    # keep this snapshot's inputs: the next snapshot shares its objects
+    return plan, evolve(memo, inputs=inputs, plan=plan, now=now, reused=memo.reused + 1)
+
+
 def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, PlanMemo]:
     """``planner.plan(snapshot)``, reusing ``memo``'s plan when nothing it read has changed.
 
     Pass the memo this function returned last time for the same InferenceReplica (None on
     the first pass, after a restart, or to force a full pass).
     """
+    reused = reuse(snapshot, memo)
+    if reused is not None:
+        return reused
     now = to_second(snapshot.now)
     inputs = _inputs(snapshot)
-    if memo is not None and _reusable(memo, now, inputs):
-        plan = memo.plan
-        if now != memo.now:
-            requeue = _requeue(memo, now, snapshot.config.requeue.operation)
-            plan = evolve(plan, requeue_after=requeue)
-        # keep this snapshot's inputs: the next snapshot shares its objects
-        return plan, evolve(memo, inputs=inputs, plan=plan, now=now, reused=memo.reused + 1)
     plan, st = plan_pass(snapshot)
     wakes: tuple[datetime, ...] = ()
     poll = False

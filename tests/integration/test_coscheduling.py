@@ -24,7 +24,6 @@ import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, pod_groups
-from omenative_core.model.config import ConfigError, parse_lifecycle_config
 from omenative_devcluster.schedplugins import SCHEDULER_NAME, SchedulerPlugins
 
 pytest.register_assert_rewrite("manager_fixtures", "coscheduling_fixtures")
@@ -52,17 +51,9 @@ QUIET_INTERVAL = 0.5
 
 
 def lifecycle() -> dict[str, Any]:
-    """The test lifecycle, with deadlines that do not end a wait for a node.
-
-    Where the manager knows ``gangScheduling``, it is set to ``PodGroup``; before that
-    setting exists the PodGroup path is chosen by the CRD being installed.
-    """
-    base = {**TEST_LIFECYCLE, "instanceReadyTimeout": "5m", "unschedulableGracePeriod": "5m"}
-    try:
-        parse_lifecycle_config({"gangScheduling": "PodGroup"})
-    except ConfigError:
-        return base
-    return {**base, "gangScheduling": "PodGroup"}
+    """The test lifecycle: PodGroups for gangs, deadlines that do not end a wait for a node."""
+    return {**TEST_LIFECYCLE, "instanceReadyTimeout": "5m", "unschedulableGracePeriod": "5m",
+            "gangScheduling": "PodGroup"}
 
 
 def gang_replica(name: str, *, replicas: int, nodes: list[str]) -> JSON:

@@ -197,7 +197,7 @@ async def test_pod_group_crd_noticed_without_restart_and_created_first(
 
         await eventually(ready, timeout=90, what="the late replica ready")
         await recorder.stop()
-        group = await kube.get(pod_groups(), "late-0", namespace)
+        group = await kube.get(pod_groups(), "late-0-1", namespace)  # {prefix}-{index}-{inc}
         assert group["spec"]["minMember"] == 2
         assert group["metadata"]["labels"]["ome.io/instance-index"] == "0"
         pod_rvs = [int(obj["metadata"]["resourceVersion"]) for kind, obj in recorder.history
@@ -208,7 +208,7 @@ async def test_pod_group_crd_noticed_without_restart_and_created_first(
         assert int(group["metadata"]["resourceVersion"]) < min(pod_rvs)
         pods = await list_pods(kube, namespace)
         assert pods["late-0-leader-0"]["metadata"]["labels"][
-            "scheduling.x-k8s.io/pod-group"] == "late-0"
+            "scheduling.x-k8s.io/pod-group"] == "late-0-1"
     finally:
         await delete_crd(kube, crd_name)
     await eventually(lambda: gang_condition("late", "True"), timeout=60,

@@ -3,9 +3,12 @@
 A replica of 20,000 Instances mid-rollout (half on the new revision, half on the old, ten
 surging with an operation in flight) is written through the manager's executor to a real
 kube-apiserver + etcd: ColumnarV2 keeps it a few kilobytes, the server accepts it, and it
-reads back to the same status. The same rows written DenseV1 would be over etcd's 1.5 MiB
-request limit: the executor does not send them and says so with a Warning Event. The
-status is built directly; there are no pods.
+reads back to the same status. So does the largest status the operations budget lets the
+planner reach at 20,000 Instances (``tests/status_states.worst_reachable``: as many open
+operations and other entries as the budget admits, every field at its longest). The same
+rows written DenseV1 would be over etcd's 1.5 MiB request limit: the executor does not
+send them and says so with a Warning Event and the condition ``StatusSizeExceeded``
+(reason ``StatusTooLarge``). The status is built directly; there are no pods.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from tests.status_states import worst_reachable
 
 from omenative_controller.executor import (
     STATUS_SIZE_LIMIT,
@@ -26,6 +30,7 @@ from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_core.model.plan import Plan, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
+from omenative_core.status.budget import OPERATION_BOUND, STATUS_TARGET
 from omenative_core.status.wire import go_json_bytes, status_from_json, status_to_json
 
 pytest.register_assert_rewrite("manager_fixtures")
@@ -103,6 +108,23 @@ async def test_a_20000_instance_status_mid_rollout_is_accepted_and_reads_back(
     assert status_from_json(stored["status"]) == status
 
 
+async def test_the_largest_status_the_budget_admits_at_20000_instances_is_accepted(
+    kube: KubeClient, ir_crd: str, namespace: str
+) -> None:
+    obj = await kube.create(INFERENCE_REPLICAS, replica_body("worst", replicas=N, single=True),
+                            namespace)
+    status = worst_reachable(N, ops=OPERATION_BOUND, migrates=0, failed=0, seed=14)
+    size = len(go_json_bytes(status_to_json(status)))
+    assert 512 * 1024 < size <= STATUS_TARGET  # big, and within the budget's target
+
+    ok, message = await _write(kube, obj, namespace, "ColumnarV2", status)
+    assert ok, message
+
+    stored = await get_replica(kube, namespace, "worst")
+    assert status_from_json(stored["status"]) == status
+    assert sum(1 for r in status.instances if r.operation is not None) == OPERATION_BOUND
+
+
 async def test_a_dense_20000_instance_status_is_not_sent_and_a_warning_says_why(
     kube: KubeClient, ir_crd: str, namespace: str
 ) -> None:
@@ -122,4 +144,9 @@ async def test_a_dense_20000_instance_status_is_not_sent_and_a_warning_says_why(
 
     event = await eventually(warned, timeout=20, what="the StatusSizeExceeded Warning Event")
     assert f"over the {STATUS_SIZE_LIMIT}-byte limit" in event["message"]
-    assert "status" not in await get_replica(kube, namespace, "dense")
+    # no rows were written; the stored status says why, as a condition
+    stored = (await get_replica(kube, namespace, "dense"))["status"]
+    assert "instanceStatuses" not in stored and "instanceStatusColumns" not in stored
+    [condition] = stored["conditions"]
+    assert condition["type"] == "StatusSizeExceeded" and condition["status"] == "True"
+    assert condition["reason"] == "StatusTooLarge"

@@ -14,6 +14,7 @@ from omenative_controller.executor import CreateErrorStore, Executor, PassContex
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.observability import Metrics
 from omenative_core.model.plan import (
+    CreateObject,
     CreatePod,
     CreatePodGroup,
     CreateRevision,
@@ -89,14 +90,19 @@ def test_the_status_is_written_before_anything_else() -> None:
     assert sorted(api.calls[1:]) == ["create p0", "create p1"]
 
 
-def test_a_bring_up_is_sent_at_once_after_the_status() -> None:
+def test_a_bring_up_sends_its_prelude_at_once_then_every_pod_at_once() -> None:
     api = SlowApi()
+    service = CreateObject(body={"apiVersion": "v1", "kind": "Service",
+                                 "metadata": {"name": "svc"}})
     plan = _plan(UpdateStatus(status=InferenceReplicaStatus()), SetFinalizer(present=True),
-                 CreateRevision(body={"metadata": {"name": "rev"}}),
+                 CreateRevision(body={"metadata": {"name": "rev"}}), service,
                  *(_pod(f"p{i}") for i in range(4)))
     asyncio.run(_executor(api).apply(plan, _ctx()))
     assert api.calls[0] == "status r"
-    assert api.peak == 6, "finalizer, revision and the four pods were in flight together"
+    assert "create svc" in api.calls[1:4], "the Service went out with the prelude"
+    assert sorted(api.calls[4:]) == [f"create p{i}" for i in range(4)], (
+        "no pod was created before the Service that selects it existed")
+    assert api.peak == 4, "the four pods were in flight together"
 
 
 def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:
@@ -115,7 +121,7 @@ def test_runs_group_consecutive_actions_of_one_family() -> None:
                _pod("a"), _pod("b"), gate, gate, DeletePod(name="x", uid="u"),
                SetFinalizer(present=False), _pod("c"))
     assert [(i, len(run)) for i, run in action_runs(actions)] == [
-        (0, 1), (1, 3), (4, 2), (6, 1), (7, 1), (8, 1)]
+        (0, 1), (1, 1), (2, 2), (4, 2), (6, 1), (7, 1), (8, 1)]
 
 
 def test_every_worker_together_stays_within_the_in_flight_budget() -> None:
@@ -143,3 +149,18 @@ def test_a_failed_pod_create_ends_the_pass_after_its_run() -> None:
     assert result.failed_index == 1
     assert result.applied == 2, "the other pods of the run were still created"
     assert "patch q" not in api.calls, "nothing after the failed run was sent"
+
+
+def test_a_created_revision_or_service_is_written_through_for_the_next_pass() -> None:
+    api = SlowApi()
+    seen: list[tuple[str, str]] = []
+    executor = Executor(api, CreateErrorStore(),  # type: ignore[arg-type]
+                        on_created=lambda res, obj: seen.append(
+                            (res.plural, obj["metadata"]["name"])))
+    plan = _plan(CreateRevision(body={"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                                      "metadata": {"name": "rev"}}),
+                 CreateObject(body={"apiVersion": "v1", "kind": "Service",
+                                    "metadata": {"name": "r-headless"}}),
+                 _pod("p0"))
+    asyncio.run(executor.apply(plan, _ctx()))
+    assert sorted(seen) == [("controllerrevisions", "rev"), ("services", "r-headless")]

@@ -12,6 +12,7 @@ from sim_helpers import run_world as _run
 
 from omenative_controller.cli import ome_output as out
 from omenative_core.gang import choose_mechanism, pod_group_name, workload_name
+from omenative_core.incremental import plan_incremental
 from omenative_core.model import (
     ConfigError,
     CreateObject,
@@ -245,3 +246,17 @@ def test_instance_list_wide_shows_each_instances_gang() -> None:
     assert lines[1].split()[-1] == "Native:demo-0-1"
     assert lines[2].split()[-1] == "-"  # no pods yet
     assert "GANG" not in out.format_instance_table("engine", status)
+
+
+def test_a_changed_native_pod_group_is_planned_again_not_answered_from_the_memo() -> None:
+    world = _world(_manifest(workers=1, replicas=1))
+    snap = _after_first_pass(world, _native(world.snapshot()))
+    first, memo = plan_incremental(snap, None)
+    assert first.status is not None
+    assert first.status.instances[0].operation.waiting == "PodGroupUnschedulable"
+    scheduled = {n: attrs.evolve(g, scheduled="True", scheduled_reason="Scheduled")
+                 for n, g in snap.native_pod_groups.items()}
+    again, _ = plan_incremental(attrs.evolve(snap, native_pod_groups=scheduled), memo)
+    assert again.status is not None
+    operation = again.status.instances[0].operation
+    assert operation is not None and operation.waiting != "PodGroupUnschedulable"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from types import MappingProxyType
 
 from attrs import evolve
 from tests.unit.sim_helpers import engine_manifest, run_world
@@ -74,3 +75,18 @@ def test_a_clock_that_went_back_plans_afresh() -> None:
     earlier = evolve(snap, now=snap.now - timedelta(seconds=5))
     _, memo = plan_incremental(earlier, memo)
     assert memo.reused == 0
+
+
+def test_a_node_change_behind_a_live_view_plans_afresh() -> None:
+    """The manager hands over its node cache as a live read-only view: a node that goes
+    NotReady there must not be hidden by the memo holding the same view."""
+    world = _world()
+    live = dict(world.snapshot().nodes)
+    snap = evolve(world.snapshot(), nodes=MappingProxyType(live))
+    first, memo = plan_incremental(snap, None)
+    assert not first.actions
+    node = next(iter(live))
+    live[node] = evolve(live[node], ready=False)
+    again, memo = plan_incremental(snap, memo)
+    assert memo.reused == 0
+    assert again == plan(snap) and again.actions

@@ -7,8 +7,10 @@ Driven through the simulator with 800 Instances: more than the budget's bound
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from attrs import evolve
 from sim_helpers import engine_manifest, run_world
 
 from omenative_core.model import Event, LifecycleConfig, Plan
@@ -21,11 +23,13 @@ from omenative_core.status.budget import (
     Budget,
     bounded_text,
     row_cost,
+    too_large_conditions,
 )
 from omenative_core.status.wire import go_json_bytes, status_to_json
 from omenative_sim.world import ClusterSpec, World
 
 N = 800
+T = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def _world(**spec: Any) -> World:
@@ -108,3 +112,44 @@ def test_bounded_text_never_writes_more_than_the_limit_and_keeps_whole_character
 
 def test_a_steady_row_costs_nothing() -> None:
     assert row_cost(InstanceStatus(index=3, phase="Ready", running_revision="r-1")) == 0
+
+
+def test_status_size_exceeded_is_kept_beside_the_others_and_cleared_by_the_next_write() -> None:
+    world = _world()
+    run_world(world, 600)
+    snap = world.snapshot()
+    status = snap.replica.status
+    assert status is not None
+    marked = too_large_conditions(status.conditions, 2_000_000, 1_572_864, T, 1)
+    assert {c.type for c in marked} == {c.type for c in status.conditions} | {
+        "StatusSizeExceeded"
+    }
+    [cond] = [c for c in marked if c.type == "StatusSizeExceeded"]
+    assert cond.reason == "StatusTooLarge" and "2000000 bytes" in cond.message
+
+    replica = evolve(snap.replica, status=evolve(status, conditions=marked))
+    p = plan(evolve(snap, replica=replica))
+    assert "StatusSizeExceeded" not in {c.type for c in p.status.conditions}
+
+
+def test_a_scale_to_zero_drains_within_the_bound_and_removes_every_instance() -> None:
+    world = _world()
+    run_world(world, 600)
+    world.patch_replica({"spec": {"replicas": 0}})
+    p = plan(world.snapshot())
+    assert 0 < _open(p) <= OPERATION_BOUND
+    assert _bounded(p.events)
+    run_world(world, 1200)
+    assert world.status is not None and world.status.instances == ()
+    assert world.pod_count == 0
+
+
+def test_a_teardown_drains_within_the_bound_and_releases_the_finalizer() -> None:
+    world = _world()
+    run_world(world, 600)
+    world.patch_replica({"metadata": {"deletionTimestamp": "2026-01-01T00:01:00Z"}})
+    p = plan(world.snapshot())
+    assert 0 < _open(p) <= OPERATION_BOUND
+    run_world(world, 1200)
+    assert world.pod_count == 0
+    assert "ome.io/ir-teardown" not in (world.manifest["metadata"].get("finalizers") or [])

@@ -1,7 +1,9 @@
 """The status-size guard: a status write over etcd's request limit is never sent.
 
-Instead the pass ends and a Warning Event ``StatusSizeExceeded`` names the size and the
-limit, so a user sees why the manager stopped rather than a stream of refused writes.
+Instead the pass ends, a Warning Event ``StatusSizeExceeded`` names the size and the
+limit, and the stored status gets the condition ``StatusSizeExceeded=True`` (reason
+``StatusTooLarge``), so a user sees why the manager stopped rather than a stream of
+refused writes.
 """
 
 from __future__ import annotations
@@ -27,10 +29,15 @@ class FakeClient:
     def __init__(self) -> None:
         self.replaced: list[dict[str, Any]] = []
         self.created: list[dict[str, Any]] = []
+        self.patched: list[tuple[str | None, dict[str, Any]]] = []
 
     async def replace(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
         self.replaced.append(body)
         return body
+
+    async def patch(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
+        self.patched.append((kw.get("subresource"), body))
+        return {"metadata": {"name": name}, **body}
 
     async def create(self, res: Any, body: Any, ns: Any = None, **kw: Any) -> Any:
         self.created.append(body)
@@ -74,9 +81,15 @@ def test_an_oversized_status_is_not_sent_and_a_warning_names_size_and_limit() ->
     assert "over the 4096-byte limit" in event["message"]
     size = int(event["message"].split("body is ")[1].split(" bytes")[0])
     assert size > 4096
+    # the stored status keeps its rows and gets the condition that says why
+    [(subresource, patch)] = fake.patched
+    assert subresource == "status" and patch["metadata"]["resourceVersion"] == "7"
+    [condition] = patch["status"]["conditions"]
+    assert condition["type"] == "StatusSizeExceeded" and condition["status"] == "True"
+    assert condition["reason"] == "StatusTooLarge" and f"{size} bytes" in condition["message"]
 
 
 def test_a_status_within_the_limit_is_written() -> None:
     result, fake = _apply(_status(3), limit=4096)
     assert result.ok
-    assert len(fake.replaced) == 1 and fake.created == []
+    assert len(fake.replaced) == 1 and fake.created == [] and fake.patched == []

@@ -29,13 +29,20 @@ With no other entries that allows ``OPERATION_BOUND`` operations at once; a Migr
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 from attrs import define
 
-from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
+from omenative_core.codec import CodecError, converter, from_json
+from omenative_core.conditions import build_conditions
+from omenative_core.model.status import (
+    Condition,
+    InstanceOperation,
+    InstanceStatus,
+    InstanceTermination,
+)
 from omenative_core.status.columnar import encode_columns
 from omenative_core.status.indexsets import INT32_MAX
 from omenative_core.status.wire import go_json_bytes
@@ -51,11 +58,14 @@ __all__ = [
     "OPERATION_ROW_BYTES",
     "READY_SINCE_ROW_BYTES",
     "STATUS_REQUEST_LIMIT",
+    "STATUS_SIZE_EXCEEDED",
     "STATUS_TARGET",
     "STEADY_RESERVE",
     "Budget",
     "bounded_text",
     "row_cost",
+    "too_large_conditions",
+    "too_large_patch",
 ]
 
 STATUS_REQUEST_LIMIT: Final = 1536 * 1024
@@ -165,7 +175,7 @@ def _sizes() -> tuple[int, int, int, int]:
     """(readySince row, last-failure row, worst operation row, worst Migrate row) in bytes."""
     since = _entry_bytes(InstanceStatus(index=INT32_MAX, phase="Ready", ready_since=_T))
     failure = _worst_failure()
-    failed = _entry_bytes(InstanceStatus(index=INT32_MAX, phase="Failed", last_failure=failure))
+    failed = _entry_bytes(InstanceStatus(index=INT32_MAX, ready_since=_T, last_failure=failure))
     op = _entry_bytes(
         InstanceStatus(
             index=INT32_MAX,
@@ -194,7 +204,8 @@ READY_SINCE_ROW_BYTES: Final = _sizes()[0]
 """The charge for a Ready row still inside its ``minReadySeconds`` window."""
 
 FAILURE_ROW_BYTES: Final = _sizes()[1]
-"""The charge for a row with a last failure and no operation (message at its longest)."""
+"""The charge for a row with a last failure and no operation (message at its longest; a
+recovered row keeps its last failure beside its ``readySince``)."""
 
 OPERATION_ROW_BYTES: Final = _sizes()[2]
 """The charge for a row with an open operation (worst entry plus its column fragments)."""
@@ -249,3 +260,45 @@ class Budget:
             return False
         self.used += cost
         return True
+
+
+STATUS_SIZE_EXCEEDED: Final = "StatusSizeExceeded"
+"""The condition (and Event) saying a status was not written because it was too large."""
+
+
+def too_large_conditions(
+    previous: tuple[Condition, ...], size: int, limit: int, now: datetime, generation: int
+) -> tuple[Condition, ...]:
+    """The conditions to record when a status of ``size`` bytes cannot be sent.
+
+    ``StatusSizeExceeded=True`` (reason ``StatusTooLarge``) joins the conditions the status
+    already has; the next status that fits is written without it.
+    """
+    message = (
+        f"the status was not written: it is {size} bytes, over the {limit}-byte request "
+        "limit, so the Instance rows stored are those of the last write that fit"
+    )
+    wanted = {STATUS_SIZE_EXCEEDED: ("True", "StatusTooLarge", message)}
+    return build_conditions(previous, wanted, now, generation, replace_all=False)
+
+
+def too_large_patch(
+    replica: Mapping[str, Any], size: int, limit: int, now: datetime
+) -> dict[str, Any]:
+    """A merge patch of the status subresource adding ``StatusSizeExceeded`` to ``replica``.
+
+    It carries the replica's resourceVersion and only the conditions, so what is stored
+    stays as it is apart from the condition that says why it no longer changes.
+    """
+    meta = replica.get("metadata") or {}
+    stored = replica.get("status") or {}
+    try:
+        previous = tuple(from_json(c, Condition) for c in stored.get("conditions") or ())
+    except CodecError:
+        previous = ()
+    generation = int(meta.get("generation") or 0)
+    conditions = too_large_conditions(previous, size, limit, now, generation)
+    return {
+        "metadata": {"resourceVersion": meta.get("resourceVersion")},
+        "status": {"conditions": [converter.unstructure(c) for c in conditions]},
+    }

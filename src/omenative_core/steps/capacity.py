@@ -114,9 +114,12 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
             f"{together}; its pods are created and stay Pending until the cluster grows",
         )
     waiting = sorted(
-        i
-        for i, pods in st.pods_by_index.items()
-        if any(p.unschedulable and not p.terminating for p in pods)
+        {
+            i
+            for i, pods in st.pods_by_index.items()
+            for p in pods
+            if p.conditions.get("PodScheduled") == "False" and p.unschedulable and not p.terminating
+        }
     )
     if not waiting:
         return None

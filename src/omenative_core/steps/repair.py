@@ -98,7 +98,8 @@ def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
     pods = st.pods_of(row.index)
     if st.fast and _steady(st, row, pods):
-        st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
+        if st.book.blocks:
+            st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
         return row
     expected = (
         st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
@@ -134,7 +135,6 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
     """
     if (
         row.phase != Phase.READY
-        or row.ready_since is None
         or not row.running_revision
         or row.target_revision != row.running_revision
         or st.migrations
@@ -145,10 +145,11 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
         return False
     attempt = (st.revision_hash(row.running_revision), row.incarnation)
     nodes = st.snap.nodes
+    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
     for pod in pods:
         if (
             pod.name not in expected
-            or st.attempt(pod) != attempt
+            or attempt_of.get(pod.name) != attempt
             or pod.deletion_timestamp is not None
             or pod.phase in ("Failed", "Succeeded")
             or pod.conditions.get("Ready") != "True"

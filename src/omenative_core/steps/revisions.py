@@ -9,7 +9,7 @@ revision a row or the target still names, within ``revisionHistoryLimit``.
 
 from __future__ import annotations
 
-from omenative_core.labels import LABEL_REVISION_HASH
+from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model.plan import CreateRevision, DeleteRevision
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
@@ -22,7 +22,7 @@ from omenative_core.revisions import (
     revisions_to_prune,
     runners_from_revision,
 )
-from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+from omenative_core.steps.state import PassState, pod_incarnation
 
 __all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions"]
 
@@ -85,11 +85,21 @@ def _rollback_target(st: PassState) -> str | None:
 
 
 def group_pods(st: PassState) -> None:
-    """Index the observed pods by the Instance they are labelled with."""
+    """Index the observed pods by the Instance they are labelled with.
+
+    Each pod's labels are read here once: its index, and its attempt (revision hash and
+    incarnation, ``st.attempt_of``) that the later passes compare.
+    """
+    by_index = st.pods_by_index
+    attempt_of = st.attempt_of
     for pod in st.snap.pods:
-        index = pod_index(pod)
-        if index is not None:
-            st.pods_by_index[index].append(pod)
+        labels = pod.labels
+        raw = labels.get(LABEL_INSTANCE_INDEX)
+        if raw is None or not raw.isdigit():
+            continue
+        by_index[int(raw)].append(pod)
+        inc = labels.get(LABEL_INCARNATION, "")
+        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
 
 
 def load_rows(st: PassState) -> None:

@@ -93,6 +93,9 @@ def _worth(st: PassState, row: InstanceStatus) -> tuple[bool, bool]:
 def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> None:
     for row in condemn_order(st, members)[: len(members) - desired]:
         op = row.operation
+        if op is None and not st.may_open():
+            st.poll = True  # the rest drain once the status budget has room
+            break
         if op is not None and op.surge_index is not None:
             surge = st.rows.get(op.surge_index)
             if surge is not None:

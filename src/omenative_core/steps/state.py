@@ -222,13 +222,13 @@ class PassState:
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
     _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
-    _budget: Budget | None = None
-    _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = (
-        field(factory=dict)
+    _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
+        factory=dict
     )
     _hashes: dict[str, str] = field(factory=dict)
     attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
     """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
+    _budget: Budget | None = None
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -381,7 +381,9 @@ class PassState:
     def is_member(self, row: InstanceStatus) -> bool:
         """Counts towards ``replicas``: neither condemned nor a replacement in flight."""
         op = row.operation
-        if op is not None and op.type == OpType.DELETE:
+        if op is None:
+            return True
+        if op.type == OpType.DELETE:
             return False
         return not self.is_surge_target(row)
 

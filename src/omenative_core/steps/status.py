@@ -19,6 +19,7 @@ from attrs import evolve
 
 from omenative_core.conditions import build_conditions
 from omenative_core.gang import MECHANISM_NONE
+from omenative_core.model.observed import PodView
 from omenative_core.model.plan import (
     Action,
     DeletePod,
@@ -69,28 +70,34 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
     was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
-    rows = tuple(_counts(st, st.rows[i], was_ready) for i in sorted(st.rows))
+    rows_list: list[InstanceStatus] = []
+    ready: list[InstanceStatus] = []
+    available: list[InstanceStatus] = []
+    serving = 0
+    for i in sorted(st.rows):
+        # each row's pods are looked at once here: counts, serving, readiness
+        row, is_serving, is_available = _tally(st, st.rows[i], was_ready)
+        rows_list.append(row)
+        serving += is_serving
+        if row.phase == Phase.READY or (
+            row.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(row)
+        ):
+            ready.append(row)
+            if is_available:
+                available.append(row)
+            elif row.ready_since is not None:
+                st.wake.append(row.ready_since + st.policy.min_ready)
+    rows = tuple(rows_list)
     members = [r for r in rows if st.is_member(r)]
-    ready = [
-        r
-        for r in rows
-        if r.phase == Phase.READY
-        or (r.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(r))
-    ]
-    serving = [r for r in rows if _serving(st, r)]
-    available = [r for r in ready if st.available(r)]
     updated = [r for r in rows if r.running_revision == st.target]
-    for r in ready:
-        if not st.available(r) and r.ready_since is not None:
-            st.wake.append(r.ready_since + st.policy.min_ready)
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
         replicas=len(rows),
         ready_replicas=len(ready),
-        serving_replicas=len(serving),
+        serving_replicas=serving,
         available_replicas=len(available),
         updated_replicas=len(updated),
-        updated_ready_replicas=sum(1 for r in updated if r.phase == Phase.READY),
+        updated_ready_replicas=len([r for r in updated if r.phase == Phase.READY]),
         current_revision=_current_revision(st, rows, members),
         update_revision=st.target,
         collision_count=st.collision_count,
@@ -129,7 +136,8 @@ def _current_revision(
     st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
 ) -> str:
     current = st.prev.current_revision
-    if members and all(r.running_revision == st.target for r in members):
+    target = st.target
+    if members and not [r for r in members if r.running_revision != target]:
         return st.target
     if current and any(r.running_revision == current for r in rows):
         return current
@@ -148,10 +156,13 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
         same = prev is not None and prev.gate == hold.gate and prev.target == hold.target
         return evolve(hold, since=prev.since if same and prev is not None else st.now)
     # the Budget gate also covers surges parked on Unschedulable
-    if any(
-        r.operation is not None and r.operation.waiting == "Unschedulable" and st.is_surge_target(r)
+    if [
+        r
         for r in rows
-    ):
+        if r.operation is not None
+        and r.operation.waiting == "Unschedulable"
+        and st.is_surge_target(r)
+    ]:
         return RolloutHold(
             gate="Budget",
             reason="surge pods are unschedulable: no room",
@@ -161,24 +172,57 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
     return None
 
 
-def _serving(st: PassState, row: InstanceStatus) -> bool:
+def _serving(
+    st: PassState, row: InstanceStatus, in_rotation: dict[str, PodView], serving: int
+) -> bool:
     """In rotation: every pod of the running attempt is ready with its gate True.
 
+    ``in_rotation``: the row's live pods whose gate is True and containers ready.
     A single-pod Instance mid-surge serves while either of its two slots does.
     """
-    pods = [p for p in st.pods_of(row.index) if not p.terminating]
     if not st.policy.multi_pod:
-        return any(p.serving_gate and p.containers_ready for p in pods)
+        return serving > 0
     expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
-    if not expected:
+    if not expected or serving < len(expected):
         return False
-    by_name = {p.name: p for p in pods}
-    return all(
-        (pod := by_name.get(name)) is not None
-        and pod.serving_gate
-        and pod.containers_ready
-        and st.matches(pod, row.running_revision, row.incarnation)
-        for name in expected
+    attempt = (st.revision_hash(row.running_revision), row.incarnation)
+    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
+    for name in expected:
+        if name not in in_rotation or attempt_of.get(name) != attempt:
+            return False
+    return True
+
+
+def _tally(
+    st: PassState, row: InstanceStatus, was_ready: set[int]
+) -> tuple[InstanceStatus, bool, bool]:
+    """The row with its pod counts and ``readySince``, whether it serves, is available."""
+    ready_since = _ready_since(st, row, was_ready)
+    is_available = row.phase == Phase.READY and ready_since is None
+    live = 0
+    ready = 0
+    admitted = True
+    in_rotation: dict[str, PodView] = {}
+    for p in st.pods_of(row.index):
+        if p.deletion_timestamp is not None:
+            continue
+        live += 1
+        conditions = p.conditions
+        if conditions.get("ome.io/serving") == "True" and (
+            conditions.get("ContainersReady") == "True"
+        ):
+            in_rotation[p.name] = p
+        if conditions.get("Ready") == "True":
+            ready += 1
+        if p.scheduling_gates:
+            admitted = False
+    serving = len(in_rotation)
+    return (
+        _counts(
+            row, live, serving, ready if is_available else 0, admitted and live > 0, ready_since
+        ),
+        _serving(st, row, in_rotation, serving),
+        is_available,
     )
 
 
@@ -200,15 +244,16 @@ def _ready_since(st: PassState, row: InstanceStatus, was_ready: set[int]) -> dat
     return since
 
 
-def _counts(st: PassState, row: InstanceStatus, was_ready: set[int]) -> InstanceStatus:
-    pods = [p for p in st.pods_of(row.index) if not p.terminating]
-    serving = sum(1 for p in pods if p.serving_gate and p.containers_ready)
-    ready_since = _ready_since(st, row, was_ready)
-    is_available = row.phase == Phase.READY and ready_since is None
-    available = sum(1 for p in pods if p.ready) if is_available else 0
-    admitted = bool(pods) and not any(p.scheduling_gates for p in pods)
+def _counts(
+    row: InstanceStatus,
+    pods: int,
+    serving: int,
+    available: int,
+    admitted: bool,
+    ready_since: datetime | None,
+) -> InstanceStatus:
     if (
-        row.pod_count == len(pods)
+        row.pod_count == pods
         and row.serving_pod_count == serving
         and row.available_pod_count == available
         and row.admitted == admitted
@@ -217,7 +262,7 @@ def _counts(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Instance
         return row
     return evolve(
         row,
-        pod_count=len(pods),
+        pod_count=pods,
         serving_pod_count=serving,
         available_pod_count=available,
         admitted=admitted,
@@ -228,9 +273,10 @@ def _counts(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Instance
 def _rolling(
     st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
 ) -> bool:
-    return any(r.running_revision and r.running_revision != st.target for r in members) or any(
-        st.is_surge_target(r) for r in rows
-    )
+    target = st.target
+    if [r for r in members if r.running_revision and r.running_revision != target]:
+        return True
+    return bool([r for r in rows if r.operation is not None and st.is_surge_target(r)])
 
 
 def _ready_condition(
@@ -240,7 +286,7 @@ def _ready_condition(
     *,
     rolling: bool,
 ) -> tuple[str, str, str]:
-    if any(r.phase == Phase.FAILED for r in members):
+    if [r for r in members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
     updated_ready = [r for r in updated if r.phase == Phase.READY and st.is_member(r)]
     staged = _staged(st, members, updated_ready, rolling=rolling)
@@ -322,7 +368,7 @@ def _conditions(
         ),
         "Progressing": (
             ("True", "RolloutInProgress", f"moving Instances to {st.target}")
-            if rolling or len(members) != desired or any(r.operation for r in rows)
+            if rolling or len(members) != desired or [r for r in rows if r.operation]
             else ("True", "NewRevisionAvailable", f"all Instances run {st.target}")
         ),
         "RolloutStalled": (

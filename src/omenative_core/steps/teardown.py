@@ -51,7 +51,9 @@ def teardown(st: PassState) -> None:
     deleted_at = st.ir.metadata.deletion_timestamp
     for index in sorted(st.rows):
         row = st.rows[index]
-        if row.operation is None or row.operation.type != OpType.DELETE:
+        if row.operation is None and not st.may_open():
+            st.poll = True  # drained once the status budget has room
+        elif row.operation is None or row.operation.type != OpType.DELETE:
             condemn(st, row, row.running_revision or st.target, "Teardown")
         else:
             st.advance(index)
