@@ -319,3 +319,12 @@ def test_a_trade_waits_until_an_instance_was_unschedulable_for_a_while() -> None
     due = plan_handover("engine", 2, lws(2, 2), _parked_since(t0), SELECTOR,
                         now=t0 + TRADE_AFTER)
     assert (due.phase, due.scale_to, due.recheck_after) == (PHASE_TRADING, 1, None)
+
+
+def test_a_short_unschedulable_wait_is_not_reported_as_no_room() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    st = _parked_since(t0)
+    st = evolve(st, instances=(evolve(st.instances[0], operation=InstanceOperation(
+        id="s", type="Create")), st.instances[1]))  # one starting, one parked
+    step = plan_handover("engine", 2, lws(2, 2), st, SELECTOR, now=t0 + timedelta(seconds=1))
+    assert (step.reason, step.scale_to) == (PHASE_SURGING, None)

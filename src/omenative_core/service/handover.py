@@ -266,15 +266,15 @@ def plan_handover(
             step, scale_to=down, message=f"{counts}; scaling the LeaderWorkerSet down to {down}"
         )
     if parked:
-        trade = not starting and (serving >= desired or lws_ready < lws.replicas)
-        wait = _trade_wait(parked_since, now, trade_after) if trade else 0.0
-        if wait > 0:
+        wait = _trade_wait(parked_since, now, trade_after)
+        if wait > 0:  # not yet "no room": terminating pods may still be freeing GPUs
             return evolve(
                 step,
                 recheck_after=wait,
                 message=f"{counts}; {parked} Instance(s) Unschedulable: if no room appears "
                 f"within {int(trade_after.total_seconds())}s, one group is traded for it",
             )
+        trade = not starting and (serving >= desired or lws_ready < lws.replicas)
         if trade:
             doing = (
                 f"scaling the LeaderWorkerSet down to {down}; serving may drop to "
