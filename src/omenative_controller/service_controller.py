@@ -396,7 +396,7 @@ class ServiceController:
             self.queue.add_after(key, 1.0)
             return True
         plan, handovers = with_handovers(
-            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded)
+            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now())
         for step in handovers:  # before the Service's selector changes
             await self.lws.prepare(isvc.namespace, step)
         self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
@@ -410,6 +410,8 @@ class ServiceController:
         if ok and self.guard():
             for step in handovers:
                 await self.lws.finish(isvc.namespace, step)
+                if step.recheck_after is not None:  # a trade may be due then
+                    self.queue.add_after(key, step.recheck_after + 0.5)
         if ok and rollout is not None:
             delay = await self.rollout.finish(raw, isvc, plan, rollout)
             if delay is not None:

@@ -3,6 +3,7 @@ a sweep over small clusters, and the admission warning for LWS_* names."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from omenative_core.service.handover import (
     PHASE_NOT_OWNED,
     PHASE_SURGING,
     PHASE_TRADING,
+    TRADE_AFTER,
     LwsView,
     lws_view_from_json,
     plan_handover,
@@ -296,3 +298,33 @@ def test_no_room_with_an_instance_starting_waits_for_it_and_says_why() -> None:
     step = plan_handover("engine", 2, lws(1, 1), ir_status(0, starting=1, parked=1), SELECTOR)
     assert (step.phase, step.scale_to) == (PHASE_TRADING, None)
     assert "waiting for 1 starting Instance(s)" in step.message
+
+
+def _parked_since(since: datetime) -> InferenceReplicaStatus:
+    st = ir_status(0, parked=2)
+    instances = tuple(
+        evolve(i, operation=evolve(i.operation, unschedulable_since=since))
+        for i in st.instances
+    )
+    return evolve(st, instances=instances)
+
+
+def test_a_trade_waits_until_an_instance_was_unschedulable_for_a_while() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    early = plan_handover("engine", 2, lws(2, 2), _parked_since(t0), SELECTOR,
+                          now=t0 + timedelta(seconds=5))
+    assert early.scale_to is None
+    assert early.recheck_after == (TRADE_AFTER - timedelta(seconds=5)).total_seconds()
+    assert "if no room appears" in early.message
+    due = plan_handover("engine", 2, lws(2, 2), _parked_since(t0), SELECTOR,
+                        now=t0 + TRADE_AFTER)
+    assert (due.phase, due.scale_to, due.recheck_after) == (PHASE_TRADING, 1, None)
+
+
+def test_a_short_unschedulable_wait_is_not_reported_as_no_room() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    st = _parked_since(t0)
+    st = evolve(st, instances=(evolve(st.instances[0], operation=InstanceOperation(
+        id="s", type="Create")), st.instances[1]))  # one starting, one parked
+    step = plan_handover("engine", 2, lws(2, 2), st, SELECTOR, now=t0 + timedelta(seconds=1))
+    assert (step.reason, step.scale_to) == (PHASE_SURGING, None)

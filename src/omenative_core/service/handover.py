@@ -15,11 +15,12 @@ LeaderWorkerSet may shrink:
 3. **Surge**: one group goes (``spec.replicas`` less one) when serving stays at or above
    the desired count without it. A group counts as ready only up to the LeaderWorkerSet's
    ``spec.replicas`` (a status not yet caught up never counts a removed group twice).
-4. **Trade**: when no room is left (an OMENative Instance waits ``Unschedulable``), one
-   group goes while serving is whole (or the LeaderWorkerSet has a group that serves
-   nothing) and no Instance is starting, and the condition says so: serving may dip by one
-   group while the freed GPUs start the next Instance. Never a deadlock: with a group left
-   there is always a next step.
+4. **Trade**: when no room is left (an OMENative Instance has waited ``Unschedulable`` for
+   ``TRADE_AFTER``: GPUs that pods still terminating hold come free by then), one group
+   goes while serving is whole (or the LeaderWorkerSet has a group that serves nothing)
+   and no Instance is starting, and the condition says so: serving may dip by one group
+   while the freed GPUs start the next Instance. Never a deadlock: with a group left there
+   is always a next step.
 5. At zero groups the LeaderWorkerSet is deleted.
 
 Everything here is a function of the snapshot: which step was taken before is read back
@@ -29,6 +30,7 @@ from the LeaderWorkerSet's own ``spec.replicas``, so a restarted manager resumes
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from attrs import evolve, frozen
@@ -48,6 +50,7 @@ __all__ = [
     "PHASE_SURGING",
     "PHASE_TRADING",
     "REASON_NO_ROOM",
+    "TRADE_AFTER",
     "HandoverStep",
     "LwsView",
     "handover_selector",
@@ -75,6 +78,9 @@ PHASE_NOT_OWNED: Final = "NotOwned"
 
 REASON_NO_ROOM: Final = "NoRoomToSurge"
 """The condition's reason while groups are traded one at a time."""
+
+TRADE_AFTER: Final = timedelta(seconds=15)
+"""How long an Instance waits Unschedulable before a group is traded for its room."""
 
 _UNSCHEDULABLE: Final = "Unschedulable"
 
@@ -148,7 +154,8 @@ class HandoverStep:
     ``scale_to``: the LeaderWorkerSet's new ``spec.replicas`` (None: leave it);
     ``delete``: delete it (UID and resourceVersion preconditions from ``lws``);
     ``label_leaders``: give its leader pods ``ome.io/runner=leader`` before the Service's
-    selector changes; ``selector``: the traffic Service's selector while it lasts.
+    selector changes; ``selector``: the traffic Service's selector while it lasts;
+    ``recheck_after``: seconds until a trade may be due (look again then).
     """
 
     component: str
@@ -162,6 +169,7 @@ class HandoverStep:
     delete: bool = False
     label_leaders: bool = False
     selector: Mapping[str, str] | None = None
+    recheck_after: float | None = None
     reason: str = ""
     message: str = ""
 
@@ -171,18 +179,32 @@ class HandoverStep:
         return "False" if self.phase == PHASE_NOT_OWNED else "True"
 
 
-def _instances(status: InferenceReplicaStatus | None) -> tuple[int, int, int]:
-    """(serving, starting, parked Unschedulable) Instances of the InferenceReplica."""
+def _instances(
+    status: InferenceReplicaStatus | None,
+) -> tuple[int, int, int, datetime | None]:
+    """(serving, starting, parked Unschedulable) Instances of the InferenceReplica, and the
+    earliest time a parked one started waiting (None: unknown)."""
     if status is None:
-        return 0, 0, 0
+        return 0, 0, 0, None
     serving = status.serving_replicas
-    parked = sum(
-        1
+    ops = [
+        i.operation
         for i in status.instances
         if i.operation is not None and i.operation.waiting == _UNSCHEDULABLE
-    )
-    starting = max(len(status.instances) - serving - parked, 0)
-    return serving, starting, parked
+    ]
+    since = [op.unschedulable_since for op in ops if op.unschedulable_since is not None]
+    starting = max(len(status.instances) - serving - len(ops), 0)
+    return serving, starting, len(ops), min(since) if since else None
+
+
+def _trade_wait(
+    parked_since: datetime | None, now: datetime | None, trade_after: timedelta
+) -> float:
+    """Seconds before a parked Instance has waited ``trade_after`` (0: due now)."""
+    if now is None:
+        return 0.0
+    since = parked_since if parked_since is not None else now
+    return max((since + trade_after - now).total_seconds(), 0.0)
 
 
 def plan_handover(
@@ -191,13 +213,16 @@ def plan_handover(
     lws: LwsView,
     status: InferenceReplicaStatus | None,
     selector: Mapping[str, str],
+    now: datetime | None = None,
+    trade_after: timedelta = TRADE_AFTER,
 ) -> HandoverStep:
     """The next step of ``component``'s hand-over from ``lws`` (see the module docstring).
 
     ``desired``: the component's desired Instances; ``status``: its InferenceReplica's
-    status (None before the first one); ``selector``: the OMENative traffic selector.
+    status (None before the first one); ``selector``: the OMENative traffic selector;
+    ``now``: the pass's time, for ``trade_after`` (None trades without waiting).
     """
-    serving_ir, starting, parked = _instances(status)
+    serving_ir, starting, parked, parked_since = _instances(status)
     lws_ready = min(lws.ready, lws.replicas)
     serving = serving_ir + lws_ready
     shared = handover_selector(selector)
@@ -241,6 +266,14 @@ def plan_handover(
             step, scale_to=down, message=f"{counts}; scaling the LeaderWorkerSet down to {down}"
         )
     if parked:
+        wait = _trade_wait(parked_since, now, trade_after)
+        if wait > 0:  # not yet "no room": terminating pods may still be freeing GPUs
+            return evolve(
+                step,
+                recheck_after=wait,
+                message=f"{counts}; {parked} Instance(s) Unschedulable: if no room appears "
+                f"within {int(trade_after.total_seconds())}s, one group is traded for it",
+            )
         trade = not starting and (serving >= desired or lws_ready < lws.replicas)
         if trade:
             doing = (
@@ -278,11 +311,13 @@ def with_handovers(
     plan: ServicePlan,
     lws: Mapping[str, LwsView],
     replicas: Mapping[str, InferenceReplica],
+    now: datetime | None = None,
 ) -> tuple[ServicePlan, tuple[HandoverStep, ...]]:
     """``plan`` with each hand-over applied, and the steps the shell carries out.
 
     ``lws``: the observed LeaderWorkerSet ``lws-{isvc}-{component}`` by component;
-    ``replicas``: the live InferenceReplicas by component. A multi-pod OMENative component
+    ``replicas``: the live InferenceReplicas by component; ``now``: the pass's time (see
+    ``plan_handover``). A multi-pod OMENative component
     with a LeaderWorkerSet gets the ``LWSHandover`` condition and, while the hand-over runs,
     the shared Service selector; other components are returned as they are.
     """
@@ -308,6 +343,7 @@ def with_handovers(
             view,
             status if isinstance(status, InferenceReplicaStatus) else None,
             service["spec"]["selector"],
+            now,
         )
         steps.append(step)
         condition = ServiceCondition(
