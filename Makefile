@@ -53,10 +53,11 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## pure-core benchmarks: planner, InferenceService + rollout layers, GPU advisor
+bench: ## pure-core benchmarks: planner, InferenceService + rollout layers, GPU advisor, status size
 	$(PY) benchmarks/bench_planner.py
 	$(PY) benchmarks/bench_service.py
 	$(PY) benchmarks/bench_advisor.py
+	$(PY) benchmarks/bench_status.py
 
 bench-controller: ## controller benchmark on the local control plane
 	$(PY) benchmarks/bench_controller.py
