@@ -27,7 +27,6 @@ Kueue's log.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -48,11 +47,14 @@ from omenative_devcluster.components import (
 )
 from omenative_devcluster.loopback import (
     free_port,
+    install_crds,
     kubectl,
     log_tail,
     make_certificate,
     module_source,
+    point_webhooks,
     stop_process,
+    unregister_webhooks,
     wait_ready,
 )
 
@@ -117,23 +119,9 @@ def webhook_configurations(module: Path, base_url: str, ca_pem: bytes) -> list[d
         docs = [d for d in yaml.safe_load_all(manifest.read_text()) if isinstance(d, dict)]
     except (OSError, yaml.YAMLError) as exc:
         raise KueueError(f"cannot read Kueue's webhook manifest {manifest}: {exc}") from exc
-    bundle = base64.b64encode(ca_pem).decode()
-    out: list[dict[str, Any]] = []
-    for doc in docs:
-        hooks = []
-        for hook in doc.get("webhooks") or ():
-            if not _wanted(hook):
-                continue
-            path = str(((hook.get("clientConfig") or {}).get("service") or {}).get("path", ""))
-            hooks.append({
-                **hook,
-                "clientConfig": {"url": f"{base_url}{path}", "caBundle": bundle},
-                "namespaceSelector": {"matchLabels": {KUEUE_NAMESPACE_LABEL: "true"}},
-                "timeoutSeconds": 10,
-            })
-        if hooks:
-            out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"],
-                        "metadata": {"name": WEBHOOK_CONFIG_NAME}, "webhooks": hooks})
+    selector = {"namespaceSelector": {"matchLabels": {KUEUE_NAMESPACE_LABEL: "true"}}}
+    out = point_webhooks(docs, base_url, ca_pem, WEBHOOK_CONFIG_NAME,
+                         lambda hook: selector if _wanted(hook) else None)
     if not out:
         raise KueueError(f"no pod or Kueue webhooks in {manifest}")
     return out
@@ -188,11 +176,9 @@ class KueueProcess:
         cert_dir = self.state_dir / "kueue-certs"
         ca_pem = make_certificate(cert_dir, KueueError)
         self._metrics_certs(cert_dir)
-        for crd in crd_files(module):
-            self._kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        self._kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      *(f"crd/{p.stem.split('_', 1)[1]}.{_KUEUE_API_GROUP}"
-                        for p in crd_files(module)))
+        install_crds(self.kubeconfig, crd_files(module),
+                     (f"{p.stem.split('_', 1)[1]}.{_KUEUE_API_GROUP}" for p in crd_files(module)),
+                     KueueError)
         self._ensure_namespace()
         self.webhook_port, self.probe_port = free_port(), free_port()
         cfg_path = self.state_dir / "kueue-config.yaml"
@@ -238,10 +224,7 @@ class KueueProcess:
 
     def stop(self) -> None:
         """Unregister the webhooks, stop Kueue, remove the metrics certificate we made."""
-        with contextlib.suppress(KueueError, subprocess.TimeoutExpired):
-            self._kubectl("delete", "--ignore-not-found", "--wait=false",
-                          f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}",
-                          f"validatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}")
+        unregister_webhooks(self.kubeconfig, WEBHOOK_CONFIG_NAME)
         proc, self.proc = self.proc, None
         stop_process(proc)
         if self._made_metrics_certs:

@@ -10,18 +10,21 @@ its own (configuration, which webhooks it keeps, how it reports ready).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from omenative_devcluster.build import _go_env, bin_dir
 from omenative_devcluster.components import COMPONENTS
@@ -29,11 +32,14 @@ from omenative_devcluster.components import COMPONENTS
 __all__ = [
     "ComponentError",
     "free_port",
+    "install_crds",
     "kubectl",
     "log_tail",
     "make_certificate",
     "module_source",
+    "point_webhooks",
     "stop_process",
+    "unregister_webhooks",
     "wait_ready",
 ]
 
@@ -102,6 +108,66 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None, timeout: flo
     return proc.stdout
 
 
+def install_crds(kubeconfig: Path, files: Iterable[Path], names: Iterable[str],
+                 error: type[RuntimeError] = ComponentError, timeout: float = 60) -> None:
+    """Apply a module's CRD ``files`` (server-side: some are too big for a client-side
+    apply annotation) and wait until the CRDs ``names`` are Established.
+
+    A CRD created a moment ago has no conditions yet and ``kubectl wait`` fails on it with
+    an "accessor error"; that is waited out too.
+    """
+    for crd in files:
+        kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(crd),
+                error=error)
+    crds = [f"crd/{name}" for name in names]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=30s", *crds,
+                    error=error)
+            return
+        except RuntimeError as exc:
+            if "accessor error" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
+def point_webhooks(docs: Iterable[Mapping[str, Any]], base_url: str, ca_pem: bytes,
+                   config_name: str,
+                   adjust: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
+                   ) -> list[dict[str, Any]]:
+    """A module's webhook configurations, each entry pointed at the component on loopback.
+
+    Every entry of ``docs`` calls ``{base_url}{its service path}`` with ``ca_pem`` as its
+    ``caBundle`` and a 10 s timeout; ``adjust(entry)`` returns the fields to add to it (a
+    selector), or None to drop it. Configurations left with no entry are dropped; the others
+    are named ``config_name``.
+    """
+    bundle = base64.b64encode(ca_pem).decode()
+    out: list[dict[str, Any]] = []
+    for doc in docs:
+        hooks = []
+        for hook in doc.get("webhooks") or ():
+            extra = adjust(hook)
+            if extra is None:
+                continue
+            path = str(((hook.get("clientConfig") or {}).get("service") or {}).get("path", ""))
+            hooks.append({**hook, "clientConfig": {"url": f"{base_url}{path}", "caBundle": bundle},
+                          "timeoutSeconds": 10, **extra})
+        if hooks:
+            out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"],
+                        "metadata": {"name": config_name}, "webhooks": hooks})
+    return out
+
+
+def unregister_webhooks(kubeconfig: Path, config_name: str) -> None:
+    """Delete both webhook configurations named ``config_name`` (best effort: on stop)."""
+    with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+        kubectl(kubeconfig, "delete", "--ignore-not-found", "--wait=false",
+                f"mutatingwebhookconfiguration/{config_name}",
+                f"validatingwebhookconfiguration/{config_name}")
+
+
 def log_tail(path: Path, lines: int = 40) -> str:
     """The end of a component's log file (for error messages)."""
     try:
@@ -113,24 +179,27 @@ def log_tail(path: Path, lines: int = 40) -> str:
 
 def wait_ready(name: str, proc: subprocess.Popen[bytes] | None, url: str, log_path: Path,
                timeout: float, error: type[RuntimeError] = ComponentError,
-               ready: Callable[[], bool] | None = None) -> None:
+               ready: Callable[[], bool] | None = None, cafile: Path | None = None) -> None:
     """Wait until ``url`` answers 200 (and ``ready()``, if given) while ``proc`` runs.
+
+    An ``https`` URL is verified against ``cafile`` (the certificate made for the component).
 
     Raises ``error`` naming the component, the reason and the end of its log when the process
     exits first or ``timeout`` seconds pass.
     """
     deadline = time.monotonic() + timeout
     last = ""
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile is not None else None
     while True:
         if proc is None or proc.poll() is not None:
             code = None if proc is None else proc.returncode
             raise error(f"{name} exited (code {code}) before it was ready; its log "
                         f"ends:\n{log_tail(log_path)}")
         try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
+            with urllib.request.urlopen(url, timeout=2, context=context) as resp:
                 if resp.status == 200 and (ready is None or ready()):
                     return
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:
             last = str(exc)
         if time.monotonic() > deadline:
             raise error(f"{name} was not ready within {timeout:.0f}s ({url}: {last}); "

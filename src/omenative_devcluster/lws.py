@@ -27,12 +27,10 @@ webhooks first (so nothing calls a dead endpoint), then stops the process. A fai
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import os
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -50,11 +48,14 @@ from omenative_devcluster.components import (
 )
 from omenative_devcluster.loopback import (
     free_port,
+    install_crds,
     kubectl,
     log_tail,
     make_certificate,
     module_source,
+    point_webhooks,
     stop_process,
+    unregister_webhooks,
     wait_ready,
 )
 
@@ -129,20 +130,13 @@ def webhook_configurations(module: Path, base_url: str, ca_pem: bytes) -> list[d
     docs = [d for d in _load_yaml(webhook_dir / "manifests.yaml") if isinstance(d, dict)]
     selectors = _object_selectors(webhook_dir)
     default_selector = {"matchExpressions": [{"key": NAME_LABEL, "operator": "Exists"}]}
-    bundle = base64.b64encode(ca_pem).decode()
-    out: list[dict[str, Any]] = []
-    for doc in docs:
-        hooks = []
-        for hook in doc.get("webhooks") or ():
-            path = str(((hook.get("clientConfig") or {}).get("service") or {}).get("path", ""))
-            entry = {**hook, "clientConfig": {"url": f"{base_url}{path}", "caBundle": bundle},
-                     "timeoutSeconds": 10}
-            if any("pods" in (rule.get("resources") or ()) for rule in hook.get("rules") or ()):
-                entry["objectSelector"] = selectors.get(str(hook.get("name")), default_selector)
-            hooks.append(entry)
-        if hooks:
-            out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"],
-                        "metadata": {"name": WEBHOOK_CONFIG_NAME}, "webhooks": hooks})
+
+    def adjust(hook: Mapping[str, Any]) -> dict[str, Any]:
+        if any("pods" in (rule.get("resources") or ()) for rule in hook.get("rules") or ()):
+            return {"objectSelector": selectors.get(str(hook.get("name")), default_selector)}
+        return {}
+
+    out = point_webhooks(docs, base_url, ca_pem, WEBHOOK_CONFIG_NAME, adjust)
     if not out:
         raise LwsError(f"no webhooks in {webhook_dir / 'manifests.yaml'}")
     return out
@@ -226,10 +220,9 @@ class LwsProcess:
         cert_dir = self.state_dir / "lws-certs"
         ca_pem = make_certificate(cert_dir, LwsError)
         self._ca_file = cert_dir / "tls.crt"
-        for crd in crd_files(module):
-            self._kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        self._wait_established([f"crd/{p.stem.split('_', 1)[1]}.{API_GROUP}"
-                                for p in crd_files(module)])
+        install_crds(self.kubeconfig, crd_files(module),
+                     [f"{p.stem.split('_', 1)[1]}.{API_GROUP}" for p in crd_files(module)],
+                     LwsError)
         self.webhook_port, self.probe_port, self.metrics_port = (
             free_port(), free_port(), free_port())
         cfg_path = self.state_dir / "lws-config.yaml"
@@ -252,18 +245,6 @@ class LwsProcess:
             self.stop()
             raise
         log("lws is ready")
-
-    def _wait_established(self, crds: list[str], timeout: float = 60) -> None:
-        """``kubectl wait`` for the CRDs, again while a new CRD has no conditions yet."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                self._kubectl("wait", "--for=condition=Established", "--timeout=30s", *crds)
-                return
-            except LwsError as exc:
-                if "accessor error" not in str(exc) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.5)
 
     def _webhook_serving(self) -> bool:
         """The pod webhook's handler answers (a 404 means it is not registered yet)."""
@@ -298,10 +279,7 @@ class LwsProcess:
 
     def stop(self) -> None:
         """Unregister the webhooks, then stop LWS."""
-        with contextlib.suppress(LwsError, subprocess.TimeoutExpired):
-            self._kubectl("delete", "--ignore-not-found", "--wait=false",
-                          f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}",
-                          f"validatingwebhookconfiguration/{WEBHOOK_CONFIG_NAME}")
+        unregister_webhooks(self.kubeconfig, WEBHOOK_CONFIG_NAME)
         proc, self.proc = self.proc, None
         stop_process(proc)
 

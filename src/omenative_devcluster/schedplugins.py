@@ -25,11 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import ssl
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +41,7 @@ from omenative_devcluster.components import (
 )
 from omenative_devcluster.loopback import (
     free_port,
+    install_crds,
     kubectl,
     log_tail,
     make_certificate,
@@ -124,15 +121,6 @@ def scheduler_config(kubeconfig: Path, *, permit_wait_seconds: int = 60) -> dict
     }
 
 
-def _https_ok(url: str, cafile: Path) -> bool:
-    ctx = ssl.create_default_context(cafile=str(cafile))
-    try:
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
 class SchedulerPlugins:
     """The coscheduling scheduler and the PodGroup controller for the cluster of ``kubeconfig``."""
 
@@ -157,11 +145,9 @@ class SchedulerPlugins:
 
     def install_crds(self) -> None:
         """Apply the module's PodGroup and ElasticQuota CRDs and wait until Established."""
-        for crd in crd_files(module_dir()):
-            self._kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
+        files = crd_files(module_dir())
         self._installed_crds = True
-        self._kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                      *(f"crd/{name}" for name in CRD_NAMES))
+        install_crds(self.kubeconfig, files, CRD_NAMES, SchedPluginsError)
 
     def start(self, timeout: float = 120.0) -> None:
         """Install the CRDs, start the controller and the scheduler, wait until both are ready."""
@@ -215,18 +201,9 @@ class SchedulerPlugins:
             self.scheduler_log)
         log(f"kube-scheduler-plugins {SCHED_PLUGINS.version} started as {SCHEDULER_NAME} "
             f"(pid {self.scheduler.pid}, log {self.scheduler_log})")
-        url = f"https://127.0.0.1:{self.scheduler_port}/readyz"
-        deadline = time.monotonic() + timeout
-        while not _https_ok(url, cert_dir / "tls.crt"):
-            if self.scheduler.poll() is not None:
-                raise SchedPluginsError(
-                    f"kube-scheduler-plugins exited (code {self.scheduler.returncode}) before "
-                    f"it was ready; its log ends:\n{log_tail(self.scheduler_log)}")
-            if time.monotonic() > deadline:
-                raise SchedPluginsError(
-                    f"kube-scheduler-plugins was not ready within {timeout:.0f}s ({url}); "
-                    f"its log ends:\n{log_tail(self.scheduler_log)}")
-            time.sleep(0.5)
+        wait_ready("kube-scheduler-plugins", self.scheduler,
+                   f"https://127.0.0.1:{self.scheduler_port}/readyz", self.scheduler_log,
+                   timeout, SchedPluginsError, cafile=cert_dir / "tls.crt")
         log("scheduler-plugins is ready")
 
     def stop(self) -> None:
