@@ -40,7 +40,8 @@ from pathlib import Path
 if importlib.util.find_spec("omenative_controller") is None:  # not installed: use src/
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import aiohttp
+
+from watching import Tracker, pod_ready, say, wait_done
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -51,12 +52,6 @@ LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkerset
                               "LeaderWorkerSet")
 IMAGE = "example.com/llm:1"
 CREATE_CONCURRENCY = 8  # as bench_controller creates its InferenceReplicas
-T_START = time.monotonic()
-
-
-def say(msg: str) -> None:
-    """A progress line with the time since the benchmark started."""
-    print(f"[{time.monotonic() - T_START:7.1f}s] {msg}", flush=True)
 
 
 @dataclass
@@ -79,79 +74,6 @@ def lws_body(name: str, workers: int) -> JSON:
                      "leaderWorkerTemplate": {"size": 1 + workers,
                                               "restartPolicy": "RecreateGroupOnPodRestart",
                                               "workerTemplate": template}}}
-
-
-def _pod_ready(pod: JSON) -> bool:
-    return not pod["metadata"].get("deletionTimestamp") and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or ())
-
-
-class ReadyPods:
-    """Watch a namespace's LWS pods; set ``done`` once ``target`` of them are Ready."""
-
-    def __init__(self, kube: KubeClient, namespace: str, target: int) -> None:
-        self.kube, self.namespace, self.target = kube, namespace, target
-        self.seen: set[str] = set()
-        self.ready: set[str] = set()
-        self.done = asyncio.Event()
-        self._opened = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> ReadyPods:
-        """Open the watch (returns once it is open)."""
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._opened.wait(), 30)
-        return self
-
-    def _see(self, kind: str, pod: JSON) -> None:
-        name = pod["metadata"]["name"]
-        if kind == "DELETED":
-            self.seen.discard(name)
-            self.ready.discard(name)
-            return
-        self.seen.add(name)
-        if _pod_ready(pod):
-            self.ready.add(name)
-        else:
-            self.ready.discard(name)
-        if len(self.ready) >= self.target:
-            self.done.set()
-
-    async def _run(self) -> None:
-        rv: str | None = None
-        while True:
-            try:
-                if rv is None:
-                    page = await self.kube.list(PODS, self.namespace, label_selector=NAME_LABEL)
-                    for pod in page.get("items") or ():
-                        self._see("ADDED", pod)
-                    rv = page["metadata"]["resourceVersion"]
-                async with self.kube.watch(PODS, self.namespace, resource_version=rv,
-                                           label_selector=NAME_LABEL, timeout_seconds=600,
-                                           read_timeout=120) as events:
-                    self._opened.set()
-                    async for ev in events:
-                        obj = ev.get("object") or {}
-                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                            self._see(ev["type"], obj)
-                        elif ev.get("type") == "ERROR":
-                            rv = None
-                            break
-                        rv = obj.get("metadata", {}).get("resourceVersion") or rv
-            except ApiError as exc:
-                if exc.gone:
-                    rv = None
-                await asyncio.sleep(0.2)
-            except (aiohttp.ClientError, TimeoutError):
-                await asyncio.sleep(0.2)
-
-    async def stop(self) -> None:
-        """Close the watch."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
 
 
 def proc_usage(pid: int) -> tuple[float, float]:
@@ -194,29 +116,22 @@ async def run_peer(kubeconfig: Path, namespace: str, replicas: int, workers: int
     lws = LwsProcess(kubeconfig, state_dir, qps=qps, burst=burst, metrics=True)
     await asyncio.to_thread(lws.start)
     kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
-    tracker: ReadyPods | None = None
+    tracker: Tracker | None = None
     try:
         assert lws.pid is not None
         await _ensure_namespace(kube, namespace)
         target = replicas * (1 + workers)
-        tracker = await ReadyPods(kube, namespace, target).start()
+        tracker = await Tracker(kube, PODS, namespace, pod_ready, target,
+                                label_selector=NAME_LABEL).start()
         cpu0, _ = proc_usage(lws.pid)
         base = await asyncio.to_thread(lws.metrics_text)
         say(f"LWS pid {lws.pid} (qps={qps:g} burst={burst}): creating {replicas} "
             f"LeaderWorkerSets of {1 + workers} pods in {namespace}")
         t0 = time.monotonic()
         await _create_all(kube, namespace, replicas, workers)
-        deadline = t0 + timeout
-        while not tracker.done.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RuntimeError(f"timed out after {timeout:.0f}s: {len(tracker.ready)}/"
-                                   f"{target} LWS pods Ready ({len(tracker.seen)} created)")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(tracker.done.wait(), min(5.0, left))
-            if not tracker.done.is_set():
-                say(f"  {len(tracker.ready)}/{target} LWS pods Ready "
-                    f"({len(tracker.seen)} created)")
+        created = tracker  # not None here, for the lambda
+        await wait_done(tracker, "LWS pods", t0 + timeout - time.monotonic(),
+                        extra=lambda: f" ({len(created.seen)} created)")
         seconds = time.monotonic() - t0
         cpu1, peak = proc_usage(lws.pid)
         text = await asyncio.to_thread(lws.metrics_text)
