@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from manager_fixtures import release_finalizers
+from manager_fixtures import running_service_controller
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -89,18 +89,10 @@ async def lws_service_controller(
     ir_crd: str,
 ) -> AsyncIterator[ServiceController]:
     """A ServiceController on the namespace that finds the LWS CRD as a cluster has it."""
-    client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
-    controller = ServiceController(client, [lws_namespace], crd_poll_seconds=1.0,
-                                   backoff_base=0.05, backoff_max=2.0)
-    task = asyncio.create_task(controller.run(), name="isvc-controller-lws")
-    try:
+    async with running_service_controller(kubeconfig_path, lws_namespace, kube,
+                                          "isvc-controller-lws",
+                                          crd_poll_seconds=1.0) as controller:
         yield controller
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        await client.close()
-        await release_finalizers(kube, lws_namespace)
 
 
 def leader_worker_set(name: str, *, replicas: int, size: int, image: str = "example.com/llm:1",

@@ -526,15 +526,16 @@ async def service_crds_applied(kube: KubeClient) -> list[str]:
     return [await apply_crd(kube, REPO / crd.file) for crd in service_crds.SERVICE_CRDS]
 
 
-@pytest.fixture
-async def service_controller(
-    kubeconfig_path: Path, namespace: str, kube: KubeClient, service_crds_applied: list[str]
+@contextlib.asynccontextmanager
+async def running_service_controller(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, name: str, **options: Any
 ) -> AsyncIterator[ServiceController]:
-    """A ServiceController on the test's namespace, running as a task; finalizers released."""
+    """A ServiceController on ``namespace`` with ``options``, running as a task named
+    ``name``; on exit it is stopped and the namespace's finalizers are released."""
     client = await KubeClient.connect(str(kubeconfig_path), qps=0, burst=1, timeout=30)
-    controller = ServiceController(client, [namespace], crds_present=lambda: (),
-                                   backoff_base=0.05, backoff_max=2.0)
-    task = asyncio.create_task(controller.run(), name="isvc-controller")
+    controller = ServiceController(client, [namespace], backoff_base=0.05, backoff_max=2.0,
+                                   **options)
+    task = asyncio.create_task(controller.run(), name=name)
     try:
         yield controller
     finally:
@@ -543,3 +544,13 @@ async def service_controller(
             await task
         await client.close()
         await release_finalizers(kube, namespace)
+
+
+@pytest.fixture
+async def service_controller(
+    kubeconfig_path: Path, namespace: str, kube: KubeClient, service_crds_applied: list[str]
+) -> AsyncIterator[ServiceController]:
+    """A ServiceController on the test's namespace, running as a task; finalizers released."""
+    async with running_service_controller(kubeconfig_path, namespace, kube, "isvc-controller",
+                                          crds_present=lambda: ()) as controller:
+        yield controller
