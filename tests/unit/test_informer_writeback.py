@@ -116,3 +116,57 @@ async def test_discard_takes_a_waiting_key_out_of_the_queue_but_not_one_in_fligh
     q.discard("b")
     q.done("b")
     assert q.holds("b") and await q.get() == "b"
+
+
+class _ListOnce:
+    """A client whose LIST answers one page, as an API server would have before our write."""
+
+    def __init__(self, items: list[JSON], rv: int) -> None:
+        self.page = {"metadata": {"resourceVersion": str(rv)}, "items": items}
+
+    async def list(self, *_args: Any, **_kwargs: Any) -> JSON:
+        return self.page
+
+
+def _listing(items: list[JSON], rv: int) -> Informer[JSON]:
+    return Informer(cast(KubeClient, _ListOnce(items, rv)), INFERENCE_REPLICAS, dict)
+
+
+async def test_a_relist_taken_before_our_write_does_not_undo_it() -> None:
+    # The LIST's snapshot (rv 20) predates our patch (rv 21) written through meanwhile:
+    # the pass after the re-list must still see the patch (a serving gate we set True).
+    inf = _listing([_obj("chat", 20)], rv=20)
+    inf._apply("ADDED", _obj("chat", 10))
+    inf.upsert_if_newer(_obj("chat", 21))
+    await inf._list("llm")
+    got = inf.get("llm/chat")
+    assert got is not None and got["metadata"]["resourceVersion"] == "21"
+
+
+async def test_a_relist_taken_before_our_create_does_not_drop_the_new_object() -> None:
+    inf = _listing([], rv=20)
+    inf.upsert_if_newer(_obj("chat", 21))  # created after the LIST's snapshot
+    await inf._list("llm")
+    assert inf.get("llm/chat") is not None
+    assert not inf.deleted("llm/chat")
+
+
+async def test_a_relist_still_drops_what_was_deleted_before_its_snapshot() -> None:
+    inf = _listing([], rv=20)
+    inf._apply("ADDED", _obj("chat", 10))
+    await inf._list("llm")
+    assert inf.get("llm/chat") is None
+    assert inf.deleted("llm/chat")
+
+
+def test_a_watch_event_older_than_our_write_through_does_not_regress_the_cache() -> None:
+    # After a re-list at rv 20, the watch replays rv 20..: our write at 21 is already cached.
+    inf = _informer()
+    inf._apply("ADDED", _obj("chat", 10))
+    inf.upsert_if_newer(_obj("chat", 21))
+    inf._apply("MODIFIED", _obj("chat", 20))
+    got = inf.get("llm/chat")
+    assert got is not None and got["metadata"]["resourceVersion"] == "21"
+    inf._apply("MODIFIED", _obj("chat", 22))
+    got = inf.get("llm/chat")
+    assert got is not None and got["metadata"]["resourceVersion"] == "22"

@@ -314,10 +314,15 @@ class Informer(Generic[V]):
                     continue
                 raise
             break
+        # A write answered while the LIST was in flight is newer than the list's snapshot:
+        # keep it rather than go back in time (a pass would see a gate we set as unset, or a
+        # pod we created as missing); the watch from the list's RV brings the same state.
         for key in [k for k, ns in self._ns_of.items() if scope is None or ns == scope]:
-            if key not in seen:
+            if key not in seen and not self._newer_in_cache(key, rv):
                 self._remove(key, rv)
         for key, (namespace, view, obj_rv, uid) in seen.items():
+            if self._newer_in_cache(key, obj_rv):
+                continue
             self._tombstones.pop(key, None)
             self._put(key, namespace, view, obj_rv, uid)
         self.observer.cache_size(self.name, len(self._store))
@@ -335,10 +340,15 @@ class Informer(Generic[V]):
             if key not in self._store:  # deleted before we saw it: still no resurrection
                 self._bury(key, uid, rv)
             self._remove(key, rv)
-        else:
+        elif not self._newer_in_cache(key, rv):  # never older than our own write-through
             self._tombstones.pop(key, None)
             self._put(key, namespace, view, rv, uid)
         self.observer.cache_size(self.name, len(self._store))
+
+    def _newer_in_cache(self, key: str, rv: str) -> bool:
+        """True when the cached copy of ``key`` is a later revision than ``rv``."""
+        cached = self._rv_of.get(key)
+        return cached is not None and _strictly_newer(cached, rv)
 
     async def _watch_once(self, scope: str | None, rv: str) -> str:
         lo, hi = self.watch_timeout
