@@ -40,6 +40,7 @@ from typing import Any, Final
 import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -47,6 +48,7 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
+from omenative_controller.kube.presence import Presence
 from omenative_controller.kube.resources import (
     INFERENCE_REPLICAS,
     Resource,
@@ -60,6 +62,7 @@ from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.service import (
+    API_NATIVE_GANG,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -167,11 +170,15 @@ class ServiceController:
         self._crds_present = crds_present
         self.lws = LwsHandover(client, self.namespaces, self._lws_changed,
                                interval=crd_poll_seconds)
-        self._crd_watches = {
+        self._crd_watches: dict[str, Presence] = {
             name: CrdPresence(client, name, interval=crd_poll_seconds,
                               on_change=lambda _present: self.enqueue_all())
             for name in _WATCHED_CRDS if name != CRD_LEADER_WORKER_SET}
         self._crd_watches[CRD_LEADER_WORKER_SET] = self.lws.presence
+        # not a CRD: Kubernetes' own gang scheduling API, for GangSchedulingUnavailable
+        self._crd_watches[API_NATIVE_GANG] = ApiPresence(
+            client, (NATIVE_POD_GROUPS, WORKLOADS), dict, interval=crd_poll_seconds,
+            on_change=lambda _present: self.enqueue_all())
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.crd_poll_seconds = crd_poll_seconds
@@ -213,7 +220,8 @@ class ServiceController:
         return self._config()
 
     def crds(self) -> frozenset[str]:
-        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet)."""
+        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet), and
+        ``API_NATIVE_GANG`` while Kubernetes serves its own gang scheduling API."""
         if self._crds_present is not None:
             return frozenset(self._crds_present())
         return frozenset(name for name, w in self._crd_watches.items() if w.present)
