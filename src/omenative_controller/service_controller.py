@@ -72,6 +72,7 @@ from omenative_core.service import (
     ServingRuntime,
     accepted_migration_annotations,
     find_runtime,
+    handover_events,
     isvc_from_json,
     isvc_to_json,
     render_service,
@@ -404,7 +405,8 @@ class ServiceController:
             self.queue.add_after(key, 1.0)
             return True
         plan, handovers = with_handovers(
-            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now())
+            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now(),
+            self.config.lifecycle.lws_handover_trade_after)
         for step in handovers:  # before the Service's selector changes
             await self.lws.prepare(isvc.namespace, step)
         self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
@@ -418,6 +420,8 @@ class ServiceController:
         if ok and self.guard():
             for step in handovers:
                 await self.lws.finish(isvc.namespace, step)
+                for event in handover_events(step):
+                    await self._event(raw, event.type, event.reason, event.message)
                 if step.recheck_after is not None:  # a trade may be due then
                     self.queue.add_after(key, step.recheck_after + 0.5)
         if ok and rollout is not None:
@@ -559,6 +563,10 @@ class ServiceController:
         await self._warn(raw, reason, message)
 
     async def _warn(self, raw: JSON, reason: str, message: str) -> None:
+        await self._event(raw, "Warning", reason, message)
+
+    async def _event(self, raw: JSON, type_: str, reason: str, message: str) -> None:
+        """One Event on the ISVC ``raw``, sent once per (reason, message) and generation."""
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         generation = str(meta.get("generation") or "")
@@ -568,7 +576,7 @@ class ServiceController:
         involved = {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
                     "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
                     "resourceVersion": meta.get("resourceVersion")}
-        if not await self.events.record(involved, "Warning", reason, message, lg=log):
+        if not await self.events.record(involved, type_, reason, message, lg=log):
             return
         if len(self._events_sent) > 4096:  # a memo, not a record: keep it bounded
             self._events_sent.clear()
