@@ -33,6 +33,7 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
+from omenative_core.steps.verdicts import Verdicts
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
@@ -72,7 +73,8 @@ class PlanMemo:
     second; ``wakes``: the deadlines after ``now`` the pass registered, earliest first;
     ``poll``: the pass asked to look again soon; ``quiet``: the plan has no action and no
     Event, so it holds until the earliest wake; ``reused``: how many passes in a row were
-    answered from this memo (for metrics and tests).
+    answered from this memo (for metrics and tests); ``verdicts``: the pass's per-Instance
+    verdicts, so a pass over changed inputs rederives only the Instances that changed.
     """
 
     inputs: tuple[Any, ...]
@@ -82,6 +84,7 @@ class PlanMemo:
     poll: bool = False
     quiet: bool = False
     reused: int = 0
+    verdicts: Verdicts | None = None
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -136,11 +139,15 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
         return reused
     now = to_second(snapshot.now)
     inputs = _inputs(snapshot)
-    plan, st = plan_pass(snapshot)
+    plan, st = plan_pass(snapshot, kept=memo.verdicts if memo is not None else None)
     wakes: tuple[datetime, ...] = ()
     poll = False
+    verdicts = None
     if st is not None:
         wakes = tuple(sorted(t for t in st.wake if t > now))
         poll = st.poll
+        verdicts = st.verdicts()
     quiet = not plan.actions and not plan.events
-    return plan, PlanMemo(inputs=inputs, now=now, plan=plan, wakes=wakes, poll=poll, quiet=quiet)
+    return plan, PlanMemo(
+        inputs=inputs, now=now, plan=plan, wakes=wakes, poll=poll, quiet=quiet, verdicts=verdicts
+    )

@@ -196,7 +196,25 @@ def _serving(
 def _tally(
     st: PassState, row: InstanceStatus, was_ready: set[int]
 ) -> tuple[InstanceStatus, bool, bool]:
-    """The row with its pod counts and ``readySince``, whether it serves, is available."""
+    """The row with its pod counts and ``readySince``, whether it serves, is available.
+
+    Kept for the next pass (``st.tallies``) when the clock plays no part in it: the row
+    is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
+    """
+    was = row.index in was_ready
+    kept = st.kept_tally(row, was)
+    if kept is not None:
+        st.tallies[row.index] = kept
+        return kept[1], kept[2], kept[3]
+    out = _count_pods(st, row, was_ready)
+    if row.phase != Phase.READY or (row.ready_since is None and was):
+        st.tallies[row.index] = (row, *out, was)
+    return out
+
+
+def _count_pods(
+    st: PassState, row: InstanceStatus, was_ready: set[int]
+) -> tuple[InstanceStatus, bool, bool]:
     ready_since = _ready_since(st, row, was_ready)
     is_available = row.phase == Phase.READY and ready_since is None
     live = 0
