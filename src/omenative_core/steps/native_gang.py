@@ -156,8 +156,9 @@ def _instance_groups(st: PassState, index: int, incarnation: int | None) -> tupl
         names = set()
         if incarnation is not None:
             names.add(pod_group_name(st.prefix, index, incarnation))
+        attempt_of = st.attempt_of  # every grouped pod's (revisions.group_pods)
         for pod in st.pods_of(index):
-            inc = st.attempt(pod)[1]
+            inc = attempt_of[pod.name][1]
             if inc != incarnation:
                 names.add(pod_group_name(st.prefix, index, inc))
             label = pod.labels.get(LABEL_POD_GROUP)

@@ -147,13 +147,16 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
     attempt = (st.revision_hash(row.running_revision), row.incarnation)
     nodes = st.snap.nodes
     attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
+    serving = 0
+    admitted = True
     for pod in pods:
+        conditions = pod.conditions
         if (
             pod.name not in expected
             or attempt_of.get(pod.name) != attempt
             or pod.deletion_timestamp is not None
             or pod.phase in ("Failed", "Succeeded")
-            or pod.conditions.get("Ready") != "True"
+            or conditions.get("Ready") != "True"
         ):
             return False
         if pod.node_name:
@@ -163,6 +166,11 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
         for c in pod.containers:
             if c.restart_count or c.waiting_reason in CRASH_REASONS:
                 return False
+        if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
+            serving += 1
+        if pod.scheduling_gates:
+            admitted = False
+    st.steady_counts[row.index] = (row, serving, admitted)  # steps.status counts from these
     return True
 
 

@@ -231,7 +231,9 @@ class PassState:
     # caches
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
-    _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
+    _shapes: dict[tuple[str, int], tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]] = (
+        field(factory=dict)
+    )
     _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
         factory=dict
     )
@@ -246,6 +248,8 @@ class PassState:
     positions: dict[int, int] | None = None
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
+    steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
+    """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
     loose_groups: frozenset[str] = frozenset()
     groups: dict[int, Groups] = field(factory=dict)
     _waiting: set[int] | None = None
@@ -308,21 +312,23 @@ class PassState:
     def _build_expected(
         self, index: int, revision: str, slot_ordinal: int
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        shape = self._shapes.get(revision)
+        shape = self._shapes.get((revision, slot_ordinal))
         if shape is None:
             runners = self.runners(revision)
             if runners is None:
                 return None
-            shape = (instance_slots(runners), runners, is_multi_pod(runners))
-            self._shapes[revision] = shape
-        slots, runners, multi = shape
-        return {
-            pod_name(self.prefix, index, slot.runner, slot.ordinal if multi else slot_ordinal): (
-                slot,
-                runners,
+            multi = is_multi_pod(runners)
+            # render.pod_name's tail per slot: the name is ``{prefix}-{index}`` + this
+            shape = tuple(
+                (
+                    pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
+                    (slot, runners),
+                )
+                for slot in instance_slots(runners)
             )
-            for slot in slots
-        }
+            self._shapes[(revision, slot_ordinal)] = shape
+        head = f"{self.prefix}-{index}"
+        return {head + tail: value for tail, value in shape}
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""

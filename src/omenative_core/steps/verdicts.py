@@ -129,7 +129,12 @@ def _is_waiting(pod: PodView) -> bool:
 
 def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
     """Of ``indexes``, the Instances with a pod the scheduler cannot place."""
-    return {i for i in indexes for p in pods_by_index.get(i, ()) if _is_waiting(p)}
+    return {
+        i
+        for i in indexes
+        for p in pods_by_index.get(i, ())
+        if p.conditions.get("PodScheduled") == "False" and _is_waiting(p)
+    }
 
 
 @frozen
@@ -146,15 +151,17 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
     loose: set[str] = set()
-    for pod in pods:
-        index, attempt = _index_and_attempt(pod)
-        if index is None:
-            group = pod.labels.get(LABEL_POD_GROUP)
+    for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
+        labels = pod.labels
+        raw = labels.get(LABEL_INSTANCE_INDEX)
+        if raw is None or not raw.isdigit():
+            group = labels.get(LABEL_POD_GROUP)
             if group:
                 loose.add(group)
             continue
-        by_index[index].append(pod)
-        attempt_of[pod.name] = attempt
+        by_index[int(raw)].append(pod)
+        inc = labels.get(LABEL_INCARNATION, "")
+        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
     return Grouping(by_index, attempt_of, frozenset(loose))
 
 
