@@ -2,14 +2,14 @@
 
 Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
 does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
-bring-up (finalizer, revision, headless Service, pods), a gang's PodGroups, its serving-gate
-patches, image patches or deletes is sent at once (through at most ``max_inflight`` lanes,
-so a run of thousands never makes thousands of tasks in one event-loop step); any other
-action is a run of its own. A run with a failure ends the pass after its members in flight
-answered. Every action holds a
-slot of one manager-wide budget (``max_inflight``, ``--max-inflight``) while it talks to
-the API server, so 64 workers cannot queue hundreds of writes ahead of a Lease renewal in
-the client's token bucket. A progress-only status may be held back (``coalesce.py``).
+prelude (finalizer, revision, headless Service, Workload, PodGroups), a gang's pods, its
+serving-gate patches, image patches or deletes is sent at once, through at most
+``max_inflight`` lanes (a run of thousands never makes thousands of tasks in one
+event-loop step); any other action is a run of its own. A run with a failure ends the pass
+after its members in flight answered. Every action holds a slot of one manager-wide budget
+(``max_inflight``, ``--max-inflight``) while it talks to the API server, so 64 workers
+cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket.
+A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
 
@@ -138,19 +138,22 @@ _Stop = PassStop
 
 
 _FAMILY: dict[type[Action], str] = {
-    CreateRevision: "prelude", CreateObject: "prelude",
-    **{kind: kind.__name__ for kind in (CreatePodGroup, SetServingGate, DeletePod,
-                                        DeletePodGroup, PatchPodImages, CreatePod)},
+    CreateRevision: "prelude", CreateObject: "prelude", CreatePodGroup: "prelude",
+    **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
+                                        PatchPodImages, CreatePod)},
 }
 
 
 def _family(action: Action) -> str:
     """Which run an action may share: actions of one family touch distinct objects and none
     needs another to exist first. The objects a gang's pods lean on go first: the
-    finalizer, the revision and the headless Service (kube-scheduler spreads a replica's
-    pods by the Services that select them, so a pod created before its Service is placed
-    as if it had none); a PodGroup precedes its pods as a family of its own. One dict
-    lookup per action: a plan may hold tens of thousands."""
+    finalizer, the revision, the headless Service (kube-scheduler spreads a replica's pods
+    by the Services that select them, so a pod created before its Service is placed as if
+    it had none), a native Workload and the gang's PodGroups (a pod created before its
+    PodGroup is scheduled without its gang). Nothing in the prelude needs another member
+    to exist first (a native PodGroup names its Workload, read only when its pods are
+    scheduled), so a gang's first pass is two round trips: the prelude, then its pods.
+    One dict lookup per action: a plan may hold tens of thousands."""
     if type(action) is SetFinalizer:
         return "prelude" if action.present else ""
     return _FAMILY.get(type(action), "")  # "": a run of its own
@@ -160,8 +163,8 @@ def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]
     """``actions`` cut into runs applied one after another, each with its first position.
 
     A run is one action, or consecutive actions of one family: a prelude (the finalizer,
-    the revision and the headless Service: idempotent writes that only need the
-    InferenceReplica), a gang's PodGroups, its pods, its serving gates, a batch of pod
+    the revision, the headless Service, a Workload, the PodGroups: idempotent writes that
+    only need the InferenceReplica), a gang's pods, its serving gates, a batch of pod
     deletes or image patches. The plan's order between runs is kept. Linear in the
     actions (a new revision of a big replica plans thousands of one family).
     """
