@@ -239,7 +239,7 @@ class ReplayClient:
 # ---------------------------------------------------------------------------- one case
 
 
-async def _caches(fleet: Fleet) -> int:
+async def _caches(fleet: Fleet) -> tuple[int, dict[str, int]]:
     kinds = {"inferencereplicas": "replicas", "pods": "pods", "nodes": "nodes",
              "controllerrevisions": "revisions", "services": "services",
              "endpointslices": "slices"}
@@ -253,20 +253,24 @@ async def _caches(fleet: Fleet) -> int:
 
     caches = build_watch_caches(cast(KubeClient, client), None, wakeups, on_slice, Metrics(),
                                 5.0)
-    tasks = [asyncio.create_task(i.run()) for i in caches.always]
-    for inf in caches.always:
+    tasks, steps = [], {}
+    for inf in caches.always:  # one at a time, to see what each one keeps
+        before = _status_kib("VmRSS")
+        tasks.append(asyncio.create_task(inf.run()))
         await inf.wait_synced()
-    while len(client.watched) < len(caches.always):
-        await asyncio.sleep(0.01)
+        while inf.resource.plural not in client.watched:
+            await asyncio.sleep(0.01)
+        gc.collect()
+        steps[inf.name] = _status_kib("VmRSS") - before
     held = sum(len(i) for i in caches.always)
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     globals()["_held"] = (caches, routed)  # measured while held
-    return held
+    return held, steps
 
 
-def _baseline(fleet: Fleet) -> int:
+def _baseline(fleet: Fleet) -> tuple[int, dict[str, int]]:
     store: dict[str, dict[str, Any]] = {}
     listed = ("replicas", "pods", "nodes", "revisions", "services", "slices")
     for kind in (*listed, "pods", "replicas"):  # the LIST, then the watch's updates
@@ -277,7 +281,7 @@ def _baseline(fleet: Fleet) -> int:
                 meta = obj["metadata"]
                 store[f"{kind}/{meta.get('namespace')}/{meta['name']}"] = obj
     globals()["_held"] = store
-    return len(store)
+    return len(store), {}
 
 
 def child(mode: str, shape: str, recorded: Path) -> None:
@@ -289,12 +293,13 @@ def child(mode: str, shape: str, recorded: Path) -> None:
     fleet = Fleet(rec, replicas, instances)
     del rec
     started = time.process_time()
-    held = asyncio.run(_caches(fleet)) if mode == "caches" else _baseline(fleet)
+    held, steps = asyncio.run(_caches(fleet)) if mode == "caches" else _baseline(fleet)
     cpu = time.process_time() - started
     gc.collect()
     print(json.dumps({"mode": mode, "shape": shape, "pods": fleet.pods, "objects": held,
                       "rss_import_kib": rss_import, "rss_kib": _status_kib("VmRSS"),
-                      "hwm_kib": _status_kib("VmHWM"), "cpu_s": round(cpu, 2)}))
+                      "hwm_kib": _status_kib("VmHWM"), "cpu_s": round(cpu, 2),
+                      "by_cache_kib": steps}))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -321,6 +326,9 @@ def report(rows: list[dict[str, Any]]) -> None:
         print(f"{label:<22} {r['mode']:<9} {r['objects']:>7,} "
               f"{r['rss_import_kib'] * 1024 / MB:>8.1f}MB {rss_mb:>8.1f}MB "
               f"{r['hwm_kib'] * 1024 / MB:>6.1f}MB {per_pod:>7,.0f}B {verdict:>7}")
+        if r.get("by_cache_kib"):
+            print(" " * 23 + "by cache: " + ", ".join(
+                f"{k} {v * 1024 / MB:.1f}MB" for k, v in r["by_cache_kib"].items()))
 
 
 def main() -> int:
@@ -329,6 +337,7 @@ def main() -> int:
     ap.add_argument("--recorded", type=Path, help="reuse this recording")
     ap.add_argument("--record-to", type=Path, help="keep the recording here")
     ap.add_argument("--shapes", default="one,many")
+    ap.add_argument("--modes", default="baseline,caches")
     ap.add_argument("--child", choices=("caches", "baseline"), help=argparse.SUPPRESS)
     ap.add_argument("--shape", choices=tuple(SHAPES), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -342,7 +351,7 @@ def main() -> int:
         recorded = args.record_to or workdir / "recorded.json"
         asyncio.run(record(recorded, workdir))
     rows = [run_case(mode, shape, recorded) for shape in args.shapes.split(",")
-            for mode in ("baseline", "caches")]
+            for mode in args.modes.split(",")]
     report(rows)
     return 0
 
