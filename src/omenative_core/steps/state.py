@@ -61,7 +61,6 @@ from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
 from omenative_core.steps.verdicts import (
-    Groups,
     Tally,
     Verdicts,
     basis_of,
@@ -250,8 +249,6 @@ class PassState:
     tallies: dict[int, Tally] = field(factory=dict)
     steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
-    loose_groups: frozenset[str] = frozenset()
-    groups: dict[int, Groups] = field(factory=dict)
     _waiting: set[int] | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -445,17 +442,7 @@ class PassState:
             waiting=frozenset(waiting) if waiting is not None else None,
             steady=self.steady_rows,
             tallies=self.tallies,
-            loose_groups=self.loose_groups,
-            groups=self.groups,
         )
-
-    def kept_groups(self, index: int, incarnation: int | None) -> Groups | None:
-        """The last pass's PodGroup names of this Instance, if its pods and incarnation held."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None or index in dirty:
-            return None
-        old = kept.groups.get(index)
-        return old if old is not None and old[0] == incarnation else None
 
     # ------------------------------------------------------------------ membership
 

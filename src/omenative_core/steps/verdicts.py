@@ -37,7 +37,6 @@ from attrs import frozen
 from omenative_core.labels import (
     LABEL_INCARNATION,
     LABEL_INSTANCE_INDEX,
-    LABEL_POD_GROUP,
     LABEL_REVISION_HASH,
 )
 from omenative_core.model.observed import PodView, Snapshot
@@ -45,7 +44,6 @@ from omenative_core.model.status import InstanceStatus
 
 __all__ = [
     "Grouping",
-    "Groups",
     "Regrouped",
     "Tally",
     "Verdicts",
@@ -58,9 +56,6 @@ __all__ = [
 
 Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
 """(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
-
-Groups = tuple[int | None, tuple[str, ...]]
-"""(the row's incarnation or None, the PodGroup names the row and its pods stand for)."""
 
 Attempt = tuple[str | None, int]
 """A pod's (revision-hash label, incarnation)."""
@@ -95,8 +90,7 @@ class Verdicts:
     (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
-    steady; ``tallies``: index -> its ``Tally``; ``loose_groups``: the PodGroups pods with
-    no Instance label name; ``groups``: index -> the PodGroups its row and pods stand for.
+    steady; ``tallies``: index -> its ``Tally``.
     """
 
     basis: tuple[Any, ...]
@@ -107,8 +101,6 @@ class Verdicts:
     waiting: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
-    loose_groups: frozenset[str]
-    groups: dict[int, Groups]
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
@@ -139,30 +131,25 @@ def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[
 
 @frozen
 class Grouping:
-    """The pods by Instance, each indexed pod's attempt, and the PodGroups loose pods name."""
+    """The pods by the Instance they are labelled with, and each one's attempt."""
 
     pods_by_index: dict[int, list[PodView]]
     attempt_of: dict[str, Attempt]
-    loose_groups: frozenset[str]
 
 
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
     """Every pod by the Instance it is labelled with, and each one's attempt (one loop)."""
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
-    loose: set[str] = set()
     for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
         labels = pod.labels
         raw = labels.get(LABEL_INSTANCE_INDEX)
         if raw is None or not raw.isdigit():
-            group = labels.get(LABEL_POD_GROUP)
-            if group:
-                loose.add(group)
             continue
         by_index[int(raw)].append(pod)
         inc = labels.get(LABEL_INCARNATION, "")
         attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
-    return Grouping(by_index, attempt_of, frozenset(loose))
+    return Grouping(by_index, attempt_of)
 
 
 @frozen
@@ -185,9 +172,7 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
         return None
     new = snap.pods
     if new is prev.pods:
-        same = Grouping(
-            defaultdict(list, prev.pods_by_index), dict(prev.attempt_of), prev.loose_groups
-        )
+        same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.attempt_of))
         return Regrouped(same, prev.positions, set())
     positions = dict(zip(map(id, new), range(len(new)), strict=True))
     old_pos = prev.positions
@@ -213,18 +198,16 @@ def _apply(
     dirty: set[int] = set()
     for pod in gone:
         index, _ = _index_and_attempt(pod)
-        if index is None:
-            return None  # a pod with no Instance label: group afresh (loose_groups)
-        dirty.add(index)
-        attempt_of.pop(pod.name, None)
+        if index is not None:
+            dirty.add(index)
+            attempt_of.pop(pod.name, None)
     fresh: dict[int, list[PodView]] = defaultdict(list)
     for pod in came:
         index, attempt = _index_and_attempt(pod)
-        if index is None:
-            return None
-        dirty.add(index)
-        fresh[index].append(pod)
-        attempt_of[pod.name] = attempt
+        if index is not None:
+            dirty.add(index)
+            fresh[index].append(pod)
+            attempt_of[pod.name] = attempt
     for index in dirty:
         old = by_index.get(index)
         if old is None:
@@ -235,4 +218,4 @@ def _apply(
         by_index[index] = sorted(pods, key=lambda p: positions[id(p)])
     if not names_unique(by_index, attempt_of):
         return None  # two pods of one name: group afresh, as the full pass does
-    return Regrouped(Grouping(by_index, attempt_of, prev.loose_groups), positions, dirty)
+    return Regrouped(Grouping(by_index, attempt_of), positions, dirty)
