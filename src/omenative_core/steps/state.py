@@ -464,16 +464,22 @@ class PassState:
 
     def members(self) -> list[InstanceStatus]:
         """The member rows, in index order of insertion."""
-        return [r for r in self.rows.values() if self.is_member(r)]
+        # a row with no operation is a member: asked only about the others (a pass at rest
+        # makes this query over every row)
+        return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
 
     def unavailable(self) -> int:
-        """Members that are not Ready, busy, or not yet available."""
-        return sum(
-            1
-            for r in self.rows.values()
-            if self.is_member(r)
-            and (r.phase != Phase.READY or r.operation is not None or not self.available(r))
-        )
+        """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
+        now, window, ready = self.now, self.policy.min_ready, Phase.READY
+        rows = self.rows.values()
+        busy = [r for r in rows if r.operation is not None and self.is_member(r)]
+        waiting = [
+            r
+            for r in rows
+            if r.operation is None
+            and (r.phase != ready or (r.ready_since is not None and now < r.ready_since + window))
+        ]
+        return len(busy) + len(waiting)
 
     def free_index(self, start: int = 0) -> int:
         """The lowest index at or above ``start`` that no row or pod uses, now reserved."""

@@ -88,7 +88,7 @@ def finish(st: PassState) -> Plan:
             elif row.ready_since is not None:
                 st.wake.append(row.ready_since + st.policy.min_ready)
     rows = tuple(rows_list)
-    members = [r for r in rows if st.is_member(r)]
+    members = [r for r in rows if r.operation is None or st.is_member(r)]
     updated = [r for r in rows if r.running_revision == st.target]
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
@@ -202,7 +202,7 @@ def _tally(
     is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
     """
     was = row.index in was_ready
-    kept = st.kept_tally(row, was)
+    kept = st.kept_tally(row, was) if st.kept is not None else None
     if kept is not None:
         st.tallies[row.index] = kept
         return kept[1], kept[2], kept[3]
@@ -224,9 +224,11 @@ def _steady_counts(
     Its pods are exactly its attempt's, all live and Ready (``repair._steady``), so it
     serves when all of them are in rotation (one of two slots, for a single pod).
     """
-    ready_since = _ready_since(st, row, was_ready)
+    # _ready_since of a Ready row: none once Ready before this pass without a stamp
+    settled = row.ready_since is None and row.index in was_ready
+    ready_since = None if settled else _ready_since(st, row, was_ready)
     is_available = ready_since is None
-    pods = len(st.pods_of(row.index))
+    pods = len(st.pods_by_index[row.index])
     is_serving = serving == pods if st.policy.multi_pod else serving > 0
     counts = _counts(row, pods, serving, pods if is_available else 0, admitted, ready_since)
     return counts, is_serving, is_available
@@ -326,7 +328,11 @@ def _ready_condition(
 ) -> tuple[str, str, str]:
     if [r for r in members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
-    updated_ready = [r for r in updated if r.phase == Phase.READY and st.is_member(r)]
+    updated_ready = [
+        r
+        for r in updated
+        if r.phase == Phase.READY and (r.operation is None or st.is_member(r))
+    ]
     staged = _staged(st, members, updated_ready, rolling=rolling)
     return staged or _count_condition(st, members, rolling=rolling)
 
@@ -390,7 +396,9 @@ def _conditions(
     failed = [r for r in members if r.phase == Phase.FAILED]
     rolling = _rolling(st, rows, members)
     minimum = max(desired - st.policy.max_unavailable, 0)
-    avail_ok = len([r for r in available if st.is_member(r)]) >= max(minimum, 0) and (
+    avail_ok = len(
+        [r for r in available if r.operation is None or st.is_member(r)]
+    ) >= max(minimum, 0) and (
         desired == 0 or available
     )
     wanted: dict[str, tuple[str, str, str]] = {
