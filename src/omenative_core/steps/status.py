@@ -70,24 +70,23 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
     was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
-    rows_list: list[InstanceStatus] = []
-    ready: list[InstanceStatus] = []
-    available: list[InstanceStatus] = []
-    serving = 0
-    for i in sorted(st.rows):
-        # each row's pods are looked at once here: counts, serving, readiness
-        row, is_serving, is_available = _tally(st, st.rows[i], was_ready)
-        rows_list.append(row)
-        serving += is_serving
-        if row.phase == Phase.READY or (
-            row.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(row)
-        ):
-            ready.append(row)
-            if is_available:
-                available.append(row)
-            elif row.ready_since is not None:
-                st.wake.append(row.ready_since + st.policy.min_ready)
-    rows = tuple(rows_list)
+    # each row's pods are looked at once here: counts, serving, readiness (comprehensions,
+    # not appends: a pass at rest runs this over every row)
+    tallied = [_tally(st, st.rows[i], was_ready) for i in sorted(st.rows)]
+    rows = tuple([t[0] for t in tallied])
+    serving = len([t for t in tallied if t[1]])
+    busy = (Phase.UPDATING, Phase.MIGRATING)
+    ready_t = [
+        t
+        for t in tallied
+        if t[0].phase == Phase.READY or (t[0].phase in busy and st.all_ready(t[0]))
+    ]
+    ready = [t[0] for t in ready_t]
+    available = [t[0] for t in ready_t if t[2]]
+    window = st.policy.min_ready
+    st.wake.extend(
+        [r.ready_since + window for r, _, a in ready_t if not a and r.ready_since is not None]
+    )
     members = [r for r in rows if r.operation is None or st.is_member(r)]
     updated = [r for r in rows if r.running_revision == st.target]
     status = InferenceReplicaStatus(

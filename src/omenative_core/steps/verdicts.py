@@ -141,6 +141,7 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
     """Every pod by the Instance it is labelled with, and each one's attempt (one loop)."""
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
+    numbers: dict[str, int] = {}
     for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
         labels = pod.labels
         raw = labels.get(LABEL_INSTANCE_INDEX)
@@ -148,7 +149,10 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
             continue
         by_index[int(raw)].append(pod)
         inc = labels.get(LABEL_INCARNATION, "")
-        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
+        number = numbers.get(inc)  # a handful of distinct incarnations: parse each once
+        if number is None:
+            number = numbers[inc] = int(inc) if inc.isdigit() else 0
+        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), number)
     return Grouping(by_index, attempt_of)
 
 
