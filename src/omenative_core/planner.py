@@ -76,10 +76,13 @@ def _advance_all(st: PassState) -> None:
     """Take the next move of every Instance, in index order.
 
     A row with no operation goes straight to its health check (what ``lifecycle.advance``
-    does for it, one call fewer per row of a pass at rest).
+    does for it, one call fewer per row of a pass at rest); one found steady last pass
+    whose row and pods did not change is steady again (``PassState.unchanged_steady``).
     """
     rows = st.rows
-    for index in sorted(rows):
+    same = st.unchanged_steady()
+    st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
+    for index in sorted(rows.keys() - same):
         row = rows[index]
         if row.operation is None:
             rows[index] = repair.settled(st, row)
