@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
 from itertools import compress
-from operator import is_
+from operator import and_, eq, is_, itemgetter
 from typing import Any
 
 from attrs import define, field
@@ -415,6 +415,20 @@ class PassState:
         keys = list(steady.keys() - dirty)
         now = map(self.rows.get, keys)
         return list(compress(keys, map(is_, now, map(steady.__getitem__, keys))))
+
+    def unchanged_tallies(self, was_ready: set[int]) -> dict[int, Tally]:
+        """The kept tallies whose row is the same object, whose pods did not change and whose
+        row was Ready before this pass as before the last (set operations, done in C)."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None:
+            return {}
+        tallies = kept.tallies
+        keys = list(tallies.keys() - dirty)
+        olds = list(map(tallies.__getitem__, keys))
+        same_row = map(is_, map(self.rows.get, keys), map(itemgetter(0), olds))
+        same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
+        good = list(compress(keys, map(and_, same_row, same_was)))
+        return dict(zip(good, map(tallies.__getitem__, good), strict=True))
 
     def kept_tally(self, row: InstanceStatus, was_ready: bool) -> Tally | None:
         """The last pass's tally of this row, if its row, pods and prior phase are the same."""

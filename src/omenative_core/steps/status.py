@@ -37,6 +37,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
+from omenative_core.steps.verdicts import Tally
 
 __all__ = ["finish", "invalid_plan"]
 
@@ -72,20 +73,24 @@ def finish(st: PassState) -> Plan:
     was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
     # each row's pods are looked at once here: counts, serving, readiness (comprehensions,
     # not appends: a pass at rest runs this over every row)
-    tallied = [_tally(st, st.rows[i], was_ready) for i in sorted(st.rows)]
-    rows = tuple([t[0] for t in tallied])
-    serving = len([t for t in tallied if t[1]])
+    # rows whose tally the last pass kept and that did not change take it unread
+    same = st.unchanged_tallies(was_ready)
+    st.tallies.update(same)
+    by_row = st.rows
+    tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)]
+    rows = tuple([t[1] for t in tallied])
+    serving = len([t for t in tallied if t[2]])
     busy = (Phase.UPDATING, Phase.MIGRATING)
     ready_t = [
         t
         for t in tallied
-        if t[0].phase == Phase.READY or (t[0].phase in busy and st.all_ready(t[0]))
+        if t[1].phase == Phase.READY or (t[1].phase in busy and st.all_ready(t[1]))
     ]
-    ready = [t[0] for t in ready_t]
-    available = [t[0] for t in ready_t if t[2]]
+    ready = [t[1] for t in ready_t]
+    available = [t[1] for t in ready_t if t[3]]
     window = st.policy.min_ready
     st.wake.extend(
-        [r.ready_since + window for r, _, a in ready_t if not a and r.ready_since is not None]
+        [t[1].ready_since + window for t in ready_t if not t[3] and t[1].ready_since is not None]
     )
     members = [r for r in rows if r.operation is None or st.is_member(r)]
     updated = [r for r in rows if r.running_revision == st.target]
@@ -192,10 +197,9 @@ def _serving(
     return True
 
 
-def _tally(
-    st: PassState, row: InstanceStatus, was_ready: set[int]
-) -> tuple[InstanceStatus, bool, bool]:
-    """The row with its pod counts and ``readySince``, whether it serves, is available.
+def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
+    """(row, the row with its pod counts and ``readySince``, it serves, it is available,
+    it was Ready before this pass).
 
     Kept for the next pass (``st.tallies``) when the clock plays no part in it: the row
     is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
@@ -204,15 +208,16 @@ def _tally(
     kept = st.kept_tally(row, was) if st.kept is not None else None
     if kept is not None:
         st.tallies[row.index] = kept
-        return kept[1], kept[2], kept[3]
+        return kept
     steady = st.steady_counts.get(row.index)
     if steady is not None and steady[0] is row:
         out = _steady_counts(st, row, was_ready, steady[1], admitted=steady[2])
     else:
         out = _count_pods(st, row, was_ready)
+    tally = (row, *out, was)
     if row.phase != Phase.READY or (row.ready_since is None and was):
-        st.tallies[row.index] = (row, *out, was)
-    return out
+        st.tallies[row.index] = tally
+    return tally
 
 
 def _steady_counts(
