@@ -30,6 +30,8 @@ Theory of operation:
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from attrs import frozen
@@ -178,13 +180,21 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
     if new is prev.pods:
         same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.attempt_of))
         return Regrouped(same, prev.positions, set())
+    limit = len(new) // _CHANGED_FRACTION + 16
+    if len(new) == len(prev.pods):
+        # the common case: changed pods keep their place (a cache updated in place)
+        at = list(compress(range(len(new)), map(is_not, new, prev.pods)))
+        if len(at) <= limit:
+            got = _in_place(prev, new, at)
+            if got is not None:
+                return got
     positions = dict(zip(map(id, new), range(len(new)), strict=True))
     old_pos = prev.positions
     if old_pos is None:
         old_pos = dict(zip(map(id, prev.pods), range(len(prev.pods)), strict=True))
     added = positions.keys() - old_pos.keys()
     removed = old_pos.keys() - positions.keys()
-    if len(positions) != len(new) or len(added) + len(removed) > len(new) // _CHANGED_FRACTION + 16:
+    if len(positions) != len(new) or len(added) + len(removed) > limit:
         return None
     # the survivors must keep their order, so the lists of clean Instances stay as built
     order = list(map(positions.__getitem__, filter(positions.__contains__, map(id, prev.pods))))
@@ -192,6 +202,31 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
         return None
     return _apply(prev, positions, [prev.pods[old_pos[i]] for i in removed],
                   [new[positions[i]] for i in added])
+
+
+def _in_place(prev: Verdicts, new: tuple[PodView, ...], at: list[int]) -> Regrouped | None:
+    """``regroup`` when the pods at positions ``at`` were replaced, each by a pod of the same
+    Instance (None otherwise): each one takes its predecessor's place in its list."""
+    by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
+    attempt_of = dict(prev.attempt_of)
+    dirty: set[int] = set()
+    for k in at:
+        old, pod = prev.pods[k], new[k]
+        index, attempt = _index_and_attempt(pod)
+        if index != _index_and_attempt(old)[0]:
+            return None
+        if index is None:
+            continue
+        if index not in dirty:
+            dirty.add(index)
+            by_index[index] = list(by_index[index])
+        pods = by_index[index]
+        pods[next(j for j, p in enumerate(pods) if p is old)] = pod
+        attempt_of.pop(old.name, None)
+        attempt_of[pod.name] = attempt
+    if not names_unique(by_index, attempt_of):
+        return None
+    return Regrouped(Grouping(by_index, attempt_of), None, dirty)
 
 
 def _apply(
