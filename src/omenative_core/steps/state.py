@@ -192,6 +192,9 @@ class HandOff:
 
 AdvanceFn = Callable[["PassState", int], None]
 
+Shape = tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]
+"""An attempt's pods: (name after ``{prefix}-{index}``, (slot, runners)), in rank order."""
+
 
 @define
 class PassState:
@@ -232,9 +235,7 @@ class PassState:
     # caches
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
-    _shapes: dict[tuple[str, int], tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]] = (
-        field(factory=dict)
-    )
+    _shapes: dict[tuple[str, int], Shape] = field(factory=dict)
     _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
         factory=dict
     )
@@ -299,35 +300,39 @@ class PassState:
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
         """Pod name -> (slot, runners) of one attempt of Instance ``index`` (do not modify).
 
-        Built once per (index, revision, ordinal) and pass: several passes ask for it.
+        Built once per (index, revision, ordinal) and pass: several passes ask for it. A
+        revision's slots are laid out once per pass (``_shape``); the names are built from
+        them, as ``render.pod_name`` spells them.
         """
         del incarnation  # names do not carry it; kept so call sites read as "this attempt"
         key = (index, revision, slot_ordinal)
         if key in self._expected:
             return self._expected[key]
-        out = self._expected[key] = self._build_expected(index, revision, slot_ordinal)
+        kind = (revision, slot_ordinal)
+        shape = self._shapes[kind] if kind in self._shapes else self._shape(revision, slot_ordinal)
+        if shape is None:
+            out = None
+        else:
+            head = f"{self.prefix}-{index}"
+            out = {head + tail: value for tail, value in shape}
+        self._expected[key] = out
         return out
 
-    def _build_expected(
-        self, index: int, revision: str, slot_ordinal: int
-    ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        shape = self._shapes.get((revision, slot_ordinal))
-        if shape is None:
-            runners = self.runners(revision)
-            if runners is None:
-                return None
-            multi = is_multi_pod(runners)
-            # render.pod_name's tail per slot: the name is ``{prefix}-{index}`` + this
-            shape = tuple(
-                (
-                    pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
-                    (slot, runners),
-                )
-                for slot in instance_slots(runners)
+    def _shape(self, revision: str, slot_ordinal: int) -> Shape | None:
+        """Each pod's name after ``{prefix}-{index}`` and its (slot, runners), in rank order."""
+        runners = self.runners(revision)
+        if runners is None:
+            return None
+        multi = is_multi_pod(runners)
+        shape = tuple(
+            (
+                pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
+                (slot, runners),
             )
-            self._shapes[(revision, slot_ordinal)] = shape
-        head = f"{self.prefix}-{index}"
-        return {head + tail: value for tail, value in shape}
+            for slot in instance_slots(runners)
+        )
+        self._shapes[(revision, slot_ordinal)] = shape
+        return shape
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
@@ -343,9 +348,9 @@ class PassState:
 
     def revision_hash(self, revision: str) -> str:
         """``hash_of(revision)``, computed once per pass."""
-        got = self._hashes.get(revision)
-        if got is None:
-            got = self._hashes[revision] = hash_of(revision)
+        if revision in self._hashes:
+            return self._hashes[revision]
+        got = self._hashes[revision] = hash_of(revision)
         return got
 
     def node_lost(self, pod: PodView) -> bool:

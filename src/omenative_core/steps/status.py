@@ -210,11 +210,15 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
         st.tallies[row.index] = kept
         return kept
     steady = st.steady_counts.get(row.index)
-    if steady is not None and steady[0] is row:
-        out = _steady_counts(st, row, was_ready, steady[1], admitted=steady[2])
+    if steady is None or steady[0] is not row:
+        tally = (row, *_count_pods(st, row, was_ready), was)
+    elif row.ready_since is None and was:  # the common steady row: available, no window
+        pods = len(st.pods_by_index[row.index])
+        serving = steady[1]
+        is_serving = serving == pods if st.policy.multi_pod else serving > 0
+        tally = (row, _counts(row, pods, serving, pods, steady[2], None), is_serving, True, was)
     else:
-        out = _count_pods(st, row, was_ready)
-    tally = (row, *out, was)
+        tally = (row, *_steady_counts(st, row, was_ready, steady[1], admitted=steady[2]), was)
     if row.phase != Phase.READY or (row.ready_since is None and was):
         st.tallies[row.index] = tally
     return tally
@@ -228,11 +232,9 @@ def _steady_counts(
     Its pods are exactly its attempt's, all live and Ready (``repair._steady``), so it
     serves when all of them are in rotation (one of two slots, for a single pod).
     """
-    # _ready_since of a Ready row: none once Ready before this pass without a stamp
-    settled = row.ready_since is None and row.index in was_ready
-    ready_since = None if settled else _ready_since(st, row, was_ready)
+    ready_since = _ready_since(st, row, was_ready)
     is_available = ready_since is None
-    pods = len(st.pods_by_index[row.index])
+    pods = len(st.pods_of(row.index))
     is_serving = serving == pods if st.policy.multi_pod else serving > 0
     counts = _counts(row, pods, serving, pods if is_available else 0, admitted, ready_since)
     return counts, is_serving, is_available
