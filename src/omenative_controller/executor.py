@@ -8,7 +8,8 @@ serving-gate patches, image patches or deletes is sent at once, through at most
 event-loop step); any other action is a run of its own. A run with a failure ends the pass
 after its members in flight answered. Every action holds a slot of one manager-wide budget
 (``max_inflight``, ``--max-inflight``) while it talks to the API server, so 64 workers
-cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket.
+cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket;
+status writes and gates going True get the next free slot first (``slots.py``).
 A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
@@ -71,6 +72,7 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
+from omenative_controller.slots import Slots
 from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
@@ -270,7 +272,7 @@ class Executor:
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     #: holds progress-only status writes (None: every status is written when planned)
     coalescer: StatusCoalescer | None = None
-    _budget: asyncio.Semaphore | None = None
+    _budget: Slots | None = None
     _kueue: KueueGroups | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -362,8 +364,10 @@ class Executor:
     async def _apply_counted(self, action: Action, ctx: PassContext) -> Exception | None:
         """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
         if self._budget is None:
-            self._budget = asyncio.Semaphore(max(1, self.max_inflight))
-        async with self._budget:
+            self._budget = Slots(self.max_inflight)
+        urgent = type(action) is UpdateStatus or (type(action) is SetServingGate
+                                                  and action.value)
+        async with self._budget.hold(urgent=urgent):
             if self.metrics is not None:
                 self.metrics.requests_in_flight.inc()
             try:
