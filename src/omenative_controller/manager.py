@@ -33,16 +33,7 @@ import structlog
 from attrs import evolve
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
-from omenative_controller.cache_views import (
-    MANAGED_SELECTOR,
-    ObjectRef,
-    node_index,
-    owner_index,
-    ref_view,
-    replica_view,
-    service_index,
-    slice_view,
-)
+from omenative_controller.cache_views import ObjectRef, service_index
 from omenative_controller.coalesce import StatusCoalescer
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
@@ -52,22 +43,13 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
-from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
+from omenative_controller.kube.apiwatch import ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
-from omenative_controller.kube.resources import (
-    CONTROLLER_REVISIONS,
-    ENDPOINT_SLICES,
-    INFERENCE_REPLICAS,
-    NODES,
-    POD_GROUP_CRD,
-    PODS,
-    SERVICES,
-    pod_groups,
-)
+from omenative_controller.kube.resources import CONTROLLER_REVISIONS, SERVICES
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
 from omenative_controller.manager_config import (
@@ -83,6 +65,7 @@ from omenative_controller.planning import plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
+from omenative_controller.watch_caches import build_watch_caches
 from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
@@ -92,7 +75,6 @@ from omenative_controller.webhook import (
 from omenative_core import planner
 from omenative_core.codec import CodecError
 from omenative_core.incremental import PlanMemo
-from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -105,12 +87,6 @@ from omenative_core.model.plan import (
 )
 from omenative_core.render import headless_service_name, validate_replica
 from omenative_core.service import ServiceConfig
-from omenative_core.views import (
-    node_view_from_json,
-    pod_group_view_from_json,
-    pod_view_from_json,
-    revision_view_from_json,
-)
 
 __all__ = [
     "LIFECYCLE_KEY",
@@ -127,10 +103,6 @@ INSTALL_HINT = "install omenative first (`kubectl apply -k config/` or `omenativ
 """What a missing install step tells the operator to run."""
 _CREATES = (CreatePod, CreatePodGroup, CreateRevision, CreateObject, RecordAudit)
 """Actions that create something (the audit may create its ConfigMap)."""
-
-
-# ---------------------------------------------------------------------------- the manager
-
 
 
 class Manager:
@@ -264,7 +236,6 @@ class Manager:
         lifecycle, self.service_config = await self.config_source.initial()
         return lifecycle
 
-
     async def _start_servers(self) -> None:
         opts = self.options
         if opts.metrics_port is not None and opts.metrics_port == opts.probe_port != 0:
@@ -298,53 +269,16 @@ class Manager:
     def _build(self) -> None:
         client = self.client
         assert client is not None
-        ns = self.options.namespaces or None
         m = self.metrics
-
-        self.replicas = Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
-                                 on_change=self.wakeups.replica, observer=m)
-        self.pods = Informer(client, PODS, pod_view_from_json, namespaces=ns,
-                             label_selector=MANAGED_SELECTOR,
-                             indexers={"owner": owner_index, "node": node_index},
-                             on_change=self.wakeups.pod, observer=m)
-        self.nodes = Informer(client, NODES, node_view_from_json, on_change=self.wakeups.node,
-                              observer=m)
-        self.revisions = Informer(client, CONTROLLER_REVISIONS, revision_view_from_json,
-                                  namespaces=ns, label_selector=MANAGED_SELECTOR,
-                                  indexers={"owner": owner_index}, on_change=self.wakeups.owned,
-                                  observer=m)
-        self.services = Informer(client, SERVICES, ref_view, namespaces=ns,
-                                 label_selector=MANAGED_SELECTOR, on_change=self.wakeups.owned,
-                                 observer=m)
-        self.slices = Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
-                               label_selector=LABEL_REPLICA,
-                               indexers={"service": service_index}, on_change=self._on_slice,
-                               observer=m)
-
-        def make_pod_groups(version: str) -> Informer[Any]:
-            return Informer(client, pod_groups(version), pod_group_view_from_json,
-                            namespaces=ns, label_selector=MANAGED_SELECTOR,
-                            indexers={"owner": owner_index}, on_change=self.wakeups.owned,
-                            observer=m)
-
-        self.pod_group_crd = CrdPresence(client, POD_GROUP_CRD, make_pod_groups,
-                                         interval=self.options.crd_poll_seconds,
-                                         on_change=lambda _present: self.wakeups.all())
-        for inf in (self.replicas, self.pods, self.nodes, self.revisions, self.services,
-                    self.slices):
+        caches = build_watch_caches(client, self.options.namespaces, self.wakeups,
+                                    self._on_slice, m, self.options.crd_poll_seconds)
+        self.replicas, self.pods, self.nodes = caches.replicas, caches.pods, caches.nodes
+        self.revisions, self.services = caches.revisions, caches.services
+        self.slices = caches.slices
+        self.pod_group_crd, self.native_gang = caches.pod_group_crd, caches.native_gang
+        for inf in caches.always:
             self._spawn(inf.run(), f"informer-{inf.name}")
         self._spawn(self.pod_group_crd.run(), "crd-podgroups")
-
-        def make_native() -> dict[str, Informer[Any]]:
-            return {res.kind: Informer(client, res, pod_group_view_from_json, namespaces=ns,
-                                       label_selector=MANAGED_SELECTOR,
-                                       indexers={"owner": owner_index},
-                                       on_change=self.wakeups.owned, observer=m)
-                    for res in (NATIVE_POD_GROUPS, WORKLOADS)}
-
-        self.native_gang = ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
-                                       interval=self.options.crd_poll_seconds,
-                                       on_change=lambda _present: self.wakeups.all())
         self._spawn(self.native_gang.run(), "api-native-gang")
 
         self.elector = LeaderElector(
@@ -455,7 +389,6 @@ class Manager:
             self._enqueue_all()
             if self._isvc is not None:
                 self._isvc.enqueue_all()
-
 
     async def _resync_loop(self) -> None:
         while True:

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from omenative_controller.cli.handover_output import format_handover, handover_rows
+from omenative_controller.cli.kubectl_common import get_or_none
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, Resource
@@ -135,17 +136,6 @@ def kubectl_ome(kubeconfig: Path, namespace: str, *args: str) -> str:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-async def get_or_none(kube: KubeClient, res: Resource, name: str, namespace: str
-                      ) -> JSON | None:
-    """The object, or None when it is not there."""
-    try:
-        return await kube.get(res, name, namespace)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
 
 
 class Progress:

@@ -36,7 +36,7 @@ from omenative_core.model.plan import CreateObject, CreatePodGroup, DeleteObject
 from omenative_core.model.spec import Runner
 from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.revisions import hash_of
-from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+from omenative_core.steps.state import PassState
 
 __all__ = [
     "POD_GROUP_UNSCHEDULABLE",
@@ -137,16 +137,36 @@ def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
 
 
 def _groups_in_use(st: PassState) -> set[str]:
-    """PodGroup names an attempt (a row) or a pod still stands for."""
-    used = {pod_group_name(st.prefix, r.index, r.incarnation) for r in st.rows.values()}
-    for pod in st.snap.pods:
-        index = pod_index(pod)
-        if index is not None:
-            used.add(pod_group_name(st.prefix, index, pod_incarnation(pod)))
-        label = pod.labels.get(LABEL_POD_GROUP)
-        if label:
-            used.add(label)
+    """PodGroup names an attempt (a row) or a pod still stands for.
+
+    Worked out per Instance, and kept for the next pass while the Instance's pods and
+    incarnation hold (``steps.verdicts``): a pass at rest reads no pod here.
+    """
+    used = set(st.loose_groups)
+    for index, row in st.rows.items():
+        used.update(_instance_groups(st, index, row.incarnation))
+    for index in st.pods_by_index.keys() - st.rows.keys():
+        used.update(_instance_groups(st, index, None))  # pods whose row went this pass
     return used
+
+
+def _instance_groups(st: PassState, index: int, incarnation: int | None) -> tuple[str, ...]:
+    got = st.kept_groups(index, incarnation)
+    if got is None:
+        names = set()
+        if incarnation is not None:
+            names.add(pod_group_name(st.prefix, index, incarnation))
+        attempt_of = st.attempt_of  # every grouped pod's (revisions.group_pods)
+        for pod in st.pods_of(index):
+            inc = attempt_of[pod.name][1]
+            if inc != incarnation:
+                names.add(pod_group_name(st.prefix, index, inc))
+            label = pod.labels.get(LABEL_POD_GROUP)
+            if label:
+                names.add(label)
+        got = (incarnation, tuple(names))
+    st.groups[index] = got
+    return got[1]
 
 
 def _revisions_in_use(st: PassState) -> set[str]:
@@ -164,13 +184,20 @@ def _revisions_in_use(st: PassState) -> set[str]:
 
 
 def cleanup(st: PassState) -> None:
-    """Delete PodGroups and Workloads nothing uses any more (see the module docstring)."""
-    used = _groups_in_use(st)
-    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
-        for pg in groups.values():
-            if pg.name not in used:
-                _delete(st, pg, api)
+    """Delete PodGroups and Workloads nothing uses any more (see the module docstring).
+
+    What is in use is worked out only when there is something to delete: at rest with no
+    PodGroup or Workload (a cluster without gang scheduling) this costs nothing per pod.
+    """
+    if st.snap.pod_groups or st.snap.native_pod_groups:
+        used = _groups_in_use(st)
+        for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
+                            (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+            for pg in groups.values():
+                if pg.name not in used:
+                    _delete(st, pg, api)
+    if not st.snap.workloads:
+        return
     revisions = _revisions_in_use(st)
     for wl in st.snap.workloads.values():
         if not wl.deleting and wl.labels.get(LABEL_REVISION_HASH) not in revisions:

@@ -11,7 +11,7 @@ revision a row or the target still names, within ``revisionHistoryLimit``.
 
 from __future__ import annotations
 
-from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
+from omenative_core.labels import LABEL_REVISION_HASH
 from omenative_core.model.plan import CreateRevision, DeleteRevision
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step
@@ -26,6 +26,7 @@ from omenative_core.revisions import (
 )
 from omenative_core.steps.scale import new_instance_revision
 from omenative_core.steps.state import PassState, pod_incarnation
+from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
 __all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
 
@@ -91,18 +92,29 @@ def group_pods(st: PassState) -> None:
     """Index the observed pods by the Instance they are labelled with.
 
     Each pod's labels are read here once: its index, and its attempt (revision hash and
-    incarnation, ``st.attempt_of``) that the later passes compare.
+    incarnation, ``st.attempt_of``) that the later passes compare. With the last pass's
+    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.dirty``
+    names the Instances they belong to.
     """
-    by_index = st.pods_by_index
-    attempt_of = st.attempt_of
-    for pod in st.snap.pods:
-        labels = pod.labels
-        raw = labels.get(LABEL_INSTANCE_INDEX)
-        if raw is None or not raw.isdigit():
-            continue
-        by_index[int(raw)].append(pod)
-        inc = labels.get(LABEL_INCARNATION, "")
-        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
+    got = regroup(st.snap, st.basis, st.kept)
+    if got is None:
+        _group_all(st)
+        return
+    _take(st, got.grouping)
+    st.positions = got.positions
+    st.dirty = got.dirty
+
+
+def _group_all(st: PassState) -> None:
+    _take(st, group_all(st.snap.pods))
+    st.positions = None
+    st.dirty = None
+
+
+def _take(st: PassState, grouping: Grouping) -> None:
+    st.pods_by_index = grouping.pods_by_index
+    st.attempt_of = grouping.attempt_of
+    st.loose_groups = grouping.loose_groups
 
 
 def load_rows(st: PassState) -> None:
@@ -110,7 +122,12 @@ def load_rows(st: PassState) -> None:
     created them when their labels say so (``unrecorded_create``), else a Pending one."""
     for row in st.prev.instances:
         st.rows[row.index] = row
-    orphans = [i for i in st.pods_by_index if i not in st.rows]
+    missing = st.pods_by_index.keys() - st.rows.keys()
+    if not missing:
+        return
+    if st.dirty is not None:
+        _group_all(st)  # adopt in the order a full grouping meets the pods
+    orphans = [i for i in st.pods_by_index if i in missing]
     for index in orphans:
         pods = st.pods_by_index[index]
         # pods with no row (status lost or never written): adopt, never delete blindly

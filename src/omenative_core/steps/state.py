@@ -60,6 +60,14 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
+from omenative_core.steps.verdicts import (
+    Groups,
+    Tally,
+    Verdicts,
+    basis_of,
+    names_unique,
+    unschedulable,
+)
 
 __all__ = [
     "ActionSink",
@@ -193,6 +201,8 @@ class PassState:
     advance_fn: AdvanceFn
     fast: bool = True
     """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
+    kept: Verdicts | None = None
+    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
     ir: InferenceReplica = field(init=False)
@@ -221,7 +231,9 @@ class PassState:
     # caches
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
-    _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
+    _shapes: dict[tuple[str, int], tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]] = (
+        field(factory=dict)
+    )
     _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
         factory=dict
     )
@@ -229,6 +241,18 @@ class PassState:
     attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
     """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
     _budget: Budget | None = None
+    # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
+    basis: tuple[Any, ...] = ()
+    dirty: set[int] | None = None
+    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
+    positions: dict[int, int] | None = None
+    steady_rows: dict[int, InstanceStatus] = field(factory=dict)
+    tallies: dict[int, Tally] = field(factory=dict)
+    steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
+    """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
+    loose_groups: frozenset[str] = frozenset()
+    groups: dict[int, Groups] = field(factory=dict)
+    _waiting: set[int] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -240,6 +264,7 @@ class PassState:
         self.book = RetryBook(self.prev.retry_blocks, self.snap.config.update_retry)
         self.migrations = {m.request_uuid: m for m in self.prev.migrations}
         self.errors_by_name = {e.name: e for e in self.snap.create_errors}
+        self.basis = basis_of(self.snap)
 
     # ------------------------------------------------------------------ shorthands
 
@@ -287,21 +312,23 @@ class PassState:
     def _build_expected(
         self, index: int, revision: str, slot_ordinal: int
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        shape = self._shapes.get(revision)
+        shape = self._shapes.get((revision, slot_ordinal))
         if shape is None:
             runners = self.runners(revision)
             if runners is None:
                 return None
-            shape = (instance_slots(runners), runners, is_multi_pod(runners))
-            self._shapes[revision] = shape
-        slots, runners, multi = shape
-        return {
-            pod_name(self.prefix, index, slot.runner, slot.ordinal if multi else slot_ordinal): (
-                slot,
-                runners,
+            multi = is_multi_pod(runners)
+            # render.pod_name's tail per slot: the name is ``{prefix}-{index}`` + this
+            shape = tuple(
+                (
+                    pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
+                    (slot, runners),
+                )
+                for slot in instance_slots(runners)
             )
-            for slot in slots
-        }
+            self._shapes[(revision, slot_ordinal)] = shape
+        head = f"{self.prefix}-{index}"
+        return {head + tail: value for tail, value in shape}
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
@@ -368,6 +395,67 @@ class PassState:
         starts its ``minReadySeconds`` window now.
         """
         return row.ready_since if row.phase == Phase.READY else self.now
+
+    # ------------------------------------------------------------------ kept verdicts
+
+    def was_steady(self, row: InstanceStatus) -> bool:
+        """The last pass found this row steady, and neither it nor its pods changed since."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or row.index in dirty or self.migrations:
+            return False
+        old = kept.steady.get(row.index)
+        return old is not None and (old is row or old == row)
+
+    def kept_tally(self, row: InstanceStatus, was_ready: bool) -> Tally | None:
+        """The last pass's tally of this row, if its row, pods and prior phase are the same."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or row.index in dirty:
+            return None
+        old = kept.tallies.get(row.index)
+        if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
+            return None
+        return old
+
+    def waiting(self) -> set[int]:
+        """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
+        got = self._waiting
+        if got is None:
+            kept = self.kept
+            if kept is None or kept.waiting is None or self.dirty is None:
+                got = unschedulable(self.pods_by_index, self.pods_by_index)
+            else:
+                got = set(kept.waiting - self.dirty)
+                got |= unschedulable(self.pods_by_index, self.dirty)
+            self._waiting = got
+        return got
+
+    def verdicts(self) -> Verdicts | None:
+        """What this pass found per Instance, for the next pass (None: nothing to keep)."""
+        if not names_unique(self.pods_by_index, self.attempt_of):
+            return None
+        waiting = self._waiting
+        if waiting is None and self.dirty is not None and self.kept is not None:
+            waiting = self.waiting() if self.kept.waiting is not None else None
+        return Verdicts(
+            basis=self.basis,
+            pods=self.snap.pods,
+            positions=self.positions,
+            pods_by_index=self.pods_by_index,
+            attempt_of=self.attempt_of,
+            waiting=frozenset(waiting) if waiting is not None else None,
+            steady=self.steady_rows,
+            tallies=self.tallies,
+            loose_groups=self.loose_groups,
+            groups=self.groups,
+        )
+
+    def kept_groups(self, index: int, incarnation: int | None) -> Groups | None:
+        """The last pass's PodGroup names of this Instance, if its pods and incarnation held."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or index in dirty:
+            return None
+        old = kept.groups.get(index)
+        return old if old is not None and old[0] == incarnation else None
 
     # ------------------------------------------------------------------ membership
 

@@ -196,7 +196,45 @@ def _serving(
 def _tally(
     st: PassState, row: InstanceStatus, was_ready: set[int]
 ) -> tuple[InstanceStatus, bool, bool]:
-    """The row with its pod counts and ``readySince``, whether it serves, is available."""
+    """The row with its pod counts and ``readySince``, whether it serves, is available.
+
+    Kept for the next pass (``st.tallies``) when the clock plays no part in it: the row
+    is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
+    """
+    was = row.index in was_ready
+    kept = st.kept_tally(row, was)
+    if kept is not None:
+        st.tallies[row.index] = kept
+        return kept[1], kept[2], kept[3]
+    steady = st.steady_counts.get(row.index)
+    if steady is not None and steady[0] is row:
+        out = _steady_counts(st, row, was_ready, steady[1], admitted=steady[2])
+    else:
+        out = _count_pods(st, row, was_ready)
+    if row.phase != Phase.READY or (row.ready_since is None and was):
+        st.tallies[row.index] = (row, *out, was)
+    return out
+
+
+def _steady_counts(
+    st: PassState, row: InstanceStatus, was_ready: set[int], serving: int, *, admitted: bool
+) -> tuple[InstanceStatus, bool, bool]:
+    """``_count_pods`` of a row found steady this pass, from what that check counted.
+
+    Its pods are exactly its attempt's, all live and Ready (``repair._steady``), so it
+    serves when all of them are in rotation (one of two slots, for a single pod).
+    """
+    ready_since = _ready_since(st, row, was_ready)
+    is_available = ready_since is None
+    pods = len(st.pods_of(row.index))
+    is_serving = serving == pods if st.policy.multi_pod else serving > 0
+    counts = _counts(row, pods, serving, pods if is_available else 0, admitted, ready_since)
+    return counts, is_serving, is_available
+
+
+def _count_pods(
+    st: PassState, row: InstanceStatus, was_ready: set[int]
+) -> tuple[InstanceStatus, bool, bool]:
     ready_since = _ready_since(st, row, was_ready)
     is_available = row.phase == Phase.READY and ready_since is None
     live = 0

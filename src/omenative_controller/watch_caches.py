@@ -1,0 +1,112 @@
+"""The manager's watch caches, built in one place.
+
+One informer per resource the manager reads (InferenceReplicas, managed pods, nodes,
+ControllerRevisions, headless Services, EndpointSlices), plus the PodGroup informers that
+exist only while their API does. The manager and ``benchmarks/bench_memory.py`` both build
+them here, so the benchmark measures exactly the caches the manager keeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from attrs import define
+
+from omenative_controller.cache_views import (
+    MANAGED_SELECTOR,
+    ObjectRef,
+    node_index,
+    owner_index,
+    ref_view,
+    replica_view,
+    service_index,
+    slice_view,
+)
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.crdwatch import CrdPresence
+from omenative_controller.kube.informer import Informer, InformerObserver
+from omenative_controller.kube.resources import (
+    CONTROLLER_REVISIONS,
+    ENDPOINT_SLICES,
+    INFERENCE_REPLICAS,
+    NODES,
+    POD_GROUP_CRD,
+    PODS,
+    SERVICES,
+    pod_groups,
+)
+from omenative_controller.wakeups import Wakeups
+from omenative_core.labels import LABEL_REPLICA
+from omenative_core.model.observed import NodeView, PodView
+from omenative_core.views import (
+    node_view_from_json,
+    pod_group_view_from_json,
+    pod_view_from_json,
+    revision_view_from_json,
+)
+
+__all__ = ["WatchCaches", "build_watch_caches"]
+
+SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
+"""The EndpointSlice change callback (the routed-pod set, then the wakeup)."""
+
+
+@define
+class WatchCaches:
+    """Every informer of the manager; ``always`` are the ones that run from the start."""
+
+    replicas: Informer[JSON]
+    pods: Informer[PodView]
+    nodes: Informer[NodeView]
+    revisions: Informer[Any]
+    services: Informer[ObjectRef]
+    slices: Informer[JSON]
+    pod_group_crd: CrdPresence
+    native_gang: ApiPresence
+
+    @property
+    def always(self) -> tuple[Informer[Any], ...]:
+        """The informers that list and watch for the manager's whole life."""
+        return (self.replicas, self.pods, self.nodes, self.revisions, self.services,
+                self.slices)
+
+
+def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wakeups: Wakeups,
+                       on_slice: SliceHandler, observer: InformerObserver,
+                       crd_poll_seconds: float) -> WatchCaches:
+    """The manager's informers over ``namespaces`` (None: all), not yet running."""
+    ns = namespaces or None
+    m = observer
+
+    def owned(resource: Any, view: Callable[[JSON], Any]) -> Informer[Any]:
+        return Informer(client, resource, view, namespaces=ns, label_selector=MANAGED_SELECTOR,
+                        indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m)
+
+    def make_native() -> dict[str, Informer[Any]]:
+        return {res.kind: owned(res, pod_group_view_from_json)
+                for res in (NATIVE_POD_GROUPS, WORKLOADS)}
+
+    return WatchCaches(
+        replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
+                          on_change=wakeups.replica, observer=m),
+        pods=Informer(client, PODS, pod_view_from_json, namespaces=ns,
+                      label_selector=MANAGED_SELECTOR,
+                      indexers={"owner": owner_index, "node": node_index},
+                      on_change=wakeups.pod, observer=m),
+        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m),
+        revisions=owned(CONTROLLER_REVISIONS, revision_view_from_json),
+        services=Informer(client, SERVICES, ref_view, namespaces=ns,
+                          label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m),
+        slices=Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
+                        label_selector=LABEL_REPLICA, indexers={"service": service_index},
+                        on_change=on_slice, observer=m),
+        pod_group_crd=CrdPresence(
+            client, POD_GROUP_CRD, lambda version: owned(pod_groups(version),
+                                                         pod_group_view_from_json),
+            interval=crd_poll_seconds, on_change=lambda _present: wakeups.all()),
+        native_gang=ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
+                                interval=crd_poll_seconds,
+                                on_change=lambda _present: wakeups.all()),
+    )
