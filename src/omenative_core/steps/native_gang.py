@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import is_
 
 from omenative_core.gang import (
     MECHANISM_NATIVE,
@@ -137,13 +138,23 @@ def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
     return gone
 
 
-def _row_groups(st: PassState) -> set[str]:
-    """The PodGroup of each row's attempt (``pod_group_name``, in one comprehension)."""
+def _row_groups(st: PassState) -> frozenset[str]:
+    """The PodGroup of each row's attempt (``pod_group_name``, in one comprehension).
+
+    Kept for the next pass (``steps.verdicts``): while every row is the same object as
+    then, the names are the same (checked with one identity comparison per row, in C).
+    """
+    rows = list(st.rows.values())
+    kept = st.kept.row_groups if st.kept is not None and st.dirty is not None else None
+    if kept is not None and len(kept[0]) == len(rows) and all(map(is_, rows, kept[0])):
+        st.row_groups = kept
+        return kept[1]
     prefix = st.prefix
-    names = {f"{prefix}-{r.index}-{r.incarnation}" for r in st.rows.values()}
+    names = {f"{prefix}-{r.index}-{r.incarnation}" for r in rows}
     if names and max(map(len, names)) > MAX_NAME_LENGTH:  # bounded names: the long way
-        names = {pod_group_name(prefix, r.index, r.incarnation) for r in st.rows.values()}
-    return names
+        names = {pod_group_name(prefix, r.index, r.incarnation) for r in rows}
+    st.row_groups = (rows, frozenset(names))
+    return st.row_groups[1]
 
 
 def _pod_groups(st: PassState) -> set[str]:

@@ -63,6 +63,7 @@ from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
 from omenative_core.steps.verdicts import (
+    RowGroups,
     Tally,
     Verdicts,
     basis_of,
@@ -250,6 +251,8 @@ class PassState:
     positions: dict[int, int] | None = None
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
+    row_groups: RowGroups | None = None
+    """The rows and their attempts' PodGroup names, if ``native_gang.cleanup`` needed them."""
     steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
     _waiting: set[int] | None = None
@@ -474,6 +477,7 @@ class PassState:
             waiting=frozenset(waiting) if waiting is not None else None,
             steady=self.steady_rows,
             tallies=self.tallies,
+            row_groups=self.row_groups,
         )
 
     # ------------------------------------------------------------------ membership

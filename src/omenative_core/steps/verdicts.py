@@ -47,6 +47,7 @@ from omenative_core.model.status import InstanceStatus
 __all__ = [
     "Grouping",
     "Regrouped",
+    "RowGroups",
     "Tally",
     "Verdicts",
     "basis_of",
@@ -58,6 +59,9 @@ __all__ = [
 
 Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
 """(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
+
+RowGroups = tuple[list[InstanceStatus], frozenset[str]]
+"""The rows of a pass (in order) and the PodGroup names of their attempts."""
 
 Attempt = tuple[str | None, int]
 """A pod's (revision-hash label, incarnation)."""
@@ -92,7 +96,8 @@ class Verdicts:
     (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
-    steady; ``tallies``: index -> its ``Tally``.
+    steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
+    of their attempts' PodGroups (``native_gang``), when the pass needed them.
     """
 
     basis: tuple[Any, ...]
@@ -103,6 +108,7 @@ class Verdicts:
     waiting: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
+    row_groups: RowGroups | None = None
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
