@@ -2,13 +2,15 @@
 
 Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
 does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
-prelude (finalizer, revision, headless Service, Workload, PodGroups), a gang's pods, its
+prelude (finalizer, revision, headless Service, Workload, a scheduler-plugins PodGroup),
+Kubernetes' own PodGroups (after the Workload they name), a gang's pods, its
 serving-gate patches, image patches or deletes is sent at once, through at most
 ``max_inflight`` lanes (a run of thousands never makes thousands of tasks in one
 event-loop step); any other action is a run of its own. A run with a failure ends the pass
 after its members in flight answered. Every action holds a slot of one manager-wide budget
 (``max_inflight``, ``--max-inflight``) while it talks to the API server, so 64 workers
-cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket.
+cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket;
+status writes and gates going True get the next free slot first (``slots.py``).
 A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
@@ -71,6 +73,8 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
+from omenative_controller.slots import Slots
+from omenative_core.gang import NATIVE_API_VERSION
 from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
@@ -137,8 +141,9 @@ the interpreter back every switch interval (5 ms); below this size the hop is no
 _Stop = PassStop
 
 
+_NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
 _FAMILY: dict[type[Action], str] = {
-    CreateRevision: "prelude", CreateObject: "prelude", CreatePodGroup: "prelude",
+    CreateRevision: "prelude", CreateObject: "prelude",
     **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
                                         PatchPodImages, CreatePod)},
 }
@@ -149,13 +154,16 @@ def _family(action: Action) -> str:
     needs another to exist first. The objects a gang's pods lean on go first: the
     finalizer, the revision, the headless Service (kube-scheduler spreads a replica's pods
     by the Services that select them, so a pod created before its Service is placed as if
-    it had none), a native Workload and the gang's PodGroups (a pod created before its
-    PodGroup is scheduled without its gang). Nothing in the prelude needs another member
-    to exist first (a native PodGroup names its Workload, read only when its pods are
-    scheduled), so a gang's first pass is two round trips: the prelude, then its pods.
-    One dict lookup per action: a plan may hold tens of thousands."""
+    it had none), a native Workload and a scheduler-plugins PodGroup (a pod created before
+    its PodGroup is scheduled without its gang): a gang's first pass is two round trips,
+    the prelude, then its pods. Kubernetes' own PodGroup is a family of its own after the
+    prelude: the API server refuses it (403 ``Workload ... not found``) until the Workload
+    it names exists. One dict lookup per action: a plan may hold tens of thousands."""
     if type(action) is SetFinalizer:
         return "prelude" if action.present else ""
+    if type(action) is CreatePodGroup:
+        native = str(action.body.get("apiVersion", "")).startswith(_NATIVE_GROUP)
+        return action.kind if native else "prelude"
     return _FAMILY.get(type(action), "")  # "": a run of its own
 
 
@@ -270,7 +278,7 @@ class Executor:
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     #: holds progress-only status writes (None: every status is written when planned)
     coalescer: StatusCoalescer | None = None
-    _budget: asyncio.Semaphore | None = None
+    _budget: Slots | None = None
     _kueue: KueueGroups | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -362,8 +370,10 @@ class Executor:
     async def _apply_counted(self, action: Action, ctx: PassContext) -> Exception | None:
         """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
         if self._budget is None:
-            self._budget = asyncio.Semaphore(max(1, self.max_inflight))
-        async with self._budget:
+            self._budget = Slots(self.max_inflight)
+        urgent = type(action) is UpdateStatus or (type(action) is SetServingGate
+                                                  and action.value)
+        async with self._budget.hold(urgent=urgent):
             if self.metrics is not None:
                 self.metrics.requests_in_flight.inc()
             try:

@@ -106,18 +106,27 @@ def test_a_bring_up_sends_its_prelude_at_once_then_every_pod_at_once() -> None:
 
 
 def test_a_gangs_first_pass_is_two_round_trips_prelude_with_podgroup_then_pods() -> None:
+    """A scheduler-plugins PodGroup goes with the prelude; the pods follow it."""
     api = SlowApi()
-    workload = CreateObject(body={"apiVersion": "scheduling.k8s.io/v1alpha1",
-                                  "kind": "Workload", "metadata": {"name": "w"}})
-    group = CreatePodGroup(body={"apiVersion": "scheduling.k8s.io/v1alpha1",
+    group = CreatePodGroup(body={"apiVersion": "scheduling.x-k8s.io/v1alpha1",
                                  "metadata": {"name": "g"}})
     plan = _plan(SetFinalizer(present=True), CreateRevision(body={"metadata": {"name": "rev"}}),
-                 workload, group, *(_pod(f"p{i}") for i in range(4)))
-    assert [len(run) for _, run in action_runs(plan.actions)] == [4, 4]
+                 group, *(_pod(f"p{i}") for i in range(4)))
+    assert [len(run) for _, run in action_runs(plan.actions)] == [3, 4]
     asyncio.run(_executor(api).apply(plan, _ctx()))
-    assert "create g" in api.calls[:4], "the PodGroup went out with the prelude"
-    assert sorted(api.calls[4:]) == [f"create p{i}" for i in range(4)]
-    assert api.peak == 4
+    assert "create g" in api.calls[:3], "the PodGroup went out with the prelude"
+    assert sorted(api.calls[3:]) == [f"create p{i}" for i in range(4)]
+
+
+def test_kubernetes_own_podgroup_waits_for_the_workload_it_names() -> None:
+    """The API server refuses a native PodGroup (403) until its Workload exists."""
+    workload = CreateObject(body={"apiVersion": "scheduling.k8s.io/v1alpha2",
+                                  "kind": "Workload", "metadata": {"name": "w"}})
+    group = CreatePodGroup(body={"apiVersion": "scheduling.k8s.io/v1alpha2",
+                                 "kind": "PodGroup", "metadata": {"name": "g"}})
+    actions = (SetFinalizer(present=True), workload, group, _pod("p0"), _pod("p1"))
+    assert [[a.kind for a in run] for _, run in action_runs(actions)] == [
+        ["SetFinalizer", "CreateObject"], ["CreatePodGroup"], ["CreatePod", "CreatePod"]]
 
 
 def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:

@@ -17,12 +17,12 @@ from collections.abc import Iterable, Sequence
 from operator import is_
 
 from omenative_core.gang import (
-    MECHANISM_NATIVE,
     MECHANISM_NONE,
     MECHANISM_POD_GROUP,
     NATIVE_API_VERSION,
     POD_GROUP_API_VERSION,
     choose_mechanism,
+    gang_condition,
     pod_group_name,
     render_native_pod_group,
     render_pod_group,
@@ -47,7 +47,7 @@ __all__ = [
     "delete_pod_group",
     "ensure",
     "mechanism",
-    "mechanism_message",
+    "mechanism_condition",
 ]
 
 POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
@@ -65,21 +65,16 @@ def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
     )
 
 
-def mechanism_message(st: PassState, chosen: str) -> str:
-    """Why ``chosen`` is the replica's mechanism, for ``GangSchedulingUnavailable``."""
-    setting = st.config.gang_scheduling
-    if chosen == MECHANISM_NATIVE:
-        return (f"gang mechanism Native (lifecycle.gangScheduling {setting}): Kubernetes "
-                f"{NATIVE_API_VERSION} Workload and PodGroups are used")
-    if chosen == MECHANISM_POD_GROUP:
-        return (f"gang mechanism PodGroup (lifecycle.gangScheduling {setting}): "
-                f"scheduler-plugins PodGroups ({POD_GROUP_API_VERSION}) are used")
-    native = "served" if st.snap.native_gang_api else "not served"
-    crd = "installed" if st.snap.pod_group_crd else "not installed"
-    who = scheduler_name(st.spec.runners) or "the default scheduler"
-    return (f"gang mechanism None (lifecycle.gangScheduling {setting}; "
-            f"{NATIVE_API_VERSION} {native}, the scheduler-plugins PodGroup CRD {crd}, "
-            f"pods use {who}); multi-pod Instances may schedule partially")
+def mechanism_condition(st: PassState) -> tuple[str, str, str]:
+    """The replica's ``GangSchedulingUnavailable`` (status, reason, message): ``gang_condition``
+    on its setting, what the cluster serves and its runners' scheduler."""
+    return gang_condition(
+        st.config.gang_scheduling,
+        multi_pod=st.policy.multi_pod,
+        native_api=st.snap.native_gang_api,
+        pod_group_crd=st.snap.pod_group_crd,
+        scheduler=scheduler_name(st.spec.runners),
+    )
 
 
 def ensure(

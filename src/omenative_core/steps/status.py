@@ -18,7 +18,6 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.conditions import build_conditions
-from omenative_core.gang import MECHANISM_NONE
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import (
     Action,
@@ -438,16 +437,9 @@ def _conditions(
 
 def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     """Conditions that describe the cluster's configuration rather than the Instances."""
-    multi = st.policy.multi_pod
     audit = st.config.audit
     timeout = st.policy.ready_timeout
-    chosen = native_gang.mechanism(st, st.spec.runners)
-    if not multi:
-        gang = ("False", "GangSchedulingAvailable", "single-pod Instances need no gang scheduling")
-    elif chosen == MECHANISM_NONE:
-        gang = ("True", "PodGroupCRDNotInstalled", native_gang.mechanism_message(st, chosen))
-    else:
-        gang = ("False", "GangSchedulingAvailable", native_gang.mechanism_message(st, chosen))
+    gang = native_gang.mechanism_condition(st)
     migration = (
         (
             "True",
