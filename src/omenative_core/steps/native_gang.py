@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import is_
+from operator import attrgetter, is_
 
 from omenative_core.gang import (
     MECHANISM_NONE,
@@ -200,7 +200,7 @@ def cleanup(st: PassState) -> None:
     for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
                         (st.snap.native_pod_groups, NATIVE_API_VERSION)):
         if groups:
-            orphans = _orphans(st, (pg.name for pg in groups.values()))
+            orphans = _orphans(st, map(attrgetter("name"), groups.values()))
             for pg in groups.values():
                 if pg.name in orphans:
                     _delete(st, pg, api)
