@@ -36,7 +36,7 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
-from omenative_core.steps.verdicts import Verdicts
+from omenative_core.steps.verdicts import Verdicts, keep
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
@@ -155,7 +155,7 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
     if st is not None:
         wakes = tuple(sorted(t for t in st.wake if t > now))
         poll = st.poll
-        verdicts = st.verdicts()
+        verdicts = keep(st)
         rederived = None if st.dirty is None else len(st.dirty)
     quiet = not plan.actions and not plan.events
     return plan, PlanMemo(

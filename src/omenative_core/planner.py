@@ -49,7 +49,7 @@ from omenative_core.steps.verbs import (
     ANNOTATION_RELEASE_HELD,
     ANNOTATION_RESET,
 )
-from omenative_core.steps.verdicts import Verdicts
+from omenative_core.steps.verdicts import Verdicts, unchanged_steady
 
 __all__ = [
     "ANNOTATION_MIGRATION_PREFIX",
@@ -77,10 +77,10 @@ def _advance_all(st: PassState) -> None:
 
     A row with no operation goes straight to its health check (what ``lifecycle.advance``
     does for it, one call fewer per row of a pass at rest); one found steady last pass
-    whose row and pods did not change is steady again (``PassState.unchanged_steady``).
+    whose row and pods did not change is steady again (``verdicts.unchanged_steady``).
     """
     rows = st.rows
-    same = st.unchanged_steady()
+    same = unchanged_steady(st)
     st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
     for index in sorted(rows.keys() - same):
         row = rows[index]
@@ -129,7 +129,7 @@ def plan_pass(
 
     ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
     knows how long the plan stays valid while nothing else changes, and its per-Instance
-    verdicts (``PassState.verdicts``), which it hands back as ``kept`` to the next pass so
+    verdicts (``steps.verdicts.keep``), which it hands back as ``kept`` to the next pass so
     that pass rederives only the Instances that changed (``steps.verdicts``).
     ``fast=False`` skips the one-loop checks of steady rows and every kept verdict (tests
     compare both ways).

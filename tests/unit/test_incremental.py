@@ -124,3 +124,16 @@ def test_a_spec_change_rederives_every_instance() -> None:
     snap = world.snapshot()
     got, memo = plan_incremental(snap, memo)
     assert memo.rederived is None and got == plan(snap)
+
+
+def test_reordered_pods_regroup_every_instance() -> None:
+    """The kept pod lists hold the snapshot's order; a shell that reorders its pods gets a
+    full regrouping, never a list in the wrong order."""
+    world = _world()
+    snap = world.snapshot()
+    _, memo = plan_incremental(snap, None)
+    pods = list(reversed(snap.pods))
+    pods[0] = changed_pod(pods[0], "unready") or pods[0]
+    after = evolve(snap, pods=tuple(pods))
+    got, memo = plan_incremental(after, memo)
+    assert memo.rederived is None and got == plan(after)

@@ -25,6 +25,7 @@ from omenative_core.model.observed import NodeView
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.render import instance_slots
 from omenative_core.steps.state import PassState
+from omenative_core.steps.verdicts import unschedulable_now
 
 __all__ = ["CAPACITY_CONDITION", "TOPOLOGY_CONDITION", "check_nodes", "pod_gpus"]
 
@@ -113,7 +114,7 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
             f"{words}; the largest Ready node has {largest}; all Ready nodes together "
             f"{together}; its pods are created and stay Pending until the cluster grows",
         )
-    waiting = sorted(st.waiting())
+    waiting = sorted(unschedulable_now(st))
     if not waiting:
         return None
     return (

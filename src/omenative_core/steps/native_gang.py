@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter, is_
 
 from omenative_core.gang import (
     MECHANISM_NONE,
@@ -132,13 +133,23 @@ def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
     return gone
 
 
-def _row_groups(st: PassState) -> set[str]:
-    """The PodGroup of each row's attempt (``pod_group_name``, in one comprehension)."""
+def _row_groups(st: PassState) -> frozenset[str]:
+    """The PodGroup of each row's attempt (``pod_group_name``, in one comprehension).
+
+    Kept for the next pass (``steps.verdicts``): while every row is the same object as
+    then, the names are the same (checked with one identity comparison per row, in C).
+    """
+    rows = list(st.rows.values())
+    kept = st.kept.row_groups if st.kept is not None and st.dirty is not None else None
+    if kept is not None and len(kept[0]) == len(rows) and all(map(is_, rows, kept[0])):
+        st.row_groups = kept
+        return kept[1]
     prefix = st.prefix
-    names = {f"{prefix}-{r.index}-{r.incarnation}" for r in st.rows.values()}
+    names = {f"{prefix}-{r.index}-{r.incarnation}" for r in rows}
     if names and max(map(len, names)) > MAX_NAME_LENGTH:  # bounded names: the long way
-        names = {pod_group_name(prefix, r.index, r.incarnation) for r in st.rows.values()}
-    return names
+        names = {pod_group_name(prefix, r.index, r.incarnation) for r in rows}
+    st.row_groups = (rows, frozenset(names))
+    return st.row_groups[1]
 
 
 def _pod_groups(st: PassState) -> set[str]:
@@ -189,7 +200,7 @@ def cleanup(st: PassState) -> None:
     for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
                         (st.snap.native_pod_groups, NATIVE_API_VERSION)):
         if groups:
-            orphans = _orphans(st, (pg.name for pg in groups.values()))
+            orphans = _orphans(st, map(attrgetter("name"), groups.values()))
             for pg in groups.values():
                 if pg.name in orphans:
                     _delete(st, pg, api)

@@ -26,6 +26,7 @@ from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
+from omenative_core.steps.verdicts import was_steady
 
 __all__ = [
     "LABEL_RESTART_BASELINE",
@@ -97,7 +98,7 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
     pods = st.pods_by_index.get(row.index, [])  # st.pods_of, inlined (every row, every pass)
-    if st.fast and ((st.kept is not None and st.was_steady(row)) or _steady(st, row, pods)):
+    if st.fast and ((st.kept is not None and was_steady(st, row)) or _steady(st, row, pods)):
         st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row

@@ -11,6 +11,8 @@ revision a row or the target still names, within ``revisionHistoryLimit``.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from omenative_core.labels import LABEL_REVISION_HASH
 from omenative_core.model.plan import CreateRevision, DeleteRevision
 from omenative_core.model.status import InstanceStatus
@@ -119,8 +121,8 @@ def _take(st: PassState, grouping: Grouping) -> None:
 def load_rows(st: PassState) -> None:
     """The previous status's rows, plus a row for pods that have none: the scale-up that
     created them when their labels say so (``unrecorded_create``), else a Pending one."""
-    for row in st.prev.instances:
-        st.rows[row.index] = row
+    rows = st.prev.instances
+    st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C: every pass
     missing = st.pods_by_index.keys() - st.rows.keys()
     if not missing:
         return
@@ -180,9 +182,9 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
 def prune_revisions(st: PassState) -> None:
     """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
     live = {st.target, st.spec_revision}
-    for row in st.rows.values():
-        live.add(row.running_revision)
-        live.add(row.target_revision)
+    rows = st.rows.values()
+    live.update(map(attrgetter("running_revision"), rows))  # in C: every row, every pass
+    live.update(map(attrgetter("target_revision"), rows))
     if st.prev.current_revision:
         live.add(st.prev.current_revision)
     for view in revisions_to_prune(st.snap.revisions, live, st.policy.revision_history_limit):

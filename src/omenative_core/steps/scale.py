@@ -21,6 +21,8 @@ needs an attempt from its revision's RetryBlock; without one the rollout holds.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step
 from omenative_core.steps.state import PassState
@@ -33,7 +35,7 @@ __all__ = ["condemn_order", "new_instance_revision", "scale"]
 
 def scale(st: PassState) -> None:
     """Bring the member count to ``replicas``."""
-    members = sorted(st.members(), key=lambda r: r.index)
+    members = sorted(st.members(), key=attrgetter("index"))
     desired = st.policy.desired
     if len(members) > desired:
         _scale_down(st, members, desired)

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
-from itertools import compress
-from operator import and_, eq, is_, itemgetter
 from typing import Any
 
 from attrs import define, field
@@ -62,13 +60,7 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
-from omenative_core.steps.verdicts import (
-    Tally,
-    Verdicts,
-    basis_of,
-    names_unique,
-    unschedulable,
-)
+from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
 
 __all__ = [
     "ActionSink",
@@ -250,9 +242,12 @@ class PassState:
     positions: dict[int, int] | None = None
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
+    row_groups: RowGroups | None = None
+    """The rows and their attempts' PodGroup names, if ``native_gang.cleanup`` needed them."""
     steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
-    _waiting: set[int] | None = None
+    waiting: set[int] | None = None
+    """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -399,82 +394,6 @@ class PassState:
         starts its ``minReadySeconds`` window now.
         """
         return row.ready_since if row.phase == Phase.READY else self.now
-
-    # ------------------------------------------------------------------ kept verdicts
-
-    def was_steady(self, row: InstanceStatus) -> bool:
-        """The last pass found this row steady, and neither it nor its pods changed since."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None or row.index in dirty or self.migrations:
-            return False
-        old = kept.steady.get(row.index)
-        return old is not None and (old is row or old == row)
-
-    def unchanged_steady(self) -> list[int]:
-        """Instances the last pass found steady whose row is the same object and whose pods
-        did not change: steady again, with nothing to check (set operations, done in C)."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None or self.migrations or not self.fast or self.book.blocks:
-            return []
-        steady = kept.steady
-        keys = list(steady.keys() - dirty)
-        now = map(self.rows.get, keys)
-        return list(compress(keys, map(is_, now, map(steady.__getitem__, keys))))
-
-    def unchanged_tallies(self, was_ready: set[int]) -> dict[int, Tally]:
-        """The kept tallies whose row is the same object, whose pods did not change and whose
-        row was Ready before this pass as before the last (set operations, done in C)."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None:
-            return {}
-        tallies = kept.tallies
-        keys = list(tallies.keys() - dirty)
-        olds = list(map(tallies.__getitem__, keys))
-        same_row = map(is_, map(self.rows.get, keys), map(itemgetter(0), olds))
-        same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
-        good = list(compress(keys, map(and_, same_row, same_was)))
-        return dict(zip(good, map(tallies.__getitem__, good), strict=True))
-
-    def kept_tally(self, row: InstanceStatus, was_ready: bool) -> Tally | None:
-        """The last pass's tally of this row, if its row, pods and prior phase are the same."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None or row.index in dirty:
-            return None
-        old = kept.tallies.get(row.index)
-        if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
-            return None
-        return old
-
-    def waiting(self) -> set[int]:
-        """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
-        got = self._waiting
-        if got is None:
-            kept = self.kept
-            if kept is None or kept.waiting is None or self.dirty is None:
-                got = unschedulable(self.pods_by_index, self.pods_by_index)
-            else:
-                got = set(kept.waiting - self.dirty)
-                got |= unschedulable(self.pods_by_index, self.dirty)
-            self._waiting = got
-        return got
-
-    def verdicts(self) -> Verdicts | None:
-        """What this pass found per Instance, for the next pass (None: nothing to keep)."""
-        if not names_unique(self.pods_by_index, self.attempt_of):
-            return None
-        waiting = self._waiting
-        if waiting is None and self.dirty is not None and self.kept is not None:
-            waiting = self.waiting() if self.kept.waiting is not None else None
-        return Verdicts(
-            basis=self.basis,
-            pods=self.snap.pods,
-            positions=self.positions,
-            pods_by_index=self.pods_by_index,
-            attempt_of=self.attempt_of,
-            waiting=frozenset(waiting) if waiting is not None else None,
-            steady=self.steady_rows,
-            tallies=self.tallies,
-        )
 
     # ------------------------------------------------------------------ membership
 

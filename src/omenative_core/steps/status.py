@@ -36,7 +36,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
-from omenative_core.steps.verdicts import Tally
+from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
 
 __all__ = ["finish", "invalid_plan"]
 
@@ -73,7 +73,7 @@ def finish(st: PassState) -> Plan:
     # each row's pods are looked at once here: counts, serving, readiness (comprehensions,
     # not appends: a pass at rest runs this over every row)
     # rows whose tally the last pass kept and that did not change take it unread
-    same = st.unchanged_tallies(was_ready)
+    same = unchanged_tallies(st, was_ready)
     st.tallies.update(same)
     by_row = st.rows
     tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)]
@@ -204,7 +204,7 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
     is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
     """
     was = row.index in was_ready
-    kept = st.kept_tally(row, was) if st.kept is not None else None
+    kept = kept_tally(st, row, was) if st.kept is not None else None
     if kept is not None:
         st.tallies[row.index] = kept
         return kept

@@ -25,14 +25,18 @@ Theory of operation:
    unchanged and the answer does not depend on the clock (no ``readySince`` window open).
    Everything else (open operations, budgets, scale, rollout, conditions) runs every
    pass; those steps read the rows, not the pods.
+4. **Where things live.** ``PassState`` holds what this pass found (``steady_rows``,
+   ``tallies``, ...); the queries of the kept verdicts (``was_steady``,
+   ``unchanged_steady``, ``unchanged_tallies``, ...) and ``keep``, which bundles this
+   pass's findings for the next, are the functions at the end of this module.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from itertools import compress
-from operator import is_not
-from typing import Any
+from operator import and_, eq, is_, is_not, itemgetter
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -44,20 +48,33 @@ from omenative_core.labels import (
 from omenative_core.model.observed import PodView, Snapshot
 from omenative_core.model.status import InstanceStatus
 
+if TYPE_CHECKING:
+    from omenative_core.steps.state import PassState
+
 __all__ = [
     "Grouping",
     "Regrouped",
+    "RowGroups",
     "Tally",
     "Verdicts",
     "basis_of",
     "group_all",
+    "keep",
+    "kept_tally",
     "names_unique",
     "regroup",
+    "unchanged_steady",
+    "unchanged_tallies",
     "unschedulable",
+    "unschedulable_now",
+    "was_steady",
 ]
 
 Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
 """(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
+
+RowGroups = tuple[list[InstanceStatus], frozenset[str]]
+"""The rows of a pass (in order) and the PodGroup names of their attempts."""
 
 Attempt = tuple[str | None, int]
 """A pod's (revision-hash label, incarnation)."""
@@ -92,7 +109,8 @@ class Verdicts:
     (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
-    steady; ``tallies``: index -> its ``Tally``.
+    steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
+    of their attempts' PodGroups (``native_gang``), when the pass needed them.
     """
 
     basis: tuple[Any, ...]
@@ -103,6 +121,7 @@ class Verdicts:
     waiting: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
+    row_groups: RowGroups | None = None
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
@@ -258,3 +277,87 @@ def _apply(
     if not names_unique(by_index, attempt_of):
         return None  # two pods of one name: group afresh, as the full pass does
     return Regrouped(Grouping(by_index, attempt_of), positions, dirty)
+
+
+# ---------------------------------------------------------------------- queries of a pass
+
+
+def was_steady(st: PassState, row: InstanceStatus) -> bool:
+    """The last pass found this row steady, and neither it nor its pods changed since."""
+    kept, dirty = st.kept, st.dirty
+    if kept is None or dirty is None or row.index in dirty or st.migrations:
+        return False
+    old = kept.steady.get(row.index)
+    return old is not None and (old is row or old == row)
+
+
+def unchanged_steady(st: PassState) -> list[int]:
+    """Instances the last pass found steady whose row is the same object and whose pods
+    did not change: steady again, with nothing to check (set operations, done in C)."""
+    kept, dirty = st.kept, st.dirty
+    if kept is None or dirty is None or st.migrations or not st.fast or st.book.blocks:
+        return []
+    steady = kept.steady
+    keys = list(steady.keys() - dirty)
+    now = map(st.rows.get, keys)
+    return list(compress(keys, map(is_, now, map(steady.__getitem__, keys))))
+
+
+def unchanged_tallies(st: PassState, was_ready: set[int]) -> dict[int, Tally]:
+    """The kept tallies whose row is the same object, whose pods did not change and whose
+    row was Ready before this pass as before the last (set operations, done in C)."""
+    kept, dirty = st.kept, st.dirty
+    if kept is None or dirty is None:
+        return {}
+    tallies = kept.tallies
+    keys = list(tallies.keys() - dirty)
+    olds = list(map(tallies.__getitem__, keys))
+    same_row = map(is_, map(st.rows.get, keys), map(itemgetter(0), olds))
+    same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
+    good = list(compress(keys, map(and_, same_row, same_was)))
+    return dict(zip(good, map(tallies.__getitem__, good), strict=True))
+
+
+def kept_tally(st: PassState, row: InstanceStatus, was_ready: bool) -> Tally | None:
+    """The last pass's tally of this row, if its row, pods and prior phase are the same."""
+    kept, dirty = st.kept, st.dirty
+    if kept is None or dirty is None or row.index in dirty:
+        return None
+    old = kept.tallies.get(row.index)
+    if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
+        return None
+    return old
+
+
+def unschedulable_now(st: PassState) -> set[int]:
+    """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
+    got = st.waiting
+    if got is None:
+        kept = st.kept
+        if kept is None or kept.waiting is None or st.dirty is None:
+            got = unschedulable(st.pods_by_index, st.pods_by_index)
+        else:
+            got = set(kept.waiting - st.dirty)
+            got |= unschedulable(st.pods_by_index, st.dirty)
+        st.waiting = got
+    return got
+
+
+def keep(st: PassState) -> Verdicts | None:
+    """What this pass found per Instance, for the next pass (None: nothing to keep)."""
+    if not names_unique(st.pods_by_index, st.attempt_of):
+        return None
+    waiting = st.waiting
+    if waiting is None and st.dirty is not None and st.kept is not None:
+        waiting = unschedulable_now(st) if st.kept.waiting is not None else None
+    return Verdicts(
+        basis=st.basis,
+        pods=st.snap.pods,
+        positions=st.positions,
+        pods_by_index=st.pods_by_index,
+        attempt_of=st.attempt_of,
+        waiting=frozenset(waiting) if waiting is not None else None,
+        steady=st.steady_rows,
+        tallies=st.tallies,
+        row_groups=st.row_groups,
+    )
