@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from collections.abc import Hashable, Mapping
+from typing import Any, TypeVar
 
-from attrs import frozen
+from attrs import evolve, frozen
 
 from omenative_controller.kube.client import JSON
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
+from omenative_core.model.observed import PodView
+from omenative_core.views import pod_view_from_json
+
+H = TypeVar("H", bound=Hashable)
 
 __all__ = [
     "MANAGED_SELECTOR",
@@ -16,6 +22,7 @@ __all__ = [
     "labels_of",
     "node_index",
     "owner_index",
+    "pod_view",
     "ref_view",
     "replica_view",
     "service_index",
@@ -39,6 +46,67 @@ class ObjectRef:
     def label(self, key: str) -> str | None:
         """One label's value."""
         return dict(self.labels).get(key)
+
+
+OWN_ANNOTATION_SUFFIX = "ome.io"
+"""Pod annotations kept in the cache: ours (``ome.io/``, ``internal.ome.io/``), no others."""
+SHARED_VALUES = 65536
+"""Distinct small values (condition maps, container states) shared before the table is reset."""
+
+
+class _Shared:
+    """One object per distinct value: pods in the same state share their condition maps,
+    container views and image maps instead of keeping a copy each (the table is reset when
+    full, which only costs sharing)."""
+
+    def __init__(self, cap: int = SHARED_VALUES) -> None:
+        self.cap = cap
+        self.table: dict[Any, Any] = {}
+
+    def value(self, value: H) -> H:
+        """The shared object equal to ``value``."""
+        got = self.table.get(value)
+        if got is None:
+            if len(self.table) >= self.cap:
+                self.table.clear()
+            self.table[value] = got = value
+        return got
+
+    def mapping(self, mapping: Mapping[str, str]) -> Mapping[str, str]:
+        """The shared read-only dict equal to ``mapping`` (strings interned)."""
+        key = tuple(mapping.items())
+        got = self.table.get(key)
+        if got is None:
+            if len(self.table) >= self.cap:
+                self.table.clear()
+            self.table[key] = got = {sys.intern(k): sys.intern(v) for k, v in key}
+        return got
+
+
+_SHARED = _Shared()
+
+
+def _interned(mapping: Mapping[str, str]) -> dict[str, str]:
+    return {sys.intern(k): sys.intern(v) for k, v in mapping.items()}
+
+
+def pod_view(obj: JSON) -> PodView:
+    """The core's ``PodView`` of a pod, slimmed for a cache of many pods: label strings
+    interned, only our own annotations, and the condition maps, container views and image
+    maps shared by every pod in the same state."""
+    view = pod_view_from_json(obj)
+    shared = _SHARED
+    own = {k: v for k, v in view.annotations.items()
+           if k.partition("/")[0].endswith(OWN_ANNOTATION_SUFFIX)}
+    node = view.node_name
+    return evolve(
+        view, labels=_interned(view.labels), annotations=shared.mapping(own),
+        conditions=shared.mapping(view.conditions),
+        condition_reasons=shared.mapping(view.condition_reasons),
+        containers=shared.value(tuple(shared.value(c) for c in view.containers)),
+        images=shared.mapping(view.images), phase=sys.intern(view.phase),
+        node_name=sys.intern(node) if node is not None else None,
+    )
 
 
 def replica_view(obj: JSON) -> JSON:
@@ -104,7 +172,7 @@ def labels_of(view: Any) -> dict[str, str]:
 def owner_index(namespace: str | None, view: Any) -> list[str]:
     """Index: the ``namespace/name`` key of the owning InferenceReplica."""
     owner = labels_of(view).get(LABEL_REPLICA)
-    return [f"{namespace}/{owner}"] if owner and namespace else []
+    return [sys.intern(f"{namespace}/{owner}")] if owner and namespace else []
 
 
 def node_index(_: str | None, view: Any) -> list[str]:
@@ -116,4 +184,4 @@ def node_index(_: str | None, view: Any) -> list[str]:
 def service_index(namespace: str | None, view: Any) -> list[str]:
     """Index: the ``namespace/name`` of the Service an EndpointSlice belongs to."""
     svc = labels_of(view).get(SERVICE_NAME_LABEL)
-    return [f"{namespace}/{svc}"] if svc and namespace else []
+    return [sys.intern(f"{namespace}/{svc}")] if svc and namespace else []

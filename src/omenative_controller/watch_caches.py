@@ -18,6 +18,7 @@ from omenative_controller.cache_views import (
     ObjectRef,
     node_index,
     owner_index,
+    pod_view,
     ref_view,
     replica_view,
     service_index,
@@ -43,7 +44,6 @@ from omenative_core.model.observed import NodeView, PodView
 from omenative_core.views import (
     node_view_from_json,
     pod_group_view_from_json,
-    pod_view_from_json,
     revision_view_from_json,
 )
 
@@ -91,7 +91,7 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
     return WatchCaches(
         replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
                           on_change=wakeups.replica, observer=m),
-        pods=Informer(client, PODS, pod_view_from_json, namespaces=ns,
+        pods=Informer(client, PODS, pod_view, namespaces=ns,
                       label_selector=MANAGED_SELECTOR,
                       indexers={"owner": owner_index, "node": node_index},
                       on_change=wakeups.pod, observer=m),

@@ -19,12 +19,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, cast
 
 import aiohttp
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from omenative_controller.kube import lazy_import
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.ratelimit import TokenBucket
 from omenative_controller.kube.resources import Resource
+
+lazy_import.install()  # before the first import of kubernetes-asyncio
+
+from kubernetes_asyncio import client as k8s_client  # noqa: E402
+from kubernetes_asyncio import config as k8s_config  # noqa: E402
 
 __all__ = [
     "JSON",

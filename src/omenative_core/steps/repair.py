@@ -96,8 +96,8 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 
 def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
-    pods = st.pods_of(row.index)
-    if st.fast and (st.was_steady(row) or _steady(st, row, pods)):
+    pods = st.pods_by_index.get(row.index, [])  # st.pods_of, inlined (every row, every pass)
+    if st.fast and ((st.kept is not None and st.was_steady(row)) or _steady(st, row, pods)):
         st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
+from itertools import compress
+from operator import and_, eq, is_, itemgetter
 from typing import Any
 
 from attrs import define, field
@@ -61,7 +63,6 @@ from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
 from omenative_core.steps.verdicts import (
-    Groups,
     Tally,
     Verdicts,
     basis_of,
@@ -191,6 +192,9 @@ class HandOff:
 
 AdvanceFn = Callable[["PassState", int], None]
 
+Shape = tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]
+"""An attempt's pods: (name after ``{prefix}-{index}``, (slot, runners)), in rank order."""
+
 
 @define
 class PassState:
@@ -231,9 +235,7 @@ class PassState:
     # caches
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
-    _shapes: dict[tuple[str, int], tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]] = (
-        field(factory=dict)
-    )
+    _shapes: dict[tuple[str, int], Shape] = field(factory=dict)
     _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
         factory=dict
     )
@@ -250,8 +252,6 @@ class PassState:
     tallies: dict[int, Tally] = field(factory=dict)
     steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
-    loose_groups: frozenset[str] = frozenset()
-    groups: dict[int, Groups] = field(factory=dict)
     _waiting: set[int] | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -300,35 +300,39 @@ class PassState:
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
         """Pod name -> (slot, runners) of one attempt of Instance ``index`` (do not modify).
 
-        Built once per (index, revision, ordinal) and pass: several passes ask for it.
+        Built once per (index, revision, ordinal) and pass: several passes ask for it. A
+        revision's slots are laid out once per pass (``_shape``); the names are built from
+        them, as ``render.pod_name`` spells them.
         """
         del incarnation  # names do not carry it; kept so call sites read as "this attempt"
         key = (index, revision, slot_ordinal)
         if key in self._expected:
             return self._expected[key]
-        out = self._expected[key] = self._build_expected(index, revision, slot_ordinal)
+        kind = (revision, slot_ordinal)
+        shape = self._shapes[kind] if kind in self._shapes else self._shape(revision, slot_ordinal)
+        if shape is None:
+            out = None
+        else:
+            head = f"{self.prefix}-{index}"
+            out = {head + tail: value for tail, value in shape}
+        self._expected[key] = out
         return out
 
-    def _build_expected(
-        self, index: int, revision: str, slot_ordinal: int
-    ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        shape = self._shapes.get((revision, slot_ordinal))
-        if shape is None:
-            runners = self.runners(revision)
-            if runners is None:
-                return None
-            multi = is_multi_pod(runners)
-            # render.pod_name's tail per slot: the name is ``{prefix}-{index}`` + this
-            shape = tuple(
-                (
-                    pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
-                    (slot, runners),
-                )
-                for slot in instance_slots(runners)
+    def _shape(self, revision: str, slot_ordinal: int) -> Shape | None:
+        """Each pod's name after ``{prefix}-{index}`` and its (slot, runners), in rank order."""
+        runners = self.runners(revision)
+        if runners is None:
+            return None
+        multi = is_multi_pod(runners)
+        shape = tuple(
+            (
+                pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
+                (slot, runners),
             )
-            self._shapes[(revision, slot_ordinal)] = shape
-        head = f"{self.prefix}-{index}"
-        return {head + tail: value for tail, value in shape}
+            for slot in instance_slots(runners)
+        )
+        self._shapes[(revision, slot_ordinal)] = shape
+        return shape
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
@@ -344,9 +348,9 @@ class PassState:
 
     def revision_hash(self, revision: str) -> str:
         """``hash_of(revision)``, computed once per pass."""
-        got = self._hashes.get(revision)
-        if got is None:
-            got = self._hashes[revision] = hash_of(revision)
+        if revision in self._hashes:
+            return self._hashes[revision]
+        got = self._hashes[revision] = hash_of(revision)
         return got
 
     def node_lost(self, pod: PodView) -> bool:
@@ -406,6 +410,31 @@ class PassState:
         old = kept.steady.get(row.index)
         return old is not None and (old is row or old == row)
 
+    def unchanged_steady(self) -> list[int]:
+        """Instances the last pass found steady whose row is the same object and whose pods
+        did not change: steady again, with nothing to check (set operations, done in C)."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or self.migrations or not self.fast or self.book.blocks:
+            return []
+        steady = kept.steady
+        keys = list(steady.keys() - dirty)
+        now = map(self.rows.get, keys)
+        return list(compress(keys, map(is_, now, map(steady.__getitem__, keys))))
+
+    def unchanged_tallies(self, was_ready: set[int]) -> dict[int, Tally]:
+        """The kept tallies whose row is the same object, whose pods did not change and whose
+        row was Ready before this pass as before the last (set operations, done in C)."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None:
+            return {}
+        tallies = kept.tallies
+        keys = list(tallies.keys() - dirty)
+        olds = list(map(tallies.__getitem__, keys))
+        same_row = map(is_, map(self.rows.get, keys), map(itemgetter(0), olds))
+        same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
+        good = list(compress(keys, map(and_, same_row, same_was)))
+        return dict(zip(good, map(tallies.__getitem__, good), strict=True))
+
     def kept_tally(self, row: InstanceStatus, was_ready: bool) -> Tally | None:
         """The last pass's tally of this row, if its row, pods and prior phase are the same."""
         kept, dirty = self.kept, self.dirty
@@ -445,17 +474,7 @@ class PassState:
             waiting=frozenset(waiting) if waiting is not None else None,
             steady=self.steady_rows,
             tallies=self.tallies,
-            loose_groups=self.loose_groups,
-            groups=self.groups,
         )
-
-    def kept_groups(self, index: int, incarnation: int | None) -> Groups | None:
-        """The last pass's PodGroup names of this Instance, if its pods and incarnation held."""
-        kept, dirty = self.kept, self.dirty
-        if kept is None or dirty is None or index in dirty:
-            return None
-        old = kept.groups.get(index)
-        return old if old is not None and old[0] == incarnation else None
 
     # ------------------------------------------------------------------ membership
 
@@ -477,16 +496,22 @@ class PassState:
 
     def members(self) -> list[InstanceStatus]:
         """The member rows, in index order of insertion."""
-        return [r for r in self.rows.values() if self.is_member(r)]
+        # a row with no operation is a member: asked only about the others (a pass at rest
+        # makes this query over every row)
+        return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
 
     def unavailable(self) -> int:
-        """Members that are not Ready, busy, or not yet available."""
-        return sum(
-            1
-            for r in self.rows.values()
-            if self.is_member(r)
-            and (r.phase != Phase.READY or r.operation is not None or not self.available(r))
-        )
+        """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
+        now, window, ready = self.now, self.policy.min_ready, Phase.READY
+        rows = self.rows.values()
+        busy = [r for r in rows if r.operation is not None and self.is_member(r)]
+        waiting = [
+            r
+            for r in rows
+            if r.operation is None
+            and (r.phase != ready or (r.ready_since is not None and now < r.ready_since + window))
+        ]
+        return len(busy) + len(waiting)
 
     def free_index(self, start: int = 0) -> int:
         """The lowest index at or above ``start`` that no row or pod uses, now reserved."""

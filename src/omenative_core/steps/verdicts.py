@@ -30,6 +30,8 @@ Theory of operation:
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from attrs import frozen
@@ -37,7 +39,6 @@ from attrs import frozen
 from omenative_core.labels import (
     LABEL_INCARNATION,
     LABEL_INSTANCE_INDEX,
-    LABEL_POD_GROUP,
     LABEL_REVISION_HASH,
 )
 from omenative_core.model.observed import PodView, Snapshot
@@ -45,7 +46,6 @@ from omenative_core.model.status import InstanceStatus
 
 __all__ = [
     "Grouping",
-    "Groups",
     "Regrouped",
     "Tally",
     "Verdicts",
@@ -58,9 +58,6 @@ __all__ = [
 
 Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
 """(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
-
-Groups = tuple[int | None, tuple[str, ...]]
-"""(the row's incarnation or None, the PodGroup names the row and its pods stand for)."""
 
 Attempt = tuple[str | None, int]
 """A pod's (revision-hash label, incarnation)."""
@@ -95,8 +92,7 @@ class Verdicts:
     (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
-    steady; ``tallies``: index -> its ``Tally``; ``loose_groups``: the PodGroups pods with
-    no Instance label name; ``groups``: index -> the PodGroups its row and pods stand for.
+    steady; ``tallies``: index -> its ``Tally``.
     """
 
     basis: tuple[Any, ...]
@@ -107,8 +103,6 @@ class Verdicts:
     waiting: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
-    loose_groups: frozenset[str]
-    groups: dict[int, Groups]
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
@@ -139,30 +133,29 @@ def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[
 
 @frozen
 class Grouping:
-    """The pods by Instance, each indexed pod's attempt, and the PodGroups loose pods name."""
+    """The pods by the Instance they are labelled with, and each one's attempt."""
 
     pods_by_index: dict[int, list[PodView]]
     attempt_of: dict[str, Attempt]
-    loose_groups: frozenset[str]
 
 
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
     """Every pod by the Instance it is labelled with, and each one's attempt (one loop)."""
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
-    loose: set[str] = set()
+    numbers: dict[str, int] = {}
     for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
         labels = pod.labels
         raw = labels.get(LABEL_INSTANCE_INDEX)
         if raw is None or not raw.isdigit():
-            group = labels.get(LABEL_POD_GROUP)
-            if group:
-                loose.add(group)
             continue
         by_index[int(raw)].append(pod)
         inc = labels.get(LABEL_INCARNATION, "")
-        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
-    return Grouping(by_index, attempt_of, frozenset(loose))
+        number = numbers.get(inc)  # a handful of distinct incarnations: parse each once
+        if number is None:
+            number = numbers[inc] = int(inc) if inc.isdigit() else 0
+        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), number)
+    return Grouping(by_index, attempt_of)
 
 
 @frozen
@@ -185,17 +178,23 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
         return None
     new = snap.pods
     if new is prev.pods:
-        same = Grouping(
-            defaultdict(list, prev.pods_by_index), dict(prev.attempt_of), prev.loose_groups
-        )
+        same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.attempt_of))
         return Regrouped(same, prev.positions, set())
+    limit = len(new) // _CHANGED_FRACTION + 16
+    if len(new) == len(prev.pods):
+        # the common case: changed pods keep their place (a cache updated in place)
+        at = list(compress(range(len(new)), map(is_not, new, prev.pods)))
+        if len(at) <= limit:
+            got = _in_place(prev, new, at)
+            if got is not None:
+                return got
     positions = dict(zip(map(id, new), range(len(new)), strict=True))
     old_pos = prev.positions
     if old_pos is None:
         old_pos = dict(zip(map(id, prev.pods), range(len(prev.pods)), strict=True))
     added = positions.keys() - old_pos.keys()
     removed = old_pos.keys() - positions.keys()
-    if len(positions) != len(new) or len(added) + len(removed) > len(new) // _CHANGED_FRACTION + 16:
+    if len(positions) != len(new) or len(added) + len(removed) > limit:
         return None
     # the survivors must keep their order, so the lists of clean Instances stay as built
     order = list(map(positions.__getitem__, filter(positions.__contains__, map(id, prev.pods))))
@@ -203,6 +202,31 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
         return None
     return _apply(prev, positions, [prev.pods[old_pos[i]] for i in removed],
                   [new[positions[i]] for i in added])
+
+
+def _in_place(prev: Verdicts, new: tuple[PodView, ...], at: list[int]) -> Regrouped | None:
+    """``regroup`` when the pods at positions ``at`` were replaced, each by a pod of the same
+    Instance (None otherwise): each one takes its predecessor's place in its list."""
+    by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
+    attempt_of = dict(prev.attempt_of)
+    dirty: set[int] = set()
+    for k in at:
+        old, pod = prev.pods[k], new[k]
+        index, attempt = _index_and_attempt(pod)
+        if index != _index_and_attempt(old)[0]:
+            return None
+        if index is None:
+            continue
+        if index not in dirty:
+            dirty.add(index)
+            by_index[index] = list(by_index[index])
+        pods = by_index[index]
+        pods[next(j for j, p in enumerate(pods) if p is old)] = pod
+        attempt_of.pop(old.name, None)
+        attempt_of[pod.name] = attempt
+    if not names_unique(by_index, attempt_of):
+        return None
+    return Regrouped(Grouping(by_index, attempt_of), None, dirty)
 
 
 def _apply(
@@ -213,18 +237,16 @@ def _apply(
     dirty: set[int] = set()
     for pod in gone:
         index, _ = _index_and_attempt(pod)
-        if index is None:
-            return None  # a pod with no Instance label: group afresh (loose_groups)
-        dirty.add(index)
-        attempt_of.pop(pod.name, None)
+        if index is not None:
+            dirty.add(index)
+            attempt_of.pop(pod.name, None)
     fresh: dict[int, list[PodView]] = defaultdict(list)
     for pod in came:
         index, attempt = _index_and_attempt(pod)
-        if index is None:
-            return None
-        dirty.add(index)
-        fresh[index].append(pod)
-        attempt_of[pod.name] = attempt
+        if index is not None:
+            dirty.add(index)
+            fresh[index].append(pod)
+            attempt_of[pod.name] = attempt
     for index in dirty:
         old = by_index.get(index)
         if old is None:
@@ -235,4 +257,4 @@ def _apply(
         by_index[index] = sorted(pods, key=lambda p: positions[id(p)])
     if not names_unique(by_index, attempt_of):
         return None  # two pods of one name: group afresh, as the full pass does
-    return Regrouped(Grouping(by_index, attempt_of, prev.loose_groups), positions, dirty)
+    return Regrouped(Grouping(by_index, attempt_of), positions, dirty)

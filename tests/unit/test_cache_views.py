@@ -1,0 +1,45 @@
+"""The slim views the manager's caches keep: what the core reads, shared where equal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attrs import evolve
+
+from omenative_controller.cache_views import pod_view
+from omenative_core.views import pod_view_from_json
+
+
+def _pod(name: str, *, ready: str = "True", restarts: int = 0) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name, "uid": f"uid-{name}", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"ome.io/inferencereplica": "r", "ome.io/instance-index": "0"},
+            "annotations": {"internal.ome.io/in-place-image-transition": "vllm:1",
+                            "ome.io/note": "kept", "example.com/big": "x" * 4096},
+        },
+        "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "vllm:2"}]},
+        "status": {
+            "phase": "Running", "podIP": "10.0.0.1",
+            "conditions": [{"type": "Ready", "status": ready, "reason": "R"},
+                           {"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "c", "image": "vllm:2", "ready": True,
+                                   "restartCount": restarts, "state": {"running": {}}}],
+        },
+    }
+
+
+def test_the_cached_pod_is_the_cores_view_without_foreign_annotations() -> None:
+    obj = _pod("a")
+    core = pod_view_from_json(obj)
+    own = {k: v for k, v in core.annotations.items() if k != "example.com/big"}
+    assert pod_view(obj) == evolve(core, annotations=own)
+
+
+def test_pods_in_the_same_state_share_their_maps_and_container_views() -> None:
+    a, b = pod_view(_pod("a")), pod_view(_pod("b"))
+    assert a.conditions is b.conditions and a.containers is b.containers
+    assert a.images is b.images and a.annotations is b.annotations
+    c = pod_view(_pod("c", ready="False", restarts=2))
+    assert c.conditions == {"Ready": "False", "PodScheduled": "True"}
+    assert c.containers[0].restart_count == 2 and a.containers[0].restart_count == 0
