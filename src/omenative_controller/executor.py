@@ -73,8 +73,8 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
+from omenative_controller.runs import action_runs, position, status_first
 from omenative_controller.slots import Slots
-from omenative_core.gang import NATIVE_API_VERSION
 from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
@@ -141,53 +141,6 @@ the interpreter back every switch interval (5 ms); below this size the hop is no
 _Stop = PassStop
 
 
-_NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
-_FAMILY: dict[type[Action], str] = {
-    CreateRevision: "prelude", CreateObject: "prelude",
-    **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
-                                        PatchPodImages, CreatePod)},
-}
-
-
-def _family(action: Action) -> str:
-    """Which run an action may share: actions of one family touch distinct objects and none
-    needs another to exist first. The objects a gang's pods lean on go first: the
-    finalizer, the revision, the headless Service (kube-scheduler spreads a replica's pods
-    by the Services that select them, so a pod created before its Service is placed as if
-    it had none), a native Workload and a scheduler-plugins PodGroup (a pod created before
-    its PodGroup is scheduled without its gang): a gang's first pass is two round trips,
-    the prelude, then its pods. Kubernetes' own PodGroup is a family of its own after the
-    prelude: the API server refuses it (403 ``Workload ... not found``) until the Workload
-    it names exists. One dict lookup per action: a plan may hold tens of thousands."""
-    if type(action) is SetFinalizer:
-        return "prelude" if action.present else ""
-    if type(action) is CreatePodGroup:
-        native = str(action.body.get("apiVersion", "")).startswith(_NATIVE_GROUP)
-        return action.kind if native else "prelude"
-    return _FAMILY.get(type(action), "")  # "": a run of its own
-
-
-def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
-    """``actions`` cut into runs applied one after another, each with its first position.
-
-    A run is one action, or consecutive actions of one family: a prelude (the finalizer,
-    the revision, the headless Service, a Workload, the PodGroups: idempotent writes that
-    only need the InferenceReplica), a gang's pods, its serving gates, a batch of pod
-    deletes or image patches. The plan's order between runs is kept. Linear in the
-    actions (a new revision of a big replica plans thousands of one family).
-    """
-    runs: list[tuple[int, list[Action]]] = []
-    last = ""
-    for i, action in enumerate(actions):
-        fam = _family(action)
-        if runs and fam and fam == last:
-            runs[-1][1].append(action)
-        else:
-            runs.append((i, [action]))
-        last = fam
-    return [(i, tuple(run)) for i, run in runs]
-
-
 @define
 class CreateErrorStore:
     """Create refusals per InferenceReplica key, waiting to be read by the next snapshot."""
@@ -239,19 +192,6 @@ def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> 
     return resource_for(action.api_version, action.object_kind)
 
 
-def _status_first(actions: Sequence[Action]) -> tuple[Action, ...]:
-    """The status write ahead of everything else (it records what the rest does)."""
-    status = [a for a in actions if type(a) is UpdateStatus]
-    if not status:
-        return tuple(actions)
-    return (*status, *(a for a in actions if type(a) is not UpdateStatus))
-
-
-def _position(actions: Sequence[Action], action: Action) -> int:
-    """Where ``action`` (this very object) stands in ``actions`` (on a failure only)."""
-    return next(i for i, a in enumerate(actions) if a is action)
-
-
 @define
 class Executor:
     """Applies plans through a :class:`KubeClient`: the status first, then runs of
@@ -288,7 +228,7 @@ class Executor:
         """Apply ``plan.actions``: the status first, then run by run; stop after the first
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
-        actions = _status_first(plan.actions)
+        actions = status_first(plan.actions)
         held = self._hold_status(plan, ctx, actions)
         if held is not None:
             result.status_due = held
@@ -298,7 +238,7 @@ class Executor:
                 result.outcome = "not_leader"
                 result.message = "not the leader (or the lease is not renewed): no writes"
                 result.failed_kind = run[0].kind
-                result.failed_index = _position(plan.actions, run[0])
+                result.failed_index = position(plan.actions, run[0])
                 return result
             outcomes = await self._apply_run(run, ctx)
             result.applied += sum(1 for e in outcomes.values() if e is None)
@@ -306,7 +246,7 @@ class Executor:
                 error = outcomes[i]
                 assert error is not None
                 self._fail(result, run[i], error)
-                result.failed_index = _position(plan.actions, run[i])
+                result.failed_index = position(plan.actions, run[i])
             if not result.ok:
                 return result
         await self.end_kueue_groups(ctx)

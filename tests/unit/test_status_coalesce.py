@@ -130,6 +130,18 @@ def test_pods_of_an_unwritten_scale_up_are_adopted_not_restarted() -> None:
     assert row.incarnation == 1 and row.phase == "Creating"
 
 
+def test_a_paused_replica_resumes_no_unwritten_scale_up() -> None:
+    """Pause: no Create starts or advances, an adopted one included (invariant 8)."""
+    world = World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2),
+                  engine_manifest(workers=1, replicas=1))
+    first = make_plan(world.snapshot())
+    world.apply([a for a in first.actions if not isinstance(a, UpdateStatus)])
+    world.patch_replica({"spec": {"paused": True}})
+    row = make_plan(world.snapshot()).status.instances[0]
+    assert row.operation is None
+
+
 def test_pods_of_another_revision_with_no_row_are_not_taken_for_a_scale_up() -> None:
     """Pods left from a spec the replica no longer has stay a Pending row and are
     replaced (the lost-status rule), not resumed as if this pass had created them."""

@@ -1,0 +1,89 @@
+"""A plan's actions cut into runs: what the executor may send at once, and in what order.
+
+The status write goes first (it records what the rest does); the rest keeps the plan's
+order, cut into runs of one family: actions of a family touch distinct objects and none
+needs another to exist first, so a run's members are sent together (through the
+executor's bounded lanes). Cutting is one dict lookup per action: a plan of a big replica
+may hold tens of thousands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omenative_core.gang import NATIVE_API_VERSION
+from omenative_core.model.plan import (
+    Action,
+    CreateObject,
+    CreatePod,
+    CreatePodGroup,
+    CreateRevision,
+    DeletePod,
+    DeletePodGroup,
+    PatchPodImages,
+    SetFinalizer,
+    SetServingGate,
+    UpdateStatus,
+)
+
+__all__ = ["action_runs", "position", "status_first"]
+
+_NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
+_FAMILY: dict[type[Action], str] = {
+    CreateRevision: "prelude", CreateObject: "prelude",
+    **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
+                                        PatchPodImages, CreatePod)},
+}
+
+
+def _family(action: Action) -> str:
+    """Which run an action may share: actions of one family touch distinct objects and none
+    needs another to exist first. The objects a gang's pods lean on go first: the
+    finalizer, the revision, the headless Service (kube-scheduler spreads a replica's pods
+    by the Services that select them, so a pod created before its Service is placed as if
+    it had none), a native Workload and a scheduler-plugins PodGroup (a pod created before
+    its PodGroup is scheduled without its gang): a gang's first pass is two round trips,
+    the prelude, then its pods. Kubernetes' own PodGroup is a family of its own after the
+    prelude: the API server refuses it (403 ``Workload ... not found``) until the Workload
+    it names exists. One dict lookup per action: a plan may hold tens of thousands."""
+    if type(action) is SetFinalizer:
+        return "prelude" if action.present else ""
+    if type(action) is CreatePodGroup:
+        native = str(action.body.get("apiVersion", "")).startswith(_NATIVE_GROUP)
+        return action.kind if native else "prelude"
+    return _FAMILY.get(type(action), "")  # "": a run of its own
+
+
+def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
+    """``actions`` cut into runs applied one after another, each with its first position.
+
+    A run is one action, or consecutive actions of one family: a prelude (the finalizer,
+    the revision, the headless Service, a Workload, a scheduler-plugins PodGroup:
+    idempotent writes that only need the InferenceReplica), Kubernetes' own PodGroups, a
+    gang's pods, its serving gates, a batch of pod deletes or image patches. The plan's
+    order between runs is kept. Linear in the actions (a new revision of a big replica
+    plans thousands of one family).
+    """
+    runs: list[tuple[int, list[Action]]] = []
+    last = ""
+    for i, action in enumerate(actions):
+        fam = _family(action)
+        if runs and fam and fam == last:
+            runs[-1][1].append(action)
+        else:
+            runs.append((i, [action]))
+        last = fam
+    return [(i, tuple(run)) for i, run in runs]
+
+
+def status_first(actions: Sequence[Action]) -> tuple[Action, ...]:
+    """The status write ahead of everything else (it records what the rest does)."""
+    status = [a for a in actions if type(a) is UpdateStatus]
+    if not status:
+        return tuple(actions)
+    return (*status, *(a for a in actions if type(a) is not UpdateStatus))
+
+
+def position(actions: Sequence[Action], action: Action) -> int:
+    """Where ``action`` (this very object) stands in ``actions`` (on a failure only)."""
+    return next(i for i, a in enumerate(actions) if a is action)
