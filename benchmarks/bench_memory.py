@@ -56,7 +56,10 @@ from omenative_controller.kube.client import KubeClient  # noqa: E402
 from omenative_controller.observability import Metrics  # noqa: E402
 from omenative_controller.routed import RoutedPods  # noqa: E402
 from omenative_controller.wakeups import Wakeups  # noqa: E402
-from omenative_controller.watch_caches import build_watch_caches  # noqa: E402
+from omenative_controller.watch_caches import (  # noqa: E402
+    build_watch_caches,
+    settle_after_sync,
+)
 from omenative_core.status.wire import status_to_json  # noqa: E402
 
 TARGET_MB = 150.0
@@ -263,6 +266,9 @@ async def _caches(fleet: Fleet) -> tuple[int, dict[str, int]]:
         gc.collect()
         steps[inf.name] = _status_kib("VmRSS") - before
     held = sum(len(i) for i in caches.always)
+    before = _status_kib("VmRSS")
+    settle_after_sync()  # as the manager does once its caches synced
+    steps["settled"] = _status_kib("VmRSS") - before
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 from attrs import evolve, frozen
 
 from omenative_controller.kube.client import JSON
+from omenative_controller.packed import PackedJSON
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
-from omenative_core.model.observed import PodView
-from omenative_core.views import pod_view_from_json
+from omenative_core.model.observed import PodView, RevisionView
+from omenative_core.views import pod_view_from_json, revision_view_from_json
 
 H = TypeVar("H", bound=Hashable)
 
@@ -25,6 +26,7 @@ __all__ = [
     "pod_view",
     "ref_view",
     "replica_view",
+    "revision_view",
     "service_index",
     "slice_view",
 ]
@@ -109,11 +111,20 @@ def pod_view(obj: JSON) -> PodView:
     )
 
 
-def replica_view(obj: JSON) -> JSON:
-    """The InferenceReplica as the API sent it, minus ``managedFields``."""
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("managedFields", None)
-    return {**obj, "metadata": meta}
+def replica_view(obj: JSON) -> Mapping[str, Any]:
+    """The InferenceReplica as the API sent it, minus ``managedFields``, its ``spec`` and
+    ``status`` packed (parsed again when a pass decodes a new resourceVersion, or writes the
+    status)."""
+    meta = {sys.intern(k): v for k, v in (obj.get("metadata") or {}).items()
+            if k != "managedFields"}
+    return PackedJSON({**obj, "metadata": meta}, keep=("metadata",))
+
+
+def revision_view(obj: JSON) -> RevisionView:
+    """The core's ``RevisionView`` with its ``data`` (the runner templates) packed: read
+    only when a pass renders that revision's pods."""
+    view = revision_view_from_json(obj)
+    return evolve(view, data=PackedJSON(view.data), labels=_interned(view.labels))
 
 
 def ref_view(obj: JSON) -> ObjectRef:
@@ -163,7 +174,7 @@ def labels_of(view: Any) -> dict[str, str]:
     """The labels of any cached view."""
     if isinstance(view, ObjectRef):
         return dict(view.labels)
-    if isinstance(view, dict):
+    if isinstance(view, Mapping):
         return dict((view.get("metadata") or {}).get("labels") or {})
     labels = getattr(view, "labels", None)
     return dict(labels) if labels else {}
