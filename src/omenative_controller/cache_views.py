@@ -85,6 +85,17 @@ class _Shared:
         return got
 
 
+    def json_object(self, obj: JSON) -> JSON:
+        """The shared dict equal to ``obj``, a JSON object of scalars (read-only)."""
+        key = ("json", *sorted(obj.items()))
+        got = self.table.get(key)
+        if got is None:
+            if len(self.table) >= self.cap:
+                self.table.clear()
+            self.table[key] = got = obj
+        return got
+
+
 _SHARED = _Shared()
 
 
@@ -149,7 +160,7 @@ def _endpoint_conditions(raw: Any) -> JSON:
     serving = conds.get("serving")
     if isinstance(serving, bool):
         conds["ready"] = serving and conds.get("terminating") is not True
-    return conds
+    return _SHARED.json_object(conds)
 
 
 def slice_view(obj: JSON) -> JSON:

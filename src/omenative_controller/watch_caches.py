@@ -52,6 +52,10 @@ from omenative_core.views import (
 
 __all__ = ["WatchCaches", "build_watch_caches", "settle_after_sync"]
 
+REPLICA_PAGE = 50
+"""InferenceReplicas per LIST page: a replica with thousands of status rows parses to
+megabytes, and a smaller page holds less of them in memory at once."""
+
 SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
 """The EndpointSlice change callback (the routed-pod set, then the wakeup)."""
 
@@ -93,7 +97,7 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
 
     return WatchCaches(
         replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
-                          on_change=wakeups.replica, observer=m),
+                          on_change=wakeups.replica, observer=m, page_size=REPLICA_PAGE),
         pods=Informer(client, PODS, pod_view, namespaces=ns,
                       label_selector=MANAGED_SELECTOR,
                       indexers={"owner": owner_index, "node": node_index},
