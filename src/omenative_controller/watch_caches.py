@@ -8,6 +8,7 @@ them here, so the benchmark measures exactly the caches the manager keeps.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import ctypes.util
 import gc
@@ -86,10 +87,12 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
     """The manager's informers over ``namespaces`` (None: all), not yet running."""
     ns = namespaces or None
     m = observer
+    gate = asyncio.Semaphore(1)  # one LIST at a time: the pages of two never interleave
 
     def owned(resource: Any, view: Callable[[JSON], Any]) -> Informer[Any]:
         return Informer(client, resource, view, namespaces=ns, label_selector=MANAGED_SELECTOR,
-                        indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m)
+                        indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m,
+                        list_gate=gate)
 
     def make_native() -> dict[str, Informer[Any]]:
         return {res.kind: owned(res, pod_group_view_from_json)
@@ -97,18 +100,21 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
 
     return WatchCaches(
         replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
-                          on_change=wakeups.replica, observer=m, page_size=REPLICA_PAGE),
+                          on_change=wakeups.replica, observer=m, page_size=REPLICA_PAGE,
+                          list_gate=gate),
         pods=Informer(client, PODS, pod_view, namespaces=ns,
                       label_selector=MANAGED_SELECTOR,
                       indexers={"owner": owner_index, "node": node_index},
-                      on_change=wakeups.pod, observer=m),
-        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m),
+                      on_change=wakeups.pod, observer=m, list_gate=gate),
+        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m,
+                       list_gate=gate),
         revisions=owned(CONTROLLER_REVISIONS, revision_view),
         services=Informer(client, SERVICES, ref_view, namespaces=ns,
-                          label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m),
+                          label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m,
+                          list_gate=gate),
         slices=Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
                         label_selector=LABEL_REPLICA, indexers={"service": service_index},
-                        on_change=on_slice, observer=m),
+                        on_change=on_slice, observer=m, list_gate=gate),
         pod_group_crd=CrdPresence(
             client, POD_GROUP_CRD, lambda version: owned(pod_groups(version),
                                                          pod_group_view_from_json),
