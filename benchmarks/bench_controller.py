@@ -55,6 +55,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.ratelimit import TokenBucket
 from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
     CRDS,
     INFERENCE_REPLICAS,
     NAMESPACES,
@@ -459,9 +460,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         # ------------------------------------------------------------ 1. the manager
         ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
+        if args.gang_scheduling != "Auto":  # the manager's lifecycle config (else defaults)
+            await kube.create(CONFIG_MAPS, {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "inferenceservice-config"},
+                "data": {"lifecycle": json.dumps({"gangScheduling": args.gang_scheduling})},
+            }, ns_mgr)
         await manager.start(kubeconfig, ns_mgr, args)
         say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "
-            f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst})")
+            f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst} "
+            f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling})")
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
                                    n_ir).start()
@@ -755,6 +763,10 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=150.0, help="wait for Ready (s)")
     parser.add_argument("--settle", type=float, default=20.0,
                         help="at most this long after Ready to watch trailing writes (s)")
+    parser.add_argument("--gang-scheduling", choices=("Auto", "Native", "PodGroup", "None"),
+                        default="Auto",
+                        help="the manager's lifecycle.gangScheduling (Auto: the chart default; "
+                             "None: no Workload or PodGroup, as the bare loop and LWS)")
     parser.add_argument("--peer", choices=("none", "lws"), default="none",
                         help="also run LeaderWorkerSet v0.7.0 on the same shapes and limits "
                              "(kube-controller-manager too, when the cluster is started here)")

@@ -2,12 +2,16 @@
 
 Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
 does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
-bring-up (finalizer, revision, headless Service, pods), a gang's PodGroups, its serving-gate
-patches, image patches or deletes is sent at once; any other action is a run of its own. A
-run with a failure ends the pass after its other members answered. Every action holds a
-slot of one manager-wide budget (``max_inflight``, ``--max-inflight``) while it talks to
-the API server, so 64 workers cannot queue hundreds of writes ahead of a Lease renewal in
-the client's token bucket. A progress-only status may be held back (``coalesce.py``).
+prelude (finalizer, revision, headless Service, Workload, a scheduler-plugins PodGroup),
+Kubernetes' own PodGroups (after the Workload they name), a gang's pods, its
+serving-gate patches, image patches or deletes is sent at once, through at most
+``max_inflight`` lanes (a run of thousands never makes thousands of tasks in one
+event-loop step); any other action is a run of its own. A run with a failure ends the pass
+after its members in flight answered. Every action holds a slot of one manager-wide budget
+(``max_inflight``, ``--max-inflight``) while it talks to the API server, so 64 workers
+cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket;
+status writes and gates going True get the next free slot first (``slots.py``).
+A progress-only status may be held back (``coalesce.py``).
 
 Rules (design.md, "The shell"):
 
@@ -69,6 +73,8 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
+from omenative_controller.slots import Slots
+from omenative_core.gang import NATIVE_API_VERSION
 from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
@@ -100,6 +106,7 @@ __all__ = [
     "KUEUE_MANAGED_LABEL",
     "KUEUE_WORKLOADS",
     "STATUS_SIZE_LIMIT",
+    "STATUS_THREAD_ROWS",
     "ApplyResult",
     "CreateErrorStore",
     "Executor",
@@ -124,41 +131,61 @@ DEFAULT_MAX_INFLIGHT = 32
 Every request waits for a token of the client's one bucket, in arrival order; the budget
 bounds how many writes can queue there ahead of a Lease renewal (32 at 100 QPS: 0.32 s).
 """
+STATUS_THREAD_ROWS = 256
+"""Statuses of this many Instance rows or more are encoded in a worker thread.
+
+Encoding costs ~15 µs a row (ColumnarV2, cattrs): a 10,000-row status would hold the event
+loop for ~150 ms, and every watch and the Lease renewal with it. In a thread the loop gets
+the interpreter back every switch interval (5 ms); below this size the hop is not worth it.
+"""
 _Stop = PassStop
+
+
+_NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
+_FAMILY: dict[type[Action], str] = {
+    CreateRevision: "prelude", CreateObject: "prelude",
+    **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
+                                        PatchPodImages, CreatePod)},
+}
 
 
 def _family(action: Action) -> str:
     """Which run an action may share: actions of one family touch distinct objects and none
     needs another to exist first. The objects a gang's pods lean on go first: the
-    finalizer, the revision and the headless Service (kube-scheduler spreads a replica's
-    pods by the Services that select them, so a pod created before its Service is placed
-    as if it had none); a PodGroup precedes its pods as a family of its own."""
-    if isinstance(action, SetFinalizer) and action.present:
-        return "prelude"
-    if isinstance(action, CreateRevision | CreateObject):
-        return "prelude"
-    if isinstance(action, CreatePodGroup | SetServingGate | DeletePod | DeletePodGroup
-                  | PatchPodImages | CreatePod):
-        return action.kind
-    return ""  # a run of its own
+    finalizer, the revision, the headless Service (kube-scheduler spreads a replica's pods
+    by the Services that select them, so a pod created before its Service is placed as if
+    it had none), a native Workload and a scheduler-plugins PodGroup (a pod created before
+    its PodGroup is scheduled without its gang): a gang's first pass is two round trips,
+    the prelude, then its pods. Kubernetes' own PodGroup is a family of its own after the
+    prelude: the API server refuses it (403 ``Workload ... not found``) until the Workload
+    it names exists. One dict lookup per action: a plan may hold tens of thousands."""
+    if type(action) is SetFinalizer:
+        return "prelude" if action.present else ""
+    if type(action) is CreatePodGroup:
+        native = str(action.body.get("apiVersion", "")).startswith(_NATIVE_GROUP)
+        return action.kind if native else "prelude"
+    return _FAMILY.get(type(action), "")  # "": a run of its own
 
 
 def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]]]:
     """``actions`` cut into runs applied one after another, each with its first position.
 
     A run is one action, or consecutive actions of one family: a prelude (the finalizer,
-    the revision and the headless Service: idempotent writes that only need the
-    InferenceReplica), a gang's PodGroups, its pods, its serving gates, a batch of pod
-    deletes or image patches. The plan's order between runs is kept.
+    the revision, the headless Service, a Workload, the PodGroups: idempotent writes that
+    only need the InferenceReplica), a gang's pods, its serving gates, a batch of pod
+    deletes or image patches. The plan's order between runs is kept. Linear in the
+    actions (a new revision of a big replica plans thousands of one family).
     """
-    runs: list[tuple[int, tuple[Action, ...]]] = []
+    runs: list[tuple[int, list[Action]]] = []
+    last = ""
     for i, action in enumerate(actions):
         fam = _family(action)
-        if runs and fam and _family(runs[-1][1][0]) == fam:
-            runs[-1] = (runs[-1][0], (*runs[-1][1], action))
+        if runs and fam and fam == last:
+            runs[-1][1].append(action)
         else:
-            runs.append((i, (action,)))
-    return runs
+            runs.append((i, [action]))
+        last = fam
+    return [(i, tuple(run)) for i, run in runs]
 
 
 @define
@@ -214,8 +241,15 @@ def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> 
 
 def _status_first(actions: Sequence[Action]) -> tuple[Action, ...]:
     """The status write ahead of everything else (it records what the rest does)."""
-    return (*(a for a in actions if isinstance(a, UpdateStatus)),
-            *(a for a in actions if not isinstance(a, UpdateStatus)))
+    status = [a for a in actions if type(a) is UpdateStatus]
+    if not status:
+        return tuple(actions)
+    return (*status, *(a for a in actions if type(a) is not UpdateStatus))
+
+
+def _position(actions: Sequence[Action], action: Action) -> int:
+    """Where ``action`` (this very object) stands in ``actions`` (on a failure only)."""
+    return next(i for i, a in enumerate(actions) if a is action)
 
 
 @define
@@ -244,7 +278,7 @@ class Executor:
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     #: holds progress-only status writes (None: every status is written when planned)
     coalescer: StatusCoalescer | None = None
-    _budget: asyncio.Semaphore | None = None
+    _budget: Slots | None = None
     _kueue: KueueGroups | None = None
 
     def __attrs_post_init__(self) -> None:
@@ -259,24 +293,54 @@ class Executor:
         if held is not None:
             result.status_due = held
             actions = tuple(a for a in actions if not isinstance(a, UpdateStatus))
-        positions = {id(a): i for i, a in enumerate(plan.actions)}
         for _, run in action_runs(actions):
             if not self.guard():
                 result.outcome = "not_leader"
                 result.message = "not the leader (or the lease is not renewed): no writes"
                 result.failed_kind = run[0].kind
-                result.failed_index = positions[id(run[0])]
+                result.failed_index = _position(plan.actions, run[0])
                 return result
-            errors = await asyncio.gather(*(self._apply_counted(a, ctx) for a in run))
-            result.applied += sum(1 for e in errors if e is None)
-            for action, error in zip(run, errors, strict=True):
-                if error is not None and result.ok:
-                    self._fail(result, action, error)
-                    result.failed_index = positions[id(action)]
+            outcomes = await self._apply_run(run, ctx)
+            result.applied += sum(1 for e in outcomes.values() if e is None)
+            for i in sorted(i for i, e in outcomes.items() if e is not None)[:1]:
+                error = outcomes[i]
+                assert error is not None
+                self._fail(result, run[i], error)
+                result.failed_index = _position(plan.actions, run[i])
             if not result.ok:
                 return result
         await self.end_kueue_groups(ctx)
         return result
+
+    async def _apply_run(self, run: Sequence[Action], ctx: PassContext
+                         ) -> dict[int, Exception | None]:
+        """Send the members of one run through at most ``max_inflight`` lanes; the outcome
+        of each member sent, by position in the run.
+
+        A lane takes the next member when its last one answered, so a run of thousands
+        (a new revision of a big replica) costs a bounded number of tasks and each
+        event-loop step a bounded amount of work, while the run still fills the in-flight
+        budget. After a failure no lane takes another member (the pass ends once the
+        members in flight answered; the next pass plans the rest again).
+        """
+        outcomes: dict[int, Exception | None] = {}
+        members = iter(range(len(run)))
+        failed: list[int] = []
+
+        async def lane() -> None:
+            for i in members:
+                outcomes[i] = error = await self._apply_counted(run[i], ctx)
+                if error is not None:
+                    failed.append(i)
+                if failed:
+                    return
+
+        lanes = min(len(run), max(1, self.max_inflight))
+        if lanes == 1:
+            await lane()
+        else:
+            await asyncio.gather(*(lane() for _ in range(lanes)))
+        return outcomes
 
     def _hold_status(self, plan: Plan, ctx: PassContext, actions: Sequence[Action]
                      ) -> float | None:
@@ -306,8 +370,10 @@ class Executor:
     async def _apply_counted(self, action: Action, ctx: PassContext) -> Exception | None:
         """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
         if self._budget is None:
-            self._budget = asyncio.Semaphore(max(1, self.max_inflight))
-        async with self._budget:
+            self._budget = Slots(self.max_inflight)
+        urgent = type(action) is UpdateStatus or (type(action) is SetServingGate
+                                                  and action.value)
+        async with self._budget.hold(urgent=urgent):
             if self.metrics is not None:
                 self.metrics.requests_in_flight.inc()
             try:
@@ -382,7 +448,8 @@ class Executor:
             return _Stop("failed", f"{what} rejected: {exc.message}", exc.reason)
         return _Stop("failed", f"{what}: {exc}", exc.reason)
 
-    async def _update_status(self, action: UpdateStatus, ctx: PassContext) -> None:
+    def _status_body(self, action: UpdateStatus, ctx: PassContext) -> tuple[JSON, int]:
+        """The status PUT's body and its size in bytes (CPU only: may run in a thread)."""
         encoding, max_decoded = self.encoding()
         status = status_to_json(action.status, encoding=encoding, max_decoded=max_decoded)
         meta = ctx.raw.get("metadata") or {}
@@ -398,7 +465,14 @@ class Executor:
             "spec": ctx.raw.get("spec") or {},
             "status": status,
         }
-        await self._check_status_size(body, ctx)
+        return body, len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+
+    async def _update_status(self, action: UpdateStatus, ctx: PassContext) -> None:
+        if len(action.status.instances) >= STATUS_THREAD_ROWS:
+            body, size = await asyncio.to_thread(self._status_body, action, ctx)
+        else:
+            body, size = self._status_body(action, ctx)
+        await self._check_status_size(body, size, ctx)
         try:
             obj = await self.client.replace(
                 INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
@@ -407,9 +481,8 @@ class Executor:
             raise self._replica_conflict(exc, "status update") from None
         self._wrote_replica(ctx, obj)
 
-    async def _check_status_size(self, body: JSON, ctx: PassContext) -> None:
+    async def _check_status_size(self, body: JSON, size: int, ctx: PassContext) -> None:
         """End the pass, with a Warning Event, when the status body is over the limit."""
-        size = len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
         if self.metrics is not None:
             self.metrics.status_bytes.labels(ctx.namespace, ctx.name).set(size)
         if size <= self.status_size_limit:

@@ -3,9 +3,10 @@
 The core's pass is pure CPU. A full pass over a replica of thousands of pods takes tens of
 milliseconds, and on the event loop nothing else moves meanwhile (no watch event, no other
 replica's writes). ``plan_replica`` answers from the memo on the loop when it can (a
-comparison), plans a small replica on the loop, and sends a full pass over a big one to a
+comparison), plans a small replica on the loop, and sends a pass over a big one to a
 worker thread, where the interpreter hands the loop the GIL back every switch interval
-(5 ms), so no pass holds the loop for long.
+(5 ms), so no pass holds the loop for long. Either way the pass gets the memo, so it
+rederives only the Instances whose pods changed (``omenative_core.steps.verdicts``).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ async def plan_replica(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan,
     if got is not None:
         return got
     if len(snapshot.pods) < OFF_LOOP_PODS:
-        return plan_incremental(snapshot, None)
+        return plan_incremental(snapshot, memo)
     # the caches may change while the thread reads: hand it a copy of the node map (the
-    # other inputs are immutable tuples, frozensets and frozen views, or built per pass)
+    # other inputs are immutable tuples, frozensets and frozen views, or built per pass;
+    # the memo's per-Instance verdicts are only read, each pass copies what it changes)
     frozen = evolve(snapshot, nodes=dict(snapshot.nodes))
-    return await asyncio.to_thread(plan_incremental, frozen, None)
+    return await asyncio.to_thread(plan_incremental, frozen, memo)

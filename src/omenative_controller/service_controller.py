@@ -40,6 +40,7 @@ from typing import Any, Final
 import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -47,6 +48,7 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer, object_key
 from omenative_controller.kube.jsonpatch import annotation_removal
+from omenative_controller.kube.presence import Presence
 from omenative_controller.kube.resources import (
     INFERENCE_REPLICAS,
     Resource,
@@ -60,6 +62,7 @@ from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.service import (
+    API_NATIVE_GANG,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -69,6 +72,7 @@ from omenative_core.service import (
     ServingRuntime,
     accepted_migration_annotations,
     find_runtime,
+    handover_events,
     isvc_from_json,
     isvc_to_json,
     render_service,
@@ -167,11 +171,15 @@ class ServiceController:
         self._crds_present = crds_present
         self.lws = LwsHandover(client, self.namespaces, self._lws_changed,
                                interval=crd_poll_seconds)
-        self._crd_watches = {
+        self._crd_watches: dict[str, Presence] = {
             name: CrdPresence(client, name, interval=crd_poll_seconds,
                               on_change=lambda _present: self.enqueue_all())
             for name in _WATCHED_CRDS if name != CRD_LEADER_WORKER_SET}
         self._crd_watches[CRD_LEADER_WORKER_SET] = self.lws.presence
+        # not a CRD: Kubernetes' own gang scheduling API, for GangSchedulingUnavailable
+        self._crd_watches[API_NATIVE_GANG] = ApiPresence(
+            client, (NATIVE_POD_GROUPS, WORKLOADS), dict, interval=crd_poll_seconds,
+            on_change=lambda _present: self.enqueue_all())
         self.workers = workers
         self.resync_seconds = resync_seconds
         self.crd_poll_seconds = crd_poll_seconds
@@ -213,7 +221,8 @@ class ServiceController:
         return self._config()
 
     def crds(self) -> frozenset[str]:
-        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet)."""
+        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet), and
+        ``API_NATIVE_GANG`` while Kubernetes serves its own gang scheduling API."""
         if self._crds_present is not None:
             return frozenset(self._crds_present())
         return frozenset(name for name, w in self._crd_watches.items() if w.present)
@@ -396,7 +405,8 @@ class ServiceController:
             self.queue.add_after(key, 1.0)
             return True
         plan, handovers = with_handovers(
-            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now())
+            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now(),
+            self.config.lifecycle.lws_handover_trade_after)
         for step in handovers:  # before the Service's selector changes
             await self.lws.prepare(isvc.namespace, step)
         self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
@@ -410,6 +420,8 @@ class ServiceController:
         if ok and self.guard():
             for step in handovers:
                 await self.lws.finish(isvc.namespace, step)
+                for event in handover_events(step):
+                    await self._event(raw, event.type, event.reason, event.message)
                 if step.recheck_after is not None:  # a trade may be due then
                     self.queue.add_after(key, step.recheck_after + 0.5)
         if ok and rollout is not None:
@@ -551,6 +563,10 @@ class ServiceController:
         await self._warn(raw, reason, message)
 
     async def _warn(self, raw: JSON, reason: str, message: str) -> None:
+        await self._event(raw, "Warning", reason, message)
+
+    async def _event(self, raw: JSON, type_: str, reason: str, message: str) -> None:
+        """One Event on the ISVC ``raw``, sent once per (reason, message) and generation."""
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         generation = str(meta.get("generation") or "")
@@ -560,7 +576,7 @@ class ServiceController:
         involved = {"apiVersion": INFERENCE_SERVICES.api_version, "kind": "InferenceService",
                     "name": meta.get("name"), "namespace": meta.get("namespace"), "uid": uid,
                     "resourceVersion": meta.get("resourceVersion")}
-        if not await self.events.record(involved, "Warning", reason, message, lg=log):
+        if not await self.events.record(involved, type_, reason, message, lg=log):
             return
         if len(self._events_sent) > 4096:  # a memo, not a record: keep it bounded
             self._events_sent.clear()

@@ -47,6 +47,7 @@ __all__ = [
     "POD_GROUP_API_VERSION",
     "POD_GROUP_TEMPLATE",
     "choose_mechanism",
+    "gang_condition",
     "pod_group_name",
     "render_native_pod_group",
     "render_pod_group",
@@ -137,6 +138,42 @@ def choose_mechanism(
     if pod_group_crd and scheduler is not None:
         return MECHANISM_POD_GROUP
     return MECHANISM_NONE
+
+
+def gang_condition(
+    setting: str,
+    *,
+    multi_pod: bool,
+    native_api: bool,
+    pod_group_crd: bool,
+    scheduler: str | None,
+) -> tuple[str, str, str]:
+    """``GangSchedulingUnavailable`` as (status, reason, message): the one rule for it.
+
+    Both the InferenceReplica and its InferenceService (``status.components``) report it,
+    so both say the same: which mechanism ``choose_mechanism`` picks and why. OME's reasons
+    are kept: ``GangSchedulingAvailable`` when a mechanism is used (or none is needed),
+    ``PodGroupCRDNotInstalled`` when a multi-pod Instance gets none.
+    """
+    if not multi_pod:
+        return ("False", "GangSchedulingAvailable", "single-pod Instances need no gang scheduling")
+    chosen = choose_mechanism(setting, multi_pod=True, native_api=native_api,
+                              pod_group_crd=pod_group_crd, scheduler=scheduler)
+    if chosen == MECHANISM_NATIVE:
+        return ("False", "GangSchedulingAvailable",
+                f"gang mechanism Native (lifecycle.gangScheduling {setting}): Kubernetes "
+                f"{NATIVE_API_VERSION} Workload and PodGroups are used")
+    if chosen == MECHANISM_POD_GROUP:
+        return ("False", "GangSchedulingAvailable",
+                f"gang mechanism PodGroup (lifecycle.gangScheduling {setting}): "
+                f"scheduler-plugins PodGroups ({POD_GROUP_API_VERSION}) are used")
+    native = "served" if native_api else "not served"
+    crd = "installed" if pod_group_crd else "not installed"
+    who = scheduler or "the default scheduler"
+    return ("True", "PodGroupCRDNotInstalled",
+            f"gang mechanism None (lifecycle.gangScheduling {setting}; "
+            f"{NATIVE_API_VERSION} {native}, the scheduler-plugins PodGroup CRD {crd}, "
+            f"pods use {who}); multi-pod Instances may schedule partially")
 
 
 def schedule_timeout_seconds(

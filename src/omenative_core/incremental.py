@@ -13,13 +13,16 @@ Theory of operation:
 2. Inputs are compared by identity first (the shell's caches hand back the same view
    objects while nothing changed, so the check is a pointer comparison per pod done in C),
    then by equality. A change to any of them (a pod, the status rows, the spec, the
-   config, the nodes, the routed set, the revisions) recomputes everything.
+   config, the nodes, the routed set, the revisions) plans afresh (see 4).
 3. Time: a plan with no action and no Event depends on ``now`` only through the
    deadlines it registered as wake-up times (readiness deadlines, minReadySeconds,
    backoffs, grace periods). Until the earliest of them is due, the same plan holds; only
    ``requeue_after`` is recomputed from ``now``. A plan that acts is reused only within
    the same second (its timestamps are stamped with the second), and never across a
    clock that went backwards.
+4. When the plan cannot be reused, the pass still reuses what it found per Instance
+   (``steps.verdicts``): only the Instances whose pods changed since the last pass are
+   rederived from their pods; a spec, config, node or revision change rederives all.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
+from omenative_core.steps.verdicts import Verdicts
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
@@ -72,7 +76,10 @@ class PlanMemo:
     second; ``wakes``: the deadlines after ``now`` the pass registered, earliest first;
     ``poll``: the pass asked to look again soon; ``quiet``: the plan has no action and no
     Event, so it holds until the earliest wake; ``reused``: how many passes in a row were
-    answered from this memo (for metrics and tests).
+    answered from this memo (for metrics and tests); ``verdicts``: the pass's per-Instance
+    verdicts, so a pass over changed inputs rederives only the Instances that changed;
+    ``rederived``: how many Instances this pass rederived from their pods because they
+    changed (None: every one, as in a cold pass or after a spec change; 0 when reused).
     """
 
     inputs: tuple[Any, ...]
@@ -82,6 +89,8 @@ class PlanMemo:
     poll: bool = False
     quiet: bool = False
     reused: int = 0
+    verdicts: Verdicts | None = None
+    rederived: int | None = None
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -122,7 +131,9 @@ def reuse(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, PlanMemo] | 
         requeue = _requeue(memo, now, snapshot.config.requeue.operation)
         plan = evolve(plan, requeue_after=requeue)
     # keep this snapshot's inputs: the next snapshot shares its objects
-    return plan, evolve(memo, inputs=inputs, plan=plan, now=now, reused=memo.reused + 1)
+    return plan, evolve(
+        memo, inputs=inputs, plan=plan, now=now, reused=memo.reused + 1, rederived=0
+    )
 
 
 def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, PlanMemo]:
@@ -136,11 +147,24 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
         return reused
     now = to_second(snapshot.now)
     inputs = _inputs(snapshot)
-    plan, st = plan_pass(snapshot)
+    plan, st = plan_pass(snapshot, kept=memo.verdicts if memo is not None else None)
     wakes: tuple[datetime, ...] = ()
     poll = False
+    verdicts = None
+    rederived = None
     if st is not None:
         wakes = tuple(sorted(t for t in st.wake if t > now))
         poll = st.poll
+        verdicts = st.verdicts()
+        rederived = None if st.dirty is None else len(st.dirty)
     quiet = not plan.actions and not plan.events
-    return plan, PlanMemo(inputs=inputs, now=now, plan=plan, wakes=wakes, poll=poll, quiet=quiet)
+    return plan, PlanMemo(
+        inputs=inputs,
+        now=now,
+        plan=plan,
+        wakes=wakes,
+        poll=poll,
+        quiet=quiet,
+        verdicts=verdicts,
+        rederived=rederived,
+    )

@@ -49,6 +49,7 @@ from omenative_core.steps.verbs import (
     ANNOTATION_RELEASE_HELD,
     ANNOTATION_RESET,
 )
+from omenative_core.steps.verdicts import Verdicts
 
 __all__ = [
     "ANNOTATION_MIGRATION_PREFIX",
@@ -72,9 +73,21 @@ def _own_objects(st: PassState) -> None:
 
 
 def _advance_all(st: PassState) -> None:
-    """Take the next move of every Instance, in index order."""
-    for index in sorted(st.rows):
-        lifecycle.advance(st, index)
+    """Take the next move of every Instance, in index order.
+
+    A row with no operation goes straight to its health check (what ``lifecycle.advance``
+    does for it, one call fewer per row of a pass at rest); one found steady last pass
+    whose row and pods did not change is steady again (``PassState.unchanged_steady``).
+    """
+    rows = st.rows
+    same = st.unchanged_steady()
+    st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
+    for index in sorted(rows.keys() - same):
+        row = rows[index]
+        if row.operation is None:
+            rows[index] = repair.settled(st, row)
+        else:
+            lifecycle.advance(st, index)
 
 
 def _keep_targeted_blocks(st: PassState) -> None:
@@ -109,12 +122,17 @@ def plan(snapshot: Snapshot) -> Plan:
     return plan_pass(snapshot)[0]
 
 
-def plan_pass(snapshot: Snapshot, *, fast: bool = True) -> tuple[Plan, PassState | None]:
+def plan_pass(
+    snapshot: Snapshot, *, fast: bool = True, kept: Verdicts | None = None
+) -> tuple[Plan, PassState | None]:
     """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
 
     ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
-    knows how long the plan stays valid while nothing else changes. ``fast=False`` skips
-    the one-loop checks of steady rows (tests compare both ways).
+    knows how long the plan stays valid while nothing else changes, and its per-Instance
+    verdicts (``PassState.verdicts``), which it hands back as ``kept`` to the next pass so
+    that pass rederives only the Instances that changed (``steps.verdicts``).
+    ``fast=False`` skips the one-loop checks of steady rows and every kept verdict (tests
+    compare both ways).
     """
     ir = snapshot.replica
     invalid = validate_replica(ir)
@@ -127,7 +145,7 @@ def plan_pass(snapshot: Snapshot, *, fast: bool = True) -> tuple[Plan, PassState
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
-    st = PassState(snapshot, policy, lifecycle.advance, fast=fast)
+    st = PassState(snapshot, policy, lifecycle.advance, fast=fast, kept=kept if fast else None)
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
     revisions.load_rows(st)

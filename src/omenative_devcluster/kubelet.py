@@ -20,307 +20,77 @@ Faults come from a JSON file (checked twice a second; each version applied is ac
   node-lifecycle controller marks the node Unknown/NotReady, as with a dead kubelet).
 
 Image entries are shell-style patterns (``fnmatch``), so a plain image name matches itself.
+
+The pieces live next to this module: ``kubelet_api`` (API calls), ``kubelet_config``
+(settings, faults), ``kubelet_nodes`` (node status), ``kubelet_pods`` (pod status); this one
+runs the loops (registration and heartbeats, the pod watch, one worker per pod).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import fnmatch
-import hashlib
 import json
 import math
 import random
-import sys
 import time
 from collections.abc import Awaitable, Iterable
-from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
-import attrs
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 
-#: (connect, read) timeouts of ordinary requests, seconds
-REQUEST_TIMEOUT = (10.0, 30.0)
-#: server-side watch window; the read timeout must be longer
-WATCH_SECONDS = 240
-WATCH_TIMEOUT = (10.0, WATCH_SECONDS + 30.0)
-LEASE_NAMESPACE = "kube-node-lease"
-GPU = "nvidia.com/gpu"
-#: seconds between checks of the fault file's mtime
-FAULT_FILE_POLL = 0.5
+from omenative_devcluster.kubelet_api import (
+    FAULT_FILE_POLL,
+    GPU,
+    LEASE_NAMESPACE,
+    REQUEST_TIMEOUT,
+    WATCH_SECONDS,
+    WATCH_TIMEOUT,
+    Json,
+    RequestError,
+    _log,
+    _now,
+    _now_micro,
+    _rv,
+    raw_call,
+)
+from omenative_devcluster.kubelet_config import (
+    Faults,
+    StandInConfig,
+    acknowledge_faults,
+    applied_path,
+    image_matches,
+)
+from omenative_devcluster.kubelet_nodes import node_labels, node_status
+from omenative_devcluster.kubelet_pods import (
+    _CRASH,
+    _DELETE,
+    _READY,
+    _RUNNING,
+    _TERMINATE,
+    _conditions,
+    _PodState,
+    crash_backoff,
+    plan_pod,
+    pod_status,
+    readiness_gates_met,
+    terminal_status,
+)
 
-Json = dict[str, Any]
-
-
-def _log(msg: str) -> None:
-    print(f"[kubelet {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _now_micro() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _rv(obj: Json) -> int:
-    try:
-        return int(obj.get("metadata", {}).get("resourceVersion", "0"))
-    except ValueError:
-        return 0
-
-
-class RequestError(RuntimeError):
-    """An API request returned an unexpected HTTP status."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(f"HTTP {status}: {str(body)[:300]}")
-        self.status = status
-        self.body = body
-
-
-async def raw_call(request: Awaitable[Any], ok: Iterable[int] = (200, 201)) -> tuple[int, Json]:
-    """Await a kubernetes-asyncio call made with ``_preload_content=False``; return JSON.
-
-    kubernetes-asyncio 36.1.0 does not raise on a non-2xx status in this mode, so the status
-    is returned for the caller to check; a status outside ``ok`` raises ``RequestError``.
-    ``ApiException`` (raised on some paths) is turned into ``RequestError`` too.
-    """
-    try:
-        resp = cast(aiohttp.ClientResponse, await request)
-    except ApiException as exc:
-        raise RequestError(int(exc.status or 0), exc.body) from exc
-    try:
-        text = await resp.text()
-    finally:
-        resp.release()
-    try:
-        body = json.loads(text) if text else {}
-    except ValueError:
-        body = {"raw": text}
-    if resp.status not in set(ok):
-        raise RequestError(resp.status, body)
-    return resp.status, body if isinstance(body, dict) else {"raw": body}
-
-
-@attrs.frozen
-class Faults:
-    """The injected faults in force (union of the fault file and the Python API)."""
-
-    bad_images: frozenset[str] = frozenset()
-    crash_images: frozenset[str] = frozenset()
-    dead_nodes: frozenset[str] = frozenset()
-
-    def union(self, other: Faults) -> Faults:
-        """Both sets of faults at once."""
-        return Faults(
-            self.bad_images | other.bad_images,
-            self.crash_images | other.crash_images,
-            self.dead_nodes | other.dead_nodes,
-        )
-
-    @staticmethod
-    def from_json(data: Any) -> Faults:
-        """Parse the fault file's object (``badImages``, ``crashImages``, ``deadNodes``)."""
-        if not isinstance(data, dict):
-            raise ValueError("the fault file must hold a JSON object")
-
-        def strings(key: str) -> frozenset[str]:
-            val = data.get(key, [])
-            if not isinstance(val, list) or not all(isinstance(v, str) for v in val):
-                raise ValueError(f"{key} must be a list of strings")
-            return frozenset(val)
-
-        return Faults(strings("badImages"), strings("crashImages"), strings("deadNodes"))
-
-    def to_json(self) -> Json:
-        """The fault file's format."""
-        return {
-            "badImages": sorted(self.bad_images),
-            "crashImages": sorted(self.crash_images),
-            "deadNodes": sorted(self.dead_nodes),
-        }
-
-
-def applied_path(fault_file: Path) -> Path:
-    """Where the stand-in acknowledges the fault file it applied (``faults.applied.json``)."""
-    return fault_file.with_name(fault_file.stem + ".applied.json")
-
-
-def image_matches(image: str, patterns: Iterable[str]) -> bool:
-    """Whether ``image`` is listed (exact name or shell pattern)."""
-    return any(image == p or fnmatch.fnmatchcase(image, p) for p in patterns)
-
-
-@attrs.define
-class StandInConfig:
-    """Settings of the stand-in: which API, how many nodes, the delays, the fault file."""
-
-    kubeconfig: Path | None = None
-    nodes: int = 4
-    gpus_per_node: int = 8
-    node_prefix: str = "node-"
-    start_delay: float = 0.5
-    ready_delay: float = 0.5
-    delete_delay: float = 0.2
-    heartbeat_seconds: float = 4.0
-    lease_seconds: int = 40
-    fault_file: Path | None = None
-    #: at most this many API writes in flight (the connection pool is bigger)
-    max_inflight: int = 32
-    cpu: str = "64"
-    memory: str = "512Gi"
-    pods: str = "250"
-    kubelet_version: str = "v1.36.3"
-
-
-_PULL_ERROR = "pull-error"
-_PULL_BACKOFF = "pull-backoff"
-_CRASH = "crash"
-_RUNNING = "running"
-_READY = "ready"
-_TERMINATE = "terminate"
-_DELETE = "delete"
-_TERMINAL_PHASES = ("Succeeded", "Failed")
-
-
-@attrs.define(eq=False)
-class _PodState:
-    uid: str
-    pod: Json
-    changed: asyncio.Event
-    seen_at: float
-    stage: str = ""
-    stage_at: float = 0.0
-    delete_seen_at: float | None = None
-    #: the final delete (grace period 0) was accepted; a finalizer may still hold the pod
-    removed: bool = False
-    restarts: int = 0
-    next_restart_at: float = 0.0
-    ip: str | None = None
-    gone: bool = False
-    last_action: str = ""
-    last_action_at: float = 0.0
-    task: asyncio.Task[None] | None = None
-
-    @property
-    def name(self) -> str:
-        return str(self.pod["metadata"]["name"])
-
-    @property
-    def namespace(self) -> str:
-        return str(self.pod["metadata"]["namespace"])
-
-    @property
-    def node(self) -> str:
-        return str(self.pod.get("spec", {}).get("nodeName") or "")
-
-
-def _conditions(pod: Json) -> dict[str, str]:
-    return {
-        str(c.get("type")): str(c.get("status"))
-        for c in pod.get("status", {}).get("conditions") or []
-    }
-
-
-def _gates(pod: Json) -> list[str]:
-    return [
-        str(g["conditionType"])
-        for g in pod.get("spec", {}).get("readinessGates") or []
-        if "conditionType" in g
-    ]
-
-
-def readiness_gates_met(pod: Json) -> bool:
-    """True when every ``spec.readinessGates`` entry has a True condition in the status."""
-    conds = _conditions(pod)
-    return all(conds.get(g) == "True" for g in _gates(pod))
-
-
-def _containers(pod: Json) -> list[Json]:
-    return list(pod.get("spec", {}).get("containers") or [])
-
-
-def _image_id(image: str) -> str:
-    return f"docker.io/fake@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
-
-
-def _container_id(uid: str, name: str, restarts: int) -> str:
-    digest = hashlib.sha256(f"{uid}/{name}/{restarts}".encode()).hexdigest()
-    return f"containerd://{digest}"
-
-
-def _running_since(pod: Json, name: str) -> str | None:
-    """When container ``name`` started running, from the pod's last status (None if not)."""
-    prior = next(
-        (x for x in pod.get("status", {}).get("containerStatuses") or []
-         if x.get("name") == name and "running" in (x.get("state") or {})),
-        None,
-    )
-    since = (prior or {}).get("state", {}).get("running", {}).get("startedAt")
-    return str(since) if since else None
-
-
-def _pod_conditions(pod: Json, *, ready: bool, ts: str, terminated: bool = False) -> list[Json]:
-    """The kubelet-owned pod conditions; a condition whose status holds keeps its time."""
-
-    def cond(type_: str, ok: bool, reason: str = "", message: str = "") -> Json:
-        c: Json = {"type": type_, "status": "True" if ok else "False",
-                   "lastProbeTime": None, "lastTransitionTime": ts}
-        if not ok and reason:
-            c["reason"] = reason
-            if message:
-                c["message"] = message
-        return c
-
-    names = " ".join(str(c["name"]) for c in _containers(pod))
-    not_ready = f"containers with unready status: [{names}]"
-    if terminated:
-        ready_cond = cond("Ready", False, "PodCompleted")
-        containers_ready = cond("ContainersReady", False, "PodCompleted")
-    else:
-        reason = "ContainersNotReady"
-        containers_ready = cond("ContainersReady", ready, reason, not_ready)
-        if ready:
-            missing = [g for g in _gates(pod) if _conditions(pod).get(g) != "True"]
-            ready_cond = cond(
-                "Ready", readiness_gates_met(pod), "ReadinessGatesNotReady",
-                f"the status of pod readiness gate(s) {missing} is not True",
-            )
-        else:
-            ready_cond = cond("Ready", False, reason, not_ready)
-    conds = [
-        cond("PodReadyToStartContainers", not terminated),
-        cond("Initialized", True),
-        containers_ready,
-        ready_cond,
-    ]
-    # keep lastTransitionTime when a condition's status does not change
-    old = {c.get("type"): c for c in pod.get("status", {}).get("conditions") or []}
-    for c in conds:
-        prev = old.get(c["type"])
-        if prev and prev.get("status") == c["status"] and prev.get("lastTransitionTime"):
-            c["lastTransitionTime"] = prev["lastTransitionTime"]
-    return conds
-
-
-def _init_statuses(pod: Json, started_at: str, ts: str) -> list[Json]:
-    """Init containers, all completed (the stand-in runs nothing before the main ones)."""
-    return [
-        {
-            "name": c["name"], "image": c.get("image", ""), "imageID": "",
-            "ready": True, "restartCount": 0, "started": False,
-            "state": {"terminated": {"exitCode": 0, "reason": "Completed",
-                                     "startedAt": started_at, "finishedAt": ts}},
-            "lastState": {},
-        }
-        for c in pod.get("spec", {}).get("initContainers") or []
-    ]
+__all__ = [
+    "GPU",
+    "LEASE_NAMESPACE",
+    "REQUEST_TIMEOUT",
+    "Faults",
+    "KubeletStandIn",
+    "RequestError",
+    "StandInConfig",
+    "applied_path",
+    "image_matches",
+    "raw_call",
+    "readiness_gates_met",
+]
 
 
 class KubeletStandIn:
@@ -475,13 +245,7 @@ class KubeletStandIn:
                 _log(f"ignoring fault file {path}: {exc}")
                 return
         self._faults_changed(before)
-        # acknowledge, so a writer in another process knows the faults are in force
-        ack = applied_path(path)
-        with contextlib.suppress(OSError):
-            tmp = ack.with_suffix(".tmp")
-            tmp.write_text(json.dumps(
-                {"generation": generation, "faults": self._file_faults.to_json()}) + "\n")
-            tmp.replace(ack)
+        acknowledge_faults(path, generation, self._file_faults)
 
     async def _fault_file_loop(self) -> None:
         while True:
@@ -499,66 +263,9 @@ class KubeletStandIn:
         return f"10.{244 + i // 256}.{i % 256}"
 
     def _node_status(self, node: str) -> Json:
-        cfg = self.cfg
         now = _now()
         since = self._ready_since.setdefault(node, now)
-        resources = {
-            "cpu": cfg.cpu,
-            "memory": cfg.memory,
-            "pods": cfg.pods,
-            "ephemeral-storage": "1Ti",
-            GPU: str(cfg.gpus_per_node),
-        }
-
-        def cond(type_: str, status: str, reason: str, message: str) -> Json:
-            return {
-                "type": type_,
-                "status": status,
-                "reason": reason,
-                "message": message,
-                "lastHeartbeatTime": now,
-                "lastTransitionTime": since,
-            }
-
-        return {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "ok"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "ok"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID", "ok"),
-                cond("Ready", "True", "KubeletReady", "kubelet stand-in is posting ready status"),
-            ],
-            "addresses": [
-                {"type": "InternalIP", "address": self._node_ip(node)},
-                {"type": "Hostname", "address": node},
-            ],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
-            "nodeInfo": {
-                "machineID": hashlib.md5(node.encode()).hexdigest(),
-                "systemUUID": hashlib.md5(node.encode()).hexdigest(),
-                "bootID": hashlib.md5(f"boot-{node}".encode()).hexdigest(),
-                "kernelVersion": "6.1.0-devcluster",
-                "osImage": "omenative devcluster kubelet stand-in",
-                "containerRuntimeVersion": "containerd://fake",
-                "kubeletVersion": cfg.kubelet_version,
-                "kubeProxyVersion": "",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        }
-
-    def _node_labels(self, node: str) -> dict[str, str]:
-        i = self._node_index[node]
-        return {
-            "kubernetes.io/hostname": node,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "topology.kubernetes.io/region": "local",
-            "topology.kubernetes.io/zone": "zone-a" if i % 2 == 0 else "zone-b",
-            "nvidia.com/gpu.present": "true",
-            "omenative.io/devcluster": "true",
-        }
+        return node_status(self.cfg, node, self._node_ip(node), now, since)
 
     async def _register_nodes(self) -> None:
         core = client.CoreV1Api(self.api)
@@ -569,7 +276,7 @@ class KubeletStandIn:
         body: Json = {
             "apiVersion": "v1",
             "kind": "Node",
-            "metadata": {"name": node, "labels": self._node_labels(node)},
+            "metadata": {"name": node, "labels": node_labels(node, self._node_index[node])},
             "spec": {"podCIDR": f"{self._pod_subnet(node)}.0/24"},
             "status": self._node_status(node),
         }
@@ -586,7 +293,7 @@ class KubeletStandIn:
                     raise
                 await raw_call(
                     core.patch_node(
-                        node, {"metadata": {"labels": self._node_labels(node)}},
+                        node, {"metadata": {"labels": node_labels(node, self._node_index[node])}},
                         _preload_content=False, _request_timeout=REQUEST_TIMEOUT,
                     )
                 )
@@ -798,78 +505,10 @@ class KubeletStandIn:
 
     # ------------------------------------------------------------------ pods: transitions
 
-    def _plan(self, st: _PodState, now: float) -> tuple[str | None, float]:
-        """Next action for a pod and when it is due (None: wait for a change)."""
-        pod = st.pod
-        if st.node in self.faults.dead_nodes:
-            return None, math.inf
-        if pod["metadata"].get("deletionTimestamp"):
-            return self._plan_deletion(st, now)
-        return self._plan_faults(st) or self._plan_healthy(st, now)
-
-    def _plan_healthy(self, st: _PodState, now: float) -> tuple[str | None, float]:
-        """The next step of a pod without faults: Running, then Ready, then kept in sync."""
-        pod = st.pod
-        if st.stage in ("", _PULL_ERROR, _PULL_BACKOFF, _CRASH):
-            return _RUNNING, st.seen_at + self.cfg.start_delay if st.stage == "" else now
-        if st.stage == _RUNNING:
-            return _READY, st.stage_at + self.cfg.ready_delay
-        conds = _conditions(pod)
-        want_ready = "True" if readiness_gates_met(pod) else "False"
-        if (
-            conds.get("ContainersReady") != "True"
-            or conds.get("Ready") != want_ready
-            or pod.get("status", {}).get("phase") != "Running"
-        ):
-            return "sync-ready", now
-        return None, math.inf
-
-    def _plan_deletion(self, st: _PodState, now: float) -> tuple[str | None, float]:
-        """A deleted pod: stop its containers (terminal phase), then remove it once.
-
-        The terminal status comes first, as with a kubelet; the delete with grace period 0
-        follows. A finalizer (Kueue's) may keep the pod after that: the stand-in then waits
-        for the next change instead of deleting it again.
-        """
-        if st.delete_seen_at is None:
-            st.delete_seen_at = now
-        due = st.delete_seen_at + self.cfg.delete_delay
-        if st.pod.get("status", {}).get("phase") not in _TERMINAL_PHASES:
-            return _TERMINATE, due
-        if not st.removed:
-            return _DELETE, due
-        return None, math.inf
-
-    def _plan_faults(self, st: _PodState) -> tuple[str | None, float] | None:
-        """The next step of a finished pod or one whose image is faulted; None otherwise."""
-        if st.pod.get("status", {}).get("phase") in _TERMINAL_PHASES:
-            return None, math.inf
-        images = [str(c.get("image", "")) for c in _containers(st.pod)]
-        pull = self._plan_bad_image(st, images)
-        if pull is not None:
-            return pull
-        if any(image_matches(i, self.faults.crash_images) for i in images):
-            if st.stage != _CRASH:
-                return _CRASH, st.seen_at + self.cfg.start_delay
-            return "restart", st.next_restart_at
-        return None
-
-    def _plan_bad_image(self, st: _PodState, images: list[str]) -> tuple[str | None, float] | None:
-        """ErrImagePull, then ImagePullBackOff, for a pod not started whose image is bad."""
-        # a bad image only matters before the pull; a started pod has its image already
-        not_started = st.stage in ("", _PULL_ERROR, _PULL_BACKOFF)
-        if not not_started or not any(image_matches(i, self.faults.bad_images) for i in images):
-            return None
-        if st.stage == _PULL_ERROR:
-            return _PULL_BACKOFF, st.stage_at + 1.0
-        if st.stage == _PULL_BACKOFF:
-            return None, math.inf
-        return _PULL_ERROR, st.seen_at + self.cfg.start_delay
-
     async def _pod_worker(self, st: _PodState) -> None:
         while not st.gone:
             now = time.monotonic()
-            action, due = self._plan(st, now)
+            action, due = plan_pod(st, now, self.cfg, self.faults)
             if action is not None and action == st.last_action:
                 due = max(due, st.last_action_at + 0.5)  # never spin on one action
             if action is None or due > now:
@@ -906,128 +545,20 @@ class KubeletStandIn:
             st.removed = True
             return
         if action == _TERMINATE:
-            await self._patch_status(st, self._terminal_status(st))
+            await self._patch_status(st, terminal_status(st))
             return
         now = time.monotonic()
         if action == _CRASH:
-            st.next_restart_at = now + self._crash_backoff(st.restarts)
+            st.next_restart_at = now + crash_backoff(st.restarts)
         elif action == "restart":
             st.restarts += 1
-            st.next_restart_at = now + self._crash_backoff(st.restarts)
-        status = self._status_for(st, action)
+            st.next_restart_at = now + crash_backoff(st.restarts)
+        status = pod_status(st, action, self._alloc_ip(st), self._node_ip(st.node))
         await self._patch_status(st, status)
         if action == "sync-ready":
             return
         st.stage = {"restart": _CRASH}.get(action, action)
         st.stage_at = now
-
-    @staticmethod
-    def _crash_backoff(restarts: int) -> float:
-        return float(min(10.0, 2.0**restarts))
-
-    def _status_for(self, st: _PodState, action: str) -> Json:
-        pod = st.pod
-        ts = _now()
-        ip = self._alloc_ip(st)
-        host_ip = self._node_ip(st.node)
-        started_at = pod.get("status", {}).get("startTime") or ts
-        statuses = [self._container_status(st, c, action, ts) for c in _containers(pod)]
-        status: Json = {
-            "phase": "Pending" if action in (_PULL_ERROR, _PULL_BACKOFF) else "Running",
-            "conditions": _pod_conditions(pod, ready=action in (_READY, "sync-ready"), ts=ts),
-            "hostIP": host_ip,
-            "hostIPs": [{"ip": host_ip}],
-            "podIP": ip,
-            "podIPs": [{"ip": ip}],
-            "startTime": started_at,
-            "containerStatuses": statuses,
-        }
-        init = _init_statuses(pod, started_at, ts)
-        if init:
-            status["initContainerStatuses"] = init
-        return status
-
-    def _container_status(self, st: _PodState, c: Json, action: str, ts: str) -> Json:
-        """One container's status for ``action`` (pull error, crash, running, ready)."""
-        uid = st.uid
-        name = str(c["name"])
-        image = str(c.get("image", ""))
-        running = action in (_RUNNING, _READY, "sync-ready")
-        cs: Json = {
-            "name": name,
-            "image": image,
-            "imageID": "",
-            "ready": action in (_READY, "sync-ready"),
-            "restartCount": st.restarts,
-            "started": running,
-            "lastState": {},
-        }
-        if action in (_PULL_ERROR, _PULL_BACKOFF):
-            reason = "ErrImagePull" if action == _PULL_ERROR else "ImagePullBackOff"
-            msg = (
-                f'failed to pull image "{image}": not found (kubelet stand-in fault)'
-                if action == _PULL_ERROR
-                else f'Back-off pulling image "{image}"'
-            )
-            cs["state"] = {"waiting": {"reason": reason, "message": msg}}
-            return cs
-        cs["imageID"] = _image_id(image)
-        cs["containerID"] = _container_id(uid, name, st.restarts)
-        if action in (_CRASH, "restart"):
-            terminated = {
-                "exitCode": 1, "reason": "Error", "startedAt": ts, "finishedAt": ts,
-                "containerID": _container_id(uid, name, max(0, st.restarts - 1)),
-            }
-            if action == _CRASH:
-                cs["state"] = {"terminated": terminated}
-            else:
-                cs["state"] = {"waiting": {
-                    "reason": "CrashLoopBackOff",
-                    "message": f"back-off restarting failed container {name} in pod "
-                               f"{st.name}_{st.namespace}({uid})",
-                }}
-                cs["lastState"] = {"terminated": terminated}
-            return cs
-        since = _running_since(st.pod, name) or ts
-        cs["state"] = {"running": {"startedAt": since}}
-        return cs
-
-    def _terminal_status(self, st: _PodState) -> Json:
-        """The status a kubelet writes once a deleted pod's containers have stopped.
-
-        A container that was running exits cleanly on SIGTERM (exit code 0, ``Completed``);
-        one that never started or was crash-looping is reported as killed (exit code 137).
-        The pod is ``Succeeded`` when every container exited cleanly, else ``Failed``;
-        ``Ready`` and ``ContainersReady`` turn False.
-        """
-        pod = st.pod
-        ts = _now()
-        clean = st.stage in (_RUNNING, _READY)
-        statuses: list[Json] = []
-        for c in _containers(pod):
-            name = str(c["name"])
-            image = str(c.get("image", ""))
-            since = _running_since(pod, name) or ts
-            terminated: Json = (
-                {"exitCode": 0, "reason": "Completed", "startedAt": since, "finishedAt": ts}
-                if clean else
-                {"exitCode": 137, "reason": "ContainerStatusUnknown", "finishedAt": ts,
-                 "message": "The container was stopped because the pod was deleted"}
-            )
-            if clean:
-                terminated["containerID"] = _container_id(st.uid, name, st.restarts)
-            statuses.append({
-                "name": name, "image": image,
-                "imageID": _image_id(image) if clean else "",
-                "ready": False, "restartCount": st.restarts, "started": False,
-                "state": {"terminated": terminated}, "lastState": {},
-            })
-        status: Json = {
-            "phase": "Succeeded" if clean else "Failed",
-            "conditions": _pod_conditions(pod, ready=False, ts=ts, terminated=True),
-            "containerStatuses": statuses,
-        }
-        return status
 
     async def _patch_status(self, st: _PodState, status: Json) -> None:
         core = client.CoreV1Api(self.api)

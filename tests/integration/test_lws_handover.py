@@ -31,9 +31,10 @@ from typing import Any
 import pytest
 
 from omenative_controller.cli.handover_output import format_handover, handover_rows
+from omenative_controller.cli.kubectl_common import get_or_none
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, Resource
+from omenative_controller.kube.resources import EVENTS, INFERENCE_REPLICAS, PODS, Resource
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 from omenative_devcluster.lws import LwsProcess
 
@@ -135,17 +136,6 @@ def kubectl_ome(kubeconfig: Path, namespace: str, *args: str) -> str:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-async def get_or_none(kube: KubeClient, res: Resource, name: str, namespace: str
-                      ) -> JSON | None:
-    """The object, or None when it is not there."""
-    try:
-        return await kube.get(res, name, namespace)
-    except ApiError as exc:
-        if exc.not_found:
-            return None
-        raise
 
 
 class Progress:
@@ -260,7 +250,25 @@ async def check_done(kube: KubeClient, ns: str, kubeconfig: Path) -> str:
     assert not [c for c in comp.get("conditions") or () if c.get("type") == "LWSHandover"]
     after = await asyncio.to_thread(kubectl_ome, kubeconfig, ns, "handover", "chat")
     assert after.splitlines()[1].split() == ["engine", "Done", "-", "2/2"], after
+    await eventually(lambda: handover_events(kube, ns), timeout=30, interval=0.5,
+                     what="the hand-over's Events on the InferenceService")
     return after
+
+
+async def handover_events(kube: KubeClient, ns: str) -> list[str] | None:
+    """The reasons of the hand-over's Events on ``chat`` once it is done: started once,
+    at least one group scaled down or traded, deleted once (None: not all there yet)."""
+    page = await kube.list(EVENTS, ns, field_selector="involvedObject.name=chat,"
+                           "involvedObject.kind=InferenceService")
+    reasons = sorted(str(e.get("reason")) for e in page.get("items") or ()
+                     if str(e.get("reason", "")).startswith("LWSHandover"))
+    if "LWSHandoverDeleted" not in reasons:
+        return None
+    assert reasons.count("LWSHandoverStarted") == 1, reasons
+    assert reasons.count("LWSHandoverDeleted") == 1, reasons
+    assert {"LWSHandoverScaledDown", "LWSHandoverTraded"} & set(reasons), reasons
+    assert "LWSHandoverNotOwned" not in reasons, reasons
+    return reasons
 
 
 async def test_a_multinode_engine_moves_to_omenative_without_serving_less(

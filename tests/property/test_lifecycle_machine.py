@@ -11,10 +11,12 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from attrs import evolve
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from omenative_controller.coalesce import status_may_wait
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.model.config import ForceDeleteConfig, UpdateRetry
 from omenative_core.planner import plan as make_plan
@@ -176,6 +178,18 @@ class LifecycleMachine(RuleBasedStateMachine):
         plan = self.plan(snap)
         self._check(snap, plan)
         self._apply(snap, plan, limit=limit)
+
+    @rule()
+    def held_status_pass(self) -> None:
+        """The shell holds a progress-only status (``coalesce.py``) and applies the rest:
+        the next pass must pick the work up from the pods alone."""
+        snap = self.world.snapshot()
+        plan = self.plan(snap)
+        self._check(snap, plan)
+        if status_may_wait(snap.replica.status, plan.status, plan.actions):
+            plan = evolve(plan, actions=tuple(
+                a for a in plan.actions if not isinstance(a, UpdateStatus)))
+        self._apply(snap, plan)
 
     # ------------------------------------------------------------------ spec edits
 

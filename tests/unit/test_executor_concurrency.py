@@ -105,6 +105,30 @@ def test_a_bring_up_sends_its_prelude_at_once_then_every_pod_at_once() -> None:
     assert api.peak == 4, "the four pods were in flight together"
 
 
+def test_a_gangs_first_pass_is_two_round_trips_prelude_with_podgroup_then_pods() -> None:
+    """A scheduler-plugins PodGroup goes with the prelude; the pods follow it."""
+    api = SlowApi()
+    group = CreatePodGroup(body={"apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                                 "metadata": {"name": "g"}})
+    plan = _plan(SetFinalizer(present=True), CreateRevision(body={"metadata": {"name": "rev"}}),
+                 group, *(_pod(f"p{i}") for i in range(4)))
+    assert [len(run) for _, run in action_runs(plan.actions)] == [3, 4]
+    asyncio.run(_executor(api).apply(plan, _ctx()))
+    assert "create g" in api.calls[:3], "the PodGroup went out with the prelude"
+    assert sorted(api.calls[3:]) == [f"create p{i}" for i in range(4)]
+
+
+def test_kubernetes_own_podgroup_waits_for_the_workload_it_names() -> None:
+    """The API server refuses a native PodGroup (403) until its Workload exists."""
+    workload = CreateObject(body={"apiVersion": "scheduling.k8s.io/v1alpha2",
+                                  "kind": "Workload", "metadata": {"name": "w"}})
+    group = CreatePodGroup(body={"apiVersion": "scheduling.k8s.io/v1alpha2",
+                                 "kind": "PodGroup", "metadata": {"name": "g"}})
+    actions = (SetFinalizer(present=True), workload, group, _pod("p0"), _pod("p1"))
+    assert [[a.kind for a in run] for _, run in action_runs(actions)] == [
+        ["SetFinalizer", "CreateObject"], ["CreatePodGroup"], ["CreatePod", "CreatePod"]]
+
+
 def test_podgroups_go_before_their_pods_and_deletes_before_creates() -> None:
     api = SlowApi()
     group = CreatePodGroup(body={"apiVersion": "scheduling.x-k8s.io/v1alpha1",
@@ -164,3 +188,31 @@ def test_a_created_revision_or_service_is_written_through_for_the_next_pass() ->
                  _pod("p0"))
     asyncio.run(executor.apply(plan, _ctx()))
     assert sorted(seen) == [("controllerrevisions", "rev"), ("services", "r-headless")]
+
+
+def test_a_run_of_thousands_goes_through_a_bounded_number_of_tasks() -> None:
+    """A big run (a new revision of a big replica) never makes a task per member: at most
+    ``max_inflight`` lanes, so no event-loop step creates thousands of tasks at once."""
+    api = SlowApi(delay=0.0)
+    peak_tasks = 0
+    call = api._call
+
+    async def counting(what: str, body: Any) -> Any:
+        nonlocal peak_tasks
+        peak_tasks = max(peak_tasks, len(asyncio.all_tasks()))
+        return await call(what, body)
+
+    api._call = counting  # type: ignore[method-assign]
+    plan = _plan(*(DeletePod(name=f"p{i}", uid="u") for i in range(2000)))
+    result = asyncio.run(_executor(api, max_inflight=8).apply(plan, _ctx()))
+    assert result.ok and result.applied == 2000 and len(api.calls) == 2000
+    assert peak_tasks <= 8 + 1, "the lanes and the main task, not one task per delete"
+    assert api.peak == 8
+
+
+def test_after_a_failure_in_a_big_run_no_more_members_are_sent() -> None:
+    api = SlowApi(refuse=frozenset({"delete p3"}))
+    plan = _plan(*(DeletePod(name=f"p{i}", uid="u") for i in range(500)))
+    result = asyncio.run(_executor(api, max_inflight=4).apply(plan, _ctx()))
+    assert result.outcome == "failed" and result.failed_index == 3
+    assert len(api.calls) < 16, "the lanes stopped taking members once p3 was refused"

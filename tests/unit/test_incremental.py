@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from types import MappingProxyType
 
+import pytest
 from attrs import evolve
+from tests.property.test_incremental_plan import changed_pod
 from tests.unit.sim_helpers import engine_manifest, run_world
 
 from omenative_core.incremental import plan_incremental
-from omenative_core.model import LifecycleConfig
+from omenative_core.model import LifecycleConfig, UpdateStatus
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
 
@@ -65,6 +67,7 @@ def test_a_deadline_that_falls_due_plans_afresh() -> None:
     at = evolve(snap, now=due)
     fresh, memo = plan_incremental(at, memo)
     assert memo.reused == 0 and fresh == plan(at)
+    assert memo.rederived == 0, "no pod changed: the kept verdicts served the pass"
     assert fresh.status.available_replicas == 3 > held.status.available_replicas
 
 
@@ -90,3 +93,34 @@ def test_a_node_change_behind_a_live_view_plans_afresh() -> None:
     again, memo = plan_incremental(snap, memo)
     assert memo.reused == 0
     assert again == plan(snap) and again.actions
+
+
+@pytest.mark.parametrize("change", ["gone", "restarted", "unready", "unschedulable"])
+def test_one_changed_pod_rederives_only_its_instance(change: str) -> None:
+    """The other Instances' verdicts are reused; the changed one's is not (a stale one
+    would hide a lost pod or a restarted container from the plan)."""
+    world = _world()
+    snap = world.snapshot()
+    _, memo = plan_incremental(snap, None)
+    assert memo.verdicts is not None and len(memo.verdicts.steady) == 3
+    pods = list(snap.pods)
+    pod = changed_pod(pods[0], change)
+    if pod is None:
+        del pods[0]
+    else:
+        pods[0] = pod
+    after = evolve(snap, pods=tuple(pods))
+    got, memo = plan_incremental(after, memo)
+    assert memo.rederived == 1
+    assert got == plan(after)
+    if change in ("gone", "restarted"):
+        assert any(not isinstance(a, UpdateStatus) for a in got.actions), "the Instance acts"
+
+
+def test_a_spec_change_rederives_every_instance() -> None:
+    world = _world()
+    _, memo = plan_incremental(world.snapshot(), None)
+    world.patch_replica({"spec": {"replicas": 4}})
+    snap = world.snapshot()
+    got, memo = plan_incremental(snap, memo)
+    assert memo.rederived is None and got == plan(snap)

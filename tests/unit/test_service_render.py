@@ -6,15 +6,18 @@ import copy
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import pytest
 
 from omenative_core.codec import spec_from_json
+from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import CreatePod
 from omenative_core.planner import plan as plan_replica
 from omenative_core.render import instance_slots, pod_name, render_pod
 from omenative_core.revisions import revision_hash
 from omenative_core.service import (
+    API_NATIVE_GANG,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -342,14 +345,53 @@ def test_pod_monitor_only_with_its_crd() -> None:
     assert monitor["spec"]["podMetricsEndpoints"] == [{"path": "/metrics", "port": "http"}]
 
 
-def test_gang_scheduling_condition_follows_the_pod_group_crd() -> None:
-    without = comp(render(seed_isvc()), "engine").conditions
-    assert [(c.type, c.status, c.reason) for c in without] == [
-        ("GangSchedulingUnavailable", "True", "PodGroupCRDNotInstalled")
-    ]
-    with_crd = comp(render(seed_isvc(), crds=(CRD_POD_GROUP,)), "engine").conditions
-    assert [(c.status, c.reason) for c in with_crd] == [("False", "GangSchedulingAvailable")]
-    assert comp(render(seed_isvc()), "router").conditions == ()
+GANG_CASES = [
+    # (gangScheduling, what the cluster offers, schedulerName) -> (status, mechanism named)
+    ("Auto", (), None, ("True", "None")),
+    ("Auto", (API_NATIVE_GANG,), None, ("False", "Native")),
+    # the PodGroup CRD alone does not gang pods of the default scheduler (it does not read it)
+    ("Auto", (CRD_POD_GROUP,), None, ("True", "None")),
+    ("Auto", (CRD_POD_GROUP,), "scheduler-plugins-scheduler", ("False", "PodGroup")),
+    ("Native", (CRD_POD_GROUP,), None, ("True", "None")),
+    ("PodGroup", (API_NATIVE_GANG, CRD_POD_GROUP), None, ("False", "PodGroup")),
+    ("None", (API_NATIVE_GANG, CRD_POD_GROUP), None, ("True", "None")),
+]
+
+
+@pytest.mark.parametrize(("setting", "crds", "scheduler", "want"), GANG_CASES)
+def test_gang_scheduling_condition_follows_every_mechanism(
+    setting: str, crds: tuple[str, ...], scheduler: str | None, want: tuple[str, str]
+) -> None:
+    isvc = seed_isvc(**({"schedulerName": scheduler} if scheduler else {}))
+    config = ServiceConfig(lifecycle=LifecycleConfig(gang_scheduling=setting))
+    (cond,) = comp(render(isvc, crds=crds, config=config), "engine").conditions
+    status, mechanism = want
+    assert (cond.type, cond.status) == ("GangSchedulingUnavailable", status)
+    assert cond.reason == ("GangSchedulingAvailable" if status == "False"
+                           else "PodGroupCRDNotInstalled")
+    assert cond.message.startswith(f"gang mechanism {mechanism} (lifecycle.gangScheduling "
+                                   f"{setting}")
+    assert comp(render(isvc, crds=crds, config=config), "router").conditions == ()
+
+
+@pytest.mark.parametrize(("setting", "crds", "scheduler", "want"), GANG_CASES)
+def test_gang_scheduling_condition_is_the_replicas_own(
+    setting: str, crds: tuple[str, ...], scheduler: str | None, want: tuple[str, str]
+) -> None:
+    """The InferenceService's condition says what the manager's InferenceReplica says."""
+    isvc = seed_isvc(**({"schedulerName": scheduler} if scheduler else {}))
+    lifecycle = LifecycleConfig(gang_scheduling=setting)
+    cp = comp(render(isvc, crds=crds, config=ServiceConfig(lifecycle=lifecycle)), "engine")
+    (isvc_cond,) = cp.conditions
+    ir = replica_of(cp)
+    ir = attrs.evolve(ir, metadata=attrs.evolve(ir.metadata, uid="ir-uid"))
+    status = plan_replica(Snapshot(replica=ir, now=NOW, config=lifecycle,
+                                   native_gang_api=API_NATIVE_GANG in crds,
+                                   pod_group_crd=CRD_POD_GROUP in crds)).status
+    assert status is not None
+    (ir_cond,) = [c for c in status.conditions if c.type == "GangSchedulingUnavailable"]
+    assert (isvc_cond.status, isvc_cond.reason, isvc_cond.message) == (
+        ir_cond.status, ir_cond.reason, ir_cond.message)
 
 
 # ---------------------------------------------------------------------------- pods

@@ -6,15 +6,13 @@ PodGroup informer runs; ``present`` turns True only once that informer has synce
 core never sees "CRD present" with an empty cache), and False as soon as the CRD is gone
 (the cache is dropped). The InferenceService controller uses it without an informer for the
 optional CRDs it renders for (LeaderWorkerSet, PodMonitor, PodGroup): ``present`` follows
-the CRD being Established. The CRD is polled every few seconds; transient API errors keep
-the last known state.
+the CRD being Established. The CRD is polled every few seconds (the loop is ``kube/presence.py``'s);
+transient API errors keep the last known state.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -22,6 +20,7 @@ import structlog
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.presence import UNKNOWN, Presence, Unknown
 from omenative_controller.kube.resources import CRDS
 
 __all__ = ["CrdPresence", "served_version"]
@@ -50,8 +49,12 @@ def _established(crd: JSON) -> bool:
     return False
 
 
-class CrdPresence:
-    """Poll one CRD; while it is Established run ``make_informer(version)`` (if given)."""
+class CrdPresence(Presence):
+    """Poll one CRD; while it is Established run ``make_informer(version)`` (if given).
+
+    The loop is ``Presence``'s; the key is the CRD's usable version, so a change of served
+    version restarts the informer on the new one.
+    """
 
     def __init__(
         self,
@@ -62,20 +65,27 @@ class CrdPresence:
         interval: float = 5.0,
         on_change: Callable[[bool], None] | None = None,
     ) -> None:
+        super().__init__(crd_name, interval=interval, on_change=on_change)
         self.client = client
         self.crd_name = crd_name
         self.make_informer = make_informer
-        self.interval = interval
-        self.on_change = on_change
-        self.present = False
-        self.checked = asyncio.Event()
-        self.informer: Informer[Any] | None = None
-        self.version: str | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._sync_task: asyncio.Task[None] | None = None
 
-    async def _probe(self) -> str | bool | None:
-        """The usable version, None when absent, False when unknown (an API error)."""
+    @property
+    def version(self) -> str | None:
+        """The CRD version in use (None: the CRD is not installed and Established)."""
+        return self.served
+
+    @version.setter
+    def version(self, value: str | None) -> None:
+        self.served = value
+
+    @property
+    def informer(self) -> Informer[Any] | None:
+        """The running informer (None: the CRD is absent, or no informer was asked for)."""
+        return next(iter(self.informers.values()), None)
+
+    async def _probe(self) -> str | Unknown | None:
+        """The usable version, None when absent, ``UNKNOWN`` on an API error."""
         try:
             crd = await self.client.get(CRDS, self.crd_name)
         except ApiError as exc:
@@ -83,59 +93,11 @@ class CrdPresence:
                 return None
             log.warning("crdwatch.probe_failed", crd=self.crd_name, status=exc.status,
                         reason=exc.reason)
-            return False
+            return UNKNOWN
         return served_version(crd) if _established(crd) else None
 
-    def _set(self, present: bool) -> None:
-        if present != self.present:
-            self.present = present
-            log.info("crdwatch.changed", crd=self.crd_name, present=present,
-                     version=self.version)
-            if self.on_change is not None:
-                self.on_change(present)
-
-    async def _start(self, version: str) -> None:
-        self.version = version
+    def _make_informers(self, served: str) -> Mapping[str, Informer[Any]]:
         if self.make_informer is None:
-            self._set(True)
-            return
-        informer = self.make_informer(version)
-        self.informer = informer
-        self._task = asyncio.create_task(informer.run(), name=f"informer-{self.crd_name}")
-
-        async def synced() -> None:
-            await informer.synced.wait()
-            if self.informer is informer:
-                self._set(True)
-
-        self._sync_task = asyncio.create_task(synced())
-
-    async def _stop(self) -> None:
-        for task in (self._sync_task, self._task):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        self._task = self._sync_task = None
-        informer, self.informer, self.version = self.informer, None, None
-        self._set(False)
-        if informer is not None:
-            informer.clear()
-
-    async def run(self) -> None:
-        """Poll until cancelled."""
-        try:
-            while True:
-                found = await self._probe()
-                if found is not False:
-                    if isinstance(found, str) and self.version is None:
-                        await self._start(found)
-                    elif isinstance(found, str) and found != self.version:
-                        await self._stop()
-                        await self._start(found)
-                    elif found is None and self.version is not None:
-                        await self._stop()
-                    self.checked.set()
-                await asyncio.sleep(self.interval)
-        finally:
-            await self._stop()
+            return {}
+        informer = self.make_informer(served)
+        return {informer.name: informer}

@@ -126,6 +126,7 @@ class LifecycleConfig:
     audit: AuditConfig | None = field(factory=AuditConfig)
     gang_schedule_timeout: GangScheduleTimeout = field(factory=GangScheduleTimeout)
     gang_scheduling: str = "Auto"
+    lws_handover_trade_after: timedelta = timedelta(seconds=15)
     requeue: RequeueConfig = field(factory=RequeueConfig)
     revision_history_limit: int | None = 10
     retry_block_history_limit: int | None = None
@@ -297,6 +298,10 @@ def _gang_scheduling(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     kw["gang_scheduling"] = value
 
 
+def _lws_handover_trade_after(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["lws_handover_trade_after"] = p.duration("lwsHandoverTradeAfter", value)
+
+
 def _requeue(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     if value is None:
         return
@@ -363,6 +368,7 @@ _BLOCKS: dict[str, _Block] = {
     "audit": _audit,
     "gangScheduleTimeout": _gang_schedule_timeout,
     "gangScheduling": _gang_scheduling,
+    "lwsHandoverTradeAfter": _lws_handover_trade_after,
     "requeue": _requeue,
     "revisionHistoryLimit": _history_limit,
     "retryBlockHistoryLimit": _retry_block_history_limit,

@@ -16,15 +16,18 @@ LeaderWorkerSet may shrink:
    the desired count without it. A group counts as ready only up to the LeaderWorkerSet's
    ``spec.replicas`` (a status not yet caught up never counts a removed group twice).
 4. **Trade**: when no room is left (an OMENative Instance has waited ``Unschedulable`` for
-   ``TRADE_AFTER``: GPUs that pods still terminating hold come free by then), one group
-   goes while serving is whole (or the LeaderWorkerSet has a group that serves nothing)
-   and no Instance is starting, and the condition says so: serving may dip by one group
-   while the freed GPUs start the next Instance. Never a deadlock: with a group left there
-   is always a next step.
+   ``lifecycle.lwsHandoverTradeAfter``, 15s by default: GPUs that pods still terminating
+   hold come free by then), one group goes while serving is whole (or the LeaderWorkerSet
+   has a group that serves nothing) and no Instance is starting, and the condition says
+   so: serving may dip by one group while the freed GPUs start the next Instance. Never a
+   deadlock: with a group left there is always a next step.
 5. At zero groups the LeaderWorkerSet is deleted.
 
-Everything here is a function of the snapshot: which step was taken before is read back
-from the LeaderWorkerSet's own ``spec.replicas``, so a restarted manager resumes.
+Each step also names the Events it reports on the InferenceService (``handover_events``):
+started, each group scaled down or traded, the LeaderWorkerSet deleted, and a Warning when
+it is not owned. Everything here is a function of the snapshot: which step was taken
+before is read back from the LeaderWorkerSet's own ``spec.replicas``, so a restarted
+manager resumes.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any, Final
 from attrs import evolve, frozen
 
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_RUNNER
+from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.service.modes import MODE_OMENATIVE
@@ -43,6 +47,11 @@ from omenative_core.service.plan import ComponentPlan, ServiceCondition, Service
 
 __all__ = [
     "CONDITION_LWS_HANDOVER",
+    "EVENT_DELETED",
+    "EVENT_NOT_OWNED",
+    "EVENT_SCALED_DOWN",
+    "EVENT_STARTED",
+    "EVENT_TRADED",
     "LABEL_LWS_NAME",
     "LABEL_LWS_WORKER_INDEX",
     "PHASE_DELETING",
@@ -51,8 +60,10 @@ __all__ = [
     "PHASE_TRADING",
     "REASON_NO_ROOM",
     "TRADE_AFTER",
+    "HandoverEvent",
     "HandoverStep",
     "LwsView",
+    "handover_events",
     "handover_selector",
     "lws_name",
     "lws_view_from_json",
@@ -79,8 +90,20 @@ PHASE_NOT_OWNED: Final = "NotOwned"
 REASON_NO_ROOM: Final = "NoRoomToSurge"
 """The condition's reason while groups are traded one at a time."""
 
-TRADE_AFTER: Final = timedelta(seconds=15)
-"""How long an Instance waits Unschedulable before a group is traded for its room."""
+TRADE_AFTER: Final = LifecycleConfig().lws_handover_trade_after
+"""The default of ``lifecycle.lwsHandoverTradeAfter`` (15s): how long an Instance waits
+Unschedulable before a group is traded for its room."""
+
+EVENT_STARTED: Final = "LWSHandoverStarted"
+"""Normal Event: a component's hand-over from its LeaderWorkerSet runs."""
+EVENT_SCALED_DOWN: Final = "LWSHandoverScaledDown"
+"""Normal Event: a group went because the OMENative Instances serve in its place."""
+EVENT_TRADED: Final = "LWSHandoverTraded"
+"""Normal Event: no room to surge, a group went so the next Instance can start."""
+EVENT_DELETED: Final = "LWSHandoverDeleted"
+"""Normal Event: every group is gone and the LeaderWorkerSet was deleted."""
+EVENT_NOT_OWNED: Final = "LWSHandoverNotOwned"
+"""Warning Event: the LeaderWorkerSet is not the InferenceService's; left alone."""
 
 _UNSCHEDULABLE: Final = "Unschedulable"
 
@@ -299,6 +322,43 @@ def plan_handover(
     )
 
 
+@frozen
+class HandoverEvent:
+    """An Event the hand-over reports on its InferenceService (``type``: Normal, Warning)."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def handover_events(step: HandoverStep) -> tuple[HandoverEvent, ...]:
+    """The Events of ``step``, to send once its writes are done.
+
+    A step repeated on a later pass names the same Events with the same messages, so the
+    shell's de-duplication (per InferenceService, reason and message) sends each once: one
+    "started", one per group scaled down or traded (the message names the new count), one
+    "deleted", one Warning while the LeaderWorkerSet is not owned.
+    """
+    lws, comp = step.lws.name, step.component
+    if step.phase == PHASE_NOT_OWNED:
+        return (HandoverEvent("Warning", EVENT_NOT_OWNED, f"{comp}: {step.message}"),)
+    events = [HandoverEvent("Normal", EVENT_STARTED,
+                            f"{comp}: hand-over from LeaderWorkerSet {lws} to OMENative")]
+    if step.scale_to is not None and step.phase == PHASE_TRADING:
+        events.append(HandoverEvent(
+            "Normal", EVENT_TRADED, f"{comp}: no room to surge: LeaderWorkerSet {lws} scaled "
+            f"down to {step.scale_to} group(s) so the next OMENative Instance can start"))
+    elif step.scale_to is not None:
+        events.append(HandoverEvent(
+            "Normal", EVENT_SCALED_DOWN, f"{comp}: LeaderWorkerSet {lws} scaled down to "
+            f"{step.scale_to} group(s): OMENative Instances serve in their place"))
+    if step.delete:
+        events.append(HandoverEvent(
+            "Normal", EVENT_DELETED,
+            f"{comp}: every group is gone: LeaderWorkerSet {lws} deleted"))
+    return tuple(events)
+
+
 def _with_selector(cp: ComponentPlan, selector: Mapping[str, str]) -> tuple[dict[str, Any], ...]:
     """``cp``'s objects with the traffic Service (the first Service) selecting ``selector``."""
     first = next(i for i, o in enumerate(cp.objects) if o.get("kind") == "Service")
@@ -312,12 +372,13 @@ def with_handovers(
     lws: Mapping[str, LwsView],
     replicas: Mapping[str, InferenceReplica],
     now: datetime | None = None,
+    trade_after: timedelta = TRADE_AFTER,
 ) -> tuple[ServicePlan, tuple[HandoverStep, ...]]:
     """``plan`` with each hand-over applied, and the steps the shell carries out.
 
     ``lws``: the observed LeaderWorkerSet ``lws-{isvc}-{component}`` by component;
-    ``replicas``: the live InferenceReplicas by component; ``now``: the pass's time (see
-    ``plan_handover``). A multi-pod OMENative component
+    ``replicas``: the live InferenceReplicas by component; ``now`` and ``trade_after``
+    (``lifecycle.lwsHandoverTradeAfter``): see ``plan_handover``. A multi-pod OMENative component
     with a LeaderWorkerSet gets the ``LWSHandover`` condition and, while the hand-over runs,
     the shared Service selector; other components are returned as they are.
     """
@@ -344,6 +405,7 @@ def with_handovers(
             status if isinstance(status, InferenceReplicaStatus) else None,
             service["spec"]["selector"],
             now,
+            trade_after,
         )
         steps.append(step)
         condition = ServiceCondition(

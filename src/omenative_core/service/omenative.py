@@ -13,6 +13,7 @@ from typing import Any, Final
 from attrs import evolve
 
 from omenative_core.codec import CodecError, spec_to_json
+from omenative_core.gang import gang_condition, scheduler_name
 from omenative_core.labels import (
     LABEL_REPLICA,
 )
@@ -60,6 +61,7 @@ from omenative_core.service.plan import (
     ANNOTATION_PARENT_GENERATION,
     ANNOTATION_REVISION_HISTORY_LIMIT,
     ANNOTATION_ROLLOUT_PAUSED,
+    API_NATIVE_GANG,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
     ComponentPlan,
@@ -200,22 +202,20 @@ def _replica_object(
     }
 
 
-def _gang_condition(crds: frozenset[str]) -> ServiceCondition:
-    """``GangSchedulingUnavailable`` for a multi-pod component: whether PodGroups exist."""
-    if CRD_POD_GROUP in crds:
-        return ServiceCondition(
-            type="GangSchedulingUnavailable",
-            status="False",
-            reason="GangSchedulingAvailable",
-            message="the scheduler-plugins PodGroup CRD is installed",
-        )
-    return ServiceCondition(
-        type="GangSchedulingUnavailable",
-        status="True",
-        reason="PodGroupCRDNotInstalled",
-        message="the scheduler-plugins PodGroup CRD is not installed, so a multi-pod "
-        "Instance's pods may schedule partially",
+def _gang_condition(spec: InferenceReplicaSpec, crds: frozenset[str],
+                    config: ServiceConfig) -> ServiceCondition:
+    """``GangSchedulingUnavailable`` for a multi-pod component: the replica's own rule
+    (``gang_condition``) on the manager's ``lifecycle.gangScheduling``, the gang APIs the
+    cluster offers and the scheduler the pods name, so both conditions agree."""
+    status, reason, message = gang_condition(
+        config.lifecycle.gang_scheduling,
+        multi_pod=True,
+        native_api=API_NATIVE_GANG in crds,
+        pod_group_crd=CRD_POD_GROUP in crds,
+        scheduler=scheduler_name(spec.runners),
     )
+    return ServiceCondition(type="GangSchedulingUnavailable", status=status, reason=reason,
+                            message=message)
 
 
 def _extras(
@@ -333,7 +333,7 @@ def render_omenative(
         *extras,
     ]
     if multi:
-        conditions.append(_gang_condition(crds))
+        conditions.append(_gang_condition(spec, crds, config))
     return ComponentPlan(
         component=component,
         mode=res.mode,

@@ -35,6 +35,8 @@ CRD_POD_MONITOR: Final = "podmonitors.monitoring.coreos.com"
 """The Prometheus operator's PodMonitor CRD."""
 CRD_POD_GROUP: Final = "podgroups.scheduling.x-k8s.io"
 """The scheduler-plugins PodGroup CRD (gang scheduling)."""
+API_NATIVE_GANG: Final = "scheduling.k8s.io/v1alpha2"
+"""Kubernetes' own gang scheduling API (not a CRD): named among ``crds_present`` when served."""
 
 ANNOTATION_CONTROLLER_WRITE: Final = "ome.io/controller-write"
 """On a projected InferenceReplica: written by the ISVC controller."""

@@ -10,7 +10,7 @@ give the same ``ServicePlan``. Per component, by resolved mode:
   may be disrupted), an autoscaling/v2 HPA on the
   InferenceReplica's scale subresource when ``maxReplicas > minReplicas``, and a PodMonitor
   when that CRD exists. Multi-pod components also get the condition
-  ``GangSchedulingUnavailable`` (True when the PodGroup CRD is absent).
+  ``GangSchedulingUnavailable``, by the InferenceReplica's own rule (``gang_condition``).
 * **RawDeployment**: a Deployment ``{isvc}-{component}``, its Service, PDB, HPA and
   PodMonitor.
 * **MultiNode**: a LeaderWorkerSet ``lws-{isvc}-{component}`` and its Service when the
@@ -65,6 +65,7 @@ from omenative_core.service.plan import (
     ANNOTATION_PARENT_GENERATION,
     ANNOTATION_REVISION_HISTORY_LIMIT,
     ANNOTATION_ROLLOUT_PAUSED,
+    API_NATIVE_GANG,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -88,6 +89,7 @@ __all__ = [
     "ANNOTATION_PARENT_GENERATION",
     "ANNOTATION_REVISION_HISTORY_LIMIT",
     "ANNOTATION_ROLLOUT_PAUSED",
+    "API_NATIVE_GANG",
     "CRD_LEADER_WORKER_SET",
     "CRD_POD_GROUP",
     "CRD_POD_MONITOR",
@@ -130,7 +132,8 @@ def render_service(
     ``runtimes``: the (Cluster)ServingRuntimes the shell can see; ``spec.runtime`` picks
     one, or ``auto_selected`` when the ISVC names none (runtime auto-selection is the
     shell's). ``crds_present``: CRD names (``CRD_LEADER_WORKER_SET``, ``CRD_POD_MONITOR``,
-    ``CRD_POD_GROUP``). ``current_replicas``: the live ``spec.replicas`` per component,
+    ``CRD_POD_GROUP``), and ``API_NATIVE_GANG`` when Kubernetes serves its own gang
+    scheduling API. ``current_replicas``: the live ``spec.replicas`` per component,
     kept when an autoscaler owns the count. ``collision_counts``: each InferenceReplica's
     ``status.collisionCount``, salting ``ComponentPlan.revision_hash`` as the manager does.
     Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``

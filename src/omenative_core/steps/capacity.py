@@ -113,14 +113,7 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
             f"{words}; the largest Ready node has {largest}; all Ready nodes together "
             f"{together}; its pods are created and stay Pending until the cluster grows",
         )
-    waiting = sorted(
-        {
-            i
-            for i, pods in st.pods_by_index.items()
-            for p in pods
-            if p.conditions.get("PodScheduled") == "False" and p.unschedulable and not p.terminating
-        }
-    )
+    waiting = sorted(st.waiting())
     if not waiting:
         return None
     return (

@@ -13,15 +13,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from omenative_core.gang import (
-    MECHANISM_NATIVE,
     MECHANISM_NONE,
     MECHANISM_POD_GROUP,
     NATIVE_API_VERSION,
     POD_GROUP_API_VERSION,
     choose_mechanism,
+    gang_condition,
     pod_group_name,
     render_native_pod_group,
     render_pod_group,
@@ -35,6 +35,7 @@ from omenative_core.model.observed import PodGroupView
 from omenative_core.model.plan import CreateObject, CreatePodGroup, DeleteObject, DeletePodGroup
 from omenative_core.model.spec import Runner
 from omenative_core.render import is_multi_pod, pods_per_instance
+from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
 from omenative_core.steps.state import PassState, pod_incarnation, pod_index
 
@@ -45,7 +46,7 @@ __all__ = [
     "delete_pod_group",
     "ensure",
     "mechanism",
-    "mechanism_message",
+    "mechanism_condition",
 ]
 
 POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
@@ -63,21 +64,16 @@ def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
     )
 
 
-def mechanism_message(st: PassState, chosen: str) -> str:
-    """Why ``chosen`` is the replica's mechanism, for ``GangSchedulingUnavailable``."""
-    setting = st.config.gang_scheduling
-    if chosen == MECHANISM_NATIVE:
-        return (f"gang mechanism Native (lifecycle.gangScheduling {setting}): Kubernetes "
-                f"{NATIVE_API_VERSION} Workload and PodGroups are used")
-    if chosen == MECHANISM_POD_GROUP:
-        return (f"gang mechanism PodGroup (lifecycle.gangScheduling {setting}): "
-                f"scheduler-plugins PodGroups ({POD_GROUP_API_VERSION}) are used")
-    native = "served" if st.snap.native_gang_api else "not served"
-    crd = "installed" if st.snap.pod_group_crd else "not installed"
-    who = scheduler_name(st.spec.runners) or "the default scheduler"
-    return (f"gang mechanism None (lifecycle.gangScheduling {setting}; "
-            f"{NATIVE_API_VERSION} {native}, the scheduler-plugins PodGroup CRD {crd}, "
-            f"pods use {who}); multi-pod Instances may schedule partially")
+def mechanism_condition(st: PassState) -> tuple[str, str, str]:
+    """The replica's ``GangSchedulingUnavailable`` (status, reason, message): ``gang_condition``
+    on its setting, what the cluster serves and its runners' scheduler."""
+    return gang_condition(
+        st.config.gang_scheduling,
+        multi_pod=st.policy.multi_pod,
+        native_api=st.snap.native_gang_api,
+        pod_group_crd=st.snap.pod_group_crd,
+        scheduler=scheduler_name(st.spec.runners),
+    )
 
 
 def ensure(
@@ -136,9 +132,18 @@ def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
     return gone
 
 
-def _groups_in_use(st: PassState) -> set[str]:
-    """PodGroup names an attempt (a row) or a pod still stands for."""
-    used = {pod_group_name(st.prefix, r.index, r.incarnation) for r in st.rows.values()}
+def _row_groups(st: PassState) -> set[str]:
+    """The PodGroup of each row's attempt (``pod_group_name``, in one comprehension)."""
+    prefix = st.prefix
+    names = {f"{prefix}-{r.index}-{r.incarnation}" for r in st.rows.values()}
+    if names and max(map(len, names)) > MAX_NAME_LENGTH:  # bounded names: the long way
+        names = {pod_group_name(prefix, r.index, r.incarnation) for r in st.rows.values()}
+    return names
+
+
+def _pod_groups(st: PassState) -> set[str]:
+    """PodGroup names a pod still stands for: its attempt's, and the one it is labelled with."""
+    used: set[str] = set()
     for pod in st.snap.pods:
         index = pod_index(pod)
         if index is not None:
@@ -147,6 +152,18 @@ def _groups_in_use(st: PassState) -> set[str]:
         if label:
             used.add(label)
     return used
+
+
+def _orphans(st: PassState, names: Iterable[str]) -> set[str]:
+    """Of these PodGroup names, the ones no attempt (a row) or pod stands for.
+
+    The rows' names are enough to clear almost every group, so the pods are read only
+    when a group remains (after a restart or a removed Instance): at rest, no pod is.
+    """
+    left = set(names) - _row_groups(st)
+    if left:
+        left -= _pod_groups(st)
+    return left
 
 
 def _revisions_in_use(st: PassState) -> set[str]:
@@ -164,13 +181,20 @@ def _revisions_in_use(st: PassState) -> set[str]:
 
 
 def cleanup(st: PassState) -> None:
-    """Delete PodGroups and Workloads nothing uses any more (see the module docstring)."""
-    used = _groups_in_use(st)
+    """Delete PodGroups and Workloads nothing uses any more (see the module docstring).
+
+    What is in use is worked out only when there is something to delete, and from the
+    rows first (``_orphans``): at rest this reads no pod.
+    """
     for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
                         (st.snap.native_pod_groups, NATIVE_API_VERSION)):
-        for pg in groups.values():
-            if pg.name not in used:
-                _delete(st, pg, api)
+        if groups:
+            orphans = _orphans(st, (pg.name for pg in groups.values()))
+            for pg in groups.values():
+                if pg.name in orphans:
+                    _delete(st, pg, api)
+    if not st.snap.workloads:
+        return
     revisions = _revisions_in_use(st)
     for wl in st.snap.workloads.values():
         if not wl.deleting and wl.labels.get(LABEL_REVISION_HASH) not in revisions:

@@ -96,8 +96,9 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 
 def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed."""
-    pods = st.pods_of(row.index)
-    if st.fast and _steady(st, row, pods):
+    pods = st.pods_by_index.get(row.index, [])  # st.pods_of, inlined (every row, every pass)
+    if st.fast and ((st.kept is not None and st.was_steady(row)) or _steady(st, row, pods)):
+        st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
         return row
@@ -146,13 +147,16 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
     attempt = (st.revision_hash(row.running_revision), row.incarnation)
     nodes = st.snap.nodes
     attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
+    serving = 0
+    admitted = True
     for pod in pods:
+        conditions = pod.conditions
         if (
             pod.name not in expected
             or attempt_of.get(pod.name) != attempt
             or pod.deletion_timestamp is not None
             or pod.phase in ("Failed", "Succeeded")
-            or pod.conditions.get("Ready") != "True"
+            or conditions.get("Ready") != "True"
         ):
             return False
         if pod.node_name:
@@ -162,6 +166,11 @@ def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
         for c in pod.containers:
             if c.restart_count or c.waiting_reason in CRASH_REASONS:
                 return False
+        if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
+            serving += 1
+        if pod.scheduling_gates:
+            admitted = False
+    st.steady_counts[row.index] = (row, serving, admitted)  # steps.status counts from these
     return True
 
 

@@ -3,16 +3,18 @@
 ``resolve_revisions`` decides the spec's revision (bumping ``collisionCount`` on a hash
 collision), creates its ControllerRevision when missing and picks the rollout target
 (``pacing.rollbackToRevision`` or the spec's). ``load_rows`` adopts pods that have no row
-(a lost status) instead of deleting them blindly. ``prune_revisions`` keeps every
+(a lost status) instead of deleting them blindly; the pods of a scale-up whose status was
+not written (the shell may hold that status, ``coalesce.py``) are recognised by their
+labels and resume their Create operation. ``prune_revisions`` keeps every
 revision a row or the target still names, within ``revisionHistoryLimit``.
 """
 
 from __future__ import annotations
 
-from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
+from omenative_core.labels import LABEL_REVISION_HASH
 from omenative_core.model.plan import CreateRevision, DeleteRevision
 from omenative_core.model.status import InstanceStatus
-from omenative_core.phases import Phase
+from omenative_core.phases import OpType, Phase, Step
 from omenative_core.revisions import (
     hash_of,
     next_revision_number,
@@ -22,9 +24,11 @@ from omenative_core.revisions import (
     revisions_to_prune,
     runners_from_revision,
 )
+from omenative_core.steps.scale import new_instance_revision
 from omenative_core.steps.state import PassState, pod_incarnation
+from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
-__all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions"]
+__all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
 
 
 def resolve_revisions(st: PassState) -> None:
@@ -88,27 +92,43 @@ def group_pods(st: PassState) -> None:
     """Index the observed pods by the Instance they are labelled with.
 
     Each pod's labels are read here once: its index, and its attempt (revision hash and
-    incarnation, ``st.attempt_of``) that the later passes compare.
+    incarnation, ``st.attempt_of``) that the later passes compare. With the last pass's
+    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.dirty``
+    names the Instances they belong to.
     """
-    by_index = st.pods_by_index
-    attempt_of = st.attempt_of
-    for pod in st.snap.pods:
-        labels = pod.labels
-        raw = labels.get(LABEL_INSTANCE_INDEX)
-        if raw is None or not raw.isdigit():
-            continue
-        by_index[int(raw)].append(pod)
-        inc = labels.get(LABEL_INCARNATION, "")
-        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
+    got = regroup(st.snap, st.basis, st.kept)
+    if got is None:
+        _group_all(st)
+        return
+    _take(st, got.grouping)
+    st.positions = got.positions
+    st.dirty = got.dirty
+
+
+def _group_all(st: PassState) -> None:
+    _take(st, group_all(st.snap.pods))
+    st.positions = None
+    st.dirty = None
+
+
+def _take(st: PassState, grouping: Grouping) -> None:
+    st.pods_by_index = grouping.pods_by_index
+    st.attempt_of = grouping.attempt_of
 
 
 def load_rows(st: PassState) -> None:
-    """The previous status's rows, plus a Pending row for pods that have none."""
+    """The previous status's rows, plus a row for pods that have none: the scale-up that
+    created them when their labels say so (``unrecorded_create``), else a Pending one."""
     for row in st.prev.instances:
         st.rows[row.index] = row
-    for index, pods in st.pods_by_index.items():
-        if index in st.rows:
-            continue
+    missing = st.pods_by_index.keys() - st.rows.keys()
+    if not missing:
+        return
+    if st.dirty is not None:
+        _group_all(st)  # adopt in the order a full grouping meets the pods
+    orphans = [i for i in st.pods_by_index if i in missing]
+    for index in orphans:
+        pods = st.pods_by_index[index]
         # pods with no row (status lost or never written): adopt, never delete blindly
         live = [p for p in pods if not p.terminating] or pods
         inc = max(pod_incarnation(p) for p in live) or 1
@@ -122,6 +142,39 @@ def load_rows(st: PassState) -> None:
             target_revision=rev,
             active_ordinal=0,
         )
+    for index in orphans:
+        adopted = unrecorded_create(st, index)
+        if adopted is not None:
+            st.rows[index] = adopted
+
+
+def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
+    """The Creating row of a scale-up whose pods exist but whose status was not written.
+
+    ``scale`` names a new Instance's pods deterministically and labels them with its
+    index, incarnation 1 and the revision it starts on; pods that are exactly that (none
+    terminating, every name one the attempt expects) are the attempt a pass planned, so
+    its Create operation resumes (creating what is missing, deadline from now) instead of
+    the pods being taken for strays and restarted. Anything else (another revision or
+    incarnation, a pause, a RetryBlock, a full status budget) stays a Pending row.
+    """
+    pods = st.pods_of(index)
+    revision = new_instance_revision(st, index)
+    expected = st.expected(index, revision, 1, 0)
+    if st.policy.paused or not expected or any(
+        p.terminating or p.name not in expected or not st.matches(p, revision, 1) for p in pods
+    ):
+        return None
+    if not st.book.may_start(revision, st.now) or not st.may_open():
+        return None
+    st.book.claim(revision)
+    return InstanceStatus(
+        index=index,
+        incarnation=1,
+        phase=Phase.CREATING,
+        target_revision=revision,
+        operation=st.op(OpType.CREATE, Step.CREATE_PODS, revision, "ScaleUp"),
+    )
 
 
 def prune_revisions(st: PassState) -> None:

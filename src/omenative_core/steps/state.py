@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
+from itertools import compress
+from operator import and_, eq, is_, itemgetter
 from typing import Any
 
 from attrs import define, field
@@ -60,6 +62,13 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
+from omenative_core.steps.verdicts import (
+    Tally,
+    Verdicts,
+    basis_of,
+    names_unique,
+    unschedulable,
+)
 
 __all__ = [
     "ActionSink",
@@ -183,6 +192,9 @@ class HandOff:
 
 AdvanceFn = Callable[["PassState", int], None]
 
+Shape = tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]
+"""An attempt's pods: (name after ``{prefix}-{index}``, (slot, runners)), in rank order."""
+
 
 @define
 class PassState:
@@ -193,6 +205,8 @@ class PassState:
     advance_fn: AdvanceFn
     fast: bool = True
     """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
+    kept: Verdicts | None = None
+    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
     ir: InferenceReplica = field(init=False)
@@ -221,7 +235,7 @@ class PassState:
     # caches
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
-    _shapes: dict[str, tuple[tuple[Any, ...], tuple[Runner, ...], bool]] = field(factory=dict)
+    _shapes: dict[tuple[str, int], Shape] = field(factory=dict)
     _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
         factory=dict
     )
@@ -229,6 +243,16 @@ class PassState:
     attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
     """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
     _budget: Budget | None = None
+    # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
+    basis: tuple[Any, ...] = ()
+    dirty: set[int] | None = None
+    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
+    positions: dict[int, int] | None = None
+    steady_rows: dict[int, InstanceStatus] = field(factory=dict)
+    tallies: dict[int, Tally] = field(factory=dict)
+    steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
+    """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
+    _waiting: set[int] | None = None
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -240,6 +264,7 @@ class PassState:
         self.book = RetryBook(self.prev.retry_blocks, self.snap.config.update_retry)
         self.migrations = {m.request_uuid: m for m in self.prev.migrations}
         self.errors_by_name = {e.name: e for e in self.snap.create_errors}
+        self.basis = basis_of(self.snap)
 
     # ------------------------------------------------------------------ shorthands
 
@@ -275,33 +300,39 @@ class PassState:
     ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
         """Pod name -> (slot, runners) of one attempt of Instance ``index`` (do not modify).
 
-        Built once per (index, revision, ordinal) and pass: several passes ask for it.
+        Built once per (index, revision, ordinal) and pass: several passes ask for it. A
+        revision's slots are laid out once per pass (``_shape``); the names are built from
+        them, as ``render.pod_name`` spells them.
         """
         del incarnation  # names do not carry it; kept so call sites read as "this attempt"
         key = (index, revision, slot_ordinal)
         if key in self._expected:
             return self._expected[key]
-        out = self._expected[key] = self._build_expected(index, revision, slot_ordinal)
+        kind = (revision, slot_ordinal)
+        shape = self._shapes[kind] if kind in self._shapes else self._shape(revision, slot_ordinal)
+        if shape is None:
+            out = None
+        else:
+            head = f"{self.prefix}-{index}"
+            out = {head + tail: value for tail, value in shape}
+        self._expected[key] = out
         return out
 
-    def _build_expected(
-        self, index: int, revision: str, slot_ordinal: int
-    ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        shape = self._shapes.get(revision)
-        if shape is None:
-            runners = self.runners(revision)
-            if runners is None:
-                return None
-            shape = (instance_slots(runners), runners, is_multi_pod(runners))
-            self._shapes[revision] = shape
-        slots, runners, multi = shape
-        return {
-            pod_name(self.prefix, index, slot.runner, slot.ordinal if multi else slot_ordinal): (
-                slot,
-                runners,
+    def _shape(self, revision: str, slot_ordinal: int) -> Shape | None:
+        """Each pod's name after ``{prefix}-{index}`` and its (slot, runners), in rank order."""
+        runners = self.runners(revision)
+        if runners is None:
+            return None
+        multi = is_multi_pod(runners)
+        shape = tuple(
+            (
+                pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
+                (slot, runners),
             )
-            for slot in slots
-        }
+            for slot in instance_slots(runners)
+        )
+        self._shapes[(revision, slot_ordinal)] = shape
+        return shape
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
@@ -317,9 +348,9 @@ class PassState:
 
     def revision_hash(self, revision: str) -> str:
         """``hash_of(revision)``, computed once per pass."""
-        got = self._hashes.get(revision)
-        if got is None:
-            got = self._hashes[revision] = hash_of(revision)
+        if revision in self._hashes:
+            return self._hashes[revision]
+        got = self._hashes[revision] = hash_of(revision)
         return got
 
     def node_lost(self, pod: PodView) -> bool:
@@ -369,6 +400,82 @@ class PassState:
         """
         return row.ready_since if row.phase == Phase.READY else self.now
 
+    # ------------------------------------------------------------------ kept verdicts
+
+    def was_steady(self, row: InstanceStatus) -> bool:
+        """The last pass found this row steady, and neither it nor its pods changed since."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or row.index in dirty or self.migrations:
+            return False
+        old = kept.steady.get(row.index)
+        return old is not None and (old is row or old == row)
+
+    def unchanged_steady(self) -> list[int]:
+        """Instances the last pass found steady whose row is the same object and whose pods
+        did not change: steady again, with nothing to check (set operations, done in C)."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or self.migrations or not self.fast or self.book.blocks:
+            return []
+        steady = kept.steady
+        keys = list(steady.keys() - dirty)
+        now = map(self.rows.get, keys)
+        return list(compress(keys, map(is_, now, map(steady.__getitem__, keys))))
+
+    def unchanged_tallies(self, was_ready: set[int]) -> dict[int, Tally]:
+        """The kept tallies whose row is the same object, whose pods did not change and whose
+        row was Ready before this pass as before the last (set operations, done in C)."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None:
+            return {}
+        tallies = kept.tallies
+        keys = list(tallies.keys() - dirty)
+        olds = list(map(tallies.__getitem__, keys))
+        same_row = map(is_, map(self.rows.get, keys), map(itemgetter(0), olds))
+        same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
+        good = list(compress(keys, map(and_, same_row, same_was)))
+        return dict(zip(good, map(tallies.__getitem__, good), strict=True))
+
+    def kept_tally(self, row: InstanceStatus, was_ready: bool) -> Tally | None:
+        """The last pass's tally of this row, if its row, pods and prior phase are the same."""
+        kept, dirty = self.kept, self.dirty
+        if kept is None or dirty is None or row.index in dirty:
+            return None
+        old = kept.tallies.get(row.index)
+        if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
+            return None
+        return old
+
+    def waiting(self) -> set[int]:
+        """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
+        got = self._waiting
+        if got is None:
+            kept = self.kept
+            if kept is None or kept.waiting is None or self.dirty is None:
+                got = unschedulable(self.pods_by_index, self.pods_by_index)
+            else:
+                got = set(kept.waiting - self.dirty)
+                got |= unschedulable(self.pods_by_index, self.dirty)
+            self._waiting = got
+        return got
+
+    def verdicts(self) -> Verdicts | None:
+        """What this pass found per Instance, for the next pass (None: nothing to keep)."""
+        if not names_unique(self.pods_by_index, self.attempt_of):
+            return None
+        waiting = self._waiting
+        if waiting is None and self.dirty is not None and self.kept is not None:
+            waiting = self.waiting() if self.kept.waiting is not None else None
+        return Verdicts(
+            basis=self.basis,
+            pods=self.snap.pods,
+            positions=self.positions,
+            pods_by_index=self.pods_by_index,
+            attempt_of=self.attempt_of,
+            waiting=frozenset(waiting) if waiting is not None else None,
+            steady=self.steady_rows,
+            tallies=self.tallies,
+        )
+
     # ------------------------------------------------------------------ membership
 
     def is_surge_target(self, row: InstanceStatus) -> bool:
@@ -389,16 +496,22 @@ class PassState:
 
     def members(self) -> list[InstanceStatus]:
         """The member rows, in index order of insertion."""
-        return [r for r in self.rows.values() if self.is_member(r)]
+        # a row with no operation is a member: asked only about the others (a pass at rest
+        # makes this query over every row)
+        return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
 
     def unavailable(self) -> int:
-        """Members that are not Ready, busy, or not yet available."""
-        return sum(
-            1
-            for r in self.rows.values()
-            if self.is_member(r)
-            and (r.phase != Phase.READY or r.operation is not None or not self.available(r))
-        )
+        """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
+        now, window, ready = self.now, self.policy.min_ready, Phase.READY
+        rows = self.rows.values()
+        busy = [r for r in rows if r.operation is not None and self.is_member(r)]
+        waiting = [
+            r
+            for r in rows
+            if r.operation is None
+            and (r.phase != ready or (r.ready_since is not None and now < r.ready_since + window))
+        ]
+        return len(busy) + len(waiting)
 
     def free_index(self, start: int = 0) -> int:
         """The lowest index at or above ``start`` that no row or pod uses, now reserved."""

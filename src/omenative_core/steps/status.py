@@ -18,7 +18,6 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.conditions import build_conditions
-from omenative_core.gang import MECHANISM_NONE
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import (
     Action,
@@ -37,6 +36,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
+from omenative_core.steps.verdicts import Tally
 
 __all__ = ["finish", "invalid_plan"]
 
@@ -70,25 +70,28 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
     was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
-    rows_list: list[InstanceStatus] = []
-    ready: list[InstanceStatus] = []
-    available: list[InstanceStatus] = []
-    serving = 0
-    for i in sorted(st.rows):
-        # each row's pods are looked at once here: counts, serving, readiness
-        row, is_serving, is_available = _tally(st, st.rows[i], was_ready)
-        rows_list.append(row)
-        serving += is_serving
-        if row.phase == Phase.READY or (
-            row.phase in (Phase.UPDATING, Phase.MIGRATING) and st.all_ready(row)
-        ):
-            ready.append(row)
-            if is_available:
-                available.append(row)
-            elif row.ready_since is not None:
-                st.wake.append(row.ready_since + st.policy.min_ready)
-    rows = tuple(rows_list)
-    members = [r for r in rows if st.is_member(r)]
+    # each row's pods are looked at once here: counts, serving, readiness (comprehensions,
+    # not appends: a pass at rest runs this over every row)
+    # rows whose tally the last pass kept and that did not change take it unread
+    same = st.unchanged_tallies(was_ready)
+    st.tallies.update(same)
+    by_row = st.rows
+    tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)]
+    rows = tuple([t[1] for t in tallied])
+    serving = len([t for t in tallied if t[2]])
+    busy = (Phase.UPDATING, Phase.MIGRATING)
+    ready_t = [
+        t
+        for t in tallied
+        if t[1].phase == Phase.READY or (t[1].phase in busy and st.all_ready(t[1]))
+    ]
+    ready = [t[1] for t in ready_t]
+    available = [t[1] for t in ready_t if t[3]]
+    window = st.policy.min_ready
+    st.wake.extend(
+        [t[1].ready_since + window for t in ready_t if not t[3] and t[1].ready_since is not None]
+    )
+    members = [r for r in rows if r.operation is None or st.is_member(r)]
     updated = [r for r in rows if r.running_revision == st.target]
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
@@ -193,10 +196,52 @@ def _serving(
     return True
 
 
-def _tally(
+def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
+    """(row, the row with its pod counts and ``readySince``, it serves, it is available,
+    it was Ready before this pass).
+
+    Kept for the next pass (``st.tallies``) when the clock plays no part in it: the row
+    is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
+    """
+    was = row.index in was_ready
+    kept = st.kept_tally(row, was) if st.kept is not None else None
+    if kept is not None:
+        st.tallies[row.index] = kept
+        return kept
+    steady = st.steady_counts.get(row.index)
+    if steady is None or steady[0] is not row:
+        tally = (row, *_count_pods(st, row, was_ready), was)
+    elif row.ready_since is None and was:  # the common steady row: available, no window
+        pods = len(st.pods_by_index[row.index])
+        serving = steady[1]
+        is_serving = serving == pods if st.policy.multi_pod else serving > 0
+        tally = (row, _counts(row, pods, serving, pods, steady[2], None), is_serving, True, was)
+    else:
+        tally = (row, *_steady_counts(st, row, was_ready, steady[1], admitted=steady[2]), was)
+    if row.phase != Phase.READY or (row.ready_since is None and was):
+        st.tallies[row.index] = tally
+    return tally
+
+
+def _steady_counts(
+    st: PassState, row: InstanceStatus, was_ready: set[int], serving: int, *, admitted: bool
+) -> tuple[InstanceStatus, bool, bool]:
+    """``_count_pods`` of a row found steady this pass, from what that check counted.
+
+    Its pods are exactly its attempt's, all live and Ready (``repair._steady``), so it
+    serves when all of them are in rotation (one of two slots, for a single pod).
+    """
+    ready_since = _ready_since(st, row, was_ready)
+    is_available = ready_since is None
+    pods = len(st.pods_of(row.index))
+    is_serving = serving == pods if st.policy.multi_pod else serving > 0
+    counts = _counts(row, pods, serving, pods if is_available else 0, admitted, ready_since)
+    return counts, is_serving, is_available
+
+
+def _count_pods(
     st: PassState, row: InstanceStatus, was_ready: set[int]
 ) -> tuple[InstanceStatus, bool, bool]:
-    """The row with its pod counts and ``readySince``, whether it serves, is available."""
     ready_since = _ready_since(st, row, was_ready)
     is_available = row.phase == Phase.READY and ready_since is None
     live = 0
@@ -288,7 +333,11 @@ def _ready_condition(
 ) -> tuple[str, str, str]:
     if [r for r in members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
-    updated_ready = [r for r in updated if r.phase == Phase.READY and st.is_member(r)]
+    updated_ready = [
+        r
+        for r in updated
+        if r.phase == Phase.READY and (r.operation is None or st.is_member(r))
+    ]
     staged = _staged(st, members, updated_ready, rolling=rolling)
     return staged or _count_condition(st, members, rolling=rolling)
 
@@ -352,7 +401,9 @@ def _conditions(
     failed = [r for r in members if r.phase == Phase.FAILED]
     rolling = _rolling(st, rows, members)
     minimum = max(desired - st.policy.max_unavailable, 0)
-    avail_ok = len([r for r in available if st.is_member(r)]) >= max(minimum, 0) and (
+    avail_ok = len(
+        [r for r in available if r.operation is None or st.is_member(r)]
+    ) >= max(minimum, 0) and (
         desired == 0 or available
     )
     wanted: dict[str, tuple[str, str, str]] = {
@@ -386,16 +437,9 @@ def _conditions(
 
 def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     """Conditions that describe the cluster's configuration rather than the Instances."""
-    multi = st.policy.multi_pod
     audit = st.config.audit
     timeout = st.policy.ready_timeout
-    chosen = native_gang.mechanism(st, st.spec.runners)
-    if not multi:
-        gang = ("False", "GangSchedulingAvailable", "single-pod Instances need no gang scheduling")
-    elif chosen == MECHANISM_NONE:
-        gang = ("True", "PodGroupCRDNotInstalled", native_gang.mechanism_message(st, chosen))
-    else:
-        gang = ("False", "GangSchedulingAvailable", native_gang.mechanism_message(st, chosen))
+    gang = native_gang.mechanism_condition(st)
     migration = (
         (
             "True",

@@ -1,0 +1,335 @@
+"""What every ``kubectl ome`` subcommand shares: the connection, exit codes, writes, options.
+
+The root ``cli`` group lives here; ``kubectl_ome`` adds the subcommand groups to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+import yaml
+
+from omenative_controller.cli import ome_output as out
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import (
+    INFERENCE_REPLICAS,
+    Resource,
+)
+from omenative_controller.service_controller import INFERENCE_SERVICES
+from omenative_core.codec import CodecError
+from omenative_core.model.status import InferenceReplicaStatus
+
+T = TypeVar("T")
+
+EXIT_ERROR = 1
+"""An error (API, kubeconfig, not found) or a write that was not confirmed."""
+EXIT_CONFLICT = 3
+"""Refused: a precondition does not hold, or the object changed since it was read."""
+BUDGET_SECONDS = 45.0
+"""Time allowed for the API calls of one step (a read, or a write)."""
+
+
+class CliError(Exception):
+    """An error to report as one line on stderr with an exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+# ---------------------------------------------------------------------------- connection
+
+
+class Target:
+    """Where the command acts: kubeconfig, context and namespace (resolved on first use).
+
+    The connection flags are accepted before the subcommand and after it
+    (``kubectl ome instance list NAME -n NS``); the later one wins.
+    """
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None,
+                 namespace: str | None = None) -> None:
+        self.kubeconfig_flag = kubeconfig
+        self.context = context
+        self.namespace_flag = namespace
+
+    @property
+    def kubeconfig(self) -> str | None:
+        """The kubeconfig file in use (None: in-cluster or the client's default)."""
+        return _kubeconfig_path(self.kubeconfig_flag)
+
+    @property
+    def namespace(self) -> str:
+        """``-n``, else the context's namespace, else ``default``."""
+        return self.namespace_flag or _context_namespace(self.kubeconfig, self.context)
+
+
+def _kubeconfig_path(flag: str | None) -> str | None:
+    if flag:
+        return flag
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        first = next((p for p in env.split(os.pathsep) if p), None)
+        if first:
+            return first
+    default = Path.home() / ".kube" / "config"
+    return str(default) if default.is_file() else None
+
+
+def _context_namespace(path: str | None, context: str | None) -> str:
+    """The namespace of the kubeconfig context (``default`` when it names none)."""
+    if path is None:
+        sa = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        try:
+            return sa.read_text().strip() or "default"
+        except OSError:
+            return "default"
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise CliError(f"cannot read kubeconfig {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise CliError(f"kubeconfig {path} is not a mapping")
+    name = context or data.get("current-context")
+    for entry in data.get("contexts") or ():
+        if isinstance(entry, dict) and entry.get("name") == name:
+            ns = (entry.get("context") or {}).get("namespace")
+            return str(ns) if ns else "default"
+    if context:
+        raise CliError(f"context {context!r} not found in kubeconfig {path}")
+    return "default"
+
+
+def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
+    """Open a client, run ``work`` within the budget, close; API trouble is a CliError."""
+
+    path = target.kubeconfig
+    if path is not None and not Path(path).is_file():
+        raise CliError(f"kubeconfig {path} not found")
+
+    async def main() -> T:
+        try:
+            kube = await KubeClient.connect(path, context=target.context, qps=0,
+                                            burst=1, timeout=BUDGET_SECONDS)
+        except CliError:
+            raise
+        except Exception as exc:
+            raise CliError(f"cannot load the cluster configuration: {exc}") from None
+        try:
+            return await asyncio.wait_for(work(kube), BUDGET_SECONDS)
+        finally:
+            await kube.close()
+
+    try:
+        return asyncio.run(main())
+    except TimeoutError:
+        raise CliError(f"no answer from the API server within {BUDGET_SECONDS:.0f}s") from None
+    except ApiError as exc:
+        raise CliError(_api_message(exc), EXIT_CONFLICT if exc.conflict else EXIT_ERROR) \
+            from None
+
+
+def _api_message(exc: ApiError) -> str:
+    if exc.conflict:
+        return ("the object changed since it was read (resourceVersion conflict); nothing "
+                "was written, run the command again")
+    if exc.status == 0:
+        return f"cannot reach the API server: {exc.message}"
+    text = exc.message or exc.reason
+    return f"API server refused ({exc.status} {exc.reason}): {text}"
+
+
+async def _get_replica(kube: KubeClient, target: Target, name: str,
+                       component: str | None) -> JSON:
+    """The InferenceReplica: ``{name}-{component}`` when a component is given, else ``name``."""
+    candidates = [name]
+    if component and not name.endswith(f"-{component}"):
+        candidates = [f"{name}-{component}", name]
+    for cand in candidates:
+        try:
+            ir = await kube.get(INFERENCE_REPLICAS, cand, target.namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                continue
+            raise
+        if component and (ir.get("spec") or {}).get("component") != component:
+            continue
+        return ir
+    tried = " or ".join(candidates)
+    what = f" with component {component}" if component else ""
+    raise CliError(f"no InferenceReplica {tried}{what} in namespace {target.namespace}")
+
+
+def _status(ir: JSON) -> InferenceReplicaStatus:
+    try:
+        return out.decode_status(ir)
+    except CodecError as exc:
+        raise CliError(f"cannot decode the status of {_ref(ir)}: {exc}") from None
+
+
+def _ref(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind") or "InferenceReplica").lower()
+    return f"{kind} {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=False))
+
+
+# ---------------------------------------------------------------------------- writes
+
+
+def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = None) -> None:
+    """Show what will change on which object; unless ``yes``, ask [y/N]."""
+    rv = (ir.get("metadata") or {}).get("resourceVersion", "?")
+    click.echo(f"{_ref(ir)} (resourceVersion {rv}) will change:")
+    for line in changes:
+        click.echo(f"  {line}")
+    for note in notes or ():
+        click.echo(f"note: {note}", err=True)
+    if yes:
+        return
+    try:
+        ok = click.confirm("Apply?", default=False)
+    except click.Abort:
+        ok = False
+        click.echo("", err=True)
+    if not ok:
+        raise CliError("not confirmed: nothing was changed")
+
+
+def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None,
+           resource: Resource = INFERENCE_REPLICAS) -> JSON:
+    """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3)."""
+    meta = ir.get("metadata") or {}
+    body = dict(patch)
+    body["metadata"] = {**(patch.get("metadata") or {}),
+                        "resourceVersion": meta.get("resourceVersion")}
+    name = str(meta.get("name"))
+
+    async def work(kube: KubeClient) -> JSON:
+        return await kube.patch(resource, name, body, target.namespace,
+                                subresource=subresource)
+
+    return _run(target, work)
+
+
+def _projected_note(ir: JSON) -> list[str]:
+    parent = ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+    if not parent:
+        return []
+    return [f"projected from InferenceService {parent}: its controller owns this spec and may "
+            "write it back"]
+
+
+# ---------------------------------------------------------------------------- CLI
+
+
+def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    raise CliError(message, code)
+
+
+_output = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
+                       show_default=True, help="Output format.")
+_component = click.option("--component", default=None,
+                          help="Component (engine/decoder/router): NAME is then an "
+                               "InferenceService and the replica is NAME-COMPONENT.")
+_yes = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def _set(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, _: click.Parameter, value: Any) -> None:
+        if value is not None:
+            target = ctx.ensure_object(Target)
+            setattr(target, attr, value)
+    return callback
+
+
+def _connection(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--kubeconfig``, ``--context`` and ``-n/--namespace`` on a command."""
+    options = [
+        click.option("--kubeconfig", type=click.Path(dir_okay=False), default=None,
+                     expose_value=False, callback=_set("kubeconfig_flag"),
+                     help="Kubeconfig file (default: $KUBECONFIG, else ~/.kube/config)."),
+        click.option("--context", default=None, expose_value=False, callback=_set("context"),
+                     help="Kubeconfig context."),
+        click.option("-n", "--namespace", default=None, expose_value=False,
+                     callback=_set("namespace_flag"),
+                     help="Namespace (default: the context's, else 'default')."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@_connection
+def cli() -> None:
+    """Inspect and steer OMENative InferenceReplicas (standalone or projected) and the
+    rollout groups of InferenceServices."""
+
+
+def _read(target: Target, name: str, component: str | None) -> JSON:
+    return _run(target, lambda kube: _get_replica(kube, target, name, component))
+
+
+def _read_guarded(target: Target, name: str, component: str | None, verb: str) -> JSON:
+    """The replica, refused (exit 3) while its parent InferenceService carries
+    ``ome.io/rollout-rollback`` (OME refuses pause and scale during a rollback)."""
+
+    async def work(kube: KubeClient) -> tuple[JSON, JSON | None]:
+        ir = await _get_replica(kube, target, name, component)
+        parent = ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+        return ir, (await _find_isvc(kube, target, str(parent)) if parent else None)
+
+    ir, isvc = _run(target, work)
+    value = None if isvc is None else out.rollback_requested(isvc)
+    if value is not None:
+        _fail(f"{_ref(ir)}: InferenceService {isvc and isvc['metadata']['name']} has "
+              f"{out.ANNOTATION_ROLLBACK}={value}: {verb} is refused during a rollback",
+              EXIT_CONFLICT)
+    return ir
+
+
+async def _find_isvc(kube: KubeClient, target: Target, name: str) -> JSON | None:
+    """The InferenceService ``name`` (None: there is none, or the CRD is not installed)."""
+    isvc = await get_or_none(kube, INFERENCE_SERVICES, name, target.namespace)
+    if isvc is None:
+        return None
+    isvc.setdefault("kind", "InferenceService")
+    return isvc
+
+
+async def _get_isvc(kube: KubeClient, target: Target, name: str) -> JSON:
+    isvc = await _find_isvc(kube, target, name)
+    if isvc is None:
+        raise CliError(f"no InferenceService {name} in namespace {target.namespace}")
+    return isvc
+
+# ---------------------------------------------------------------------------- handover
+
+
+async def get_or_none(kube: KubeClient, res: Resource, name: str, namespace: str
+                       ) -> JSON | None:
+    """The object, or None when it (or its CRD) is not there: an absent object is an answer,
+    not an error, for the reads that report progress (handover, a parent InferenceService)."""
+    try:
+        return await kube.get(res, name, namespace)
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        raise

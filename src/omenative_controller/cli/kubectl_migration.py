@@ -1,0 +1,158 @@
+"""``kubectl ome migration`` (status, start) and ``kubectl ome scale``: the verbs that move
+or add Instances, each refused while other migration or rollout work is in progress.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import click
+
+from omenative_controller.cli import ome_output as out
+from omenative_controller.cli.kubectl_common import (
+    EXIT_CONFLICT,
+    Target,
+    _component,
+    _confirm,
+    _connection,
+    _echo_json,
+    _fail,
+    _get_replica,
+    _now,
+    _output,
+    _patch,
+    _projected_note,
+    _read,
+    _read_guarded,
+    _ref,
+    _run,
+    _status,
+    _yes,
+)
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.resources import (
+    PODS,
+)
+
+# ------------------------------------------------------------------ migration
+
+
+@click.group()
+def migration() -> None:
+    """Manual migrations: start one, show their progress."""
+
+
+@migration.command("status")
+@click.argument("name")
+@_component
+@_output
+@_connection
+@click.pass_obj
+def migration_status(target: Target, name: str, component: str | None, output: str) -> None:
+    """Migration records (phase, source, surge, result) and requests not yet accepted."""
+    ir = _read(target, name, component)
+    status = _status(ir)
+    pending = out.pending_migration_requests(ir)
+    if output == "json":
+        _echo_json({"name": ir["metadata"]["name"], **out.migrations_json(status, pending)})
+        return
+    click.echo(out.format_migrations(status, pending, _now()))
+
+
+@migration.command("start")
+@click.argument("name")
+@click.option("--instance", "index", type=int, required=True, help="Instance index to move.")
+@click.option("--from-node", default=None,
+              help="Node to move off (default: the node all its pods are on, if one).")
+@click.option("--hint-node", "hints", multiple=True,
+              help=f"Preferred target node (repeatable, at most {out.MAX_HINT_NODES}).")
+@click.option("--reason", default="manual migration (kubectl ome)", show_default=True)
+@click.option("--requested-by", default=None, help="Who asks (default: $USER).")
+@click.option("--request-id", default=None, help="Request UUID (default: a new one).")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def migration_start(target: Target, name: str, index: int, from_node: str | None,
+                    hints: tuple[str, ...], reason: str, requested_by: str | None,
+                    request_id: str | None, component: str | None, yes: bool) -> None:
+    """Move one Instance: a replacement comes up first, then the source drains."""
+    if len(hints) > out.MAX_HINT_NODES:
+        raise click.UsageError(f"at most {out.MAX_HINT_NODES} --hint-node values "
+                               f"(got {len(hints)})")
+    try:
+        request_uuid = str(uuid.UUID(request_id)) if request_id else str(uuid.uuid4())
+    except ValueError:
+        raise click.BadParameter(f"{request_id!r} is not a UUID",
+                                 param_hint="--request-id") from None
+
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+        ir = await _get_replica(kube, target, name, component)
+        selector = f"ome.io/inferencereplica={ir['metadata']['name']}," \
+                   f"ome.io/instance-index={index}"
+        page = await kube.list(PODS, target.namespace, label_selector=selector)
+        return ir, list(page.get("items") or ())
+
+    ir, pods = _run(target, work)
+    status = _status(ir)
+    spec = ir.get("spec") or {}
+    conflict = out.migration_conflict(ir, status, index)
+    mode = ((spec.get("lifecycle") or {}).get("migrationPolicy") or {}).get("mode")
+    if conflict is None and mode == "Never":
+        conflict = "lifecycle.migrationPolicy.mode is Never: migrations are disabled"
+    key = out.ANNOTATION_MIGRATION_PREFIX + request_uuid
+    if conflict is None and key in ((ir.get("metadata") or {}).get("annotations") or {}):
+        conflict = f"request {request_uuid} already exists"
+    if conflict is None and any(m.request_uuid == request_uuid for m in status.migrations):
+        conflict = f"request {request_uuid} was already recorded"
+    if conflict is not None:
+        _fail(f"{_ref(ir)}: {conflict}", EXIT_CONFLICT)
+    if from_node is None:
+        nodes = {str((p.get("spec") or {}).get("nodeName") or "") for p in pods
+                 if not (p.get("metadata") or {}).get("deletionTimestamp")}
+        nodes.discard("")
+        from_node = nodes.pop() if len(nodes) == 1 else None
+    value = out.migration_request(
+        instance=index, component=str(spec.get("component") or ""), from_node=from_node,
+        hint_nodes=hints, reason=reason,
+        requested_by=requested_by or os.environ.get("USER") or "kubectl-ome",
+        requested_at=_now())
+    notes = ["the InferenceReplica is paused: the migration waits for resume"] \
+        if spec.get("paused") else []
+    _confirm(ir, [f"metadata.annotations[{key}] = {value}"], yes, notes)
+    _patch(target, ir, {"metadata": {"annotations": {key: value}}})
+    click.echo(f"{_ref(ir)}: migration {request_uuid} of Instance {index} requested")
+
+
+# ------------------------------------------------------------------ scale
+
+
+@click.command("scale")
+@click.argument("name")
+@click.argument("replicas", type=int)
+@click.option("--override-autoscaler", is_flag=True,
+              help="Scale even though spec.autoscaler manages the count.")
+@_component
+@_yes
+@_connection
+@click.pass_obj
+def scale(target: Target, name: str, replicas: int, override_autoscaler: bool,
+          component: str | None, yes: bool) -> None:
+    """Set the Instance count through the scale subresource (transient under an autoscaler)."""
+    ir = _read_guarded(target, name, component, "scale")
+    status = _status(ir)
+    refusal = out.scale_refusal(ir, status, replicas)
+    spec = ir.get("spec") or {}
+    if refusal is None and spec.get("autoscaler") and not override_autoscaler:
+        refusal = "spec.autoscaler manages the count: pass --override-autoscaler to scale anyway"
+    if refusal is not None:
+        _fail(f"{_ref(ir)}: {refusal}", EXIT_CONFLICT)
+    current = spec.get("replicas")
+    if current == replicas:
+        click.echo(f"{_ref(ir)} already has spec.replicas {replicas}: nothing to do")
+        return
+    _confirm(ir, [f"scale: spec.replicas {current if current is not None else '(unset: 1)'} "
+                  f"-> {replicas}"], yes, _projected_note(ir))
+    _patch(target, ir, {"spec": {"replicas": replicas}}, subresource="scale")
+    click.echo(f"{_ref(ir)} scaled to {replicas}")

@@ -1,0 +1,117 @@
+"""Poll for an optional API and run its informers while it is served: the shared loop.
+
+Theory of operation, for ``CrdPresence`` (a CRD) and ``ApiPresence`` (a built-in API
+group/version), which differ only in how they probe and what informers they make:
+
+1. Every ``interval`` seconds ``_probe`` answers what is served now: a key (the CRD's usable
+   version, or the group/version), None when nothing is, or ``UNKNOWN`` on a transient API
+   error, which keeps the last known state.
+2. When the key changes, the informers of the old key are stopped and their caches dropped
+   (``present`` turns False at once), then those of the new key are started.
+3. ``present`` turns True only once every informer of the current key has synced, so the
+   core never sees "served" with an empty cache; with no informers, as soon as it is served.
+4. ``checked`` is set after the first answer that was not ``UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import structlog
+
+from omenative_controller.kube.informer import Informer
+
+__all__ = ["UNKNOWN", "Presence", "Unknown"]
+
+log = structlog.get_logger("omenative.presence")
+
+
+class Unknown(enum.Enum):
+    """A probe that could not tell (an API error): keep the last known state."""
+
+    UNKNOWN = "unknown"
+
+
+UNKNOWN: Final = Unknown.UNKNOWN
+"""The one ``Unknown`` value."""
+
+
+class Presence:
+    """The poll loop of an optional API: subclasses give ``_probe`` and ``_make_informers``."""
+
+    def __init__(self, what: str, *, interval: float,
+                 on_change: Callable[[bool], None] | None) -> None:
+        self.what = what
+        self.interval = interval
+        self.on_change = on_change
+        self.present = False
+        self.checked = asyncio.Event()
+        #: what is served now (the key ``_probe`` returned), None when nothing is
+        self.served: str | None = None
+        self.informers: dict[str, Informer[Any]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def _probe(self) -> str | Unknown | None:
+        """What is served now: a key, None when nothing is, ``UNKNOWN`` when it cannot tell."""
+        raise NotImplementedError
+
+    def _make_informers(self, served: str) -> Mapping[str, Informer[Any]]:
+        """The informers to run while ``served`` is (none by default)."""
+        return {}
+
+    def _set(self, present: bool) -> None:
+        if present != self.present:
+            self.present = present
+            log.info("presence.changed", what=self.what, present=present, served=self.served)
+            if self.on_change is not None:
+                self.on_change(present)
+
+    async def _start(self, served: str) -> None:
+        self.served = served
+        informers = dict(self._make_informers(served))
+        self.informers = informers
+        if not informers:
+            self._set(True)
+            return
+        for informer in informers.values():
+            self._tasks.append(asyncio.create_task(
+                informer.run(), name=f"informer-{self.what}-{informer.name}"))
+
+        async def synced() -> None:
+            for informer in informers.values():
+                await informer.synced.wait()
+            if self.informers is informers:  # not stopped (or restarted) meanwhile
+                self._set(True)
+
+        self._tasks.append(asyncio.create_task(synced()))
+
+    async def _stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        informers, self.informers, self.served = self.informers, {}, None
+        self._set(False)
+        for informer in informers.values():
+            informer.clear()
+
+    async def run(self) -> None:
+        """Poll until cancelled; the informers stop with it."""
+        try:
+            while True:
+                found = await self._probe()
+                if found is not UNKNOWN:
+                    if found != self.served:
+                        if self.served is not None:
+                            await self._stop()
+                        if found is not None:
+                            await self._start(found)
+                    self.checked.set()
+                await asyncio.sleep(self.interval)
+        finally:
+            await self._stop()

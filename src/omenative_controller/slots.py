@@ -1,0 +1,72 @@
+"""The manager-wide in-flight budget: slots for actions talking to the API server, urgent first.
+
+Every action of every pass holds a slot while its request is out (``--max-inflight``), so
+the workers together never queue more than that many writes in the client's token bucket
+ahead of a Lease renewal. Slots are handed out in arrival order, except that an *urgent*
+action (a serving gate going True, a status write: what finishes a gang or records an
+operation) is served before the waiting bring-up writes. Without that, a gang whose pods
+are all ready waits for its four gate patches behind the creates of every replica that
+started after it, and replicas become Ready breadth-first: at 400 pods the first one was
+Ready only after 21.7 s (measured, bench_controller with 64 workers and 32 slots).
+
+asyncio only: no thread safety, no fairness beyond FIFO within each class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+__all__ = ["Slots"]
+
+
+class Slots:
+    """``size`` slots; :meth:`hold` waits for one, urgent waiters before the others."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(1, size)
+        self.taken = 0
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._normal: deque[asyncio.Future[None]] = deque()
+
+    def waiting(self) -> int:
+        """Actions waiting for a slot."""
+        return len(self._urgent) + len(self._normal)
+
+    @asynccontextmanager
+    async def hold(self, *, urgent: bool = False) -> AsyncIterator[None]:
+        """Hold one slot for the body of the ``async with``."""
+        await self._acquire(urgent)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, urgent: bool) -> None:
+        if self.taken < self.size and not self._urgent and (urgent or not self._normal):
+            self.taken += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        (self._urgent if urgent else self._normal).append(waiter)
+        try:
+            await waiter  # the slot is handed over already taken (see _release)
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed over just as we were cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):  # _release may have dropped it
+                    (self._urgent if urgent else self._normal).remove(waiter)
+            raise
+
+    def _release(self) -> None:
+        self.taken -= 1
+        for queue in (self._urgent, self._normal):
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    self.taken += 1
+                    waiter.set_result(None)
+                    return

@@ -1,0 +1,260 @@
+"""Per-Instance verdicts kept from one pass for the next, so a pass costs O(what changed).
+
+A pass at rest over 10,000 Instances spends most of its time re-deriving facts about
+Instances nothing happened to: grouping 20,000 pods by their labels, finding each steady
+row steady again, counting each row's pods for the status. ``Verdicts`` keeps those facts
+(plain data: the pass returns it and the next pass takes it back, so the core stays pure)
+and ``regroup`` works out which Instances they no longer hold for.
+
+Theory of operation:
+
+1. **Basis.** Every verdict is a function of the Instance's row, its pods and replica-wide
+   inputs: the spec, the replica's name prefix, the config, the stored revisions, the nodes and
+   ``collisionCount``. If any replica-wide input differs (compared by identity, then by
+   equality) nothing is reused: the pass recomputes every Instance.
+2. **Dirty Instances by identity.** The shell's caches hand back the same view object for
+   a pod that did not change, so the pods that changed are the new objects and the gone
+   ones, found with set operations on ``id()`` (the previous pods stay referenced by the
+   verdicts, so an id cannot be reused while compared). An Instance is dirty when one of
+   its pods changed; its pod list is rebuilt, the others are shared with the last pass.
+   A reordering of the surviving pods, a new Instance index, or more changes than a
+   fraction of the pods, and the pass groups every pod afresh.
+3. **What is reused.** ``steady``: rows the last pass found steady (``repair.settled``'s
+   one-loop check) whose row and pods are unchanged are steady again. ``tallies``: a row's
+   pod counts, serving and available flags (``steps.status``), when its row and pods are
+   unchanged and the answer does not depend on the clock (no ``readySince`` window open).
+   Everything else (open operations, budgets, scale, rollout, conditions) runs every
+   pass; those steps read the rows, not the pods.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import compress
+from operator import is_not
+from typing import Any
+
+from attrs import frozen
+
+from omenative_core.labels import (
+    LABEL_INCARNATION,
+    LABEL_INSTANCE_INDEX,
+    LABEL_REVISION_HASH,
+)
+from omenative_core.model.observed import PodView, Snapshot
+from omenative_core.model.status import InstanceStatus
+
+__all__ = [
+    "Grouping",
+    "Regrouped",
+    "Tally",
+    "Verdicts",
+    "basis_of",
+    "group_all",
+    "names_unique",
+    "regroup",
+    "unschedulable",
+]
+
+Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
+"""(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
+
+Attempt = tuple[str | None, int]
+"""A pod's (revision-hash label, incarnation)."""
+
+_CHANGED_FRACTION = 8
+"""More changed pods than 1/8 of them (plus a few): group every pod afresh."""
+
+
+def basis_of(snap: Snapshot) -> tuple[Any, ...]:
+    """The replica-wide inputs every kept verdict depends on (see the module docstring)."""
+    ir = snap.replica
+    status = ir.status
+    return (
+        ir.spec,
+        ir.prefix,
+        snap.config,
+        snap.revisions,
+        dict(snap.nodes),  # a copy: the shell may hand over a live view of its cache
+        status.collision_count if status is not None else None,
+    )
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(x is y or x == y for x, y in zip(a, b, strict=True))
+
+
+@frozen(eq=False)
+class Verdicts:
+    """What one pass found about each Instance, for the next pass (see the module docstring).
+
+    ``pods``: the snapshot's pods; ``positions``: ``id(pod)`` -> its position there;
+    (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
+    ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
+    when the pass did not need to know); ``steady``: index -> the row found
+    steady; ``tallies``: index -> its ``Tally``.
+    """
+
+    basis: tuple[Any, ...]
+    pods: tuple[PodView, ...]
+    positions: dict[int, int] | None
+    pods_by_index: dict[int, list[PodView]]
+    attempt_of: dict[str, Attempt]
+    waiting: frozenset[int] | None
+    steady: dict[int, InstanceStatus]
+    tallies: dict[int, Tally]
+
+
+def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
+    labels = pod.labels
+    raw = labels.get(LABEL_INSTANCE_INDEX)
+    if raw is None or not raw.isdigit():
+        return None, (None, 0)
+    inc = labels.get(LABEL_INCARNATION, "")
+    return int(raw), (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
+
+
+def _is_waiting(pod: PodView) -> bool:
+    """Unschedulable: the scheduler cannot place it (``capacity.check_nodes`` reports it)."""
+    return (
+        pod.conditions.get("PodScheduled") == "False" and pod.unschedulable and not pod.terminating
+    )
+
+
+def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
+    """Of ``indexes``, the Instances with a pod the scheduler cannot place."""
+    return {
+        i
+        for i in indexes
+        for p in pods_by_index.get(i, ())
+        if p.conditions.get("PodScheduled") == "False" and _is_waiting(p)
+    }
+
+
+@frozen
+class Grouping:
+    """The pods by the Instance they are labelled with, and each one's attempt."""
+
+    pods_by_index: dict[int, list[PodView]]
+    attempt_of: dict[str, Attempt]
+
+
+def group_all(pods: tuple[PodView, ...]) -> Grouping:
+    """Every pod by the Instance it is labelled with, and each one's attempt (one loop)."""
+    by_index: dict[int, list[PodView]] = defaultdict(list)
+    attempt_of: dict[str, Attempt] = {}
+    numbers: dict[str, int] = {}
+    for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
+        labels = pod.labels
+        raw = labels.get(LABEL_INSTANCE_INDEX)
+        if raw is None or not raw.isdigit():
+            continue
+        by_index[int(raw)].append(pod)
+        inc = labels.get(LABEL_INCARNATION, "")
+        number = numbers.get(inc)  # a handful of distinct incarnations: parse each once
+        if number is None:
+            number = numbers[inc] = int(inc) if inc.isdigit() else 0
+        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), number)
+    return Grouping(by_index, attempt_of)
+
+
+@frozen
+class Regrouped:
+    """``regroup``'s answer: the grouping and the Instances whose pods changed."""
+
+    grouping: Grouping
+    positions: dict[int, int] | None
+    dirty: set[int]
+
+
+def names_unique(by_index: dict[int, list[PodView]], attempt_of: dict[str, Attempt]) -> bool:
+    """Whether every grouped pod has its own name (else the verdicts are not kept)."""
+    return len(attempt_of) == sum(map(len, by_index.values()))
+
+
+def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Regrouped | None:
+    """The pods grouped from ``prev``'s grouping and the changed pods (None: group afresh)."""
+    if prev is None or not _same(basis, prev.basis):
+        return None
+    new = snap.pods
+    if new is prev.pods:
+        same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.attempt_of))
+        return Regrouped(same, prev.positions, set())
+    limit = len(new) // _CHANGED_FRACTION + 16
+    if len(new) == len(prev.pods):
+        # the common case: changed pods keep their place (a cache updated in place)
+        at = list(compress(range(len(new)), map(is_not, new, prev.pods)))
+        if len(at) <= limit:
+            got = _in_place(prev, new, at)
+            if got is not None:
+                return got
+    positions = dict(zip(map(id, new), range(len(new)), strict=True))
+    old_pos = prev.positions
+    if old_pos is None:
+        old_pos = dict(zip(map(id, prev.pods), range(len(prev.pods)), strict=True))
+    added = positions.keys() - old_pos.keys()
+    removed = old_pos.keys() - positions.keys()
+    if len(positions) != len(new) or len(added) + len(removed) > limit:
+        return None
+    # the survivors must keep their order, so the lists of clean Instances stay as built
+    order = list(map(positions.__getitem__, filter(positions.__contains__, map(id, prev.pods))))
+    if order != sorted(order):
+        return None
+    return _apply(prev, positions, [prev.pods[old_pos[i]] for i in removed],
+                  [new[positions[i]] for i in added])
+
+
+def _in_place(prev: Verdicts, new: tuple[PodView, ...], at: list[int]) -> Regrouped | None:
+    """``regroup`` when the pods at positions ``at`` were replaced, each by a pod of the same
+    Instance (None otherwise): each one takes its predecessor's place in its list."""
+    by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
+    attempt_of = dict(prev.attempt_of)
+    dirty: set[int] = set()
+    for k in at:
+        old, pod = prev.pods[k], new[k]
+        index, attempt = _index_and_attempt(pod)
+        if index != _index_and_attempt(old)[0]:
+            return None
+        if index is None:
+            continue
+        if index not in dirty:
+            dirty.add(index)
+            by_index[index] = list(by_index[index])
+        pods = by_index[index]
+        pods[next(j for j, p in enumerate(pods) if p is old)] = pod
+        attempt_of.pop(old.name, None)
+        attempt_of[pod.name] = attempt
+    if not names_unique(by_index, attempt_of):
+        return None
+    return Regrouped(Grouping(by_index, attempt_of), None, dirty)
+
+
+def _apply(
+    prev: Verdicts, positions: dict[int, int], gone: list[PodView], came: list[PodView]
+) -> Regrouped | None:
+    by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
+    attempt_of = dict(prev.attempt_of)
+    dirty: set[int] = set()
+    for pod in gone:
+        index, _ = _index_and_attempt(pod)
+        if index is not None:
+            dirty.add(index)
+            attempt_of.pop(pod.name, None)
+    fresh: dict[int, list[PodView]] = defaultdict(list)
+    for pod in came:
+        index, attempt = _index_and_attempt(pod)
+        if index is not None:
+            dirty.add(index)
+            fresh[index].append(pod)
+            attempt_of[pod.name] = attempt
+    for index in dirty:
+        old = by_index.get(index)
+        if old is None:
+            return None  # a new Instance index: the key order of a full grouping differs
+        pods = [p for p in old if id(p) in positions] + fresh.get(index, [])
+        if not pods:
+            return None  # an Instance lost its last pod: group afresh
+        by_index[index] = sorted(pods, key=lambda p: positions[id(p)])
+    if not names_unique(by_index, attempt_of):
+        return None  # two pods of one name: group afresh, as the full pass does
+    return Regrouped(Grouping(by_index, attempt_of), positions, dirty)

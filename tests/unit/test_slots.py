@@ -1,0 +1,59 @@
+"""The in-flight budget: never more than its size, urgent actions first, no slot leaked."""
+
+from __future__ import annotations
+
+import asyncio
+
+from omenative_controller.slots import Slots
+
+
+def test_urgent_waiters_get_the_next_free_slot_before_earlier_bring_up_writes() -> None:
+    order: list[str] = []
+
+    async def main() -> None:
+        slots = Slots(1)
+        gate = asyncio.Event()
+
+        async def action(name: str, urgent: bool) -> None:
+            async with slots.hold(urgent=urgent):
+                assert slots.taken <= 1
+                order.append(name)
+                await gate.wait()
+
+        first = asyncio.create_task(action("create-0", False))
+        await asyncio.sleep(0)
+        rest = [asyncio.create_task(action(f"create-{i}", False)) for i in (1, 2)]
+        await asyncio.sleep(0)
+        rest.append(asyncio.create_task(action("gate", True)))
+        await asyncio.sleep(0)
+        assert slots.waiting() == 3
+        gate.set()
+        await asyncio.gather(first, *rest)
+        assert slots.taken == 0
+
+    asyncio.run(main())
+    assert order == ["create-0", "gate", "create-1", "create-2"]
+
+
+def test_a_cancelled_waiter_leaks_no_slot() -> None:
+    async def main() -> None:
+        slots = Slots(1)
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with slots.hold():
+                await release.wait()
+
+        held = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        release.set()
+        await held
+        await asyncio.gather(waiter, return_exceptions=True)
+        assert slots.taken == 0 and slots.waiting() == 0
+        async with slots.hold():  # still usable
+            assert slots.taken == 1
+
+    asyncio.run(main())
