@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
 from attrs import evolve, frozen
@@ -65,34 +65,29 @@ class _Shared:
         self.cap = cap
         self.table: dict[Any, Any] = {}
 
-    def value(self, value: H) -> H:
-        """The shared object equal to ``value``."""
-        got = self.table.get(value)
+    def _get(self, key: Any, make: Callable[[], Any]) -> Any:
+        got = self.table.get(key)
         if got is None:
             if len(self.table) >= self.cap:
                 self.table.clear()
-            self.table[value] = got = value
+            self.table[key] = got = make()
+        return got
+
+    def value(self, value: H) -> H:
+        """The shared object equal to ``value``."""
+        got: H = self._get(value, lambda: value)
         return got
 
     def mapping(self, mapping: Mapping[str, str]) -> Mapping[str, str]:
         """The shared read-only dict equal to ``mapping`` (strings interned)."""
         key = tuple(mapping.items())
-        got = self.table.get(key)
-        if got is None:
-            if len(self.table) >= self.cap:
-                self.table.clear()
-            self.table[key] = got = {sys.intern(k): sys.intern(v) for k, v in key}
+        got: Mapping[str, str] = self._get(
+            key, lambda: {sys.intern(k): sys.intern(v) for k, v in key})
         return got
-
 
     def json_object(self, obj: JSON) -> JSON:
         """The shared dict equal to ``obj``, a JSON object of scalars (read-only)."""
-        key = ("json", *sorted(obj.items()))
-        got = self.table.get(key)
-        if got is None:
-            if len(self.table) >= self.cap:
-                self.table.clear()
-            self.table[key] = got = obj
+        got: JSON = self._get(("json", *sorted(obj.items())), lambda: obj)
         return got
 
 
