@@ -52,11 +52,15 @@ from tests import status_states  # noqa: E402
 
 import omenative_controller.manager  # noqa: E402, F401  (as the manager: kubernetes-asyncio)
 from omenative_controller.cache_views import service_index  # noqa: E402
+from omenative_controller.decoded import ReplicaDecoder  # noqa: E402
 from omenative_controller.kube.client import KubeClient  # noqa: E402
 from omenative_controller.observability import Metrics  # noqa: E402
 from omenative_controller.routed import RoutedPods  # noqa: E402
 from omenative_controller.wakeups import Wakeups  # noqa: E402
-from omenative_controller.watch_caches import build_watch_caches  # noqa: E402
+from omenative_controller.watch_caches import (  # noqa: E402
+    build_watch_caches,
+    settle_after_sync,
+)
 from omenative_core.status.wire import status_to_json  # noqa: E402
 
 TARGET_MB = 150.0
@@ -108,8 +112,10 @@ class Fleet:
         ir = json.loads(json.dumps(self.rec["replica"]))
         ir["spec"]["replicas"] = self.instances
         if self.instances != ir.get("status", {}).get("replicas"):
-            ir["status"] = {**ir.get("status", {}),
-                            **status_to_json(status_states.representative(self.instances))}
+            rows = status_to_json(status_states.representative(self.instances),
+                                  encoding="ColumnarV2")  # the manager's default encoding
+            kept = {k: v for k, v in ir.get("status", {}).items() if not k.startswith("instance")}
+            ir["status"] = {**kept, **rows}
         return ir
 
     def _rename(self, text: str, r: int, ns: str) -> str:
@@ -239,7 +245,14 @@ class ReplayClient:
 # ---------------------------------------------------------------------------- one case
 
 
-async def _caches(fleet: Fleet) -> tuple[int, dict[str, int]]:
+async def _settled(inf: Any, client: ReplayClient) -> None:
+    """Until ``inf`` has listed and applied its watch stream."""
+    await inf.wait_synced()
+    while inf.resource.plural not in client.watched:
+        await asyncio.sleep(0.01)
+
+
+async def _caches(fleet: Fleet, one_at_a_time: bool) -> tuple[int, dict[str, int]]:
     kinds = {"inferencereplicas": "replicas", "pods": "pods", "nodes": "nodes",
              "controllerrevisions": "revisions", "services": "services",
              "endpointslices": "slices"}
@@ -254,19 +267,34 @@ async def _caches(fleet: Fleet) -> tuple[int, dict[str, int]]:
     caches = build_watch_caches(cast(KubeClient, client), None, wakeups, on_slice, Metrics(),
                                 5.0)
     tasks, steps = [], {}
-    for inf in caches.always:  # one at a time, to see what each one keeps
+    if one_at_a_time:  # to see what each cache keeps (the manager starts them together)
+        for inf in caches.always:
+            before = _status_kib("VmRSS")
+            tasks.append(asyncio.create_task(inf.run()))
+            await _settled(inf, client)
+            gc.collect()
+            steps[inf.name] = _status_kib("VmRSS") - before
+    else:  # as the manager does: every informer lists and watches at once
         before = _status_kib("VmRSS")
-        tasks.append(asyncio.create_task(inf.run()))
-        await inf.wait_synced()
-        while inf.resource.plural not in client.watched:
-            await asyncio.sleep(0.01)
+        tasks = [asyncio.create_task(inf.run()) for inf in caches.always]
+        for inf in caches.always:
+            await _settled(inf, client)
         gc.collect()
-        steps[inf.name] = _status_kib("VmRSS") - before
+        steps["all caches"] = _status_kib("VmRSS") - before
     held = sum(len(i) for i in caches.always)
+    before = _status_kib("VmRSS")
+    settle_after_sync()  # as the manager does once its caches synced
+    steps["settled"] = _status_kib("VmRSS") - before
+    before = _status_kib("VmRSS")
+    decoder = ReplicaDecoder()  # the first passes decode every replica, and keep it
+    for _key, raw in caches.replicas.items():
+        decoder.decode(raw)
+    gc.collect()
+    steps["decoded"] = _status_kib("VmRSS") - before
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    globals()["_held"] = (caches, routed)  # measured while held
+    globals()["_held"] = (caches, routed, decoder)  # measured while held
     return held, steps
 
 
@@ -284,7 +312,7 @@ def _baseline(fleet: Fleet) -> tuple[int, dict[str, int]]:
     return len(store), {}
 
 
-def child(mode: str, shape: str, recorded: Path) -> None:
+def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
     """One measurement, printed as one JSON line."""
     gc.collect()
     rss_import = _status_kib("VmRSS")
@@ -293,7 +321,10 @@ def child(mode: str, shape: str, recorded: Path) -> None:
     fleet = Fleet(rec, replicas, instances)
     del rec
     started = time.process_time()
-    held, steps = asyncio.run(_caches(fleet)) if mode == "caches" else _baseline(fleet)
+    if mode == "caches":
+        held, steps = asyncio.run(_caches(fleet, one_at_a_time))
+    else:
+        held, steps = _baseline(fleet)
     cpu = time.process_time() - started
     gc.collect()
     print(json.dumps({"mode": mode, "shape": shape, "pods": fleet.pods, "objects": held,
@@ -305,11 +336,12 @@ def child(mode: str, shape: str, recorded: Path) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
-def run_case(mode: str, shape: str, recorded: Path) -> dict[str, Any]:
+def run_case(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> dict[str, Any]:
     """``child`` in a fresh interpreter."""
+    extra = ["--one-at-a-time"] if one_at_a_time else []
     out = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--shape", shape, "--recorded",
-         str(recorded)], check=True, capture_output=True, text=True)
+         str(recorded), *extra], check=True, capture_output=True, text=True)
     return cast(dict[str, Any], json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -338,11 +370,13 @@ def main() -> int:
     ap.add_argument("--record-to", type=Path, help="keep the recording here")
     ap.add_argument("--shapes", default="one,many")
     ap.add_argument("--modes", default="baseline,caches")
+    ap.add_argument("--one-at-a-time", action="store_true",
+                    help="sync the caches one after another and print what each keeps")
     ap.add_argument("--child", choices=("caches", "baseline"), help=argparse.SUPPRESS)
     ap.add_argument("--shape", choices=tuple(SHAPES), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.shape, args.recorded)
+        child(args.child, args.shape, args.recorded, args.one_at_a_time)
         return 0
     recorded = args.recorded
     if recorded is None:
@@ -350,7 +384,7 @@ def main() -> int:
         workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
         recorded = args.record_to or workdir / "recorded.json"
         asyncio.run(record(recorded, workdir))
-    rows = [run_case(mode, shape, recorded) for shape in args.shapes.split(",")
+    rows = [run_case(mode, shape, recorded, args.one_at_a_time) for shape in args.shapes.split(",")
             for mode in args.modes.split(",")]
     report(rows)
     return 0

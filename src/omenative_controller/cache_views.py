@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, TypeVar
 
 from attrs import evolve, frozen
 
 from omenative_controller.kube.client import JSON
+from omenative_controller.packed import PackedJSON
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
-from omenative_core.model.observed import PodView
-from omenative_core.views import pod_view_from_json
+from omenative_core.model.observed import PodView, RevisionView
+from omenative_core.views import pod_view_from_json, revision_view_from_json
 
 H = TypeVar("H", bound=Hashable)
 
@@ -25,6 +26,7 @@ __all__ = [
     "pod_view",
     "ref_view",
     "replica_view",
+    "revision_view",
     "service_index",
     "slice_view",
 ]
@@ -63,23 +65,29 @@ class _Shared:
         self.cap = cap
         self.table: dict[Any, Any] = {}
 
-    def value(self, value: H) -> H:
-        """The shared object equal to ``value``."""
-        got = self.table.get(value)
+    def _get(self, key: Any, make: Callable[[], Any]) -> Any:
+        got = self.table.get(key)
         if got is None:
             if len(self.table) >= self.cap:
                 self.table.clear()
-            self.table[value] = got = value
+            self.table[key] = got = make()
+        return got
+
+    def value(self, value: H) -> H:
+        """The shared object equal to ``value``."""
+        got: H = self._get(value, lambda: value)
         return got
 
     def mapping(self, mapping: Mapping[str, str]) -> Mapping[str, str]:
         """The shared read-only dict equal to ``mapping`` (strings interned)."""
         key = tuple(mapping.items())
-        got = self.table.get(key)
-        if got is None:
-            if len(self.table) >= self.cap:
-                self.table.clear()
-            self.table[key] = got = {sys.intern(k): sys.intern(v) for k, v in key}
+        got: Mapping[str, str] = self._get(
+            key, lambda: {sys.intern(k): sys.intern(v) for k, v in key})
+        return got
+
+    def json_object(self, obj: JSON) -> JSON:
+        """The shared dict equal to ``obj``, a JSON object of scalars (read-only)."""
+        got: JSON = self._get(("json", *sorted(obj.items())), lambda: obj)
         return got
 
 
@@ -109,11 +117,20 @@ def pod_view(obj: JSON) -> PodView:
     )
 
 
-def replica_view(obj: JSON) -> JSON:
-    """The InferenceReplica as the API sent it, minus ``managedFields``."""
-    meta = dict(obj.get("metadata") or {})
-    meta.pop("managedFields", None)
-    return {**obj, "metadata": meta}
+def replica_view(obj: JSON) -> Mapping[str, Any]:
+    """The InferenceReplica as the API sent it, minus ``managedFields``, its ``spec`` and
+    ``status`` packed (parsed again when a pass decodes a new resourceVersion, or writes the
+    status)."""
+    meta = {sys.intern(k): v for k, v in (obj.get("metadata") or {}).items()
+            if k != "managedFields"}
+    return PackedJSON({**obj, "metadata": meta}, keep=("metadata",))
+
+
+def revision_view(obj: JSON) -> RevisionView:
+    """The core's ``RevisionView`` with its ``data`` (the runner templates) packed: read
+    only when a pass renders that revision's pods."""
+    view = revision_view_from_json(obj)
+    return evolve(view, data=PackedJSON(view.data), labels=_interned(view.labels))
 
 
 def ref_view(obj: JSON) -> ObjectRef:
@@ -138,7 +155,7 @@ def _endpoint_conditions(raw: Any) -> JSON:
     serving = conds.get("serving")
     if isinstance(serving, bool):
         conds["ready"] = serving and conds.get("terminating") is not True
-    return conds
+    return _SHARED.json_object(conds)
 
 
 def slice_view(obj: JSON) -> JSON:
@@ -163,7 +180,7 @@ def labels_of(view: Any) -> dict[str, str]:
     """The labels of any cached view."""
     if isinstance(view, ObjectRef):
         return dict(view.labels)
-    if isinstance(view, dict):
+    if isinstance(view, Mapping):
         return dict((view.get("metadata") or {}).get("labels") or {})
     labels = getattr(view, "labels", None)
     return dict(labels) if labels else {}

@@ -6,10 +6,16 @@ service and rollout layers that read the result cost well under a millisecond
 (``benchmarks/bench_service.py``). A pass used to decode each replica up to three times, and
 every pass decoded again what had not changed. ``ReplicaDecoder`` decodes an object once per
 resourceVersion and hands the same immutable ``InferenceReplica`` to every reader.
+
+What it keeps is bounded by what decoding costs: a replica of at least ``LARGE`` Instances
+is kept for as long as it exists (its decode is the costly one), while small ones (about
+0.2 ms to decode, ~18 KB each decoded) are kept for the ``SMALL_KEPT`` most recently used:
+2,500 small replicas kept decoded cost ~46 MB (``benchmarks/bench_memory.py``).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -35,10 +41,15 @@ class ReplicaDecoder:
 
     SLACK = 64
     """Deleted replicas tolerated in the cache before ``trim`` scans."""
+    LARGE = 32
+    """Instances from which a decoded replica is kept for as long as it exists."""
+    SMALL_KEPT = 256
+    """Smaller decoded replicas kept, the most recently used."""
 
     def __init__(self, *, max_decoded: int = 20000) -> None:
         self.max_decoded = max_decoded
         self._cache: dict[str, tuple[str, InferenceReplica]] = {}
+        self._small: OrderedDict[str, None] = OrderedDict()  # uids, least recent first
         self.decodes = 0
         """Objects actually decoded (cache misses), for tests and metrics."""
 
@@ -49,17 +60,31 @@ class ReplicaDecoder:
         if isinstance(uid, str) and isinstance(rv, str):
             hit = self._cache.get(uid)
             if hit is not None and hit[0] == rv:
+                if uid in self._small:
+                    self._small.move_to_end(uid)
                 return hit[1]
         self.decodes += 1
         replica = replica_from_json(obj, max_decoded=self.max_decoded)
         if isinstance(uid, str) and isinstance(rv, str):
-            self._cache[uid] = (rv, replica)
+            self._keep(uid, rv, replica)
         return replica
+
+    def _keep(self, uid: str, rv: str, replica: InferenceReplica) -> None:
+        self._cache[uid] = (rv, replica)
+        if (replica.spec.replicas or 0) >= self.LARGE:
+            self._small.pop(uid, None)
+            return
+        self._small[uid] = None
+        self._small.move_to_end(uid)
+        while len(self._small) > self.SMALL_KEPT:
+            oldest, _ = self._small.popitem(last=False)
+            self._cache.pop(oldest, None)
 
     def retain(self, uids: Collection[str]) -> None:
         """Forget every replica whose uid is not in ``uids`` (deleted ones)."""
         for uid in [u for u in self._cache if u not in uids]:
             del self._cache[uid]
+            self._small.pop(uid, None)
 
     def trim(self, live: LiveReplicas) -> None:
         """Forget replicas no longer in ``live`` (the informer's cache), once the cache holds

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -65,7 +65,7 @@ from omenative_controller.planning import plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
-from omenative_controller.watch_caches import build_watch_caches
+from omenative_controller.watch_caches import build_watch_caches, settle_after_sync
 from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
@@ -88,14 +88,8 @@ from omenative_core.model.plan import (
 from omenative_core.render import headless_service_name, validate_replica
 from omenative_core.service import ServiceConfig
 
-__all__ = [
-    "LIFECYCLE_KEY",
-    "Manager",
-    "ManagerOptions",
-    "StartupError",
-    "WorkQueue",
-    "default_identity",
-]
+__all__ = ["LIFECYCLE_KEY", "Manager", "ManagerOptions", "StartupError", "WorkQueue",
+           "default_identity"]
 
 log = structlog.get_logger("omenative.manager")
 
@@ -130,7 +124,7 @@ class Manager:
         self.executor: Executor | None = None
         self.events: EventRecorder | None = None
         self.recorder: ReplicaEvents | None = None
-        self.replicas: Informer[JSON] | None = None
+        self.replicas: Informer[Mapping[str, Any]] | None = None
         self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.pods: Informer[PodView] | None = None
         self.nodes: Informer[NodeView] | None = None
@@ -310,9 +304,6 @@ class Manager:
 
     # ------------------------------------------------------------------ event handlers
 
-    def _enqueue_all(self) -> None:
-        self.wakeups.all()
-
     def _on_slice(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
         self.routed.on_slice(namespace, old, new)  # the routed-pod set first, then the wakeup
         self.wakeups.slice(namespace, old, new)
@@ -332,7 +323,7 @@ class Manager:
                                           max_delay=opts.backoff_max,
                                           on_depth=self.metrics.queue_depth.set)
         self.queue = queue
-        self._enqueue_all()
+        self.wakeups.all()
         self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
                          for i in range(max(1, opts.workers))]
         if opts.inference_services and self.client is not None:
@@ -386,18 +377,23 @@ class Manager:
             if changed is None:
                 continue
             self.config, self.service_config = changed
-            self._enqueue_all()
+            self.wakeups.all()
             if self._isvc is not None:
                 self._isvc.enqueue_all()
 
     async def _resync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.options.resync_seconds)
-            self._enqueue_all()
+            self.wakeups.all()
 
     async def _sync_gauge(self) -> None:
+        settled = False
         while True:
-            self.metrics.caches_synced.set(1 if self.caches_synced() else 0)
+            synced = self.caches_synced()
+            self.metrics.caches_synced.set(1 if synced else 0)
+            if synced and not settled:  # once: the initial LISTs are parsed and dropped
+                settle_after_sync()
+                settled = True
             await asyncio.sleep(0.5)
 
     # ------------------------------------------------------------------ workers

@@ -38,7 +38,7 @@ class PassContext:
     key: str
     namespace: str
     name: str
-    raw: JSON
+    raw: Mapping[str, Any]
     prefix: str = ""
     log: Any = None
     #: the decoded status the pass planned from (InferenceReplicaStatus; None: never written)

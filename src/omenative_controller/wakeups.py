@@ -9,7 +9,7 @@ queue's priority lane.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omenative_controller.cache_views import SERVICE_NAME_LABEL, labels_of, owner_index
@@ -26,7 +26,7 @@ class Wakeups:
     """The change callbacks of the manager's caches; they only queue keys."""
 
     def __init__(self, queue: Callable[[], WorkQueue[str] | None],
-                 replicas: Callable[[], Informer[JSON] | None],
+                 replicas: Callable[[], Informer[Mapping[str, Any]] | None],
                  pods: Callable[[], Informer[PodView] | None]) -> None:
         self.queue = queue
         self.replicas = replicas
@@ -45,7 +45,8 @@ class Wakeups:
             for key in replicas.key_list():
                 self.one(key)
 
-    def replica(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+    def replica(self, namespace: str | None, old: Mapping[str, Any] | None,
+                new: Mapping[str, Any] | None) -> None:
         """An InferenceReplica changed: its own key."""
         obj = new if new is not None else old
         name = ((obj or {}).get("metadata") or {}).get("name")

@@ -8,7 +8,11 @@ them here, so the benchmark measures exactly the caches the manager keeps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+import ctypes
+import ctypes.util
+import gc
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from attrs import define
@@ -21,6 +25,7 @@ from omenative_controller.cache_views import (
     pod_view,
     ref_view,
     replica_view,
+    revision_view,
     service_index,
     slice_view,
 )
@@ -44,10 +49,13 @@ from omenative_core.model.observed import NodeView, PodView
 from omenative_core.views import (
     node_view_from_json,
     pod_group_view_from_json,
-    revision_view_from_json,
 )
 
-__all__ = ["WatchCaches", "build_watch_caches"]
+__all__ = ["WatchCaches", "build_watch_caches", "settle_after_sync"]
+
+REPLICA_PAGE = 50
+"""InferenceReplicas per LIST page: a replica with thousands of status rows parses to
+megabytes, and a smaller page holds less of them in memory at once."""
 
 SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
 """The EndpointSlice change callback (the routed-pod set, then the wakeup)."""
@@ -57,7 +65,7 @@ SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
 class WatchCaches:
     """Every informer of the manager; ``always`` are the ones that run from the start."""
 
-    replicas: Informer[JSON]
+    replicas: Informer[Mapping[str, Any]]
     pods: Informer[PodView]
     nodes: Informer[NodeView]
     revisions: Informer[Any]
@@ -79,10 +87,12 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
     """The manager's informers over ``namespaces`` (None: all), not yet running."""
     ns = namespaces or None
     m = observer
+    gate = asyncio.Semaphore(1)  # one LIST at a time: the pages of two never interleave
 
     def owned(resource: Any, view: Callable[[JSON], Any]) -> Informer[Any]:
         return Informer(client, resource, view, namespaces=ns, label_selector=MANAGED_SELECTOR,
-                        indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m)
+                        indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m,
+                        list_gate=gate)
 
     def make_native() -> dict[str, Informer[Any]]:
         return {res.kind: owned(res, pod_group_view_from_json)
@@ -90,18 +100,21 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
 
     return WatchCaches(
         replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
-                          on_change=wakeups.replica, observer=m),
+                          on_change=wakeups.replica, observer=m, page_size=REPLICA_PAGE,
+                          list_gate=gate),
         pods=Informer(client, PODS, pod_view, namespaces=ns,
                       label_selector=MANAGED_SELECTOR,
                       indexers={"owner": owner_index, "node": node_index},
-                      on_change=wakeups.pod, observer=m),
-        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m),
-        revisions=owned(CONTROLLER_REVISIONS, revision_view_from_json),
+                      on_change=wakeups.pod, observer=m, list_gate=gate),
+        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m,
+                       list_gate=gate),
+        revisions=owned(CONTROLLER_REVISIONS, revision_view),
         services=Informer(client, SERVICES, ref_view, namespaces=ns,
-                          label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m),
+                          label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m,
+                          list_gate=gate),
         slices=Informer(client, ENDPOINT_SLICES, slice_view, namespaces=ns,
                         label_selector=LABEL_REPLICA, indexers={"service": service_index},
-                        on_change=on_slice, observer=m),
+                        on_change=on_slice, observer=m, list_gate=gate),
         pod_group_crd=CrdPresence(
             client, POD_GROUP_CRD, lambda version: owned(pod_groups(version),
                                                          pod_group_view_from_json),
@@ -110,3 +123,21 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
                                 interval=crd_poll_seconds,
                                 on_change=lambda _present: wakeups.all()),
     )
+
+
+def _malloc_trim() -> bool:
+    """Give the C heap's free pages back to the system (glibc only; elsewhere a no-op)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
+def settle_after_sync() -> None:
+    """Once every cache has synced: collect, move what survived out of the collector's
+    reach (the caches are long-lived and acyclic, so a full collection would walk them
+    all, holding the event loop), and return the pages the initial LIST parsed into."""
+    gc.collect()
+    gc.freeze()
+    _malloc_trim()

@@ -80,3 +80,20 @@ def test_trim_scans_only_once_the_cache_outgrows_the_live_replicas() -> None:
     one = Live(["u0"])
     d.trim(one)
     assert one.scans == 1 and len(d) == 1
+
+
+def test_small_replicas_are_kept_for_the_most_recently_used_only_large_ones_always() -> None:
+    d = ReplicaDecoder()
+    large = d.decode(replica("1", uid="big", replicas=ReplicaDecoder.LARGE))
+    first = d.decode(replica("1", uid="s0"))
+    for i in range(1, ReplicaDecoder.SMALL_KEPT):
+        d.decode(replica("1", uid=f"s{i}"))
+    assert d.decode(replica("1", uid="s0")) is first  # used again: now the most recent
+    d.decode(replica("1", uid="one-more"))  # pushes out the least recent small one, s1
+    assert len(d) == ReplicaDecoder.SMALL_KEPT + 1
+    before = d.decodes
+    assert d.decode(replica("1", uid="s0")) is first
+    assert d.decode(replica("1", uid="big", replicas=ReplicaDecoder.LARGE)) is large
+    assert d.decodes == before
+    d.decode(replica("1", uid="s1"))
+    assert d.decodes == before + 1

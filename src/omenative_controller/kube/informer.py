@@ -133,6 +133,7 @@ class Informer(Generic[V]):
         watch_timeout: tuple[int, int] = (240, 360),
         read_timeout: float = 120.0,
         relist_after_failures: int = 5,
+        list_gate: asyncio.Semaphore | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -148,6 +149,7 @@ class Informer(Generic[V]):
         self.watch_timeout = watch_timeout
         self.read_timeout = read_timeout
         self.relist_after_failures = relist_after_failures
+        self.list_gate = list_gate  # shared: informers LIST one at a time
         self._store: dict[str, V] = {}
         self._ns_of: dict[str, str | None] = {}
         self._rv_of: dict[str, str] = {}
@@ -331,6 +333,14 @@ class Informer(Generic[V]):
             self.synced.set()
         return rv
 
+    async def _gated_list(self, scope: str | None) -> str:
+        """``_list`` while holding the shared gate: each LIST's pages are parsed and
+        dropped before another informer's arrive, so they do not interleave in the heap."""
+        if self.list_gate is None:
+            return await self._list(scope)
+        async with self.list_gate:
+            return await self._list(scope)
+
     def _apply(self, kind: str, obj: JSON) -> None:
         got = self._ingest(obj)
         if got is None:
@@ -379,7 +389,7 @@ class Informer(Generic[V]):
         while True:
             if rv is None:
                 try:
-                    rv = await self._list(scope)
+                    rv = await self._gated_list(scope)
                     failures = 0  # the backoff resets only once a watch has run
                 except ApiError as exc:
                     level = "info" if exc.not_found else "warning"
