@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
-        typecheck bench bench-controller simulate api-docs manifests docs chart chart-check cluster \
+        typecheck bench bench-controller bench-memory simulate api-docs manifests docs chart chart-check cluster \
         cluster-down install uninstall image ci clean
 
 help: ## list the targets
@@ -53,14 +53,18 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## pure-core benchmarks: planner, InferenceService + rollout layers, GPU advisor, status size
+bench: ## in-process benchmarks: planner, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
 	$(PY) benchmarks/bench_planner.py
 	$(PY) benchmarks/bench_service.py
 	$(PY) benchmarks/bench_advisor.py
 	$(PY) benchmarks/bench_status.py
+	$(PY) benchmarks/bench_apply.py
 
 bench-controller: ## controller benchmark on the local control plane
 	$(PY) benchmarks/bench_controller.py
+
+bench-memory: ## the manager's RSS with 10,000 watched pods (issue 14 target 5; starts a control plane, ~3 min)
+	$(PY) benchmarks/bench_memory.py
 
 simulate: ## run the bundled example scenario
 	$(VENV)/bin/omenative simulate examples/engine-gang.yaml
