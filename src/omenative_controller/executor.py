@@ -242,11 +242,12 @@ class Executor:
                 return result
             outcomes = await self._apply_run(run, ctx)
             result.applied += sum(1 for e in outcomes.values() if e is None)
-            for i in sorted(i for i, e in outcomes.items() if e is not None)[:1]:
-                error = outcomes[i]
+            failed = min((i for i, e in outcomes.items() if e is not None), default=None)
+            if failed is not None:  # the first failure in plan order names the pass's end
+                error = outcomes[failed]
                 assert error is not None
-                self._fail(result, run[i], error)
-                result.failed_index = position(plan.actions, run[i])
+                self._fail(result, run[failed], error)
+                result.failed_index = position(plan.actions, run[failed])
             if not result.ok:
                 return result
         await self.end_kueue_groups(ctx)

@@ -36,7 +36,7 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
-from omenative_core.steps.verdicts import Verdicts, keep
+from omenative_core.steps.verdicts import Verdicts, keep, same_inputs
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
@@ -93,11 +93,6 @@ class PlanMemo:
     rederived: int | None = None
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """Whether two input tuples match: each item the same object or an equal one."""
-    return all(x is y or x == y for x, y in zip(a, b, strict=True))
-
-
 def _reusable(memo: PlanMemo, now: datetime, inputs: tuple[Any, ...]) -> bool:
     """Whether ``memo.plan`` is the plan of these inputs at ``now``."""
     if now < memo.now:
@@ -107,7 +102,7 @@ def _reusable(memo: PlanMemo, now: datetime, inputs: tuple[Any, ...]) -> bool:
             return False
         if memo.wakes and now >= memo.wakes[0]:
             return False  # a deadline is due
-    return _same(inputs, memo.inputs)
+    return same_inputs(inputs, memo.inputs)
 
 
 def _requeue(memo: PlanMemo, now: datetime, op_poll: timedelta) -> timedelta | None:

@@ -63,6 +63,7 @@ __all__ = [
     "kept_tally",
     "names_unique",
     "regroup",
+    "same_inputs",
     "unchanged_steady",
     "unchanged_tallies",
     "unschedulable",
@@ -97,7 +98,9 @@ def basis_of(snap: Snapshot) -> tuple[Any, ...]:
     )
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def same_inputs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two input tuples match: each item the same object or an equal one (the
+    plan memo's inputs and the verdicts' basis are compared alike)."""
     return all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
@@ -133,20 +136,15 @@ def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
     return int(raw), (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
 
 
-def _is_waiting(pod: PodView) -> bool:
-    """Unschedulable: the scheduler cannot place it (``capacity.check_nodes`` reports it)."""
-    return (
-        pod.conditions.get("PodScheduled") == "False" and pod.unschedulable and not pod.terminating
-    )
-
-
 def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
-    """Of ``indexes``, the Instances with a pod the scheduler cannot place."""
+    """Of ``indexes``, the Instances with a live pod the scheduler cannot place
+    (``capacity.check_nodes`` reports them)."""
     return {
         i
         for i in indexes
         for p in pods_by_index.get(i, ())
-        if p.conditions.get("PodScheduled") == "False" and _is_waiting(p)
+        # the dict lookup first: most pods are scheduled, and this meets every pod
+        if p.conditions.get("PodScheduled") == "False" and p.unschedulable and not p.terminating
     }
 
 
@@ -193,7 +191,7 @@ def names_unique(by_index: dict[int, list[PodView]], attempt_of: dict[str, Attem
 
 def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Regrouped | None:
     """The pods grouped from ``prev``'s grouping and the changed pods (None: group afresh)."""
-    if prev is None or not _same(basis, prev.basis):
+    if prev is None or not same_inputs(basis, prev.basis):
         return None
     new = snap.pods
     if new is prev.pods:
