@@ -43,7 +43,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
-from omenative_core.phases import OpType
+from omenative_core.steps.scale import fresh_scale_up
 
 __all__ = ["STATUS_COALESCE_SECONDS", "StatusCoalescer", "status_may_wait"]
 
@@ -79,14 +79,6 @@ def _instance_memory(i: InstanceStatus) -> tuple[object, ...]:
             (op.id, str(op.type), op.retry_count) if op is not None else None)
 
 
-def _fresh_scale_up(i: InstanceStatus) -> bool:
-    """A new row the core re-derives from its pods' labels if its status is never written."""
-    op = i.operation
-    return (op is not None and str(op.type) == OpType.CREATE and op.reason == "ScaleUp"
-            and op.replaces is None and op.retry_count == 0 and i.incarnation == 1
-            and i.last_failure is None)
-
-
 def status_may_wait(observed: InferenceReplicaStatus | None, new: InferenceReplicaStatus,
                     actions: Iterable[Action]) -> bool:
     """True when the status write of a plan with ``actions`` only reports progress."""
@@ -100,7 +92,7 @@ def status_may_wait(observed: InferenceReplicaStatus | None, new: InferenceRepli
         now = kept.pop(row.index, None)
         if now is None or _instance_memory(now) != _instance_memory(row):
             return False
-    return all(_fresh_scale_up(i) for i in kept.values())
+    return all(fresh_scale_up(i) for i in kept.values())
 
 
 @define

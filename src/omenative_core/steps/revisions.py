@@ -16,7 +16,7 @@ from operator import attrgetter
 from omenative_core.labels import LABEL_REVISION_HASH
 from omenative_core.model.plan import CreateRevision, DeleteRevision
 from omenative_core.model.status import InstanceStatus
-from omenative_core.phases import OpType, Phase, Step
+from omenative_core.phases import Phase
 from omenative_core.revisions import (
     hash_of,
     next_revision_number,
@@ -26,7 +26,7 @@ from omenative_core.revisions import (
     revisions_to_prune,
     runners_from_revision,
 )
-from omenative_core.steps.scale import new_instance_revision
+from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState, pod_incarnation
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
@@ -170,13 +170,7 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
     if not st.book.may_start(revision, st.now) or not st.may_open():
         return None
     st.book.claim(revision)
-    return InstanceStatus(
-        index=index,
-        incarnation=1,
-        phase=Phase.CREATING,
-        target_revision=revision,
-        operation=st.op(OpType.CREATE, Step.CREATE_PODS, revision, "ScaleUp"),
-    )
+    return new_instance_row(st, index, revision)
 
 
 def prune_revisions(st: PassState) -> None:

@@ -30,7 +30,17 @@ from omenative_core.steps.teardown import condemn
 from omenative_core.steps.update_moves import cancel_surge
 from omenative_core.steps.updates import surges_in_flight
 
-__all__ = ["condemn_order", "new_instance_revision", "scale"]
+__all__ = [
+    "SCALE_UP",
+    "condemn_order",
+    "fresh_scale_up",
+    "new_instance_revision",
+    "new_instance_row",
+    "scale",
+]
+
+SCALE_UP = "ScaleUp"
+"""The reason of a new Instance's Create operation."""
 
 
 def scale(st: PassState) -> None:
@@ -57,14 +67,29 @@ def scale(st: PassState) -> None:
                 "RetryBlock" if state != "Held" else "Held", f"revision {revision} is {state}"
             )
             return
-        st.rows[index] = InstanceStatus(
-            index=index,
-            incarnation=1,
-            phase=Phase.CREATING,
-            target_revision=revision,
-            operation=st.op(OpType.CREATE, Step.CREATE_PODS, revision, "ScaleUp"),
-        )
+        st.rows[index] = new_instance_row(st, index, revision)
         st.advance(index)
+
+
+def new_instance_row(st: PassState, index: int, revision: str) -> InstanceStatus:
+    """The row of a new Instance: incarnation 1, creating its pods on ``revision``."""
+    return InstanceStatus(
+        index=index,
+        incarnation=1,
+        phase=Phase.CREATING,
+        target_revision=revision,
+        operation=st.op(OpType.CREATE, Step.CREATE_PODS, revision, SCALE_UP),
+    )
+
+
+def fresh_scale_up(row: InstanceStatus) -> bool:
+    """Whether ``row`` is still exactly what ``new_instance_row`` made (no failure, no
+    retry, replacing nothing): the row the core re-derives from its pods' labels if its
+    status is never written (``steps.revisions.unrecorded_create``)."""
+    op = row.operation
+    return (op is not None and str(op.type) == OpType.CREATE and op.reason == SCALE_UP
+            and op.replaces is None and op.retry_count == 0 and row.incarnation == 1
+            and row.last_failure is None)
 
 
 def condemn_order(st: PassState, members: list[InstanceStatus]) -> list[InstanceStatus]:
