@@ -189,7 +189,8 @@ Action = (
 
 @frozen(kw_only=True)
 class Event:
-    """A Kubernetes Event a user should see, on the InferenceReplica."""
+    """A Kubernetes Event a user should see, on the InferenceReplica (or, from the
+    InferenceService layer, on the InferenceService)."""
 
     type: str  # Normal | Warning
     reason: str

@@ -40,6 +40,7 @@ from attrs import evolve, frozen
 
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_RUNNER
 from omenative_core.model.config import LifecycleConfig
+from omenative_core.model.plan import Event
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.service.modes import MODE_OMENATIVE
@@ -60,7 +61,6 @@ __all__ = [
     "PHASE_TRADING",
     "REASON_NO_ROOM",
     "TRADE_AFTER",
-    "HandoverEvent",
     "HandoverStep",
     "LwsView",
     "handover_events",
@@ -322,16 +322,7 @@ def plan_handover(
     )
 
 
-@frozen
-class HandoverEvent:
-    """An Event the hand-over reports on its InferenceService (``type``: Normal, Warning)."""
-
-    type: str
-    reason: str
-    message: str
-
-
-def handover_events(step: HandoverStep) -> tuple[HandoverEvent, ...]:
+def handover_events(step: HandoverStep) -> tuple[Event, ...]:
     """The Events of ``step``, to send once its writes are done.
 
     A step repeated on a later pass names the same Events with the same messages, so the
@@ -341,21 +332,23 @@ def handover_events(step: HandoverStep) -> tuple[HandoverEvent, ...]:
     """
     lws, comp = step.lws.name, step.component
     if step.phase == PHASE_NOT_OWNED:
-        return (HandoverEvent("Warning", EVENT_NOT_OWNED, f"{comp}: {step.message}"),)
-    events = [HandoverEvent("Normal", EVENT_STARTED,
-                            f"{comp}: hand-over from LeaderWorkerSet {lws} to OMENative")]
+        return (Event(type="Warning", reason=EVENT_NOT_OWNED, message=f"{comp}: {step.message}"),)
+    events = [Event(type="Normal", reason=EVENT_STARTED,
+                    message=f"{comp}: hand-over from LeaderWorkerSet {lws} to OMENative")]
     if step.scale_to is not None and step.phase == PHASE_TRADING:
-        events.append(HandoverEvent(
-            "Normal", EVENT_TRADED, f"{comp}: no room to surge: LeaderWorkerSet {lws} scaled "
-            f"down to {step.scale_to} group(s) so the next OMENative Instance can start"))
+        events.append(Event(
+            type="Normal", reason=EVENT_TRADED,
+            message=f"{comp}: no room to surge: LeaderWorkerSet {lws} scaled down to "
+            f"{step.scale_to} group(s) so the next OMENative Instance can start"))
     elif step.scale_to is not None:
-        events.append(HandoverEvent(
-            "Normal", EVENT_SCALED_DOWN, f"{comp}: LeaderWorkerSet {lws} scaled down to "
-            f"{step.scale_to} group(s): OMENative Instances serve in their place"))
+        events.append(Event(
+            type="Normal", reason=EVENT_SCALED_DOWN,
+            message=f"{comp}: LeaderWorkerSet {lws} scaled down to {step.scale_to} "
+            f"group(s): OMENative Instances serve in their place"))
     if step.delete:
-        events.append(HandoverEvent(
-            "Normal", EVENT_DELETED,
-            f"{comp}: every group is gone: LeaderWorkerSet {lws} deleted"))
+        events.append(Event(
+            type="Normal", reason=EVENT_DELETED,
+            message=f"{comp}: every group is gone: LeaderWorkerSet {lws} deleted"))
     return tuple(events)
 
 
