@@ -80,9 +80,7 @@ class _Shared:
 
     def mapping(self, mapping: Mapping[str, str]) -> Mapping[str, str]:
         """The shared read-only dict equal to ``mapping`` (strings interned)."""
-        key = tuple(mapping.items())
-        got: Mapping[str, str] = self._get(
-            key, lambda: {sys.intern(k): sys.intern(v) for k, v in key})
+        got: Mapping[str, str] = self._get(tuple(mapping.items()), lambda: _interned(mapping))
         return got
 
     def json_object(self, obj: JSON) -> JSON:
