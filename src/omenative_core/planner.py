@@ -44,6 +44,7 @@ from omenative_core.steps import (
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
+from omenative_core.steps.totals import RowTotals
 from omenative_core.steps.verbs import (
     ANNOTATION_MIGRATION_PREFIX,
     ANNOTATION_RELEASE_HELD,
@@ -123,16 +124,21 @@ def plan(snapshot: Snapshot) -> Plan:
 
 
 def plan_pass(
-    snapshot: Snapshot, *, fast: bool = True, kept: Verdicts | None = None
+    snapshot: Snapshot,
+    *,
+    fast: bool = True,
+    kept: Verdicts | None = None,
+    totals: RowTotals | None = None,
 ) -> tuple[Plan, PassState | None]:
     """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
 
     ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
     knows how long the plan stays valid while nothing else changes, and its per-Instance
     verdicts (``steps.verdicts.keep``), which it hands back as ``kept`` to the next pass so
-    that pass rederives only the Instances that changed (``steps.verdicts``).
-    ``fast=False`` skips the one-loop checks of steady rows and every kept verdict (tests
-    compare both ways).
+    that pass rederives only the Instances that changed (``steps.verdicts``), and its row
+    totals (``st.totals_out``, handed back as ``totals``: ``steps.totals``), so the
+    replica-wide steps read only the rows that are not plain. ``fast=False`` skips the
+    one-loop checks of steady rows and every kept verdict (tests compare both ways).
     """
     ir = snapshot.replica
     invalid = validate_replica(ir)
@@ -145,7 +151,14 @@ def plan_pass(
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
-    st = PassState(snapshot, policy, lifecycle.advance, fast=fast, kept=kept if fast else None)
+    st = PassState(
+        snapshot,
+        policy,
+        lifecycle.advance,
+        fast=fast,
+        kept=kept if fast else None,
+        totals=totals if fast else None,
+    )
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
     revisions.load_rows(st)

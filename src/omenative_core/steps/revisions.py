@@ -28,6 +28,7 @@ from omenative_core.revisions import (
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState, pod_incarnation
+from omenative_core.steps.totals import loaded_rows
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
 __all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
@@ -121,8 +122,13 @@ def _take(st: PassState, grouping: Grouping) -> None:
 def load_rows(st: PassState) -> None:
     """The previous status's rows, plus a row for pods that have none: the scale-up that
     created them when their labels say so (``unrecorded_create``), else a Pending one."""
-    rows = st.prev.instances
-    st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C: every pass
+    loaded = loaded_rows(st)
+    if loaded is None:
+        rows = st.prev.instances
+        st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C
+    else:  # the kept totals' rows and the few that differ (``steps.totals``)
+        st.rows.update(loaded)
+        st.prev_rows = loaded
     missing = st.pods_by_index.keys() - st.rows.keys()
     if not missing:
         return

@@ -60,6 +60,7 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
+from omenative_core.steps.totals import RowTotals
 from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
 
 __all__ = [
@@ -199,6 +200,8 @@ class PassState:
     """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
     kept: Verdicts | None = None
     """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
+    totals: RowTotals | None = None
+    """The last pass's row totals (``steps.totals``), or None: read every row."""
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
     ir: InferenceReplica = field(init=False)
@@ -248,6 +251,10 @@ class PassState:
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
     waiting: set[int] | None = None
     """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
+    prev_rows: dict[int, InstanceStatus] | None = None
+    """The previous status's rows by index when built from ``totals`` (do not modify)."""
+    totals_out: RowTotals | None = None
+    """This pass's row totals, for the next pass (``steps.status.finish``)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)

@@ -1,0 +1,140 @@
+"""Running totals of the rows, kept from one pass for the next, so a pass costs O(what changed).
+
+The replica-wide steps (rebuilds, scale, the rollout budget, the status counters and
+conditions, the new status's rows) read every row. At rest almost every row reads the
+same: no operation, Ready, Available, serving, on the target revision. ``RowTotals`` keeps
+which rows are not like that, so those steps read only them and count the rest.
+
+Theory of operation:
+
+1. **Plain rows.** A row is *plain* when, at the end of a pass, it has no operation, is
+   Ready with no ``readySince`` (so Available, whatever the clock), runs and targets the
+   pass's target revision, serves, was Ready before the pass, and its tally left it as it
+   was (``steps.status``: the row out is the row in). Every plain row adds the same to each
+   replica-wide figure (a member, Ready, serving, available, updated; no wake-up, no
+   failure, no other revision), so a figure needs only how many rows are plain and the
+   other rows, the *odd* ones.
+2. **What is kept.** ``RowTotals``: the pass's final rows by index and as the status's
+   tuple, their positions, and the odd indexes. Plain data: the pass returns it and the
+   next pass takes it back (``incremental.PlanMemo.totals``), so the core stays pure.
+3. **What can have changed.** A row stops being plain only if it is written (by a step,
+   or the status read back as new objects) or its pods change. So in the next pass the
+   rows that may be odd are the kept odd ones, the Instances whose pods changed
+   (``PassState.dirty``) and the rows that are not the object the totals hold: found by
+   identity, one ``is not`` per row done in C (``odd_indexes``).
+4. **Fallback.** The totals hold only while every kept verdict does (the same spec,
+   config, revisions and nodes: ``PassState.dirty`` is not None) and the target is the
+   same; otherwise ``odd_indexes`` answers None and each step reads every row, as a cold
+   pass does. Rows added or removed in the pass rebuild the status tuple in full.
+"""
+
+from __future__ import annotations
+
+from itertools import compress
+from operator import attrgetter, is_not
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from omenative_core.model.status import InstanceStatus
+from omenative_core.phases import Phase
+
+if TYPE_CHECKING:
+    from omenative_core.steps.state import PassState
+    from omenative_core.steps.verdicts import Tally
+
+__all__ = ["RowTotals", "is_plain", "loaded_rows", "odd_indexes", "totals_of"]
+
+
+@frozen(eq=False)
+class RowTotals:
+    """One pass's final rows and which of them are not plain (see the module docstring).
+
+    ``by_index``: index -> row, in index order (do not modify); ``rows``: the same rows,
+    the status's ``instances``; ``positions``: index -> position in ``rows``; ``odd``: the
+    indexes of the rows that are not plain; ``target``: the pass's target revision.
+    """
+
+    by_index: dict[int, InstanceStatus]
+    rows: tuple[InstanceStatus, ...]
+    positions: dict[int, int]
+    odd: frozenset[int]
+    target: str
+
+
+def is_plain(tally: Tally, target: str) -> bool:
+    """Whether a row's final tally makes it plain (rule 1 of the module docstring)."""
+    row_in, row, serving, available, was_ready = tally
+    return (
+        row is row_in
+        and serving
+        and available
+        and was_ready
+        and row.operation is None
+        and row.phase == Phase.READY
+        and row.ready_since is None
+        and row.running_revision == target
+        and row.target_revision == target
+    )
+
+
+def usable(st: PassState) -> RowTotals | None:
+    """The kept totals when they hold for this pass (rule 4), else None."""
+    kept = st.totals
+    if kept is None or st.kept is None or st.dirty is None or kept.target != st.target:
+        return None
+    return kept
+
+
+def loaded_rows(st: PassState) -> dict[int, InstanceStatus] | None:
+    """The previous status's rows by index, from the kept totals and the rows that are not
+    the objects they hold (None: build them from the status; do not modify)."""
+    kept = usable(st)
+    rows = st.prev.instances
+    if kept is None or len(rows) != len(kept.rows):
+        return None
+    at = list(compress(range(len(rows)), map(is_not, rows, kept.rows)))
+    if any(rows[k].index != kept.rows[k].index for k in at):
+        return None
+    out = dict(kept.by_index)
+    for k in at:
+        out[rows[k].index] = rows[k]
+    return out
+
+
+def odd_indexes(st: PassState) -> list[int] | None:
+    """The indexes of the rows that may not be plain now, in index order (None: any may).
+
+    The rows are compared with the kept ones position by position; a row added, removed
+    or out of place only shifts the positions, which marks more rows, never fewer.
+    """
+    kept = usable(st)
+    if kept is None:
+        return None
+    rows = st.rows
+    keys = list(rows)
+    moved = compress(keys, map(is_not, rows.values(), kept.rows))
+    out = set(kept.odd)
+    out.update(moved, keys[len(kept.rows):], st.dirty or ())
+    return sorted(out & rows.keys())
+
+
+def totals_of(
+    st: PassState, rows: tuple[InstanceStatus, ...], odd: frozenset[int], same_keys: bool
+) -> RowTotals:
+    """The totals of this pass's final ``rows`` (index order) for the next pass.
+
+    ``same_keys``: the rows have the kept totals' indexes, so only the rows that are not
+    the kept objects are written into a copy of the kept map.
+    """
+    kept = st.totals
+    if same_keys and kept is not None:
+        by_index = dict(kept.by_index)
+        at = list(compress(rows, map(is_not, rows, kept.rows)))
+        by_index.update(zip(map(attrgetter("index"), at), at, strict=True))
+        positions = kept.positions
+    else:
+        indexes = list(map(attrgetter("index"), rows))
+        by_index = dict(zip(indexes, rows, strict=True))
+        positions = dict(zip(indexes, range(len(rows)), strict=True))
+    return RowTotals(by_index, rows, positions, odd, st.target)
