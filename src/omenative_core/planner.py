@@ -94,7 +94,7 @@ def _advance_all(st: PassState) -> None:
 def _keep_targeted_blocks(st: PassState) -> None:
     """Forget RetryBlocks of revisions nothing targets any more."""
     revs = {st.target}
-    for row in st.rows.values():
+    for row in st.odd_rows():  # a plain row has no operation (``steps.totals``)
         if row.operation is not None:
             revs.add(row.operation.target_revision)
     st.book.keep_only(revs)

@@ -182,8 +182,8 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
 def prune_revisions(st: PassState) -> None:
     """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
     live = {st.target, st.spec_revision}
-    rows = st.rows.values()
-    live.update(map(attrgetter("running_revision"), rows))  # in C: every row, every pass
+    rows = st.odd_rows()  # a plain row runs and targets the target (``steps.totals``)
+    live.update(map(attrgetter("running_revision"), rows))
     live.update(map(attrgetter("target_revision"), rows))
     if st.prev.current_revision:
         live.add(st.prev.current_revision)

@@ -60,7 +60,7 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
-from omenative_core.steps.totals import RowTotals
+from omenative_core.steps.totals import RowTotals, odd_indexes
 from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
 
 __all__ = [
@@ -426,10 +426,26 @@ class PassState:
         # makes this query over every row)
         return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
 
+    def odd_rows(self) -> list[InstanceStatus]:
+        """The rows that may not be plain, in index order (``steps.totals``); every row, in
+        the rows' order, when the kept totals do not hold. A plain row is a Ready, available
+        member with no operation, no failure and no ``readySince``, on the target
+        revision: the replica-wide steps read only the others."""
+        rows = self.rows
+        odd = odd_indexes(self)
+        return list(rows.values()) if odd is None else [rows[i] for i in odd]
+
+    def member_count(self) -> int:
+        """How many rows are members (``members``, with plain rows counted, not read)."""
+        odd = self.odd_rows()
+        return len(self.rows) - len(odd) + len(
+            [r for r in odd if r.operation is None or self.is_member(r)]
+        )
+
     def unavailable(self) -> int:
         """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
         now, window, ready = self.now, self.policy.min_ready, Phase.READY
-        rows = self.rows.values()
+        rows = self.odd_rows()  # a plain row is a Ready, available member
         busy = [r for r in rows if r.operation is not None and self.is_member(r)]
         waiting = [
             r
@@ -473,7 +489,7 @@ class PassState:
         The first refusal of a pass says so with an ``OperationsBounded`` Event.
         """
         if self._budget is None:
-            self._budget = Budget.of(self.rows.values())
+            self._budget = Budget.of(self.odd_rows())  # a plain row is charged nothing
         if self._budget.admit(count, migrate=migrate):
             return True
         if self._budget.deferred == count:

@@ -8,12 +8,13 @@ which rows are not like that, so those steps read only them and count the rest.
 Theory of operation:
 
 1. **Plain rows.** A row is *plain* when, at the end of a pass, it has no operation, is
-   Ready with no ``readySince`` (so Available, whatever the clock), runs and targets the
-   pass's target revision, serves, was Ready before the pass, and its tally left it as it
-   was (``steps.status``: the row out is the row in). Every plain row adds the same to each
-   replica-wide figure (a member, Ready, serving, available, updated; no wake-up, no
-   failure, no other revision), so a figure needs only how many rows are plain and the
-   other rows, the *odd* ones.
+   Ready with no ``readySince`` (so Available, whatever the clock) and no last failure,
+   runs and targets the pass's target revision, serves, was Ready before the pass, and its
+   tally left it as it was (``steps.status``: the row out is the row in). Every plain row
+   adds the same to each replica-wide figure (a member, Ready, serving, available,
+   updated; no wake-up, no failure, no other revision, no status budget, nothing to
+   rebuild or update), so a figure needs only how many rows are plain and the other rows,
+   the *odd* ones.
 2. **What is kept.** ``RowTotals``: the pass's final rows by index and as the status's
    tuple, their positions, and the odd indexes. Plain data: the pass returns it and the
    next pass takes it back (``incremental.PlanMemo.totals``), so the core stays pure.
@@ -73,6 +74,7 @@ def is_plain(tally: Tally, target: str) -> bool:
         and row.operation is None
         and row.phase == Phase.READY
         and row.ready_since is None
+        and row.last_failure is None
         and row.running_revision == target
         and row.target_revision == target
     )
