@@ -28,7 +28,7 @@ from omenative_core.revisions import (
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState, pod_incarnation
-from omenative_core.steps.totals import loaded_rows
+from omenative_core.steps.totals import loaded_rows, rowless
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
 __all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
@@ -126,10 +126,9 @@ def load_rows(st: PassState) -> None:
     if loaded is None:
         rows = st.prev.instances
         st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C
-    else:  # the kept totals' rows and the few that differ (``steps.totals``)
-        st.rows.update(loaded)
-        st.prev_rows = loaded
-    missing = st.pods_by_index.keys() - st.rows.keys()
+    else:  # the kept totals' rows, the few that differ written in (``steps.totals``)
+        st.rows = loaded
+    missing = rowless(st)
     if not missing:
         return
     if st.dirty is not None:

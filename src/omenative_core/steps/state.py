@@ -251,8 +251,6 @@ class PassState:
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
     waiting: set[int] | None = None
     """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
-    prev_rows: dict[int, InstanceStatus] | None = None
-    """The previous status's rows by index when built from ``totals`` (do not modify)."""
     totals_out: RowTotals | None = None
     """This pass's row totals, for the next pass (``steps.status.finish``)."""
 

@@ -37,6 +37,7 @@ from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import is_plain, odd_indexes, totals_of
+from omenative_core.steps.totals import was_ready as was_ready_of
 from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
 
 __all__ = ["finish", "invalid_plan"]
@@ -155,8 +156,8 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     """
     by_row = st.rows
     odd = odd_indexes(st)
-    kept, prev = st.totals, st.prev_rows
-    if odd is None or kept is None or st.kept is None or prev is None:
+    kept = st.totals
+    if odd is None or kept is None or st.kept is None:
         was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
         # rows whose tally the last pass kept and that did not change take it unread
         same = unchanged_tallies(st, was_ready)
@@ -165,8 +166,7 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
             same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)
         ]
         return tallied, tuple([t[1] for t in tallied]), False
-    ready = Phase.READY
-    was_ready = {i for i in odd if i in prev and prev[i].phase == ready}
+    was_ready = was_ready_of(st, odd)
     st.tallies = dict(st.kept.tallies)
     for i in odd:
         st.tallies.pop(i, None)

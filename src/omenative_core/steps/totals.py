@@ -21,8 +21,10 @@ Theory of operation:
 3. **What can have changed.** A row stops being plain only if it is written (by a step,
    or the status read back as new objects) or its pods change. So in the next pass the
    rows that may be odd are the kept odd ones, the Instances whose pods changed
-   (``PassState.dirty``) and the rows that are not the object the totals hold: found by
-   identity, one ``is not`` per row done in C (``odd_indexes``).
+   (``PassState.dirty``) and the rows written: the pass's rows are a copy of the kept map
+   (``WrittenRows``) that records every write, and the status's rows that are not the
+   objects the totals hold (found by identity, one ``is not`` per row done in C) are
+   written into it as it is loaded (``loaded_rows``).
 4. **Fallback.** The totals hold only while every kept verdict does (the same spec,
    config, revisions and nodes: ``PassState.dirty`` is not None) and the target is the
    same; otherwise ``odd_indexes`` answers None and each step reads every row, as a cold
@@ -31,9 +33,10 @@ Theory of operation:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import compress
 from operator import attrgetter, is_not
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
 
@@ -44,7 +47,16 @@ if TYPE_CHECKING:
     from omenative_core.steps.state import PassState
     from omenative_core.steps.verdicts import Tally
 
-__all__ = ["RowTotals", "is_plain", "loaded_rows", "odd_indexes", "totals_of"]
+__all__ = [
+    "RowTotals",
+    "WrittenRows",
+    "is_plain",
+    "loaded_rows",
+    "odd_indexes",
+    "rowless",
+    "totals_of",
+    "was_ready",
+]
 
 
 @frozen(eq=False)
@@ -53,14 +65,59 @@ class RowTotals:
 
     ``by_index``: index -> row, in index order (do not modify); ``rows``: the same rows,
     the status's ``instances``; ``positions``: index -> position in ``rows``; ``odd``: the
-    indexes of the rows that are not plain; ``target``: the pass's target revision.
+    indexes of the rows that are not plain; ``rowless``: the Instances with pods but no
+    row; ``target``: the pass's target revision.
     """
 
     by_index: dict[int, InstanceStatus]
     rows: tuple[InstanceStatus, ...]
     positions: dict[int, int]
     odd: frozenset[int]
+    rowless: frozenset[int]
     target: str
+
+
+class WrittenRows(dict[int, InstanceStatus]):
+    """A pass's rows that remember which indexes were written or removed since they were
+    loaded (``written``): the rows that may have stopped being plain, known without
+    reading the others. Used only when the kept totals hold (``loaded_rows``)."""
+
+    __slots__ = ("written",)
+
+    def __init__(self, rows: dict[int, InstanceStatus]) -> None:
+        super().__init__(rows)
+        self.written: set[int] = set()
+
+    def __setitem__(self, key: int, value: InstanceStatus) -> None:
+        self.written.add(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: int) -> None:
+        self.written.add(key)
+        super().__delitem__(key)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """``dict.update``, each key recorded."""
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def pop(self, key: int, *default: Any) -> Any:
+        """``dict.pop``, the key recorded."""
+        self.written.add(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: int, default: Any = None) -> Any:
+        """``dict.setdefault``, the key recorded."""
+        self.written.add(key)
+        return super().setdefault(key, default)
+
+    def popitem(self) -> tuple[int, InstanceStatus]:
+        """Not used by the passes: refused, so no write goes unrecorded."""
+        raise TypeError("WrittenRows.popitem: remove rows by index")
+
+    def clear(self) -> None:
+        """Not used by the passes: refused, so no write goes unrecorded."""
+        raise TypeError("WrittenRows.clear: remove rows by index")
 
 
 def is_plain(tally: Tally, target: str) -> bool:
@@ -88,9 +145,10 @@ def usable(st: PassState) -> RowTotals | None:
     return kept
 
 
-def loaded_rows(st: PassState) -> dict[int, InstanceStatus] | None:
-    """The previous status's rows by index, from the kept totals and the rows that are not
-    the objects they hold (None: build them from the status; do not modify)."""
+def loaded_rows(st: PassState) -> WrittenRows | None:
+    """The previous status's rows by index: a copy of the kept totals' map with the rows
+    that are not the objects it holds written in (so they count as written), or None:
+    build them from the status."""
     kept = usable(st)
     rows = st.prev.instances
     if kept is None or len(rows) != len(kept.rows):
@@ -98,27 +156,42 @@ def loaded_rows(st: PassState) -> dict[int, InstanceStatus] | None:
     at = list(compress(range(len(rows)), map(is_not, rows, kept.rows)))
     if any(rows[k].index != kept.rows[k].index for k in at):
         return None
-    out = dict(kept.by_index)
+    out = WrittenRows(kept.by_index)
     for k in at:
         out[rows[k].index] = rows[k]
     return out
 
 
-def odd_indexes(st: PassState) -> list[int] | None:
-    """The indexes of the rows that may not be plain now, in index order (None: any may).
+def rowless(st: PassState) -> set[int]:
+    """The Instances with pods but no row, from the kept ones and the rows written (the
+    pods' Instances are the kept ones while the totals hold: ``verdicts.regroup``)."""
+    kept, rows = usable(st), st.rows
+    if kept is None or not isinstance(rows, WrittenRows):
+        return set(st.pods_by_index.keys() - rows.keys())
+    pods = st.pods_by_index
+    return {i for i in kept.rowless | rows.written | (st.dirty or set()) if i in pods
+            and i not in rows}
 
-    The rows are compared with the kept ones position by position; a row added, removed
-    or out of place only shifts the positions, which marks more rows, never fewer.
-    """
-    kept = usable(st)
-    if kept is None:
+
+def was_ready(st: PassState, indexes: Iterable[int]) -> set[int]:
+    """Of ``indexes``, the Instances whose row in the previous status was Ready (found by
+    the kept positions while the totals hold: ``loaded_rows`` checked them)."""
+    kept, rows, prev = usable(st), st.rows, st.prev.instances
+    if kept is None or not isinstance(rows, WrittenRows):
+        wanted = set(indexes)
+        return {r.index for r in prev if r.phase == Phase.READY and r.index in wanted}
+    at = kept.positions
+    return {i for i in indexes if i in at and prev[at[i]].phase == Phase.READY}
+
+
+def odd_indexes(st: PassState) -> list[int] | None:
+    """The indexes of the rows that may not be plain now, in index order (None: any may):
+    the kept odd ones, the written ones and the Instances whose pods changed."""
+    kept, rows = usable(st), st.rows
+    if kept is None or not isinstance(rows, WrittenRows):
         return None
-    rows = st.rows
-    keys = list(rows)
-    moved = compress(keys, map(is_not, rows.values(), kept.rows))
-    out = set(kept.odd)
-    out.update(moved, keys[len(kept.rows):], st.dirty or ())
-    return sorted(out & rows.keys())
+    out = kept.odd | rows.written | (st.dirty or set())
+    return sorted([i for i in out if i in rows])
 
 
 def totals_of(
@@ -139,4 +212,4 @@ def totals_of(
         indexes = list(map(attrgetter("index"), rows))
         by_index = dict(zip(indexes, rows, strict=True))
         positions = dict(zip(indexes, range(len(rows)), strict=True))
-    return RowTotals(by_index, rows, positions, odd, st.target)
+    return RowTotals(by_index, rows, positions, odd, frozenset(rowless(st)), st.target)
