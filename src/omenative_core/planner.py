@@ -44,7 +44,7 @@ from omenative_core.steps import (
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
-from omenative_core.steps.totals import RowTotals
+from omenative_core.steps.totals import RowTotals, unsteady
 from omenative_core.steps.verbs import (
     ANNOTATION_MIGRATION_PREFIX,
     ANNOTATION_RELEASE_HELD,
@@ -78,12 +78,17 @@ def _advance_all(st: PassState) -> None:
 
     A row with no operation goes straight to its health check (what ``lifecycle.advance``
     does for it, one call fewer per row of a pass at rest); one found steady last pass
-    whose row and pods did not change is steady again (``verdicts.unchanged_steady``).
+    whose row and pods did not change is steady again (``verdicts.unchanged_steady``;
+    while the kept row totals hold, only the rows that are not plain are looked at:
+    ``totals.unsteady``).
     """
     rows = st.rows
-    same = unchanged_steady(st)
-    st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
-    for index in sorted(rows.keys() - same):
+    todo = unsteady(st)  # while the kept totals hold, only the rows that are not plain
+    if todo is None:
+        same = unchanged_steady(st)
+        st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
+        todo = sorted(rows.keys() - same)
+    for index in todo:
         row = rows[index]
         if row.operation is None:
             rows[index] = repair.settled(st, row)

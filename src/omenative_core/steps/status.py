@@ -36,7 +36,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
-from omenative_core.steps.totals import is_plain, odd_indexes, totals_of
+from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
 from omenative_core.steps.totals import was_ready as was_ready_of
 from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
 
@@ -73,7 +73,7 @@ def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
     tallied, rows, same_keys = _tallied(st)
     target = st.target
-    odd = [t for t in tallied if not is_plain(t, target)]
+    odd = odd_of(st, tallied)  # every other row is plain: counted, not read
     st.totals_out = totals_of(st, rows, frozenset(t[1].index for t in odd), same_keys)
     busy = (Phase.UPDATING, Phase.MIGRATING)
     ready_t = [

@@ -53,8 +53,10 @@ __all__ = [
     "is_plain",
     "loaded_rows",
     "odd_indexes",
+    "odd_of",
     "rowless",
     "totals_of",
+    "unsteady",
     "was_ready",
 ]
 
@@ -192,6 +194,40 @@ def odd_indexes(st: PassState) -> list[int] | None:
         return None
     out = kept.odd | rows.written | (st.dirty or set())
     return sorted([i for i in out if i in rows])
+
+
+def unsteady(st: PassState) -> list[int] | None:
+    """The rows the pass must move or check, in index order, while the kept totals hold;
+    every other row was plain and found steady last pass, and is steady again (put in
+    ``st.steady_rows``, as ``verdicts.unchanged_steady`` would). None: the totals do not
+    hold, or steady rows are not reused this pass."""
+    verdicts, odd = st.kept, odd_indexes(st)
+    if odd is None or verdicts is None or not st.fast or st.migrations or st.book.blocks:
+        return None
+    kept, rows, dirty = verdicts.steady, st.rows, st.dirty or set()
+    steady = st.steady_rows
+    steady.update(kept)
+    todo = []
+    for i in odd:
+        if i in dirty or kept.get(i) is not rows[i]:
+            steady.pop(i, None)
+            todo.append(i)
+    return todo
+
+
+def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
+    """The tallies of the rows that are not plain or were not found steady this pass (so
+    the next pass reads them), and the steady rows the pass removed are forgotten."""
+    rows, steady = st.rows, st.steady_rows
+    gone = (
+        [i for i in rows.written if i in steady and i not in rows]
+        if isinstance(rows, WrittenRows) and usable(st) is not None
+        else list(steady.keys() - rows.keys())
+    )
+    for i in gone:
+        del steady[i]
+    target = st.target
+    return [t for t in tallied if not is_plain(t, target) or steady.get(t[0].index) is not t[0]]
 
 
 def totals_of(
