@@ -253,6 +253,8 @@ class PassState:
     """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
     totals_out: RowTotals | None = None
     """This pass's row totals, for the next pass (``steps.status.finish``)."""
+    groups_out: tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]] = ((), ())
+    """The PodGroups this pass observed and the ones no row named (``native_gang.cleanup``)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)

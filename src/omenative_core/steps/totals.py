@@ -68,7 +68,8 @@ class RowTotals:
     ``by_index``: index -> row, in index order (do not modify); ``rows``: the same rows,
     the status's ``instances``; ``positions``: index -> position in ``rows``; ``odd``: the
     indexes of the rows that are not plain; ``rowless``: the Instances with pods but no
-    row; ``target``: the pass's target revision.
+    row; ``target``: the pass's target revision; ``groups`` and ``unnamed``: the PodGroups
+    of each mechanism as observed, and the ones no row named (``native_gang.cleanup``).
     """
 
     by_index: dict[int, InstanceStatus]
@@ -77,6 +78,8 @@ class RowTotals:
     odd: frozenset[int]
     rowless: frozenset[int]
     target: str
+    groups: tuple[tuple[Any, ...], ...] = ()
+    unnamed: tuple[frozenset[str], ...] = ()
 
 
 class WrittenRows(dict[int, InstanceStatus]):
@@ -248,4 +251,7 @@ def totals_of(
         indexes = list(map(attrgetter("index"), rows))
         by_index = dict(zip(indexes, rows, strict=True))
         positions = dict(zip(indexes, range(len(rows)), strict=True))
-    return RowTotals(by_index, rows, positions, odd, frozenset(rowless(st)), st.target)
+    groups, unnamed = st.groups_out
+    return RowTotals(
+        by_index, rows, positions, odd, frozenset(rowless(st)), st.target, groups, unnamed
+    )
