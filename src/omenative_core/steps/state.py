@@ -255,6 +255,8 @@ class PassState:
     """This pass's row totals, for the next pass (``steps.status.finish``)."""
     groups_out: tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]] = ((), ())
     """The PodGroups this pass observed and the ones no row named (``native_gang.cleanup``)."""
+    nodes_out: tuple[bool, bool, bool, int, int] | None = None
+    """What this pass read of the nodes (``capacity.check_nodes``)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)

@@ -69,7 +69,8 @@ class RowTotals:
     the status's ``instances``; ``positions``: index -> position in ``rows``; ``odd``: the
     indexes of the rows that are not plain; ``rowless``: the Instances with pods but no
     row; ``target``: the pass's target revision; ``groups`` and ``unnamed``: the PodGroups
-    of each mechanism as observed, and the ones no row named (``native_gang.cleanup``).
+    of each mechanism as observed, and the ones no row named (``native_gang.cleanup``);
+    ``nodes``: what the pass read of the nodes (``capacity.check_nodes``).
     """
 
     by_index: dict[int, InstanceStatus]
@@ -80,6 +81,7 @@ class RowTotals:
     target: str
     groups: tuple[tuple[Any, ...], ...] = ()
     unnamed: tuple[frozenset[str], ...] = ()
+    nodes: tuple[bool, bool, bool, int, int] | None = None
 
 
 class WrittenRows(dict[int, InstanceStatus]):
@@ -253,5 +255,13 @@ def totals_of(
         positions = dict(zip(indexes, range(len(rows)), strict=True))
     groups, unnamed = st.groups_out
     return RowTotals(
-        by_index, rows, positions, odd, frozenset(rowless(st)), st.target, groups, unnamed
+        by_index,
+        rows,
+        positions,
+        odd,
+        frozenset(rowless(st)),
+        st.target,
+        groups,
+        unnamed,
+        st.nodes_out,
     )
