@@ -220,3 +220,23 @@ async def test_discard_drops_a_priority_key() -> None:
     q.discard("a")
     assert len(q) == 1
     assert await q.get() == "b"
+
+
+async def test_on_wait_reports_each_keys_wait_and_its_lane() -> None:
+    now = [0.0]
+    waits: list[tuple[bool, float]] = []
+    q: WorkQueue[str] = WorkQueue(on_wait=lambda lane, s: waits.append((lane, s)),
+                                  clock=lambda: now[0])
+    q.add("fresh")
+    now[0] = 1.0
+    q.add("gang", priority=True)
+    now[0] = 3.0
+    assert await q.get() == "gang"
+    assert await q.get() == "fresh"
+    assert waits == [(True, 2.0), (False, 3.0)]
+    q.add("fresh")  # added again while in flight: it waits for the pass to end too
+    now[0] = 4.0
+    q.done("fresh")
+    now[0] = 4.5
+    assert await q.get() == "fresh"
+    assert waits[-1] == (False, 1.5)

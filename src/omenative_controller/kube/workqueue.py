@@ -12,11 +12,16 @@ ordinary key (and moves it there if it already waits in the ordinary lane); ``ge
 priority lane first, each lane in arrival order. The manager uses it for replicas whose pods
 wait only for their serving gate, so a nearly Ready gang is not queued behind hundreds of
 fresh first passes (readiness then comes depth-first, not breadth-first).
+
+``on_wait(priority, seconds)`` is told, as a worker takes a key, how long the key waited
+since it was added (a key added while in flight waits for its pass to end too) and whether
+it came from the priority lane: the manager's ``omenative_queue_wait_seconds{lane}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -35,10 +40,15 @@ class WorkQueue(Generic[K]):
         base_delay: float = 0.05,
         max_delay: float = 60.0,
         on_depth: Callable[[int], None] | None = None,
+        on_wait: Callable[[bool, float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._on_depth = on_depth
+        self._on_wait = on_wait
+        self._clock = clock
+        self._added: dict[K, float] = {}  # key -> when it was queued (while dirty)
         self._queue: deque[K] = deque()
         self._priority: deque[K] = deque()
         self._urgent: set[K] = set()  # keys that go to the priority lane when re-queued
@@ -104,6 +114,8 @@ class WorkQueue(Generic[K]):
                     self._priority.append(key)
             return
         self._dirty.add(key)
+        if self._on_wait is not None:
+            self._added[key] = self._clock()
         if priority:
             self._urgent.add(key)
         if key in self._processing:
@@ -158,6 +170,7 @@ class WorkQueue(Generic[K]):
             self._dirty.discard(key)
             (self._priority if key in self._urgent else self._queue).remove(key)
             self._urgent.discard(key)
+            self._added.pop(key, None)
             self._depth_changed()
 
     def holds(self, key: K) -> bool:
@@ -173,11 +186,15 @@ class WorkQueue(Generic[K]):
             if self._shutdown:
                 return None
             if self._priority or self._queue:
+                priority = bool(self._priority)
                 key = (self._priority or self._queue).popleft()
                 self._dirty.discard(key)
                 self._urgent.discard(key)
                 self._processing.add(key)
                 self._depth_changed()
+                added = self._added.pop(key, None)
+                if self._on_wait is not None and added is not None:
+                    self._on_wait(priority, self._clock() - added)
                 return key
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
