@@ -47,6 +47,7 @@ if importlib.util.find_spec("omenative_controller") is None:  # not installed: u
 
 import aiohttp
 import yaml
+from cpu_share import CpuShare, cluster_pids
 from gang_timeline import PodMilestones, print_breakdown
 from kubernetes_asyncio import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
@@ -491,6 +492,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         sampler = asyncio.create_task(rss_sampler())
         say(f"applying {n_ir} InferenceReplicas (1 Instance x {PODS_PER_REPLICA} pods each)")
+        pids = {**(cluster_pids(cluster.state_dir) if cluster is not None else {}),
+                "benchmark": os.getpid()}
+        mgr_cpu = CpuShare({**pids, "manager": manager.proc.pid if manager.proc else 0})
+        mgr_cpu.start()
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
@@ -503,6 +508,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         lambda: f" ({len(pod_tracker.seen)} pods created, "
                                 f"{len(pod_tracker.ready)} Ready)")
         t_mgr = max(ir_tracker.ready.values()) - t0
+        mgr_cpu.stop()
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
@@ -564,12 +570,15 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.max_inflight} in flight, "
             f"qps={args.qps:g} burst={args.burst}), each group's gates patched once ready")
         cpu0 = time.process_time()
+        bare_cpu_share = CpuShare(pids)
+        bare_cpu_share.start()
         t1 = time.monotonic()
         await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
         say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
         await wait_done(bare_tracker, "pods", args.timeout)
         t_bare = max(bare_tracker.ready.values()) - t1
+        bare_cpu_share.stop()
         bare_cpu = time.process_time() - cpu0
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
@@ -610,6 +619,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "trailing_writes": writes(settled) - writes(at_ready),
             "milestones": {"omenative": mgr_steps, "bare loop": bare_steps},
             "t0s": {"omenative": t0, "bare loop": t1},
+            "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
         }
     finally:
         for tr in trackers:
@@ -796,6 +806,8 @@ def report(r: dict[str, Any]) -> None:
         print(f"  {what}: " + ", ".join(
             f"{k}: {w_cnt[k]:.0f} x {1000 * w_sum[k] / w_cnt[k]:.0f}ms mean"
             for k in sorted(w_cnt) if w_cnt[k]))
+    for name, share in r["cpu_share"].items():
+        print(f"  CPU seconds while {name} ran (apply -> all Ready): {share.line()}")
     print_breakdown(r["milestones"].items(), r["t0s"])
 
 
