@@ -13,6 +13,13 @@ priority lane first, each lane in arrival order. The manager uses it for replica
 wait only for their serving gate, so a nearly Ready gang is not queued behind hundreds of
 fresh first passes (readiness then comes depth-first, not breadth-first).
 
+A second addition: ``add_soon(key, window)`` queues the key within ``window`` seconds, once
+for any number of calls meanwhile, and not at all when a worker takes the key first (a
+pass that starts after a change sees it: the reconcile is level-triggered). The manager
+wakes a replica this way for changes that need a look but not at once (a gang's pods
+scheduled or started together, its EndpointSlice, its PodGroup's status): a burst is one
+pass, not one per event.
+
 ``on_wait(priority, seconds)`` is told, as a worker takes a key, how long the key waited
 since it was added (a key added while in flight waits for its pass to end too) and whether
 it came from the priority lane: the manager's ``omenative_queue_wait_seconds{lane}``.
@@ -55,6 +62,7 @@ class WorkQueue(Generic[K]):
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._soon: dict[K, asyncio.TimerHandle] = {}  # add_soon: cancelled when taken
         self._failures: dict[K, int] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
@@ -147,6 +155,25 @@ class WorkQueue(Generic[K]):
         self._timers.pop(key, None)
         self.add(key)
 
+    def add_soon(self, key: K, window: float) -> None:
+        """Queue ``key`` within ``window`` seconds, unless it waits already or a worker
+        takes it first: the changes of a burst share one pass."""
+        if self._shutdown or key in self._dirty or key in self._soon:
+            return
+        if window <= 0:
+            self.add(key)
+            return
+        self._soon[key] = asyncio.get_running_loop().call_later(window, self._fire_soon, key)
+
+    def _fire_soon(self, key: K) -> None:
+        self._soon.pop(key, None)
+        self.add(key)
+
+    def _cancel_soon(self, key: K) -> None:
+        timer = self._soon.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its exponential backoff; return the delay used."""
         n = self._failures.get(key, 0)
@@ -166,6 +193,7 @@ class WorkQueue(Generic[K]):
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._cancel_soon(key)
         if key in self._dirty and key not in self._processing:
             self._dirty.discard(key)
             (self._priority if key in self._urgent else self._queue).remove(key)
@@ -176,7 +204,7 @@ class WorkQueue(Generic[K]):
     def holds(self, key: K) -> bool:
         """True while ``key`` waits, is delayed, backs off or is in flight."""
         return (key in self._dirty or key in self._processing or key in self._timers
-                or key in self._failures)
+                or key in self._soon or key in self._failures)
 
     # ------------------------------------------------------------------ taking
 
@@ -191,6 +219,7 @@ class WorkQueue(Generic[K]):
                 self._dirty.discard(key)
                 self._urgent.discard(key)
                 self._processing.add(key)
+                self._cancel_soon(key)  # this pass sees what the timer was for
                 self._depth_changed()
                 added = self._added.pop(key, None)
                 if self._on_wait is not None and added is not None:
@@ -223,9 +252,10 @@ class WorkQueue(Generic[K]):
     def shutdown(self) -> None:
         """Stop handing out keys and cancel the delayed adds."""
         self._shutdown = True
-        for timer in self._timers.values():
+        for timer in (*self._timers.values(), *self._soon.values()):
             timer.cancel()
         self._timers.clear()
+        self._soon.clear()
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
