@@ -8,9 +8,9 @@ queue's priority lane.
 
 What needs a look but not at once (a pod scheduled, started or gone; a revision, Service,
 PodGroup or EndpointSlice changed) is queued within ``WAKE_WINDOW`` (``add_soon``): a gang's
-pods move together, and their events share one pass instead of one each. The replica's own
-changes and nodes are queued at once, a gang ready for its gate or just Ready in the
-priority lane.
+pods move together, and their events share one pass instead of one each, and so does a
+status-only change of the replica (our own write). Its other changes and nodes are queued
+at once, a gang ready for its gate or just Ready in the priority lane.
 """
 
 from __future__ import annotations
@@ -65,10 +65,16 @@ class Wakeups:
 
     def replica(self, namespace: str | None, old: Mapping[str, Any] | None,
                 new: Mapping[str, Any] | None) -> None:
-        """An InferenceReplica changed: its own key."""
+        """An InferenceReplica changed: its own key, at once; soon when only its status
+        changed (our own status write, written through: the pass that wrote it planned
+        from it already)."""
         obj = new if new is not None else old
         name = ((obj or {}).get("metadata") or {}).get("name")
-        if namespace and name:
+        if not namespace or not name:
+            return
+        if old is not None and new is not None and _asked(old) == _asked(new):
+            self.soon(f"{namespace}/{name}")
+        else:
             self.one(f"{namespace}/{name}")
 
     def owned(self, namespace: str | None, old: Any, new: Any) -> None:
@@ -126,3 +132,12 @@ class Wakeups:
             owners.update(owner_index(pods.namespace_of(key), pod) if pod else ())
         for key in owners:
             self.one(key)
+
+
+def _asked(replica: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a user or another controller changes on an InferenceReplica (its spec through
+    ``generation``, verbs through annotations, labels, finalizers, deletion): not the
+    status, which the manager alone writes."""
+    meta = replica.get("metadata") or {}
+    return (meta.get("generation"), meta.get("annotations"), meta.get("labels"),
+            meta.get("finalizers"), meta.get("deletionTimestamp"))

@@ -52,3 +52,19 @@ async def test_a_gangs_pods_moving_together_wake_it_once_its_gate_at_once() -> N
     assert len(queue) == 0, "four events, one pass"
     wake.pod("ns", None, _pod("gang", ContainersReady="True", Ready="False"))
     assert len(queue) == 1, "ready but for its gate: at once"
+
+
+async def test_a_spec_change_wakes_the_replica_at_once_a_status_write_soon() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    wake = Wakeups(lambda: queue, lambda: None, lambda: None, window=0.05)
+
+    def ir(generation: int, ready: int) -> dict[str, object]:
+        return {"metadata": {"name": "r", "generation": generation},
+                "status": {"readyReplicas": ready}}
+
+    wake.replica("ns", ir(1, 0), ir(1, 1))  # our own status write, written through
+    assert len(queue) == 0 and queue.holds("ns/r")
+    assert await queue.get() == "ns/r"
+    queue.done("ns/r")
+    wake.replica("ns", ir(1, 1), ir(2, 1))  # a user edited the spec
+    assert len(queue) == 1
