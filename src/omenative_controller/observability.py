@@ -112,22 +112,15 @@ class Metrics:
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.queue_wait = Histogram(
-            "omenative_queue_wait_seconds",
-            "Time an InferenceReplica key waited in the work queue for a worker, by lane "
-            "(priority: pods one pass from their gate or from Ready; ordinary).",
-            ["lane"],
-            registry=r,
-            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )
-        self.slot_wait = Histogram(
-            "omenative_slot_wait_seconds",
-            "Time a plan action waited for a slot of --max-inflight, by urgency (urgent: "
-            "status writes and gates going True).",
-            ["urgent"],
-            registry=r,
-            buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )
+        waits = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+        self.queue_wait, self.slot_wait = (Histogram(
+            name, text, [label], registry=r, buckets=waits) for name, text, label in (
+            ("omenative_queue_wait_seconds", "Time an InferenceReplica key waited in the work "
+             "queue for a worker, by lane (priority: pods one pass from their gate or from "
+             "Ready; ordinary).", "lane"),
+            ("omenative_slot_wait_seconds", "Time a plan action waited for a slot of "
+             "--max-inflight, by urgency (urgent: status writes and gates going True).",
+             "urgent")))
         self.requests_in_flight = Gauge(
             "omenative_api_requests_in_flight",
             "Plan actions talking to the API server now (bounded by --max-inflight).",
