@@ -321,7 +321,8 @@ class Manager:
         opts = self.options
         queue: WorkQueue[str] = WorkQueue(base_delay=opts.backoff_base,
                                           max_delay=opts.backoff_max,
-                                          on_depth=self.metrics.queue_depth.set)
+                                          on_depth=self.metrics.queue_depth.set,
+                                          on_wait=self.metrics.queue_waited)
         self.queue = queue
         self.wakeups.all()
         self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
