@@ -12,6 +12,7 @@ rederives only the Instances whose pods changed (``omenative_core.steps.verdicts
 from __future__ import annotations
 
 import asyncio
+from types import MappingProxyType
 
 from attrs import evolve
 
@@ -33,8 +34,10 @@ async def plan_replica(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan,
         return got
     if len(snapshot.pods) < OFF_LOOP_PODS:
         return plan_incremental(snapshot, memo)
-    # the caches may change while the thread reads: hand it a copy of the node map (the
-    # other inputs are immutable tuples, frozensets and frozen views, or built per pass;
-    # the memo's per-Instance verdicts are only read, each pass copies what it changes)
-    frozen = evolve(snapshot, nodes=dict(snapshot.nodes))
-    return await asyncio.to_thread(plan_incremental, frozen, memo)
+    # the caches may change while the thread reads: a live view of the node map is copied
+    # (the manager's is a frozen copy already; the other inputs are immutable tuples,
+    # frozensets and frozen views, or built per pass; the memo's per-Instance verdicts are
+    # only read, each pass copies what it changes)
+    if isinstance(snapshot.nodes, MappingProxyType):
+        snapshot = evolve(snapshot, nodes=dict(snapshot.nodes))
+    return await asyncio.to_thread(plan_incremental, snapshot, memo)

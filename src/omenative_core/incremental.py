@@ -37,7 +37,7 @@ from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
 from omenative_core.steps.totals import RowTotals
-from omenative_core.steps.verdicts import Verdicts, keep, same_inputs
+from omenative_core.steps.verdicts import Verdicts, keep, kept_map, same_inputs
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
 
@@ -46,8 +46,8 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
     """Everything but ``now`` the planner reads from a snapshot, in a fixed order.
 
     Pods and the previous status come first: they are what changes most between passes.
-    The node and PodGroup maps are copied (a shallow copy, done in C): the shell may hand
-    over a live view of its cache, which would always compare equal to itself.
+    The node and PodGroup maps are kept as ``kept_map`` says: a live view of a cache is
+    copied (it would always compare equal to itself), the snapshot's own map is shared.
     """
     ir = snap.replica
     return (
@@ -57,8 +57,8 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
         ir.spec,
         snap.config,
         snap.routed_pods,
-        dict(snap.nodes),
-        dict(snap.pod_groups),
+        kept_map(snap.nodes),
+        kept_map(snap.pod_groups),
         snap.revisions,
         snap.create_errors,
         snap.pod_group_crd,

@@ -37,6 +37,7 @@ from omenative_core.steps import (
     repair,
     revisions,
     scale,
+    steady,
     teardown,
     updates,
     verbs,
@@ -88,10 +89,13 @@ def _advance_all(st: PassState) -> None:
         same = unchanged_steady(st)
         st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
         todo = sorted(rows.keys() - same)
+    # with no kept verdicts (a cold pass, a spec change), every steady row at once
+    bulk = st.fast and (st.kept is None or st.dirty is None)
+    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else None
     for index in todo:
         row = rows[index]
         if row.operation is None:
-            rows[index] = repair.settled(st, row)
+            rows[index] = repair.settled(st, row, found)
         else:
             lifecycle.advance(st, index)
 
