@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = [
     "RowTotals",
     "WrittenRows",
-    "is_plain",
     "loaded_rows",
     "odd_indexes",
     "odd_of",
@@ -125,23 +124,6 @@ class WrittenRows(dict[int, InstanceStatus]):
     def clear(self) -> None:
         """Not used by the passes: refused, so no write goes unrecorded."""
         raise TypeError("WrittenRows.clear: remove rows by index")
-
-
-def is_plain(tally: Tally, target: str) -> bool:
-    """Whether a row's final tally makes it plain (rule 1 of the module docstring)."""
-    row_in, row, serving, available, was_ready = tally
-    return (
-        row is row_in
-        and serving
-        and available
-        and was_ready
-        and row.operation is None
-        and row.phase == Phase.READY
-        and row.ready_since is None
-        and row.last_failure is None
-        and row.running_revision == target
-        and row.target_revision == target
-    )
 
 
 def usable(st: PassState) -> RowTotals | None:
@@ -221,8 +203,9 @@ def unsteady(st: PassState) -> list[int] | None:
 
 
 def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
-    """The tallies of the rows that are not plain or were not found steady this pass (so
-    the next pass reads them), and the steady rows the pass removed are forgotten."""
+    """Of these final tallies, the ones whose row is not plain (rule 1 of the module
+    docstring, found steady this pass too, so the next pass can take it as steady); the
+    steady rows the pass removed are forgotten first."""
     rows, steady = st.rows, st.steady_rows
     gone = (
         [i for i in rows.written if i in steady and i not in rows]
@@ -231,8 +214,27 @@ def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
     )
     for i in gone:
         del steady[i]
-    target = st.target
-    return [t for t in tallied if not is_plain(t, target) or steady.get(t[0].index) is not t[0]]
+    target, ready = st.target, Phase.READY
+    # (row in, row out, serving, available, was Ready): inlined, with no call per row, as a
+    # cold pass runs this over every row
+    return [
+        t
+        for t in tallied
+        if not (
+            t[1] is t[0]
+            and t[2]
+            and t[3]
+            and t[4]
+            and (row := t[0]).operation is None
+            and row.phase == ready
+            and row.ready_since is None
+            and row.last_failure is None
+            and row.running_revision == target
+            and row.target_revision == target
+            and row.index in steady
+            and steady[row.index] is row
+        )
+    ]
 
 
 def totals_of(
