@@ -1,23 +1,28 @@
 """Running totals of the rows, kept from one pass for the next, so a pass costs O(what changed).
 
-The replica-wide steps (rebuilds, scale, the rollout budget, the status counters and
-conditions, the new status's rows) read every row. At rest almost every row reads the
-same: no operation, Ready, Available, serving, on the target revision. ``RowTotals`` keeps
-which rows are not like that, so those steps read only them and count the rest.
+The replica-wide steps (rebuilds, scale, the rollout and status budgets, the status
+counters and conditions, the new status's rows, orphan PodGroups) read every row. At rest
+almost every row reads the same: no operation, Ready, Available, serving, on the target
+revision. ``RowTotals`` keeps which rows are not like that, so those steps read only them
+and count the rest.
 
 Theory of operation:
 
 1. **Plain rows.** A row is *plain* when, at the end of a pass, it has no operation, is
    Ready with no ``readySince`` (so Available, whatever the clock) and no last failure,
-   runs and targets the pass's target revision, serves, was Ready before the pass, and its
-   tally left it as it was (``steps.status``: the row out is the row in). Every plain row
+   runs and targets the pass's target revision, serves, was Ready before the pass, was
+   found steady (``steps.repair``), and its tally left it as it was (``steps.status``: the
+   row out is the row in; ``odd_of`` spells the rule). Every plain row
    adds the same to each replica-wide figure (a member, Ready, serving, available,
    updated; no wake-up, no failure, no other revision, no status budget, nothing to
    rebuild or update), so a figure needs only how many rows are plain and the other rows,
    the *odd* ones.
 2. **What is kept.** ``RowTotals``: the pass's final rows by index and as the status's
-   tuple, their positions, and the odd indexes. Plain data: the pass returns it and the
-   next pass takes it back (``incremental.PlanMemo.totals``), so the core stays pure.
+   tuple, their positions, the odd indexes, and a few replica-wide facts that follow from
+   the rows (Instances with pods but no row, PodGroups no row names, the nodes' facts).
+   Plain data: the pass returns it and the next pass takes it back
+   (``incremental.PlanMemo.totals``), so the core stays pure. The new status is the kept
+   tuple with the changed rows replaced (a copy in C, not every row rebuilt).
 3. **What can have changed.** A row stops being plain only if it is written (by a step,
    or the status read back as new objects) or its pods change. So in the next pass the
    rows that may be odd are the kept odd ones, the Instances whose pods changed
