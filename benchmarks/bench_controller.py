@@ -47,6 +47,8 @@ if importlib.util.find_spec("omenative_controller") is None:  # not installed: u
 
 import aiohttp
 import yaml
+from cpu_share import CpuShare, cluster_pids
+from gang_timeline import PodMilestones, print_breakdown
 from kubernetes_asyncio import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 from watching import T_START, Tracker, pod_ready, say, wait_done
@@ -470,10 +472,13 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "
             f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst} "
             f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling})")
+        profiler = await start_py_spy(args.py_spy, manager)
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
                                    n_ir).start()
-        pod_tracker = await Tracker(kube, PODS, ns_mgr, pod_ready, n_pods).start()
+        mgr_steps = PodMilestones(lambda p: _label(p, "ome.io/inferencereplica"))
+        pod_tracker = await Tracker(kube, PODS, ns_mgr, pod_ready, n_pods,
+                                    on_event=mgr_steps.see).start()
         trackers += [ir_tracker, pod_tracker]
 
         rss_peak_seen = 0
@@ -487,6 +492,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         sampler = asyncio.create_task(rss_sampler())
         say(f"applying {n_ir} InferenceReplicas (1 Instance x {PODS_PER_REPLICA} pods each)")
+        pids = {**(cluster_pids(cluster.state_dir) if cluster is not None else {}),
+                "benchmark": os.getpid()}
+        mgr_cpu = CpuShare({**pids, "manager": manager.proc.pid if manager.proc else 0})
+        mgr_cpu.start()
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
@@ -499,6 +508,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         lambda: f" ({len(pod_tracker.seen)} pods created, "
                                 f"{len(pod_tracker.ready)} Ready)")
         t_mgr = max(ir_tracker.ready.values()) - t0
+        mgr_cpu.stop()
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
@@ -524,6 +534,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         say(f"  after Ready: {writes(settled) - writes(at_ready):.0f} more writes, "
             f"{'quiet for 5 s' if quiet else f'still writing after {args.settle:.0f}s'}")
         sampler.cancel()
+        await stop_py_spy(profiler, args.py_spy)
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
         hwm, _, cpu = manager.sample_proc()
@@ -547,18 +558,27 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                           client_configuration=cfg)
         api = k8s.ApiClient(cfg)
         bare = BareLoop(api, ns_bare, args.qps, args.burst, args.max_inflight)
+        bare_steps = PodMilestones(lambda p: _label(p, "group"))
+
+        def bare_seen(kind: str, pod: JSON) -> None:
+            bare.see(kind, pod)
+            bare_steps.see(kind, pod)
+
         bare_tracker = await Tracker(kube, PODS, ns_bare, pod_ready, n_pods,
-                                     on_event=bare.see).start()
+                                     on_event=bare_seen).start()
         trackers.append(bare_tracker)
         say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.max_inflight} in flight, "
             f"qps={args.qps:g} burst={args.burst}), each group's gates patched once ready")
         cpu0 = time.process_time()
+        bare_cpu_share = CpuShare(pids)
+        bare_cpu_share.start()
         t1 = time.monotonic()
         await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
         say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
         await wait_done(bare_tracker, "pods", args.timeout)
         t_bare = max(bare_tracker.ready.values()) - t1
+        bare_cpu_share.stop()
         bare_cpu = time.process_time() - cpu0
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
@@ -597,6 +617,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
             "settled": settled, "quiet": quiet,
             "trailing_writes": writes(settled) - writes(at_ready),
+            "milestones": {"omenative": mgr_steps, "bare loop": bare_steps},
+            "t0s": {"omenative": t0, "bare loop": t1},
+            "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
         }
     finally:
         for tr in trackers:
@@ -635,6 +658,37 @@ async def run_lws_peer(kubeconfig: Path, n_ir: int, args: argparse.Namespace, wo
     return {"name": "LWS v0.7.0", "seconds": res.seconds,
             "requests": float(res.requests) if res.requests is not None else float("nan"),
             "cpu_seconds": res.cpu_seconds, "peak_rss_mb": res.peak_rss_mb}
+
+
+async def start_py_spy(path: Path | None, manager: ManagerProcess
+                       ) -> asyncio.subprocess.Process | None:
+    """``py-spy record`` of the manager (collapsed stacks, 100 Hz), or None."""
+    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent) + os.pathsep
+                       + os.environ.get("PATH", ""))
+    if path is None or manager.proc is None:
+        return None
+    if exe is None:
+        say("--py-spy: py-spy is not installed (pip install py-spy); not profiling")
+        return None
+    return await asyncio.create_subprocess_exec(
+        exe, "record", "--pid", str(manager.proc.pid), "--rate", "100", "--format", "raw",
+        "--nonblocking", "--output", str(path), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, preexec_fn=_pdeathsig)
+
+
+async def stop_py_spy(proc: asyncio.subprocess.Process | None, path: Path | None) -> None:
+    """Stop the profiler (it writes its file on SIGINT)."""
+    if proc is None or proc.returncode is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 30)
+    say(f"py-spy samples of the manager in {path}")
+
+
+def _label(pod: JSON, key: str) -> str | None:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(key)
+    return str(value) if value else None
 
 
 def _self_hwm_mib() -> float:
@@ -745,6 +799,16 @@ def report(r: dict[str, Any]) -> None:
             f"{k}={v:.0f}" for k, v in restarts.most_common() if v))
     results = by_labels(ready, "omenative_reconcile_duration_seconds_count", ("result",))
     print("  passes by result: " + ", ".join(f"{k}={v:.0f}" for k, v in results.most_common()))
+    for metric, key, what in (("omenative_queue_wait_seconds", "lane", "queue wait"),
+                              ("omenative_slot_wait_seconds", "urgent", "slot wait (urgent)")):
+        w_sum = by_labels(ready, metric + "_sum", (key,))
+        w_cnt = by_labels(ready, metric + "_count", (key,))
+        print(f"  {what}: " + ", ".join(
+            f"{k}: {w_cnt[k]:.0f} x {1000 * w_sum[k] / w_cnt[k]:.0f}ms mean"
+            for k in sorted(w_cnt) if w_cnt[k]))
+    for name, share in r["cpu_share"].items():
+        print(f"  CPU seconds while {name} ran (apply -> all Ready): {share.line()}")
+    print_breakdown(r["milestones"].items(), r["t0s"])
 
 
 def main() -> int:
@@ -770,6 +834,9 @@ def main() -> int:
     parser.add_argument("--peer", choices=("none", "lws"), default="none",
                         help="also run LeaderWorkerSet v0.7.0 on the same shapes and limits "
                              "(kube-controller-manager too, when the cluster is started here)")
+    parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
+                        help="sample the manager with py-spy (if installed) from its start "
+                             "until every InferenceReplica is Ready; collapsed stacks to PATH")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
     args = parser.parse_args()

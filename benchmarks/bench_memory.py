@@ -53,14 +53,24 @@ from tests import status_states  # noqa: E402
 import omenative_controller.manager  # noqa: E402, F401  (as the manager: kubernetes-asyncio)
 from omenative_controller.cache_views import service_index  # noqa: E402
 from omenative_controller.decoded import ReplicaDecoder  # noqa: E402
+from omenative_controller.executor import Executor  # noqa: E402
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS  # noqa: E402
 from omenative_controller.kube.client import KubeClient  # noqa: E402
+from omenative_controller.kube.errors import ApiError  # noqa: E402
+from omenative_controller.kube.events import EventRecorder  # noqa: E402
+from omenative_controller.kube.informer import Informer  # noqa: E402
+from omenative_controller.manager import Manager  # noqa: E402
+from omenative_controller.manager_config import ManagerOptions  # noqa: E402
 from omenative_controller.observability import Metrics  # noqa: E402
+from omenative_controller.pass_context import ApplyResult, PassContext  # noqa: E402
 from omenative_controller.routed import RoutedPods  # noqa: E402
 from omenative_controller.wakeups import Wakeups  # noqa: E402
 from omenative_controller.watch_caches import (  # noqa: E402
     build_watch_caches,
     settle_after_sync,
 )
+from omenative_core.labels import LABEL_REVISION_HASH  # noqa: E402
+from omenative_core.model.plan import Plan  # noqa: E402
 from omenative_core.status.wire import status_to_json  # noqa: E402
 
 TARGET_MB = 150.0
@@ -95,12 +105,17 @@ class Fleet:
         self.replica_text = json.dumps(self._replica_body())
         self.pod_texts = [json.dumps(p) for p in self.pod_templates]
         self.revision_text = json.dumps(recorded["revisions"][0])
+        self.revision_hash = recorded["revisions"][0]["metadata"]["labels"][LABEL_REVISION_HASH]
         self.service_text = json.dumps(recorded["services"][0]) if recorded["services"] else ""
         self.slice_text = json.dumps(recorded["slices"][0]) if recorded["slices"] else ""
         self.endpoint_text = json.dumps(recorded["slices"][0]["endpoints"][0]) if (
             recorded["slices"] and recorded["slices"][0].get("endpoints")) else ""
         self.node_text = json.dumps(recorded["nodes"][0])
         self.node_name = recorded["nodes"][0]["metadata"]["name"]
+        self.workload_text = json.dumps(recorded["workloads"][0])
+        self.pod_group_text = json.dumps(next(
+            g for g in recorded["pod_groups"]
+            if g["metadata"]["labels"].get("ome.io/instance-index") == "0"))
         self.rv = 1000
 
     @property
@@ -120,7 +135,7 @@ class Fleet:
 
     def _rename(self, text: str, r: int, ns: str) -> str:
         new = f"{self.name}{r:04d}"
-        text = re.sub(rf'"{self.name}([-"])', rf'"{new}\1', text)
+        text = re.sub(rf'(?<![\w./-]){self.name}(?=[-"])', new, text)
         text = text.replace(self.ir_uid, f"{r:08x}-0000-4000-8000-{r:012x}")
         return text.replace(f'"{self.ns}"', f'"{ns}"')
 
@@ -164,9 +179,11 @@ class Fleet:
 
     def _revisions(self) -> Iterator[str]:
         for r in range(self.replicas):
-            for k in range(2):
-                obj = json.loads(self._rename(self.revision_text, r, self.namespace(r)))
-                obj["metadata"]["name"] += f"{k}"
+            for k in range(2):  # the current revision and an older one
+                text = self._rename(self.revision_text, r, self.namespace(r))
+                if k == 0:
+                    text = text.replace(self.revision_hash, "0" * len(self.revision_hash))
+                obj = json.loads(text)
                 obj["revision"] = k + 1
                 yield json.dumps(self._meta(obj, r * 2 + k))
 
@@ -194,6 +211,20 @@ class Fleet:
         ep["addresses"] = [f"10.0.{p >> 8 & 255}.{p & 255}"]
         return ep
 
+    def _workloads(self) -> Iterator[str]:
+        for r in range(self.replicas):  # one per (replica, revision): the current one
+            obj = json.loads(self._rename(self.workload_text, r, self.namespace(r)))
+            yield json.dumps(self._meta(obj, r))
+
+    def _pod_groups(self) -> Iterator[str]:
+        for r in range(self.replicas):  # one per Instance attempt
+            text = self._rename(self.pod_group_text, r, self.namespace(r))
+            for i in range(self.instances):
+                obj = json.loads(text.replace(f'"{self.name}{r:04d}-0-',
+                                              f'"{self.name}{r:04d}-{i}-'))
+                obj["metadata"]["labels"]["ome.io/instance-index"] = str(i)
+                yield json.dumps(self._meta(obj, r * self.instances + i))
+
     def _nodes(self) -> Iterator[str]:
         for n in range(self.pods):
             text = self.node_text.replace(f'"{self.node_name}"', f'"node-{n:05d}"')
@@ -201,6 +232,16 @@ class Fleet:
 
 
 # ---------------------------------------------------------------------------- the transport
+
+
+def _selected(obj: dict[str, Any], selector: str) -> bool:
+    """Whether ``obj``'s labels match ``selector`` (``key=value`` or ``key`` terms)."""
+    labels = obj["metadata"].get("labels") or {}
+    for term in selector.split(","):
+        key, eq, value = term.partition("=")
+        if key not in labels or (eq and labels[key] != value):
+            return False
+    return True
 
 
 class ReplayClient:
@@ -211,6 +252,7 @@ class ReplayClient:
         self.kinds = kinds  # resource plural -> Fleet kind
         self.cursors: dict[str, Iterator[str]] = {}
         self.watched: dict[str, asyncio.Event] = {}
+        self.writes = 0
 
     async def list(self, res: Any, namespace: str | None = None, *,
                    label_selector: str | None = None, limit: int | None = None,
@@ -225,7 +267,10 @@ class ReplayClient:
         raw = ('{"items":[' + ",".join(batch) + '],"metadata":{"resourceVersion":"'
                + str(self.fleet.rv) + '"' + (',"continue":"c"' if more else "") + "}}")
         await asyncio.sleep(0)
-        return cast(dict[str, Any], json.loads(raw.encode()))
+        page = cast(dict[str, Any], json.loads(raw.encode()))
+        if label_selector:
+            page["items"] = [o for o in page["items"] if _selected(o, label_selector)]
+        return page
 
     @contextlib.asynccontextmanager
     async def watch(self, res: Any, namespace: str | None = None, **_: Any,
@@ -241,8 +286,37 @@ class ReplayClient:
         self.watched.setdefault(plural, asyncio.Event()).set()
         await asyncio.Event().wait()  # an open stream with nothing more to say
 
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        """Discovery: the recorded control plane serves ``scheduling.k8s.io/v1alpha2``."""
+        if path == f"/apis/{WORKLOADS.api_version}":
+            return {"resources": [{"name": NATIVE_POD_GROUPS.plural},
+                                  {"name": WORKLOADS.plural}]}
+        raise ApiError(404, "NotFound", path)
+
+    async def get(self, res: Any, name: str, namespace: str | None = None,
+                  **_: Any) -> dict[str, Any]:
+        """No CRD but the InferenceReplica's (the scheduler-plugins PodGroup is absent)."""
+        raise ApiError(404, "NotFound", f"{res.plural}/{name}")
+
+    async def create(self, res: Any, body: dict[str, Any], namespace: str | None = None,
+                     **_: Any) -> dict[str, Any]:
+        """Accepted as sent (the manager's Events)."""
+        self.writes += 1
+        return body
+
+    async def patch(self, res: Any, name: str, body: Any, namespace: str | None = None,
+                    **_: Any) -> dict[str, Any]:
+        """Accepted (an Event's count)."""
+        self.writes += 1
+        return cast(dict[str, Any], body)
+
 
 # ---------------------------------------------------------------------------- one case
+
+POINTS: dict[str, int] = {}
+"""RSS (KiB) at named points of a case: ``synced`` (caches synced and settled)."""
+COUNTS: dict[str, int] = {}
+"""What a manager case did: passes, actions planned, Events, memos kept, queue."""
 
 
 async def _settled(inf: Any, client: ReplayClient) -> None:
@@ -252,11 +326,14 @@ async def _settled(inf: Any, client: ReplayClient) -> None:
         await asyncio.sleep(0.01)
 
 
+KINDS = {"inferencereplicas": "replicas", "pods": "pods", "nodes": "nodes",
+         "controllerrevisions": "revisions", "services": "services",
+         "endpointslices": "slices"}
+"""Resource plural -> the Fleet's kind, for the caches the manager always runs."""
+
+
 async def _caches(fleet: Fleet, one_at_a_time: bool) -> tuple[int, dict[str, int]]:
-    kinds = {"inferencereplicas": "replicas", "pods": "pods", "nodes": "nodes",
-             "controllerrevisions": "revisions", "services": "services",
-             "endpointslices": "slices"}
-    client = ReplayClient(fleet, kinds)
+    client = ReplayClient(fleet, KINDS)
     routed = RoutedPods(service_index)
     wakeups = Wakeups(lambda: None, lambda: caches.replicas, lambda: caches.pods)
 
@@ -285,6 +362,7 @@ async def _caches(fleet: Fleet, one_at_a_time: bool) -> tuple[int, dict[str, int
     before = _status_kib("VmRSS")
     settle_after_sync()  # as the manager does once its caches synced
     steps["settled"] = _status_kib("VmRSS") - before
+    POINTS["synced"] = _status_kib("VmRSS")
     before = _status_kib("VmRSS")
     decoder = ReplicaDecoder()  # the first passes decode every replica, and keep it
     for _key, raw in caches.replicas.items():
@@ -298,9 +376,81 @@ async def _caches(fleet: Fleet, one_at_a_time: bool) -> tuple[int, dict[str, int
     return held, steps
 
 
+class UnsentExecutor:
+    """The manager's executor with nothing sent: each plan counts as applied (what is
+    measured is what the manager keeps from its passes, not the writes), and the status
+    gauge is set per replica as ``Executor`` sets it on each status write."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.plans = 0
+        self.actions = 0
+
+    async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
+        """Count the plan; set the replica's status gauge."""
+        self.plans += 1
+        self.actions += len(plan.actions)
+        self.metrics.status_bytes.labels(ctx.namespace, ctx.name).set(len(plan.actions))
+        return ApplyResult(applied=len(plan.actions))
+
+    def forget(self, key: str) -> None:
+        """Nothing held per replica."""
+
+
+async def _manager(fleet: Fleet) -> tuple[int, dict[str, int]]:
+    """The manager as it runs: its own ``_build`` (every informer, the PodGroup CRD and
+    native gang watches), ``settle_after_sync``, then ``_on_started_leading`` (the work
+    queue with every replica in it, the workers' first passes through ``_reconcile``:
+    decode, snapshot, ``plan_replica`` and the PlanMemo kept; the InferenceService
+    controller and its caches), with a stand-in transport and nothing sent."""
+    client = ReplayClient(fleet, {**KINDS, "workloads": "workloads",
+                                  "podgroups": "pod_groups"})
+    kube = cast(KubeClient, client)
+    manager = Manager(ManagerOptions(metrics_port=None, probe_port=None))
+    manager.client = kube
+    manager.events = EventRecorder(kube, identity="bench", guard=lambda: True)
+    steps: dict[str, int] = {}
+    before = _status_kib("VmRSS")
+    manager._build()  # as Manager.run does, without its servers and Lease
+    while not manager.caches_synced():
+        await asyncio.sleep(0.05)
+    native = manager.native_gang
+    assert native is not None and native.present, "native gang caches not running"
+    for inf in (*_always(manager), *native.informers.values()):
+        await _settled(inf, client)
+    gc.collect()
+    steps["caches"] = _status_kib("VmRSS") - before
+    before = _status_kib("VmRSS")
+    settle_after_sync()  # as Manager._sync_gauge does once the caches synced
+    steps["settled"] = _status_kib("VmRSS") - before
+    POINTS["synced"] = before = _status_kib("VmRSS")
+    executor = UnsentExecutor(manager.metrics)
+    manager.executor = cast(Executor, executor)
+    await manager._on_started_leading()  # the queue, workers, ISVC controller
+    assert manager.queue is not None
+    while executor.plans < len(manager.replicas or ()):
+        await asyncio.sleep(0.05)
+    await manager.queue.wait_idle()
+    gc.collect()
+    steps["first passes"] = _status_kib("VmRSS") - before
+    COUNTS.update(plans=executor.plans, actions=executor.actions, events=client.writes,
+                  memos=len(manager._memos or {}), queued=len(manager.queue),
+                  delayed=manager.queue.delayed)
+    held = sum(len(i) for i in (*_always(manager), *native.informers.values()))
+    globals()["_held"] = manager  # measured while held
+    return held, steps
+
+
+def _always(manager: Manager) -> tuple[Informer[Any], ...]:
+    informers = (manager.replicas, manager.pods, manager.nodes, manager.revisions,
+                 manager.services, manager.slices)
+    return tuple(i for i in informers if i is not None)
+
+
 def _baseline(fleet: Fleet) -> tuple[int, dict[str, int]]:
     store: dict[str, dict[str, Any]] = {}
-    listed = ("replicas", "pods", "nodes", "revisions", "services", "slices")
+    listed = ("replicas", "pods", "nodes", "revisions", "services", "slices", "workloads",
+              "pod_groups")
     for kind in (*listed, "pods", "replicas"):  # the LIST, then the watch's updates
         texts = fleet.objects(kind)
         while page_texts := list(itertools.islice(texts, 500)):
@@ -323,6 +473,8 @@ def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
     started = time.process_time()
     if mode == "caches":
         held, steps = asyncio.run(_caches(fleet, one_at_a_time))
+    elif mode == "manager":
+        held, steps = asyncio.run(_manager(fleet))
     else:
         held, steps = _baseline(fleet)
     cpu = time.process_time() - started
@@ -330,7 +482,8 @@ def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
     print(json.dumps({"mode": mode, "shape": shape, "pods": fleet.pods, "objects": held,
                       "rss_import_kib": rss_import, "rss_kib": _status_kib("VmRSS"),
                       "hwm_kib": _status_kib("VmHWM"), "cpu_s": round(cpu, 2),
-                      "by_cache_kib": steps}))
+                      "synced_kib": POINTS.get("synced"), "by_cache_kib": steps,
+                      "counts": COUNTS}))
 
 
 # ---------------------------------------------------------------------------- the run
@@ -345,22 +498,32 @@ def run_case(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> dict
     return cast(dict[str, Any], json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _mb(kib: int | None) -> str:
+    return "" if kib is None else f"{kib * 1024 / MB:.1f}"
+
+
 def report(rows: list[dict[str, Any]]) -> None:
-    """The side-by-side table."""
-    print(f"{'shape':<22} {'kept as':<9} {'objects':>7} {'RSS import':>10} {'RSS synced':>10}"
-          f" {'VmHWM':>8} {'per pod':>8} {'target':>7}")
+    """The side-by-side table: each case's RSS at each point, and the caches-only figure
+    (the old scope) beside the manager's."""
+    old = {r["shape"]: r["rss_kib"] for r in rows if r["mode"] == "caches"}
+    print(f"{'shape':<20} {'kept as':<9} {'objects':>7} {'import':>7} {'synced':>7}"
+          f" {'passes':>7} {'VmHWM':>7} {'old':>7} {'per pod':>8}  target 150 MB (MB: 10^6 B)")
     for r in rows:
         label = {"one": "1 x 5,000 x 2 pods", "many": "2,500 x 4 pods"}[r["shape"]]
         per_pod = (r["rss_kib"] - r["rss_import_kib"]) * 1024 / r["pods"]
-        rss_mb = r["rss_kib"] * 1024 / MB
-        verdict = "met" if rss_mb <= TARGET_MB and r["mode"] == "caches" else (
-            "NOT met" if r["mode"] == "caches" else "")
-        print(f"{label:<22} {r['mode']:<9} {r['objects']:>7,} "
-              f"{r['rss_import_kib'] * 1024 / MB:>8.1f}MB {rss_mb:>8.1f}MB "
-              f"{r['hwm_kib'] * 1024 / MB:>6.1f}MB {per_pod:>7,.0f}B {verdict:>7}")
+        worst = max(r["rss_kib"], r["hwm_kib"]) * 1024 / MB
+        verdict = "" if r["mode"] == "baseline" else "met" if worst <= TARGET_MB else "NOT met"
+        passes = _mb(r["rss_kib"]) if r["mode"] == "manager" else ""
+        synced = _mb(r.get("synced_kib")) if r["mode"] != "baseline" else _mb(r["rss_kib"])
+        beside = _mb(old.get(r["shape"])) if r["mode"] == "manager" else ""
+        print(f"{label:<20} {r['mode']:<9} {r['objects']:>7,} {_mb(r['rss_import_kib']):>7}"
+              f" {synced:>7} {passes:>7} {_mb(r['hwm_kib']):>7} {beside:>7}"
+              f" {per_pod:>7,.0f}B  {verdict}")
         if r.get("by_cache_kib"):
-            print(" " * 23 + "by cache: " + ", ".join(
-                f"{k} {v * 1024 / MB:.1f}MB" for k, v in r["by_cache_kib"].items()))
+            print(" " * 21 + "parts: " + ", ".join(
+                f"{k} {v * 1024 / MB:+.1f}" for k, v in r["by_cache_kib"].items()))
+        if r.get("counts"):
+            print(" " * 21 + "did: " + ", ".join(f"{k} {v:,}" for k, v in r["counts"].items()))
 
 
 def main() -> int:
@@ -369,10 +532,13 @@ def main() -> int:
     ap.add_argument("--recorded", type=Path, help="reuse this recording")
     ap.add_argument("--record-to", type=Path, help="keep the recording here")
     ap.add_argument("--shapes", default="one,many")
-    ap.add_argument("--modes", default="baseline,caches")
+    ap.add_argument("--modes", default="caches,manager",
+                    help="of baseline (plain parsed JSON, ~1 GB), caches (the watch caches "
+                         "only: the old figure), manager (everything the manager keeps)")
     ap.add_argument("--one-at-a-time", action="store_true",
                     help="sync the caches one after another and print what each keeps")
-    ap.add_argument("--child", choices=("caches", "baseline"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("caches", "manager", "baseline"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--shape", choices=tuple(SHAPES), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from attrs import evolve, frozen
 
@@ -15,10 +15,12 @@ from omenative_core.model.observed import PodView, RevisionView
 from omenative_core.views import pod_view_from_json, revision_view_from_json
 
 H = TypeVar("H", bound=Hashable)
+V = TypeVar("V")
 
 __all__ = [
     "MANAGED_SELECTOR",
     "SERVICE_NAME_LABEL",
+    "FrozenCopy",
     "ObjectRef",
     "labels_of",
     "node_index",
@@ -48,6 +50,30 @@ class ObjectRef:
     def label(self, key: str) -> str | None:
         """One label's value."""
         return dict(self.labels).get(key)
+
+
+class FrozenCopy(Generic[V]):
+    """One copy of a cache's store, made when first asked for after a change and shared
+    until the next: every replica's Snapshot gets the same node map, never changed once
+    handed over, so the core's memos keep it instead of a copy each (``kept_map``).
+
+    ``changed`` is the cache's change callback; ``get`` the copy (a dict, read-only by
+    contract).
+    """
+
+    def __init__(self, store: Callable[[], Mapping[str, V]]) -> None:
+        self._store = store
+        self._copy: dict[str, V] | None = None
+
+    def changed(self, *_: Any) -> None:
+        """The cache changed: the next ``get`` copies it again."""
+        self._copy = None
+
+    def get(self) -> Mapping[str, V]:
+        """The store as of the last change (the same object until the next one)."""
+        if self._copy is None:
+            self._copy = dict(self._store())
+        return self._copy
 
 
 OWN_ANNOTATION_SUFFIX = "ome.io"

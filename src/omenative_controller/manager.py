@@ -33,7 +33,7 @@ import structlog
 from attrs import evolve
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
-from omenative_controller.cache_views import ObjectRef, service_index
+from omenative_controller.cache_views import FrozenCopy, ObjectRef, service_index
 from omenative_controller.coalesce import StatusCoalescer
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
@@ -128,6 +128,7 @@ class Manager:
         self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.pods: Informer[PodView] | None = None
         self.nodes: Informer[NodeView] | None = None
+        self.node_map: FrozenCopy[NodeView] | None = None  # what the Snapshots get
         self.revisions: Informer[Any] | None = None
         self.services: Informer[ObjectRef] | None = None
         self.slices: Informer[JSON] | None = None
@@ -267,6 +268,7 @@ class Manager:
         caches = build_watch_caches(client, self.options.namespaces, self.wakeups,
                                     self._on_slice, m, self.options.crd_poll_seconds)
         self.replicas, self.pods, self.nodes = caches.replicas, caches.pods, caches.nodes
+        self.node_map = caches.node_map
         self.revisions, self.services = caches.revisions, caches.services
         self.slices = caches.slices
         self.pod_group_crd, self.native_gang = caches.pod_group_crd, caches.native_gang
@@ -321,7 +323,8 @@ class Manager:
         opts = self.options
         queue: WorkQueue[str] = WorkQueue(base_delay=opts.backoff_base,
                                           max_delay=opts.backoff_max,
-                                          on_depth=self.metrics.queue_depth.set)
+                                          on_depth=self.metrics.queue_depth.set,
+                                          on_wait=self.metrics.queue_waited)
         self.queue = queue
         self.wakeups.all()
         self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
@@ -445,7 +448,8 @@ class Manager:
             replica=replica,
             now=datetime.now(UTC),
             pods=tuple(self.pods.by_index("owner", key)),
-            nodes=MappingProxyType(self.nodes.store()),
+            nodes=(self.node_map.get() if self.node_map is not None
+                   else MappingProxyType(self.nodes.store())),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from types import MappingProxyType
 from typing import TypeVar
 
 from attrs import evolve, fields
@@ -88,13 +89,15 @@ async def plan_replica(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan,
         return got
     if len(snapshot.pods) < OFF_LOOP_PODS:
         return plan_incremental(snapshot, memo)
-    # the caches may change while the thread reads: hand it a copy of the node map (the
-    # other inputs are immutable tuples, frozensets and frozen views, or built per pass;
-    # the memo's per-Instance verdicts are only read, each pass copies what it changes)
-    frozen = evolve(snapshot, nodes=dict(snapshot.nodes))
+    # the caches may change while the thread reads: a live view of the node map is copied
+    # (the manager's is a frozen copy already; the other inputs are immutable tuples,
+    # frozensets and frozen views, or built per pass; the memo's per-Instance verdicts are
+    # only read, each pass copies what it changes)
+    if isinstance(snapshot.nodes, MappingProxyType):
+        snapshot = evolve(snapshot, nodes=dict(snapshot.nodes))
     last = [memo]
     del memo  # only ``last`` holds it now: the worker empties it
-    return await in_worker(_plan_then_drop, frozen, last)
+    return await in_worker(_plan_then_drop, snapshot, last)
 
 
 def _plan_then_drop(snapshot: Snapshot, last: list[PlanMemo | None]) -> tuple[Plan, PlanMemo]:

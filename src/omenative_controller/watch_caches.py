@@ -19,6 +19,7 @@ from attrs import define
 
 from omenative_controller.cache_views import (
     MANAGED_SELECTOR,
+    FrozenCopy,
     ObjectRef,
     node_index,
     owner_index,
@@ -63,11 +64,13 @@ SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
 
 @define
 class WatchCaches:
-    """Every informer of the manager; ``always`` are the ones that run from the start."""
+    """Every informer of the manager; ``always`` are the ones that run from the start;
+    ``node_map`` is the node cache as the Snapshots get it (one copy per change)."""
 
     replicas: Informer[Mapping[str, Any]]
     pods: Informer[PodView]
     nodes: Informer[NodeView]
+    node_map: FrozenCopy[NodeView]
     revisions: Informer[Any]
     services: Informer[ObjectRef]
     slices: Informer[JSON]
@@ -98,6 +101,13 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
         return {res.kind: owned(res, pod_group_view_from_json)
                 for res in (NATIVE_POD_GROUPS, WORKLOADS)}
 
+    def on_node(ns: str | None, old: NodeView | None, new: NodeView | None) -> None:
+        node_map.changed()  # the copy first: the replicas woken read the new one
+        wakeups.node(ns, old, new)
+
+    nodes: Informer[NodeView] = Informer(client, NODES, node_view_from_json,
+                                         on_change=on_node, observer=m, list_gate=gate)
+    node_map = FrozenCopy(nodes.store)
     return WatchCaches(
         replicas=Informer(client, INFERENCE_REPLICAS, replica_view, namespaces=ns,
                           on_change=wakeups.replica, observer=m, page_size=REPLICA_PAGE,
@@ -106,8 +116,8 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
                       label_selector=MANAGED_SELECTOR,
                       indexers={"owner": owner_index, "node": node_index},
                       on_change=wakeups.pod, observer=m, list_gate=gate),
-        nodes=Informer(client, NODES, node_view_from_json, on_change=wakeups.node, observer=m,
-                       list_gate=gate),
+        nodes=nodes,
+        node_map=node_map,
         revisions=owned(CONTROLLER_REVISIONS, revision_view),
         services=Informer(client, SERVICES, ref_view, namespaces=ns,
                           label_selector=MANAGED_SELECTOR, on_change=wakeups.owned, observer=m,

@@ -6,7 +6,8 @@ from typing import Any
 
 from attrs import evolve
 
-from omenative_controller.cache_views import pod_view
+from omenative_controller.cache_views import FrozenCopy, pod_view
+from omenative_core.model.observed import NodeView
 from omenative_core.views import pod_view_from_json
 
 
@@ -43,3 +44,17 @@ def test_pods_in_the_same_state_share_their_maps_and_container_views() -> None:
     c = pod_view(_pod("c", ready="False", restarts=2))
     assert c.conditions == {"Ready": "False", "PodScheduled": "True"}
     assert c.containers[0].restart_count == 2 and a.containers[0].restart_count == 0
+
+
+def test_the_node_map_is_one_copy_per_change_that_later_changes_do_not_reach() -> None:
+    """Every Snapshot between two node changes gets the same map; after a change a new
+    one, and the map already handed over stays as it was (a memo compares against it)."""
+    store = {"n1": NodeView(name="n1")}
+    frozen = FrozenCopy(lambda: store)
+    first = frozen.get()
+    assert frozen.get() is first
+    store["n1"] = NodeView(name="n1", ready=False)
+    frozen.changed()
+    second = frozen.get()
+    assert second is not first
+    assert second["n1"].ready is False and first["n1"].ready is True

@@ -288,7 +288,7 @@ def _flapping(
 def _repair_budget_ok(st: PassState, index: int) -> bool:
     unavailable = sum(
         1
-        for r in st.rows.values()
+        for r in st.odd_rows()  # a plain row is Ready
         if r.index != index and r.phase != Phase.READY and st.is_member(r)
     )
     return unavailable < st.policy.max_unavailable
@@ -298,8 +298,11 @@ def _repair_budget_ok(st: PassState, index: int) -> bool:
 
 
 def rebuilds(st: PassState) -> None:
-    """Failed or Pending members with no operation get a new attempt when allowed."""
-    for index in sorted(st.rows):
+    """Failed or Pending members with no operation get a new attempt when allowed.
+
+    Only the rows that may not be plain are read (``steps.totals``): a plain row is Ready.
+    """
+    for index in sorted([r.index for r in st.odd_rows()]):
         row = st.rows[index]
         if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
             continue

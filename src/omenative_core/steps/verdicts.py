@@ -34,8 +34,10 @@ Theory of operation:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from itertools import compress
 from operator import and_, eq, is_, is_not, itemgetter
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -60,6 +62,7 @@ __all__ = [
     "basis_of",
     "group_all",
     "keep",
+    "kept_map",
     "kept_tally",
     "names_unique",
     "regroup",
@@ -86,6 +89,18 @@ _CHANGED_FRACTION = 8
 """More changed pods than 1/8 of them (plus a few): group every pod afresh."""
 
 
+def kept_map(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What a memo keeps of one of the snapshot's maps (nodes, PodGroups).
+
+    A ``MappingProxyType`` is a live view of a cache that may change under the memo (which
+    would then compare equal to itself), so it is copied. Any other map belongs to the
+    snapshot and is never changed once handed over, so it is kept as it is: the shell hands
+    every replica's snapshot the same node map until a node changes, and the memos of
+    thousands of replicas then share it instead of holding a copy each.
+    """
+    return dict(mapping) if isinstance(mapping, MappingProxyType) else mapping
+
+
 def basis_of(snap: Snapshot) -> tuple[Any, ...]:
     """The replica-wide inputs every kept verdict depends on (see the module docstring)."""
     ir = snap.replica
@@ -95,7 +110,7 @@ def basis_of(snap: Snapshot) -> tuple[Any, ...]:
         ir.prefix,
         snap.config,
         snap.revisions,
-        dict(snap.nodes),  # a copy: the shell may hand over a live view of its cache
+        kept_map(snap.nodes),
         status.collision_count if status is not None else None,
     )
 
