@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import statistics
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
 
+from bench_planner import _loop_hold as loop_hold  # noqa: E402
 from sim_helpers import engine_manifest  # noqa: E402
 from tests import status_states as states  # noqa: E402
 
@@ -46,31 +44,6 @@ def _raw(instances: int, version: int) -> object:
     obj["metadata"].update(uid="bench-uid", resourceVersion=str(version))
     obj["status"] = status_to_json(states.representative(instances))
     return replica_view(obj)
-
-
-async def _hold(run: Callable[[], Awaitable[object]]) -> tuple[float, float, float]:
-    """(longest gap between 1 ms ticks, most process CPU within one gap, ``run``'s time)."""
-    gaps: list[tuple[float, float]] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        last, last_cpu = time.perf_counter(), time.process_time()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now, cpu = time.perf_counter(), time.process_time()
-            gaps.append((now - last, cpu - last_cpu))
-            last, last_cpu = now, cpu
-
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.01)
-    t0 = time.perf_counter()
-    result = await run()
-    took = time.perf_counter() - t0
-    await asyncio.sleep(0.005)
-    done.set()
-    await task
-    del result
-    return max(g for g, _ in gaps), max(c for _, c in gaps), took
 
 
 def main() -> int:
@@ -91,11 +64,9 @@ def main() -> int:
     ways = [("on the loop (ReplicaDecoder.decode)", on_loop),
             ("decode_replica (worker thread)", manager)]
     got: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in ways}
-    gc.collect()
-    gc.freeze()
     for _ in range(args.repeat):
         for name, run in ways:
-            got[name].append(asyncio.run(_hold(run)))
+            got[name].append(asyncio.run(loop_hold(run)))
     print(f"{'decoded':<38} {'decode':>9} {'worst gap':>10} {'median gap':>11} {'CPU in gap':>11}")
     for name, runs in got.items():
         took = statistics.median(t for _, _, t in runs)
