@@ -500,7 +500,8 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
+            # popped: a big pass frees the last memo in its worker thread, off the loop
+            plan, self._memos[key] = await plan_replica(snap, self._memos.pop(key, None))
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:

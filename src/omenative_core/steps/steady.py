@@ -43,7 +43,7 @@ _BULK = 64
 """From this many rows on, ``_health`` reads every pod of the pass (and finds the
 unschedulable Instances on the way) instead of picking the rows' pods one by one."""
 
-Kind = tuple[frozenset[str], str] | None
+Kind = tuple[tuple[str, ...], str] | None
 """Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}`` and the
 revision's hash (None: no pods expected, or names not spelled that way)."""
 
@@ -113,8 +113,7 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     head = f"{st.prefix}-{row.index}"
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
-    tails = frozenset(name[len(head) :] for name in expected)
-    return tails, st.revision_hash(row.running_revision)
+    return tuple(name[len(head) :] for name in expected), st.revision_hash(row.running_revision)
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount]:
@@ -146,22 +145,27 @@ def _match(st: PassState, rows: list[InstanceStatus], health: Health) -> dict[in
     bad, serving, gated = health.bad, health.serving, health.gated
     by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
     kinds: dict[tuple[str, int], Kind] = {}
+    key: tuple[str, int] | None = None
+    kind: Kind = None
     out: dict[int, SteadyCount] = {}
     for row in rows:
         index = row.index
         pods = by_index.get(index)
         if index in bad or not pods:
             continue
-        key = (row.running_revision, row.active_ordinal)
-        kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
+        if key is None or row.running_revision != key[0] or row.active_ordinal != key[1]:
+            key = (row.running_revision, row.active_ordinal)  # most rows share the last one's
+            kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
         if kind is None or len(pods) != len(kind[0]):
             continue
-        tails, attempt = kind[0], (kind[1], row.incarnation)
         head = f"{prefix}-{index}"
-        cut = len(head)
+        attempt = (kind[1], row.incarnation)
         for pod in pods:
             name = pod.name
-            if name[cut:] not in tails or not name.startswith(head):
+            for tail in kind[0]:  # a handful of names: compared, not hashed into a set
+                if name == head + tail:
+                    break
+            else:
                 break
             if attempt_of.get(name) != attempt:
                 break
