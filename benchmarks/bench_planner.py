@@ -6,10 +6,11 @@
 2. Incremental planning at 10,000 Instances, side by side with the full pass and a bare
    loop that only proves "nothing to do": at rest (memo of the last pass), the status
    re-read (equal rows, new objects), one pod changed (the other Instances' verdicts
-   reused), the cold pass after a restart (no memo) and a new revision; then how long the
-   event loop is held while the new-revision pass is planned on the loop, in a plain worker
-   thread, and as the manager plans it (``planning.plan_replica``: a worker thread with the
-   switch interval short meanwhile), in turn, with the pass's own time beside it.
+   and the plain rows' totals reused), 10 and 100 pods changed (a pass costs O(k)), the
+   cold pass after a restart (no memo) and a new revision; then how long the event loop is
+   held while the new-revision pass is planned on the loop, in a plain worker thread, and as
+   the manager plans it (``planning.plan_replica``: a worker thread with the switch interval
+   short meanwhile), in turn, with the pass's own time beside it.
 3. Simulated wall time to roll 100 Instances of 8-pod gangs with maxSurge 10%, beside the
    lower bound ceil(100 / surge) x (pod start + ready time), as a ratio.
 
@@ -209,10 +210,12 @@ def _nothing_to_do(snap: Snapshot) -> bool:
     return True
 
 
-def _one_pod_changed(snap: Snapshot) -> Snapshot:
-    """The same snapshot with one pod's readiness flipped (a probe failing)."""
+def _pods_changed(snap: Snapshot, k: int = 1) -> Snapshot:
+    """The same snapshot with ``k`` pods' readiness flipped (probes failing), spread out."""
     pods = list(snap.pods)
-    pods[0] = evolve(pods[0], conditions={**pods[0].conditions, "Ready": "False"})
+    for j in range(k):
+        at = j * (len(pods) // k)
+        pods[at] = evolve(pods[at], conditions={**pods[at].conditions, "Ready": "False"})
     return evolve(snap, pods=tuple(pods))
 
 
@@ -305,12 +308,13 @@ def bench_incremental(kept: dict[str, Snapshot]) -> None:
     assert _nothing_to_do(rest)
     _, memo0 = plan_incremental(rest, None)
     later = evolve(rest, now=rest.now + timedelta(seconds=1))
-    reread, changed = _reread(later), _one_pod_changed(later)
+    reread, changed = _reread(later), _pods_changed(later)
+    ten, hundred = _pods_changed(later, 10), _pods_changed(later, 100)
 
-    for snap in (later, reread, changed):
+    for snap in (later, reread, changed, ten, hundred):
         got, m = plan_incremental(snap, memo0)
         assert got == plan(snap), "incremental and full plans differ"
-        assert m.reused == (0 if snap is changed else 1)
+        assert m.reused == (1 if snap is later or snap is reread else 0)
         if snap is changed:
             assert m.rederived == 1, "one pod changed: only its Instance is rederived"
     cases: list[tuple[str, Callable[[], object]]] = [
@@ -318,14 +322,17 @@ def bench_incremental(kept: dict[str, Snapshot]) -> None:
         ("incremental, at rest", lambda: plan_incremental(later, memo0)),
         ("incremental, status re-read", lambda: plan_incremental(reread, memo0)),
         ("incremental, one pod changed", lambda: plan_incremental(changed, memo0)),
+        ("incremental, 10 pods changed", lambda: plan_incremental(ten, memo0)),
+        ("incremental, 100 pods changed", lambda: plan_incremental(hundred, memo0)),
         ("cold pass (no memo, after restart)", lambda: plan_incremental(later, None)),
         ("full pass at rest", lambda: plan(later)),
         ("full pass, new revision", lambda: plan(work)),
     ]
     base = 0.0
     print(
-        "one pod changed: the pass rederives 1 Instance from its pods and reuses the other "
-        "9,999 Instances' verdicts (steps.verdicts)"
+        "one pod changed: the pass rederives 1 Instance from its pods, reuses the other "
+        "9,999 Instances' verdicts (steps.verdicts) and reads only the rows that are not "
+        "plain (steps.totals); 10 and 100 pods changed: the same, k Instances"
     )
     print(f"{'case':<36} {'time':>10} {'calls':>10} {'vs bare':>8} {'vs full':>8}")
     full_t = _median_time(lambda: plan(later), 5)
