@@ -61,7 +61,7 @@ from omenative_controller.manager_config import (
 )
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
-from omenative_controller.planning import plan_replica
+from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -483,7 +483,7 @@ class Manager:
             self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.decoder.trim(self.replicas)
         try:  # a pass for a pod change decodes the (unchanged) replica no more
-            replica = self.decoder.decode(raw)
+            replica = await decode_replica(self.decoder, raw)  # a big one off the loop
         except CodecError as exc:
             where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
                 "InvalidSpec")

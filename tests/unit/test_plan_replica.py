@@ -6,11 +6,15 @@ import asyncio
 import sys
 import threading
 import weakref
+from typing import Any
 
 import pytest
 from tests.unit.sim_helpers import engine_manifest, run_world
+from tests.unit.test_decoded import replica
 
 from omenative_controller import planning
+from omenative_controller.cache_views import replica_view
+from omenative_controller.decoded import ReplicaDecoder
 from omenative_core.model import LifecycleConfig
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
@@ -83,3 +87,27 @@ def test_a_big_pass_frees_the_last_memo_in_its_worker_thread(
     assert probe() is None and len(freed_on) == 1
     assert freed_on[0] != threading.main_thread().name
     assert got == plan(world.snapshot())
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_a_big_replica_is_decoded_in_a_worker_thread_and_kept(
+    big: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new resourceVersion of a big replica is decoded off the loop (100 ms at 10,000
+    rows); the result is the loop's decode, cached for the next pass."""
+    monkeypatch.setattr(planning, "OFF_LOOP_INSTANCES", 3 if big else 4)
+    threads: list[str] = []
+    real = planning.replica_from_json
+
+    def decode(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "replica_from_json", decode)
+    raw = replica_view(replica("7", replicas=3))
+    decoder = ReplicaDecoder()
+    got = asyncio.run(planning.decode_replica(decoder, raw))
+    assert got == ReplicaDecoder().decode(raw) and decoder.cached(raw) is got
+    assert asyncio.run(planning.decode_replica(decoder, raw)) is got and decoder.decodes == 1
+    off_loop = [t for t in threads if t != threading.main_thread().name]
+    assert len(off_loop) == (1 if big else 0)

@@ -185,6 +185,8 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
     numbers: dict[str, int] = {}
     last_raw: object = _NO_POD  # never a label's value: the first pod is always looked up
     group: list[PodView] = []
+    last_inc: object = _NO_POD
+    number = 0
     attempt: Attempt = (None, 0)
     for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
         labels = pod.labels
@@ -195,9 +197,9 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
             last_raw, group = raw, by_index[int(raw)]
         group.append(pod)
         inc = labels.get(LABEL_INCARNATION, "")
-        number = numbers.get(inc)  # a handful of distinct incarnations: parse each once
-        if number is None:
-            number = numbers[inc] = int(inc) if inc.isdigit() else 0
+        if inc != last_inc:  # a handful of distinct incarnations: each parsed once
+            number = numbers[inc] if inc in numbers else int(inc) if inc.isdigit() else 0
+            numbers[inc], last_inc = number, inc
         rev_hash = labels.get(LABEL_REVISION_HASH)
         if rev_hash != attempt[0] or number != attempt[1]:
             attempt = (rev_hash, number)
