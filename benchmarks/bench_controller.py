@@ -59,6 +59,7 @@ from omenative_controller.kube.ratelimit import TokenBucket
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
     CRDS,
+    EVENTS,
     INFERENCE_REPLICAS,
     NAMESPACES,
     PODS,
@@ -538,6 +539,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         with contextlib.suppress(asyncio.CancelledError):
             await sampler
         hwm, _, cpu = manager.sample_proc()
+        scheduling = await scheduling_events(kube, ns_mgr)
         pods_now = await kube.list(PODS, ns_mgr)
         items = pods_now.get("items") or []
         ready_now = sum(1 for p in items if pod_ready(p))
@@ -620,6 +622,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "milestones": {"omenative": mgr_steps, "bare loop": bare_steps},
             "t0s": {"omenative": t0, "bare loop": t1},
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
+            "scheduling_events": scheduling,
         }
     finally:
         for tr in trackers:
@@ -684,6 +687,18 @@ async def stop_py_spy(proc: asyncio.subprocess.Process | None, path: Path | None
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), 30)
     say(f"py-spy samples of the manager in {path}")
+
+
+async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
+    """The scheduler's Events on the namespace's pods, by reason and message (what a gang
+    waited for: ``FailedScheduling`` with the plugin's message), counted."""
+    out: Counter[str] = Counter()
+    with contextlib.suppress(ApiError):
+        for ev in (await kube.list(EVENTS, namespace)).get("items") or ():
+            if (ev.get("involvedObject") or {}).get("kind") == "Pod":
+                message = str(ev.get("message") or "")[:110]
+                out[f"{ev.get('reason')}: {message}"] += int(ev.get("count") or 1)
+    return out
 
 
 def _label(pod: JSON, key: str) -> str | None:
@@ -808,6 +823,8 @@ def report(r: dict[str, Any]) -> None:
             for k in sorted(w_cnt) if w_cnt[k]))
     for name, share in r["cpu_share"].items():
         print(f"  CPU seconds while {name} ran (apply -> all Ready): {share.line()}")
+    print("  the manager's pods' Events (reason: message, count): " + "; ".join(
+        f"{k} x{v}" for k, v in r["scheduling_events"].most_common(6)))
     print_breakdown(r["milestones"].items(), r["t0s"])
 
 
