@@ -863,6 +863,11 @@ def main() -> int:
     try:
         result = asyncio.run(run(args, workdir))
         report(result)
+        if args.keep_logs:  # per pod, each milestone in seconds since its phase's apply
+            (workdir / "milestones.json").write_text(json.dumps({
+                name: {pod: {k: v - result["t0s"][name] for k, v in seen.items()}
+                       for pod, seen in m.at.items()}
+                for name, m in result["milestones"].items()}))
         code = 0
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted", file=sys.stderr)
