@@ -31,6 +31,7 @@ import ctypes
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -695,8 +696,9 @@ async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
     out: Counter[str] = Counter()
     with contextlib.suppress(ApiError):
         for ev in (await kube.list(EVENTS, namespace)).get("items") or ():
-            if (ev.get("involvedObject") or {}).get("kind") == "Pod":
-                message = str(ev.get("message") or "")[:110]
+            if (ev.get("involvedObject") or {}).get("kind") == "Pod":  # names left out
+                message = re.sub(r"[\w.-]+/[\w.-]+|node-\d+|bench-[\w-]+", "*",
+                                 str(ev.get("message") or ""))[:110]
                 out[f"{ev.get('reason')}: {message}"] += int(ev.get("count") or 1)
     return out
 
