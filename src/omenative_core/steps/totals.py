@@ -1,23 +1,28 @@
 """Running totals of the rows, kept from one pass for the next, so a pass costs O(what changed).
 
-The replica-wide steps (rebuilds, scale, the rollout budget, the status counters and
-conditions, the new status's rows) read every row. At rest almost every row reads the
-same: no operation, Ready, Available, serving, on the target revision. ``RowTotals`` keeps
-which rows are not like that, so those steps read only them and count the rest.
+The replica-wide steps (rebuilds, scale, the rollout and status budgets, the status
+counters and conditions, the new status's rows, orphan PodGroups) read every row. At rest
+almost every row reads the same: no operation, Ready, Available, serving, on the target
+revision. ``RowTotals`` keeps which rows are not like that, so those steps read only them
+and count the rest.
 
 Theory of operation:
 
 1. **Plain rows.** A row is *plain* when, at the end of a pass, it has no operation, is
    Ready with no ``readySince`` (so Available, whatever the clock) and no last failure,
-   runs and targets the pass's target revision, serves, was Ready before the pass, and its
-   tally left it as it was (``steps.status``: the row out is the row in). Every plain row
+   runs and targets the pass's target revision, serves, was Ready before the pass, was
+   found steady (``steps.repair``), and its tally left it as it was (``steps.status``: the
+   row out is the row in; ``odd_of`` spells the rule). Every plain row
    adds the same to each replica-wide figure (a member, Ready, serving, available,
    updated; no wake-up, no failure, no other revision, no status budget, nothing to
    rebuild or update), so a figure needs only how many rows are plain and the other rows,
    the *odd* ones.
 2. **What is kept.** ``RowTotals``: the pass's final rows by index and as the status's
-   tuple, their positions, and the odd indexes. Plain data: the pass returns it and the
-   next pass takes it back (``incremental.PlanMemo.totals``), so the core stays pure.
+   tuple, their positions, the odd indexes, and a few replica-wide facts that follow from
+   the rows (Instances with pods but no row, PodGroups no row names, the nodes' facts).
+   Plain data: the pass returns it and the next pass takes it back
+   (``incremental.PlanMemo.totals``), so the core stays pure. The new status is the kept
+   tuple with the changed rows replaced (a copy in C, not every row rebuilt).
 3. **What can have changed.** A row stops being plain only if it is written (by a step,
    or the status read back as new objects) or its pods change. So in the next pass the
    rows that may be odd are the kept odd ones, the Instances whose pods changed
@@ -50,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = [
     "RowTotals",
     "WrittenRows",
-    "is_plain",
     "loaded_rows",
     "odd_indexes",
     "odd_of",
@@ -125,23 +129,6 @@ class WrittenRows(dict[int, InstanceStatus]):
     def clear(self) -> None:
         """Not used by the passes: refused, so no write goes unrecorded."""
         raise TypeError("WrittenRows.clear: remove rows by index")
-
-
-def is_plain(tally: Tally, target: str) -> bool:
-    """Whether a row's final tally makes it plain (rule 1 of the module docstring)."""
-    row_in, row, serving, available, was_ready = tally
-    return (
-        row is row_in
-        and serving
-        and available
-        and was_ready
-        and row.operation is None
-        and row.phase == Phase.READY
-        and row.ready_since is None
-        and row.last_failure is None
-        and row.running_revision == target
-        and row.target_revision == target
-    )
 
 
 def usable(st: PassState) -> RowTotals | None:
@@ -221,8 +208,9 @@ def unsteady(st: PassState) -> list[int] | None:
 
 
 def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
-    """The tallies of the rows that are not plain or were not found steady this pass (so
-    the next pass reads them), and the steady rows the pass removed are forgotten."""
+    """Of these final tallies, the ones whose row is not plain (rule 1 of the module
+    docstring, found steady this pass too, so the next pass can take it as steady); the
+    steady rows the pass removed are forgotten first."""
     rows, steady = st.rows, st.steady_rows
     gone = (
         [i for i in rows.written if i in steady and i not in rows]
@@ -231,8 +219,27 @@ def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
     )
     for i in gone:
         del steady[i]
-    target = st.target
-    return [t for t in tallied if not is_plain(t, target) or steady.get(t[0].index) is not t[0]]
+    target, ready = st.target, Phase.READY
+    # (row in, row out, serving, available, was Ready): inlined, with no call per row, as a
+    # cold pass runs this over every row
+    return [
+        t
+        for t in tallied
+        if not (
+            t[1] is t[0]
+            and t[2]
+            and t[3]
+            and t[4]
+            and (row := t[0]).operation is None
+            and row.phase == ready
+            and row.ready_since is None
+            and row.last_failure is None
+            and row.running_revision == target
+            and row.target_revision == target
+            and row.index in steady
+            and steady[row.index] is row
+        )
+    ]
 
 
 def totals_of(
