@@ -59,6 +59,7 @@ from omenative_controller.manager_config import (
     StartupError,
     default_identity,
 )
+from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.planning import plan_replica
@@ -74,7 +75,6 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -112,8 +112,8 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
-        # the default planner runs incrementally: one PlanMemo per replica key
-        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        # the default planner runs incrementally: PlanMemos kept per replica key (memos.py)
+        self._memos: PlanMemos | None = None if plan_fn else PlanMemos()
         self.routed = RoutedPods(service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
@@ -499,7 +499,8 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
+            plan, memo = await plan_replica(snap, self._memos.get(key))
+            self._memos.put(key, memo, replica.spec.replicas or 0)
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
@@ -535,7 +536,7 @@ class Manager:
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
         if self._memos is not None:
-            self._memos.pop(key, None)
+            self._memos.pop(key)
         queue.forget(key)
         queue.discard(key)
         if self.executor is not None:
