@@ -311,7 +311,8 @@ class Executor:
     async def _apply_counted(self, action: Action, ctx: PassContext) -> Exception | None:
         """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
         if self._budget is None:
-            self._budget = Slots(self.max_inflight)
+            self._budget = Slots(self.max_inflight, on_wait=self.metrics.slot_waited
+                                 if self.metrics is not None else None)
         urgent = type(action) is UpdateStatus or (type(action) is SetServingGate
                                                   and action.value)
         async with self._budget.hold(urgent=urgent):

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -62,7 +61,7 @@ from omenative_controller.manager_config import (
 from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
-from omenative_controller.planning import plan_replica
+from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -323,7 +322,8 @@ class Manager:
         opts = self.options
         queue: WorkQueue[str] = WorkQueue(base_delay=opts.backoff_base,
                                           max_delay=opts.backoff_max,
-                                          on_depth=self.metrics.queue_depth.set)
+                                          on_depth=self.metrics.queue_depth.set,
+                                          on_wait=self.metrics.queue_waited)
         self.queue = queue
         self.wakeups.all()
         self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
@@ -433,7 +433,7 @@ class Manager:
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
-        assert self.pods is not None and self.nodes is not None
+        assert self.pods is not None and self.node_map is not None
         assert self.revisions is not None and self.services is not None
         assert self.slices is not None
         namespace = replica.metadata.namespace
@@ -447,8 +447,7 @@ class Manager:
             replica=replica,
             now=datetime.now(UTC),
             pods=tuple(self.pods.by_index("owner", key)),
-            nodes=(self.node_map.get() if self.node_map is not None
-                   else MappingProxyType(self.nodes.store())),
+            nodes=self.node_map.get(),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),
@@ -482,7 +481,7 @@ class Manager:
             self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.decoder.trim(self.replicas)
         try:  # a pass for a pod change decodes the (unchanged) replica no more
-            replica = self.decoder.decode(raw)
+            replica = await decode_replica(self.decoder, raw)  # a big one off the loop
         except CodecError as exc:
             where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
                 "InvalidSpec")
@@ -499,7 +498,8 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, memo = await plan_replica(snap, self._memos.get(key))
+            # taken out: a big pass frees the last memo in its worker thread, off the loop
+            plan, memo = await plan_replica(snap, self._memos.pop(key))
             self._memos.put(key, memo, replica.spec.replicas or 0)
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)

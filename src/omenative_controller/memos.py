@@ -49,10 +49,10 @@ class PlanMemos:
             oldest, _ = self._small.popitem(last=False)
             self._memos.pop(oldest, None)
 
-    def pop(self, key: str) -> None:
-        """Forget ``key`` (the replica is gone)."""
-        self._memos.pop(key, None)
+    def pop(self, key: str) -> PlanMemo | None:
+        """Take ``key``'s memo out (the replica is gone, or its next pass takes it)."""
         self._small.pop(key, None)
+        return self._memos.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._memos)

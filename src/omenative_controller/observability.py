@@ -4,7 +4,8 @@
   tests do): reconcile latency (by result, and by what the pass did), queue depth, actions
   by kind, actions in flight, every API request by verb, resource and code (reads
   included), write calls, API errors, status bytes per InferenceReplica, held status
-  writes, leadership, cache sizes and watch restarts.
+  writes, the wait for a worker (by queue lane) and for an in-flight slot, leadership,
+  cache sizes and watch restarts.
 * An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
   (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
 * structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
@@ -111,6 +112,15 @@ class Metrics:
             registry=r,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        waits = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+        self.queue_wait, self.slot_wait = (Histogram(
+            name, text, [label], registry=r, buckets=waits) for name, text, label in (
+            ("omenative_queue_wait_seconds", "Time an InferenceReplica key waited in the work "
+             "queue for a worker, by lane (priority: pods one pass from their gate or from "
+             "Ready; ordinary).", "lane"),
+            ("omenative_slot_wait_seconds", "Time a plan action waited for a slot of "
+             "--max-inflight, by urgency (urgent: status writes and gates going True).",
+             "urgent")))
         self.requests_in_flight = Gauge(
             "omenative_api_requests_in_flight",
             "Plan actions talking to the API server now (bounded by --max-inflight).",
@@ -133,6 +143,14 @@ class Metrics:
         )
 
     # ------------------------------------------------------------------ observers
+
+    def queue_waited(self, priority: bool, seconds: float) -> None:
+        """A key left the work queue after ``seconds`` (the WorkQueue's ``on_wait``)."""
+        self.queue_wait.labels("priority" if priority else "ordinary").observe(seconds)
+
+    def slot_waited(self, urgent: bool, seconds: float) -> None:
+        """An action got its in-flight slot after ``seconds`` (the Slots' ``on_wait``)."""
+        self.slot_wait.labels("true" if urgent else "false").observe(seconds)
 
     def api_request(self, verb: str, resource: str, code: str, seconds: float) -> None:
         """Count one API request (the KubeClient's observer hook)."""

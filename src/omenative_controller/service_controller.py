@@ -40,6 +40,7 @@ from typing import Any, Final
 import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
+from omenative_controller.kube import apiwatch
 from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.conditions import set_condition
@@ -144,7 +145,8 @@ class ServiceController:
     ``config``: the rendering settings, or a callable returning the current ones (so a
     lifecycle ConfigMap reload reaches the next pass). ``crds_present``: a callable giving
     the CRD names present; None watches the three optional CRDs (one ``CrdPresence`` each:
-    Established counts as present, polled every ``crd_poll_seconds``).
+    Established counts as present, polled every ``crd_poll_seconds``) and runs the ISVC and
+    runtime informers only while discovery lists them; given, nothing is polled.
     ``guard``: checked before every write (the manager passes "still the leader"); False
     skips the write and retries the key later.
     """
@@ -202,6 +204,8 @@ class ServiceController:
             on_change=self._owned_changed)
         self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
                            self.deployments)
+        self._served = apiwatch.ServedInformers(  # their CRDs may be absent: no LIST of a 404
+            client, self._informers[:3], interval=crd_poll_seconds)
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
                                     window=0, now=self.now)
@@ -275,13 +279,17 @@ class ServiceController:
 
     async def run(self) -> None:
         """List+watch everything and reconcile until cancelled."""
-        tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}")
-                 for i in self._informers]
-        if self._crds_present is None:
+        polled = self._crds_present is None
+        direct = [i for i in self._informers if not (polled and i.name in self._served.wanted)]
+        tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}") for i in direct]
+        if polled:
+            tasks.append(asyncio.create_task(self._served.run(), name="isvc-crds-served"))
             tasks.extend(asyncio.create_task(w.run(), name=f"isvc-crd-{name}")
                          for name, w in self._crd_watches.items())
         try:
-            for i in self._informers:  # a CRD not installed yet must not stall the rest
+            if polled:
+                await self._served.wait_synced(self.sync_timeout)
+            for i in direct:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
             self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))

@@ -36,6 +36,7 @@ from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import Plan
 from omenative_core.model.timefmt import to_second
 from omenative_core.planner import plan_pass
+from omenative_core.steps.totals import RowTotals
 from omenative_core.steps.verdicts import Verdicts, keep, kept_map, same_inputs
 
 __all__ = ["PlanMemo", "plan_incremental", "reuse"]
@@ -79,7 +80,9 @@ class PlanMemo:
     answered from this memo (for metrics and tests); ``verdicts``: the pass's per-Instance
     verdicts, so a pass over changed inputs rederives only the Instances that changed;
     ``rederived``: how many Instances this pass rederived from their pods because they
-    changed (None: every one, as in a cold pass or after a spec change; 0 when reused).
+    changed (None: every one, as in a cold pass or after a spec change; 0 when reused);
+    ``totals``: the pass's row totals (``steps.totals``), so the next pass's replica-wide
+    steps read only the rows that are not plain.
     """
 
     inputs: tuple[Any, ...]
@@ -91,6 +94,7 @@ class PlanMemo:
     reused: int = 0
     verdicts: Verdicts | None = None
     rederived: int | None = None
+    totals: RowTotals | None = None
 
 
 def _reusable(memo: PlanMemo, now: datetime, inputs: tuple[Any, ...]) -> bool:
@@ -142,16 +146,22 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
         return reused
     now = to_second(snapshot.now)
     inputs = _inputs(snapshot)
-    plan, st = plan_pass(snapshot, kept=memo.verdicts if memo is not None else None)
+    plan, st = plan_pass(
+        snapshot,
+        kept=memo.verdicts if memo is not None else None,
+        totals=memo.totals if memo is not None else None,
+    )
     wakes: tuple[datetime, ...] = ()
     poll = False
     verdicts = None
     rederived = None
+    totals = None
     if st is not None:
         wakes = tuple(sorted(t for t in st.wake if t > now))
         poll = st.poll
         verdicts = keep(st)
         rederived = None if st.dirty is None else len(st.dirty)
+        totals = st.totals_out if verdicts is not None else None
     quiet = not plan.actions and not plan.events
     return plan, PlanMemo(
         inputs=inputs,
@@ -162,4 +172,5 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
         quiet=quiet,
         verdicts=verdicts,
         rederived=rederived,
+        totals=totals,
     )

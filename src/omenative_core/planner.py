@@ -37,6 +37,7 @@ from omenative_core.steps import (
     repair,
     revisions,
     scale,
+    steady,
     teardown,
     updates,
     verbs,
@@ -44,6 +45,7 @@ from omenative_core.steps import (
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
+from omenative_core.steps.totals import RowTotals, unsteady
 from omenative_core.steps.verbs import (
     ANNOTATION_MIGRATION_PREFIX,
     ANNOTATION_RELEASE_HELD,
@@ -77,23 +79,36 @@ def _advance_all(st: PassState) -> None:
 
     A row with no operation goes straight to its health check (what ``lifecycle.advance``
     does for it, one call fewer per row of a pass at rest); one found steady last pass
-    whose row and pods did not change is steady again (``verdicts.unchanged_steady``).
+    whose row and pods did not change is steady again (``verdicts.unchanged_steady``;
+    while the kept row totals hold, only the rows that are not plain are looked at:
+    ``totals.unsteady``).
     """
     rows = st.rows
-    same = unchanged_steady(st)
-    st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
-    for index in sorted(rows.keys() - same):
+    todo = unsteady(st)  # while the kept totals hold, only the rows that are not plain
+    if todo is None:
+        same = unchanged_steady(st)
+        st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
+        todo = sorted(rows.keys() - same)
+    # with no kept verdicts (a cold pass, a spec change), every steady row at once
+    bulk = st.fast and (st.kept is None or st.dirty is None)
+    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else {}
+    for index in todo:
         row = rows[index]
-        if row.operation is None:
-            rows[index] = repair.settled(st, row)
-        else:
+        if row.operation is not None:
             lifecycle.advance(st, index)
+            continue
+        got = found.get(index)
+        if got is not None and got[0] is row and not st.migrations and not st.book.blocks:
+            st.steady_rows[index] = row  # repair.settled's answer for it, without the call
+            st.steady_counts[index] = got
+        else:
+            rows[index] = repair.settled(st, row, found if bulk else None)
 
 
 def _keep_targeted_blocks(st: PassState) -> None:
     """Forget RetryBlocks of revisions nothing targets any more."""
     revs = {st.target}
-    for row in st.rows.values():
+    for row in st.odd_rows():  # a plain row has no operation (``steps.totals``)
         if row.operation is not None:
             revs.add(row.operation.target_revision)
     st.book.keep_only(revs)
@@ -123,16 +138,21 @@ def plan(snapshot: Snapshot) -> Plan:
 
 
 def plan_pass(
-    snapshot: Snapshot, *, fast: bool = True, kept: Verdicts | None = None
+    snapshot: Snapshot,
+    *,
+    fast: bool = True,
+    kept: Verdicts | None = None,
+    totals: RowTotals | None = None,
 ) -> tuple[Plan, PassState | None]:
     """``plan``, plus the pass state it ended with (None for a spec that cannot be planned).
 
     ``incremental.plan_incremental`` reads the state's wake-up times and poll flag, so it
     knows how long the plan stays valid while nothing else changes, and its per-Instance
     verdicts (``steps.verdicts.keep``), which it hands back as ``kept`` to the next pass so
-    that pass rederives only the Instances that changed (``steps.verdicts``).
-    ``fast=False`` skips the one-loop checks of steady rows and every kept verdict (tests
-    compare both ways).
+    that pass rederives only the Instances that changed (``steps.verdicts``), and its row
+    totals (``st.totals_out``, handed back as ``totals``: ``steps.totals``), so the
+    replica-wide steps read only the rows that are not plain. ``fast=False`` skips the
+    one-loop checks of steady rows and every kept verdict (tests compare both ways).
     """
     ir = snapshot.replica
     invalid = validate_replica(ir)
@@ -145,7 +165,14 @@ def plan_pass(
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
-    st = PassState(snapshot, policy, lifecycle.advance, fast=fast, kept=kept if fast else None)
+    st = PassState(
+        snapshot,
+        policy,
+        lifecycle.advance,
+        fast=fast,
+        kept=kept if fast else None,
+        totals=totals if fast else None,
+    )
     revisions.resolve_revisions(st)
     revisions.group_pods(st)
     revisions.load_rows(st)

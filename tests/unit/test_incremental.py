@@ -7,11 +7,12 @@ from types import MappingProxyType
 
 import pytest
 from attrs import evolve
-from tests.property.test_incremental_plan import changed_pod
+from tests.property.test_incremental_plan import changed_pod, flipped_pod
 from tests.unit.sim_helpers import engine_manifest, run_world
 
 from omenative_core.incremental import plan_incremental
-from omenative_core.model import LifecycleConfig, UpdateStatus
+from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_POD_GROUP
+from omenative_core.model import DeletePodGroup, LifecycleConfig, UpdateStatus
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
 
@@ -169,3 +170,62 @@ def test_reordered_pods_regroup_every_instance() -> None:
     after = evolve(snap, pods=tuple(pods))
     got, memo = plan_incremental(after, memo)
     assert memo.rederived is None and got == plan(after)
+
+
+@pytest.mark.parametrize(
+    ("change", "drop"), [("serving_off", 1), ("containers_unready", 1), ("unready", 0)]
+)
+def test_the_kept_totals_follow_a_flip_and_its_undoing(change: str, drop: int) -> None:
+    """A pod change that takes an Instance out of rotation (its gate, its readiness)
+    moves the status counters in the pass that reuses the kept row totals
+    (``steps.totals``), the next passes (the same changed pod, the status as written)
+    keep them moved, and undoing it moves them back: a total kept stale from the pass
+    before fails here. (A pod that only lost Ready keeps its gate and ready containers: it
+    still serves.)"""
+    world = _world()
+    snap = world.snapshot()
+    rest, memo = plan_incremental(snap, None)
+    assert memo.totals is not None and not memo.totals.odd, "at rest every row is plain"
+    pods = list(snap.pods)
+    pods[0] = flipped_pod(pods[0], change) or pods[0]
+    after = evolve(snap, pods=tuple(pods))
+    flipped, memo = plan_incremental(after, memo)
+    assert memo.rederived == 1 and flipped == plan(after)
+    assert flipped.status.serving_replicas == rest.status.serving_replicas - drop
+    assert flipped.status != rest.status
+    # the status written, read back: the flipped row is now a fixed point, still odd
+    written = evolve(after.replica, status=flipped.status)
+    for seconds in (1, 2):
+        later = evolve(after, replica=written, now=after.now + timedelta(seconds=seconds))
+        again, memo = plan_incremental(later, memo)
+        assert again == plan(later)
+        assert again.status.serving_replicas == flipped.status.serving_replicas
+    undone = evolve(snap, now=later.now + timedelta(seconds=1))
+    back, memo = plan_incremental(undone, memo)
+    assert memo.rederived == 1 and back == plan(undone)
+    assert back.status.serving_replicas == rest.status.serving_replicas
+
+
+def test_a_rewritten_row_leaves_its_old_pod_group_an_orphan() -> None:
+    """A row read back with a new incarnation, its pods moved on with it, leaves its old
+    attempt's PodGroup to no row or pod: the pass that reuses the kept row totals finds it
+    from the written row (``native_gang.cleanup``) and deletes it, as a full pass does."""
+    world = _world()
+    snap = world.snapshot()
+    _, memo = plan_incremental(snap, None)
+    old = "chat-engine-0-1"
+    assert old in snap.pod_groups
+    status = snap.replica.status
+    assert status is not None
+    rows = list(status.instances)
+    rows[0] = evolve(rows[0], incarnation=2)
+    moved = {LABEL_INCARNATION: "2", LABEL_POD_GROUP: "chat-engine-0-2"}
+    pods = tuple(
+        evolve(p, labels={**p.labels, **moved}) if p.labels[LABEL_INSTANCE_INDEX] == "0" else p
+        for p in snap.pods
+    )
+    replica = evolve(snap.replica, status=evolve(status, instances=tuple(rows)))
+    after = evolve(snap, pods=pods, replica=replica)
+    got, memo = plan_incremental(after, memo)
+    assert memo.rederived == 1 and got == plan(after)
+    assert [a.name for a in got.actions if isinstance(a, DeletePodGroup)] == [old]

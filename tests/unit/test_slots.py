@@ -57,3 +57,26 @@ def test_a_cancelled_waiter_leaks_no_slot() -> None:
             assert slots.taken == 1
 
     asyncio.run(main())
+
+
+def test_on_wait_reports_how_long_each_action_waited_for_its_slot() -> None:
+    waits: list[tuple[bool, float]] = []
+
+    async def main() -> None:
+        slots = Slots(1, on_wait=lambda urgent, s: waits.append((urgent, s)))
+        release = asyncio.Event()
+
+        async def hold(urgent: bool) -> None:
+            async with slots.hold(urgent=urgent):
+                await release.wait()
+
+        first = asyncio.create_task(hold(False))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(hold(True))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, second)
+
+    asyncio.run(main())
+    assert [u for u, _ in waits] == [False, True]
+    assert waits[0][1] < 0.05 <= waits[1][1]

@@ -220,3 +220,51 @@ async def test_discard_drops_a_priority_key() -> None:
     q.discard("a")
     assert len(q) == 1
     assert await q.get() == "b"
+
+
+async def test_on_wait_reports_each_keys_wait_and_its_lane() -> None:
+    now = [0.0]
+    waits: list[tuple[bool, float]] = []
+    q: WorkQueue[str] = WorkQueue(on_wait=lambda lane, s: waits.append((lane, s)),
+                                  clock=lambda: now[0])
+    q.add("fresh")
+    now[0] = 1.0
+    q.add("gang", priority=True)
+    now[0] = 3.0
+    assert await q.get() == "gang"
+    assert await q.get() == "fresh"
+    assert waits == [(True, 2.0), (False, 3.0)]
+    q.add("fresh")  # added again while in flight: it waits for the pass to end too
+    now[0] = 4.0
+    q.done("fresh")
+    now[0] = 4.5
+    assert await q.get() == "fresh"
+    assert waits[-1] == (False, 1.5)
+
+
+async def test_add_soon_makes_one_pass_of_a_burst_and_none_after_a_pass_that_saw_it() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for _ in range(4):  # a gang's four pods scheduled together
+        q.add_soon("gang", 0.05)
+    assert len(q) == 0 and q.holds("gang")
+    assert await asyncio.wait_for(q.get(), 1) == "gang"
+    q.done("gang")
+    await asyncio.sleep(0.1)
+    assert len(q) == 0 and not q.holds("gang"), "the burst was one pass"
+
+    q.add_soon("gang", 0.05)
+    q.add("gang", priority=True)  # an urgent change before the window ends
+    assert await q.get() == "gang"
+    q.done("gang")
+    await asyncio.sleep(0.1)
+    assert len(q) == 0, "the pass started after the change: the timer is dropped"
+
+
+async def test_add_soon_while_in_flight_still_queues_a_pass_after_it() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("gang")
+    assert await q.get() == "gang"
+    q.add_soon("gang", 0.02)  # changed while the pass runs: it may have read the old state
+    await asyncio.sleep(0.05)
+    q.done("gang")
+    assert await asyncio.wait_for(q.get(), 1) == "gang"

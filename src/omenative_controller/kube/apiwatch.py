@@ -9,10 +9,15 @@ of them have synced (so the core never sees "served" with an empty cache) and Fa
 soon as the group/version is gone (the caches are dropped). Transient API errors keep the
 last known state; the loop is ``kube/presence.py``'s, shared with ``CrdPresence``.
 Discovery is readable by every authenticated user.
+
+``ServedInformers`` runs each of some informers of one group/version while discovery lists
+its resource (the InferenceService controller's informers, whose CRDs may be absent).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,7 +29,7 @@ from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.presence import UNKNOWN, Presence, Unknown
 from omenative_controller.kube.resources import Resource
 
-__all__ = ["NATIVE_POD_GROUPS", "WORKLOADS", "ApiPresence"]
+__all__ = ["NATIVE_POD_GROUPS", "WORKLOADS", "ApiPresence", "ServedInformers", "served_resources"]
 
 log = structlog.get_logger("omenative.apiwatch")
 
@@ -59,18 +64,69 @@ class ApiPresence(Presence):
 
     async def _probe(self) -> str | Unknown | None:
         """The group/version when every resource is served, None when not, else ``UNKNOWN``."""
-        try:
-            found = await self.client.request(
-                "GET", f"/apis/{self.group_version}", verb="get", resource="discovery")
-        except ApiError as exc:
-            if exc.not_found:
-                return None
-            log.warning("apiwatch.probe_failed", api=self.group_version, status=exc.status,
-                        reason=exc.reason)
-            return UNKNOWN
-        served = {str(r.get("name")) for r in found.get("resources") or ()
-                  if isinstance(r, Mapping)}
+        served = await served_resources(self.client, self.group_version)
+        if served is UNKNOWN or served is None:
+            return served
         return self.group_version if all(r.plural in served for r in self.resources) else None
 
     def _make_informers(self, served: str) -> Mapping[str, Informer[Any]]:
         return self.make_informers()
+
+
+async def served_resources(client: KubeClient, group_version: str
+                           ) -> frozenset[str] | Unknown | None:
+    """The resources discovery lists for ``group_version`` (``GET /apis/<gv>``): None when
+    the group/version is not served, ``UNKNOWN`` on another API error."""
+    try:
+        found = await client.request("GET", f"/apis/{group_version}", verb="get",
+                                     resource="discovery")
+    except ApiError as exc:
+        if exc.not_found:
+            return None
+        log.warning("apiwatch.probe_failed", api=group_version, status=exc.status,
+                    reason=exc.reason)
+        return UNKNOWN
+    return frozenset(str(r.get("name")) for r in found.get("resources") or ()
+                     if isinstance(r, Mapping))
+
+
+class ServedInformers(Presence):
+    """Run each of some informers of one API group/version while discovery lists its
+    resource: one ``GET /apis/<gv>`` per poll for all of them, never a LIST of a collection
+    that does not exist (an absent CRD answers every LIST with 404).
+
+    The key is the set of wanted resources served; when it changes, the informers are
+    stopped (caches dropped) and those served now started again (a CRD installed or removed:
+    rare). ``present`` turns True once they have synced.
+    """
+
+    def __init__(self, client: KubeClient, informers: Sequence[Informer[Any]], *,
+                 interval: float = 5.0) -> None:
+        group_version = informers[0].resource.api_version
+        super().__init__(group_version, interval=interval, on_change=None)
+        self.client = client
+        self.group_version = group_version
+        self.wanted = {informer.name: informer for informer in informers}
+
+    def serves(self, name: str) -> bool:
+        """True while the resource of the informer ``name`` is served (its informer runs)."""
+        return name in self.informers
+
+    async def _probe(self) -> str | Unknown | None:
+        """The wanted resources served, comma-joined; None when none is; ``UNKNOWN``."""
+        served = await served_resources(self.client, self.group_version)
+        if served is UNKNOWN or served is None:
+            return served
+        return ",".join(sorted(name for name in self.wanted if name in served)) or None
+
+    def _make_informers(self, served: str) -> Mapping[str, Informer[Any]]:
+        return {name: self.wanted[name] for name in served.split(",")}
+
+    async def wait_synced(self, timeout: float) -> None:
+        """Until the first answer, then until each informer of a served resource listed
+        once (at most ``timeout`` each)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self.checked.wait()
+        for informer in list(self.informers.values()):
+            await informer.wait_synced(timeout)

@@ -12,11 +12,23 @@ ordinary key (and moves it there if it already waits in the ordinary lane); ``ge
 priority lane first, each lane in arrival order. The manager uses it for replicas whose pods
 wait only for their serving gate, so a nearly Ready gang is not queued behind hundreds of
 fresh first passes (readiness then comes depth-first, not breadth-first).
+
+A second addition: ``add_soon(key, window)`` queues the key within ``window`` seconds, once
+for any number of calls meanwhile, and not at all when a worker takes the key first (a
+pass that starts after a change sees it: the reconcile is level-triggered). The manager
+wakes a replica this way for changes that need a look but not at once (a gang's pods
+scheduled or started together, its EndpointSlice, its PodGroup's status): a burst is one
+pass, not one per event.
+
+``on_wait(priority, seconds)`` is told, as a worker takes a key, how long the key waited
+since it was added (a key added while in flight waits for its pass to end too) and whether
+it came from the priority lane: the manager's ``omenative_queue_wait_seconds{lane}``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
@@ -35,16 +47,22 @@ class WorkQueue(Generic[K]):
         base_delay: float = 0.05,
         max_delay: float = 60.0,
         on_depth: Callable[[int], None] | None = None,
+        on_wait: Callable[[bool, float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_delay = base_delay
         self.max_delay = max_delay
         self._on_depth = on_depth
+        self._on_wait = on_wait
+        self._clock = clock
+        self._added: dict[K, float] = {}  # key -> when it was queued (while dirty)
         self._queue: deque[K] = deque()
         self._priority: deque[K] = deque()
         self._urgent: set[K] = set()  # keys that go to the priority lane when re-queued
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._timers: dict[K, asyncio.TimerHandle] = {}
+        self._soon: dict[K, asyncio.TimerHandle] = {}  # add_soon: cancelled when taken
         self._failures: dict[K, int] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._idle_waiters: list[asyncio.Future[None]] = []
@@ -104,6 +122,8 @@ class WorkQueue(Generic[K]):
                     self._priority.append(key)
             return
         self._dirty.add(key)
+        if self._on_wait is not None:
+            self._added[key] = self._clock()
         if priority:
             self._urgent.add(key)
         if key in self._processing:
@@ -135,6 +155,25 @@ class WorkQueue(Generic[K]):
         self._timers.pop(key, None)
         self.add(key)
 
+    def add_soon(self, key: K, window: float) -> None:
+        """Queue ``key`` within ``window`` seconds, unless it waits already or a worker
+        takes it first: the changes of a burst share one pass."""
+        if self._shutdown or key in self._dirty or key in self._soon:
+            return
+        if window <= 0:
+            self.add(key)
+            return
+        self._soon[key] = asyncio.get_running_loop().call_later(window, self._fire_soon, key)
+
+    def _fire_soon(self, key: K) -> None:
+        self._soon.pop(key, None)
+        self.add(key)
+
+    def _cancel_soon(self, key: K) -> None:
+        timer = self._soon.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` after its exponential backoff; return the delay used."""
         n = self._failures.get(key, 0)
@@ -154,16 +193,18 @@ class WorkQueue(Generic[K]):
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._cancel_soon(key)
         if key in self._dirty and key not in self._processing:
             self._dirty.discard(key)
             (self._priority if key in self._urgent else self._queue).remove(key)
             self._urgent.discard(key)
+            self._added.pop(key, None)
             self._depth_changed()
 
     def holds(self, key: K) -> bool:
         """True while ``key`` waits, is delayed, backs off or is in flight."""
         return (key in self._dirty or key in self._processing or key in self._timers
-                or key in self._failures)
+                or key in self._soon or key in self._failures)
 
     # ------------------------------------------------------------------ taking
 
@@ -173,11 +214,16 @@ class WorkQueue(Generic[K]):
             if self._shutdown:
                 return None
             if self._priority or self._queue:
+                priority = bool(self._priority)
                 key = (self._priority or self._queue).popleft()
                 self._dirty.discard(key)
                 self._urgent.discard(key)
                 self._processing.add(key)
+                self._cancel_soon(key)  # this pass sees what the timer was for
                 self._depth_changed()
+                added = self._added.pop(key, None)
+                if self._on_wait is not None and added is not None:
+                    self._on_wait(priority, self._clock() - added)
                 return key
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
@@ -206,9 +252,10 @@ class WorkQueue(Generic[K]):
     def shutdown(self) -> None:
         """Stop handing out keys and cancel the delayed adds."""
         self._shutdown = True
-        for timer in self._timers.values():
+        for timer in (*self._timers.values(), *self._soon.values()):
             timer.cancel()
         self._timers.clear()
+        self._soon.clear()
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
@@ -221,7 +268,8 @@ class WorkQueue(Generic[K]):
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except TimeoutError:
             return False
         return True

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from omenative_core.advisor.observe import GPU_RESOURCE, gpu_quantity
-from omenative_core.model.observed import NodeView
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.render import instance_slots
 from omenative_core.steps.state import PassState
+from omenative_core.steps.totals import usable
 from omenative_core.steps.verdicts import unschedulable_now
 
 __all__ = ["CAPACITY_CONDITION", "TOPOLOGY_CONDITION", "check_nodes", "pod_gpus"]
@@ -52,8 +52,30 @@ def pod_gpus(template: JSON) -> int:
     return total
 
 
-def _usable(st: PassState) -> list[NodeView]:
-    return [n for n in st.snap.nodes.values() if n.ready is True and not n.unschedulable]
+NodeFacts = tuple[bool, bool, bool, int, int]
+"""What the pass reads of the nodes: any usable (Ready, schedulable), the spread key on
+one of them, every usable node's GPUs known, the most GPUs on one, all of them together."""
+
+
+def _node_facts(st: PassState) -> NodeFacts:
+    """The nodes' facts: the last pass's while its row totals hold (the same nodes and
+    spec: ``steps.totals``), else read from every node."""
+    kept = usable(st)
+    if kept is not None and kept.nodes is not None:
+        st.nodes_out = kept.nodes
+        return kept.nodes
+    nodes = [n for n in st.snap.nodes.values() if n.ready is True and not n.unschedulable]
+    key = _spread_key(st)
+    known = all(n.gpus is not None for n in nodes)
+    facts = (
+        bool(nodes),
+        key is None or any(key in n.labels for n in nodes),
+        known,
+        max((n.gpus or 0 for n in nodes), default=0) if known else 0,
+        sum(n.gpus or 0 for n in nodes) if known else 0,
+    )
+    st.nodes_out = facts
+    return facts
 
 
 def _spread_key(st: PassState) -> str | None:
@@ -62,10 +84,10 @@ def _spread_key(st: PassState) -> str | None:
     return st.spec.topology_spread_key or st.spec.topology_key
 
 
-def _topology(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] | None:
+def _topology(st: PassState, key_present: bool) -> tuple[str, str, str] | None:
     """The condition for a Required spread key no usable node carries (None: fine)."""
     key = _spread_key(st)
-    if key is None or any(key in n.labels for n in nodes):
+    if key is None or key_present:
         return None
     return (
         "True",
@@ -92,7 +114,7 @@ def _gang_words(runners: Sequence[Runner], per_pod: Sequence[tuple[str, int]]) -
     return f"a leader+{workers} {noun} gang needs {total} {GPU_RESOURCE}, {each}"
 
 
-def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] | None:
+def _capacity(st: PassState, largest: int, together: int) -> tuple[str, str, str] | None:
     """The condition for a gang bigger than the cluster, or than what is free (None: fine)."""
     runners = st.runners(st.target) or st.spec.runners
     try:
@@ -104,8 +126,6 @@ def _capacity(st: PassState, nodes: Sequence[NodeView]) -> tuple[str, str, str] 
     need = sum(g for _, g in per_pod)
     if need == 0:
         return None
-    largest = max(n.gpus or 0 for n in nodes)
-    together = sum(n.gpus or 0 for n in nodes)
     words = _gang_words(runners, per_pod)
     if max(g for _, g in per_pod) > largest or need > together:
         return (
@@ -165,18 +185,18 @@ def _keep(st: PassState, type_: str) -> None:
 
 def check_nodes(st: PassState) -> None:
     """Raise or clear ``TopologyKeyMissing`` and ``InsufficientCapacity`` (no action)."""
-    nodes = _usable(st)
-    if not nodes:  # no Ready node observed: nothing can be said, keep what was said
+    any_node, key_present, known, largest, together = _node_facts(st)
+    if not any_node:  # no Ready node observed: nothing can be said, keep what was said
         _keep(st, TOPOLOGY_CONDITION)
         _keep(st, CAPACITY_CONDITION)
         return
-    topology = _topology(st, nodes)
+    topology = _topology(st, key_present)
     _report(st, TOPOLOGY_CONDITION, topology)
-    if any(n.gpus is None for n in nodes):  # allocatable not reported yet
+    if not known:  # allocatable not reported yet
         _keep(st, CAPACITY_CONDITION)
         return
     # pods kept Pending by a missing key say nothing about free GPUs
-    capacity = _capacity(st, nodes)
+    capacity = _capacity(st, largest, together)
     if topology is not None and capacity is not None and capacity[1] != "GangExceedsCapacity":
         capacity = None
     _report(st, CAPACITY_CONDITION, capacity)

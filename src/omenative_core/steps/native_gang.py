@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from operator import attrgetter, is_
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
+from operator import attrgetter, is_, is_not
 
 from omenative_core.gang import (
     MECHANISM_NONE,
@@ -39,6 +40,7 @@ from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
 from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+from omenative_core.steps.totals import WrittenRows, usable
 
 __all__ = [
     "POD_GROUP_UNSCHEDULABLE",
@@ -165,14 +167,17 @@ def _pod_groups(st: PassState) -> set[str]:
     return used
 
 
-def _orphans(st: PassState, names: Iterable[str]) -> set[str]:
-    """Of these PodGroup names, the ones no attempt (a row) or pod stands for.
+def _orphans(st: PassState, names: Iterable[str], *, pods: bool = True) -> set[str]:
+    """Of these PodGroup names, the ones no attempt (a row) or (unless ``pods`` is False)
+    pod stands for.
 
     The rows' names are enough to clear almost every group, so the pods are read only
     when a group remains (after a restart or a removed Instance): at rest, no pod is.
     """
-    left = set(names) - _row_groups(st)
+    left = set(names)
     if left:
+        left -= _row_groups(st)
+    if left and pods:
         left -= _pod_groups(st)
     return left
 
@@ -191,19 +196,65 @@ def _revisions_in_use(st: PassState) -> set[str]:
     return used
 
 
+def _unnamed_since(
+    st: PassState, at: int, groups: Mapping[str, PodGroupView], views: tuple[PodGroupView, ...]
+) -> set[str] | None:
+    """The PodGroups no row names now, found from what changed since the last pass while
+    its row totals hold (``steps.totals``); None: read every group.
+
+    A group the last pass found named by a row is still named unless that row was written
+    (then only that row can name it: the name carries the index) or the group object
+    changed; so only those groups, and the ones no row named then (``RowTotals.unnamed``),
+    are looked at. Pods never name a group a row does not, so a changed pod changes nothing
+    here: the pods are read only for the groups left over (``cleanup``).
+    """
+    kept, rows = usable(st), st.rows
+    if (
+        kept is None
+        or not isinstance(rows, WrittenRows)
+        or len(kept.groups) <= at
+        or len(kept.groups[at]) != len(views)
+    ):
+        return None
+    moved = compress(views, map(is_not, views, kept.groups[at]))
+    unknown = set(kept.unnamed[at])
+    unknown.update(map(attrgetter("name"), moved))
+    prefix, old_rows = st.prefix, kept.by_index
+    left = set()
+    for i in rows.written:
+        old = old_rows.get(i)
+        if old is None:
+            continue
+        name = pod_group_name(prefix, i, old.incarnation)
+        row = rows.get(i)
+        if name in groups and (row is None or pod_group_name(prefix, i, row.incarnation) != name):
+            left.add(name)
+    return left | _orphans(st, [n for n in unknown if n in groups], pods=False)
+
+
 def cleanup(st: PassState) -> None:
     """Delete PodGroups and Workloads nothing uses any more (see the module docstring).
 
     What is in use is worked out only when there is something to delete, and from the
-    rows first (``_orphans``): at rest this reads no pod.
+    rows first (``_orphans``): at rest this reads no pod. While the row totals hold, only
+    the groups whose row or object changed are looked at (``_unnamed_since``).
     """
-    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
-        if groups:
-            orphans = _orphans(st, map(attrgetter("name"), groups.values()))
-            for pg in groups.values():
+    kept_groups: list[tuple[PodGroupView, ...]] = []
+    kept_unnamed: list[frozenset[str]] = []
+    for at, (groups, api) in enumerate(((st.snap.pod_groups, POD_GROUP_API_VERSION),
+                                        (st.snap.native_pod_groups, NATIVE_API_VERSION))):
+        views = tuple(groups.values())
+        unnamed = _unnamed_since(st, at, groups, views) if views else set()
+        if unnamed is None:
+            unnamed = _orphans(st, map(attrgetter("name"), views), pods=False)
+        orphans = unnamed - _pod_groups(st) if unnamed else unnamed
+        if orphans:
+            for pg in views:
                 if pg.name in orphans:
                     _delete(st, pg, api)
+        kept_groups.append(views)
+        kept_unnamed.append(frozenset(unnamed))
+    st.groups_out = (tuple(kept_groups), tuple(kept_unnamed))
     if not st.snap.workloads:
         return
     revisions = _revisions_in_use(st)

@@ -21,11 +21,13 @@ from omenative_core.model.plan import SetServingGate
 from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import OpType, Outcome, Phase, Step
 from omenative_core.policy import RECREATE_ON_RESTART
+from omenative_core.steps import steady
 from omenative_core.steps.bringup import bring_up
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
+from omenative_core.steps.steady import SteadyCount
 from omenative_core.steps.verdicts import was_steady
 
 __all__ = [
@@ -95,14 +97,20 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 # ---------------------------------------------------------------------- settled rows
 
 
-def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
-    """An Instance with no open operation: check its health, repair if needed."""
-    pods = st.pods_by_index.get(row.index, [])  # st.pods_of, inlined (every row, every pass)
-    if st.fast and ((st.kept is not None and was_steady(st, row)) or _steady(st, row, pods)):
+def settled(
+    st: PassState, row: InstanceStatus, found: dict[int, SteadyCount] | None = None
+) -> InstanceStatus:
+    """An Instance with no open operation: check its health, repair if needed.
+
+    ``found``: the rows of this pass ``steady.find`` found steady, when the caller asked
+    for all of them at once (else this row is checked on its own).
+    """
+    if st.fast and ((st.kept is not None and was_steady(st, row)) or _steady(st, row, found)):
         st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
         return row
+    pods = st.pods_of(row.index)
     expected = (
         st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
         if row.running_revision
@@ -127,51 +135,18 @@ def settled(st: PassState, row: InstanceStatus) -> InstanceStatus:
     return _judge(st, row, pods, mine, list(expected))
 
 
-def _steady(st: PassState, row: InstanceStatus, pods: list[PodView]) -> bool:
+def _steady(st: PassState, row: InstanceStatus, found: dict[int, SteadyCount] | None) -> bool:
     """A Ready row whose attempt's pods are all there, Ready and healthy: nothing to do.
 
-    The common case at rest, checked in one loop over the pods. It is exactly the case in
-    which the full check (strays, ``_health``, ``_judge``, ``settle_ready``) returns the row
-    unchanged and only clears its revision's RetryBlock; anything else (a restart, a crash
-    reason, a lost node, a relocation record) takes the full check.
+    The common case at rest (``steady.find``). It is exactly the case in which the full
+    check (strays, ``_health``, ``_judge``, ``settle_ready``) returns the row unchanged and
+    only clears its revision's RetryBlock; anything else (a restart, a crash reason, a
+    lost node, a relocation record) takes the full check.
     """
-    if (
-        row.phase != Phase.READY
-        or not row.running_revision
-        or row.target_revision != row.running_revision
-        or st.migrations
-    ):
-        return False
-    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
-    if not expected or len(expected) != len(pods):
-        return False
-    attempt = (st.revision_hash(row.running_revision), row.incarnation)
-    nodes = st.snap.nodes
-    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
-    serving = 0
-    admitted = True
-    for pod in pods:
-        conditions = pod.conditions
-        if (
-            pod.name not in expected
-            or attempt_of.get(pod.name) != attempt
-            or pod.deletion_timestamp is not None
-            or pod.phase in ("Failed", "Succeeded")
-            or conditions.get("Ready") != "True"
-        ):
-            return False
-        if pod.node_name:
-            node = nodes.get(pod.node_name)
-            if node is None or node.ready is not True:
-                return False
-        for c in pod.containers:
-            if c.restart_count or c.waiting_reason in CRASH_REASONS:
-                return False
-        if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
-            serving += 1
-        if pod.scheduling_gates:
-            admitted = False
-    st.steady_counts[row.index] = (row, serving, admitted)  # steps.status counts from these
+    got = (found if found is not None else steady.find(st, (row,))).get(row.index)
+    if got is None or got[0] is not row or st.migrations:
+        return False  # the row changed (a hand-off) or a migration opened since ``find``
+    st.steady_counts[row.index] = got  # steps.status counts from these
     return True
 
 
@@ -313,7 +288,7 @@ def _flapping(
 def _repair_budget_ok(st: PassState, index: int) -> bool:
     unavailable = sum(
         1
-        for r in st.rows.values()
+        for r in st.odd_rows()  # a plain row is Ready
         if r.index != index and r.phase != Phase.READY and st.is_member(r)
     )
     return unavailable < st.policy.max_unavailable
@@ -323,8 +298,11 @@ def _repair_budget_ok(st: PassState, index: int) -> bool:
 
 
 def rebuilds(st: PassState) -> None:
-    """Failed or Pending members with no operation get a new attempt when allowed."""
-    for index in sorted(st.rows):
+    """Failed or Pending members with no operation get a new attempt when allowed.
+
+    Only the rows that may not be plain are read (``steps.totals``): a plain row is Ready.
+    """
+    for index in sorted([r.index for r in st.odd_rows()]):
         row = st.rows[index]
         if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
             continue

@@ -28,6 +28,7 @@ from omenative_core.revisions import (
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState, pod_incarnation
+from omenative_core.steps.totals import loaded_rows, rowless
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
 __all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
@@ -121,9 +122,13 @@ def _take(st: PassState, grouping: Grouping) -> None:
 def load_rows(st: PassState) -> None:
     """The previous status's rows, plus a row for pods that have none: the scale-up that
     created them when their labels say so (``unrecorded_create``), else a Pending one."""
-    rows = st.prev.instances
-    st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C: every pass
-    missing = st.pods_by_index.keys() - st.rows.keys()
+    loaded = loaded_rows(st)
+    if loaded is None:
+        rows = st.prev.instances
+        st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C
+    else:  # the kept totals' rows, the few that differ written in (``steps.totals``)
+        st.rows = loaded
+    missing = rowless(st)
     if not missing:
         return
     if st.dirty is not None:
@@ -176,8 +181,8 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
 def prune_revisions(st: PassState) -> None:
     """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
     live = {st.target, st.spec_revision}
-    rows = st.rows.values()
-    live.update(map(attrgetter("running_revision"), rows))  # in C: every row, every pass
+    rows = st.odd_rows()  # a plain row runs and targets the target (``steps.totals``)
+    live.update(map(attrgetter("running_revision"), rows))
     live.update(map(attrgetter("target_revision"), rows))
     if st.prev.current_revision:
         live.add(st.prev.current_revision)

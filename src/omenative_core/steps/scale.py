@@ -45,14 +45,14 @@ SCALE_UP = "ScaleUp"
 
 def scale(st: PassState) -> None:
     """Bring the member count to ``replicas``."""
-    members = sorted(st.members(), key=attrgetter("index"))
+    count = st.member_count()
     desired = st.policy.desired
-    if len(members) > desired:
-        _scale_down(st, members, desired)
+    if count > desired:
+        _scale_down(st, sorted(st.members(), key=attrgetter("index")), desired)
         return
     if st.policy.paused:
         return
-    for _ in range(desired - len(members)):
+    for _ in range(desired - count):
         index = st.free_index()
         revision = new_instance_revision(st, index)
         if not st.may_open():

@@ -60,6 +60,7 @@ from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.retry import RetryBook
 from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
+from omenative_core.steps.totals import RowTotals, odd_indexes
 from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
 
 __all__ = [
@@ -199,6 +200,8 @@ class PassState:
     """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
     kept: Verdicts | None = None
     """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
+    totals: RowTotals | None = None
+    """The last pass's row totals (``steps.totals``), or None: read every row."""
     now: datetime = field(init=False)
     prev: InferenceReplicaStatus = field(init=False)
     ir: InferenceReplica = field(init=False)
@@ -248,6 +251,12 @@ class PassState:
     """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
     waiting: set[int] | None = None
     """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
+    totals_out: RowTotals | None = None
+    """This pass's row totals, for the next pass (``steps.status.finish``)."""
+    groups_out: tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]] = ((), ())
+    """The PodGroups this pass observed and the ones no row named (``native_gang.cleanup``)."""
+    nodes_out: tuple[bool, bool, bool, int, int] | None = None
+    """What this pass read of the nodes (``capacity.check_nodes``)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -419,10 +428,26 @@ class PassState:
         # makes this query over every row)
         return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
 
+    def odd_rows(self) -> list[InstanceStatus]:
+        """The rows that may not be plain, in index order (``steps.totals``); every row, in
+        the rows' order, when the kept totals do not hold. A plain row is a Ready, available
+        member with no operation, no failure and no ``readySince``, on the target
+        revision: the replica-wide steps read only the others."""
+        rows = self.rows
+        odd = odd_indexes(self)
+        return list(rows.values()) if odd is None else [rows[i] for i in odd]
+
+    def member_count(self) -> int:
+        """How many rows are members (``members``, with plain rows counted, not read)."""
+        odd = self.odd_rows()
+        return len(self.rows) - len(odd) + len(
+            [r for r in odd if r.operation is None or self.is_member(r)]
+        )
+
     def unavailable(self) -> int:
         """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
         now, window, ready = self.now, self.policy.min_ready, Phase.READY
-        rows = self.rows.values()
+        rows = self.odd_rows()  # a plain row is a Ready, available member
         busy = [r for r in rows if r.operation is not None and self.is_member(r)]
         waiting = [
             r
@@ -466,7 +491,7 @@ class PassState:
         The first refusal of a pass says so with an ``OperationsBounded`` Event.
         """
         if self._budget is None:
-            self._budget = Budget.of(self.rows.values())
+            self._budget = Budget.of(self.odd_rows())  # a plain row is charged nothing
         if self._budget.admit(count, migrate=migrate):
             return True
         if self._budget.deferred == count:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from attrs import evolve
+from attrs import evolve, frozen
 
 from omenative_core.conditions import build_conditions
 from omenative_core.model.observed import PodView
@@ -36,6 +36,8 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
+from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
+from omenative_core.steps.totals import was_ready as was_ready_of
 from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
 
 __all__ = ["finish", "invalid_plan"]
@@ -69,49 +71,46 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
-    was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
-    # each row's pods are looked at once here: counts, serving, readiness (comprehensions,
-    # not appends: a pass at rest runs this over every row)
-    # rows whose tally the last pass kept and that did not change take it unread
-    same = unchanged_tallies(st, was_ready)
-    st.tallies.update(same)
-    by_row = st.rows
-    tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)]
-    rows = tuple([t[1] for t in tallied])
-    serving = len([t for t in tallied if t[2]])
+    tallied, rows, same_keys = _tallied(st)
+    target = st.target
+    odd = odd_of(st, tallied)  # every other row is plain: counted, not read
+    st.totals_out = totals_of(st, rows, frozenset(t[1].index for t in odd), same_keys)
     busy = (Phase.UPDATING, Phase.MIGRATING)
     ready_t = [
-        t
-        for t in tallied
-        if t[1].phase == Phase.READY or (t[1].phase in busy and st.all_ready(t[1]))
+        t for t in odd if t[1].phase == Phase.READY or (t[1].phase in busy and st.all_ready(t[1]))
     ]
-    ready = [t[1] for t in ready_t]
-    available = [t[1] for t in ready_t if t[3]]
     window = st.policy.min_ready
     st.wake.extend(
         [t[1].ready_since + window for t in ready_t if not t[3] and t[1].ready_since is not None]
     )
-    members = [r for r in rows if r.operation is None or st.is_member(r)]
-    updated = [r for r in rows if r.running_revision == st.target]
+    odd_rows = [t[1] for t in odd]
+    sums = _Sums(
+        plain=len(rows) - len(odd),
+        rows=odd_rows,
+        members=[r for r in odd_rows if r.operation is None or st.is_member(r)],
+        available=[t[1] for t in ready_t if t[3]],
+        updated=[r for r in odd_rows if r.running_revision == target],
+    )
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
         replicas=len(rows),
-        ready_replicas=len(ready),
-        serving_replicas=serving,
-        available_replicas=len(available),
-        updated_replicas=len(updated),
-        updated_ready_replicas=len([r for r in updated if r.phase == Phase.READY]),
-        current_revision=_current_revision(st, rows, members),
-        update_revision=st.target,
+        ready_replicas=sums.plain + len(ready_t),
+        serving_replicas=sums.plain + len([t for t in odd if t[2]]),
+        available_replicas=sums.plain + len(sums.available),
+        updated_replicas=sums.plain + len(sums.updated),
+        updated_ready_replicas=sums.plain
+        + len([r for r in sums.updated if r.phase == Phase.READY]),
+        current_revision=_current_revision(st, sums),
+        update_revision=target,
         collision_count=st.collision_count,
         label_selector=f"ome.io/inferencereplica={st.ir.metadata.name}",
         instances=rows,
         retry_blocks=st.book.result(),
         migrations=tuple(st.migrations[k] for k in sorted(st.migrations)),
-        conditions=_conditions(st, rows, members, available, updated),
+        conditions=_conditions(st, sums),
         traffic=st.prev.traffic,
         coordination_group_ref=st.prev.coordination_group_ref,
-        rollout_hold=_rollout_hold(st, rows),
+        rollout_hold=_rollout_hold(st, odd_rows),
     )
     if st.audit:
         st.out.add(
@@ -135,16 +134,66 @@ def finish(st: PassState) -> Plan:
     )
 
 
-def _current_revision(
-    st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
-) -> str:
+@frozen
+class _Sums:
+    """The final rows as the counters and conditions read them: how many are plain
+    (``steps.totals``: each a member, Ready, available, on the target) and the others."""
+
+    plain: int
+    rows: list[InstanceStatus]
+    members: list[InstanceStatus]
+    available: list[InstanceStatus]
+    updated: list[InstanceStatus]
+
+
+def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bool]:
+    """The tallies of the rows that may not be plain (every row when the kept totals do
+    not hold), the status's rows, and whether they have the kept totals' indexes.
+
+    Each row's pods are looked at once here: counts, serving, readiness (comprehensions,
+    not appends: a cold pass runs this over every row). With the kept totals, a plain
+    row's tally is the kept one and its row stays in place in a copy of the kept tuple.
+    """
+    by_row = st.rows
+    odd = odd_indexes(st)
+    kept = st.totals
+    if odd is None or kept is None or st.kept is None:
+        was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
+        # rows whose tally the last pass kept and that did not change take it unread
+        same = unchanged_tallies(st, was_ready)
+        st.tallies.update(same)
+        tallied = [
+            same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)
+        ]
+        return tallied, tuple([t[1] for t in tallied]), False
+    was_ready = was_ready_of(st, odd)
+    st.tallies = dict(st.kept.tallies)
+    for i in odd:
+        st.tallies.pop(i, None)
+    tallied = [_tally(st, by_row[i], was_ready) for i in odd]
+    positions = kept.positions
+    if len(by_row) == len(kept.rows) and all(i in positions for i in odd):
+        out = list(kept.rows)
+        for t in tallied:
+            out[positions[t[1].index]] = t[1]
+        return tallied, tuple(out), True
+    changed = {t[1].index: t[1] for t in tallied}
+    return tallied, tuple([changed.get(i) or by_row[i] for i in sorted(by_row)]), False
+
+
+def _current_revision(st: PassState, sums: _Sums) -> str:
     current = st.prev.current_revision
     target = st.target
-    if members and not [r for r in members if r.running_revision != target]:
+    members = sums.members
+    if (sums.plain or members) and not [r for r in members if r.running_revision != target]:
         return st.target
-    if current and any(r.running_revision == current for r in rows):
+    if current and (
+        (sums.plain and current == target) or any(r.running_revision == current for r in sums.rows)
+    ):
         return current
     counts: dict[str, int] = defaultdict(int)
+    if sums.plain and target:
+        counts[target] += sums.plain
     for r in members:
         if r.running_revision:
             counts[r.running_revision] += 1
@@ -152,7 +201,10 @@ def _current_revision(
 
 
 def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold | None:
-    """The pass's hold, keeping ``since`` while gate and target are unchanged."""
+    """The pass's hold, keeping ``since`` while gate and target are unchanged.
+
+    ``rows``: the rows that are not plain (a plain row has no operation).
+    """
     hold = st.hold
     prev = st.prev.rollout_hold
     if hold is not None:
@@ -315,111 +367,105 @@ def _counts(
     )
 
 
-def _rolling(
-    st: PassState, rows: Sequence[InstanceStatus], members: Sequence[InstanceStatus]
-) -> bool:
+def _rolling(st: PassState, sums: _Sums) -> bool:
     target = st.target
-    if [r for r in members if r.running_revision and r.running_revision != target]:
+    if [r for r in sums.members if r.running_revision and r.running_revision != target]:
         return True
-    return bool([r for r in rows if r.operation is not None and st.is_surge_target(r)])
+    return bool([r for r in sums.rows if r.operation is not None and st.is_surge_target(r)])
 
 
-def _ready_condition(
-    st: PassState,
-    members: Sequence[InstanceStatus],
-    updated: Sequence[InstanceStatus],
-    *,
-    rolling: bool,
-) -> tuple[str, str, str]:
-    if [r for r in members if r.phase == Phase.FAILED]:
+def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
+    if [r for r in sums.members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
-    updated_ready = [
-        r
-        for r in updated
-        if r.phase == Phase.READY and (r.operation is None or st.is_member(r))
-    ]
-    staged = _staged(st, members, updated_ready, rolling=rolling)
-    return staged or _count_condition(st, members, rolling=rolling)
+    updated_ready = sums.plain + len(
+        [
+            r
+            for r in sums.updated
+            if r.phase == Phase.READY and (r.operation is None or st.is_member(r))
+        ]
+    )
+    staged = _staged(st, sums, updated_ready, rolling=rolling)
+    return staged or _count_condition(st, sums, rolling=rolling)
 
 
-def _count_condition(
-    st: PassState, members: Sequence[InstanceStatus], *, rolling: bool
-) -> tuple[str, str, str]:
+def _count_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
     """``Ready`` when no Instance failed and the rollout is not staged: by the counts."""
     desired = st.policy.desired
-    ready_members = [r for r in members if r.phase == Phase.READY]
+    ready_members = sums.plain + len([r for r in sums.members if r.phase == Phase.READY])
+    members = sums.plain + len(sums.members)
     minimum = max(desired - st.policy.max_unavailable, 0)
     if rolling:
         return ("Unknown", "RolloutInProgress", f"rolling out {st.target}")
     if desired == 0:
         return ("False", "NoReplicas", "spec.replicas is 0")
-    if len(ready_members) == desired and len(members) == desired:
+    if ready_members == desired and members == desired:
         return ("True", "AllInstancesReady", f"{desired}/{desired} Instances Ready")
-    if len(ready_members) >= minimum > 0:
+    if ready_members >= minimum > 0:
         return (
             "True",
             "MinimumAvailable",
-            f"{len(ready_members)}/{desired} Instances Ready (minimum {minimum})",
+            f"{ready_members}/{desired} Instances Ready (minimum {minimum})",
         )
-    return ("False", "ReplicaCountMismatch", f"{len(ready_members)}/{desired} Instances Ready")
+    return ("False", "ReplicaCountMismatch", f"{ready_members}/{desired} Instances Ready")
+
+
+def _below(st: PassState, sums: _Sums, partition: int) -> int:
+    """Members below ``partition``: the plain rows there (every row's index but the odd
+    rows') and the odd members there."""
+    plain = sum(1 for i in st.rows if i < partition) - sum(
+        1 for r in sums.rows if r.index < partition
+    )
+    return plain + sum(1 for r in sums.members if r.index < partition)
 
 
 def _staged(
-    st: PassState,
-    members: Sequence[InstanceStatus],
-    updated_ready: Sequence[InstanceStatus],
-    *,
-    rolling: bool,
+    st: PassState, sums: _Sums, updated_ready: int, *, rolling: bool
 ) -> tuple[str, str, str] | None:
     """``Ready=True Staged``: every member Ready, the ones at/above the partition updated."""
     partition = st.policy.partition
+    members = sums.plain + len(sums.members)
     if not (
         partition > 0
         and rolling
-        and len(updated_ready) + sum(1 for r in members if r.index < partition) >= len(members)
-        and len(members) == st.policy.desired
-        and all(r.phase == Phase.READY for r in members)
+        and updated_ready + _below(st, sums, partition) >= members
+        and members == st.policy.desired
+        and all(r.phase == Phase.READY for r in sums.members)
     ):
         return None
-    held = sum(1 for r in members if r.running_revision != st.target)
+    held = sum(1 for r in sums.members if r.running_revision != st.target)
     return (
         "True",
         "Staged",
-        f"Staged at partition {partition}: {len(updated_ready)}/"
-        f"{len(members)} Instances on {st.target}, {held} held on the prior revision",
+        f"Staged at partition {partition}: {updated_ready}/"
+        f"{members} Instances on {st.target}, {held} held on the prior revision",
     )
 
 
-def _conditions(
-    st: PassState,
-    rows: Sequence[InstanceStatus],
-    members: Sequence[InstanceStatus],
-    available: Sequence[InstanceStatus],
-    updated: Sequence[InstanceStatus],
-) -> tuple[Any, ...]:
+def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
     desired = st.policy.desired
-    failed = [r for r in members if r.phase == Phase.FAILED]
-    rolling = _rolling(st, rows, members)
+    failed = [r for r in sums.members if r.phase == Phase.FAILED]
+    rolling = _rolling(st, sums)
     minimum = max(desired - st.policy.max_unavailable, 0)
-    avail_ok = len(
-        [r for r in available if r.operation is None or st.is_member(r)]
-    ) >= max(minimum, 0) and (
-        desired == 0 or available
-    )
+    available = sums.plain + len(sums.available)
+    avail_ok = sums.plain + len(
+        [r for r in sums.available if r.operation is None or st.is_member(r)]
+    ) >= max(minimum, 0) and (desired == 0 or available > 0)
     wanted: dict[str, tuple[str, str, str]] = {
-        "Ready": _ready_condition(st, members, updated, rolling=rolling),
+        "Ready": _ready_condition(st, sums, rolling=rolling),
         "Available": (
-            ("True", "MinimumAvailable", f"{len(available)} Instance(s) available")
+            ("True", "MinimumAvailable", f"{available} Instance(s) available")
             if avail_ok
             else (
                 "False",
                 "InsufficientAvailable",
-                f"{len(available)}/{desired} Instance(s) available",
+                f"{available}/{desired} Instance(s) available",
             )
         ),
         "Progressing": (
             ("True", "RolloutInProgress", f"moving Instances to {st.target}")
-            if rolling or len(members) != desired or [r for r in rows if r.operation]
+            if rolling
+            or sums.plain + len(sums.members) != desired
+            or [r for r in sums.rows if r.operation]
             else ("True", "NewRevisionAvailable", f"all Instances run {st.target}")
         ),
         "RolloutStalled": (

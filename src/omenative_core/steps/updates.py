@@ -34,8 +34,10 @@ def start(st: PassState) -> None:
     stale = sorted(
         (
             r
-            for r in st.members()
-            if r.running_revision != target and r.index >= st.policy.partition
+            for r in st.odd_rows()  # a plain row runs the target
+            if (r.operation is None or st.is_member(r))
+            and r.running_revision != target
+            and r.index >= st.policy.partition
         ),
         key=lambda r: r.index,
         reverse=True,

@@ -1,0 +1,74 @@
+"""Who used the machine's CPU during a timed phase: each control-plane process, the
+kubelet stand-in, the manager and the benchmark itself.
+
+The controller benchmark runs everything on one machine (2 cores here), so a controller
+that burns CPU slows the API server, the scheduler and the kubelet stand-in that move its
+own pods. :class:`CpuShare` reads ``utime + stime`` from ``/proc/<pid>/stat`` at the start
+and the end of a phase for every process it is given (the cluster's from its
+``pids.json``: the ``devcluster up`` supervisor runs the kubelet stand-in) and prints the
+seconds each used, and their sum against the phase's wall time x cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+__all__ = ["CpuShare", "cluster_pids"]
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_pids(state_dir: Path) -> dict[str, int]:
+    """The processes of a ``devcluster up`` state folder, by name (the supervisor, which
+    runs the kubelet stand-in, as ``kubelet stand-in``); empty when it has none."""
+    try:
+        data = json.loads((state_dir / "pids.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {"kubelet stand-in": int(data["supervisor"]["pid"])}
+    out.update({name: int(rec["pid"]) for name, rec in (data.get("components") or {}).items()})
+    return out
+
+
+class CpuShare:
+    """CPU seconds per process between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.pids = dict(pids)
+        self._start: dict[str, float] = {}
+        self.used: dict[str, float] = {}
+        self.wall = 0.0
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        """Sample every process now."""
+        self._t0 = time.monotonic()
+        self._start = {n: c for n, p in self.pids.items()
+                       if (c := _cpu_seconds(p)) is not None}
+
+    def stop(self) -> None:
+        """Sample again; ``used`` holds the seconds each process used in between."""
+        self.wall = time.monotonic() - self._t0
+        for name, before in self._start.items():
+            after = _cpu_seconds(self.pids[name])
+            if after is not None:
+                self.used[name] = after - before
+
+    def line(self) -> str:
+        """``name 12.3 s, ...; all 40.1 s of 60.0 s x 2 cores (33 %)``."""
+        cores = os.cpu_count() or 1
+        total = sum(self.used.values())
+        parts = ", ".join(f"{n} {s:.1f}" for n, s in
+                          sorted(self.used.items(), key=lambda kv: -kv[1]))
+        share = 100 * total / max(self.wall * cores, 1e-9)
+        return (f"{parts}; all {total:.1f} s of {self.wall:.1f} s x {cores} cores "
+                f"({share:.0f} %)")
