@@ -7,9 +7,10 @@
    loop that only proves "nothing to do": at rest (memo of the last pass), the status
    re-read (equal rows, new objects), one pod changed (the other Instances' verdicts
    and the plain rows' totals reused), 10 and 100 pods changed (a pass costs O(k)), the
-   cold pass after a restart (no memo) and a new revision; then how long the
-   event loop is held while the new-revision pass is planned on the loop and in a worker
-   thread.
+   cold pass after a restart (no memo) and a new revision; then how long the event loop is
+   held while the new-revision pass is planned on the loop, in a plain worker thread, and as
+   the manager plans it (``planning.plan_replica``: a worker thread with the switch interval
+   short meanwhile), in turn, with the pass's own time beside it.
 3. Simulated wall time to roll 100 Instances of 8-pod gangs with maxSurge 10%, beside the
    lower bound ceil(100 / surge) x (pod start + ready time), as a ratio.
 
@@ -25,14 +26,15 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 from attrs import evolve
 from callcount import function_calls
 
-from omenative_core.incremental import plan_incremental
+from omenative_controller.planning import PLANNING_SWITCH_INTERVAL, plan_replica
+from omenative_core.incremental import PlanMemo, plan_incremental
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model import LifecycleConfig, Snapshot
 from omenative_core.planner import plan
@@ -224,34 +226,80 @@ def _reread(snap: Snapshot) -> Snapshot:
     return evolve(snap, replica=evolve(snap.replica, status=evolve(status, instances=rows)))
 
 
-async def _loop_hold(work: Snapshot, *, in_thread: bool) -> tuple[float, float]:
-    """(longest gap between 1 ms ticks of the event loop, plan wall time) while planning."""
-    gaps: list[float] = []
+async def _loop_hold(run: Callable[[], Awaitable[object]]) -> tuple[float, float, float]:
+    """(longest gap between 1 ms ticks of the event loop, the most CPU this process ran
+    within one gap, wall time of ``run``) while ``run`` plans.
+
+    The CPU (every thread's: the pass's, wherever it runs) tells the time the pass held
+    the loop from the time the OS ran other processes, which a loaded machine adds to the
+    wall gap."""
+    gaps: list[tuple[float, float]] = []
     done = asyncio.Event()
 
     async def ticker() -> None:
-        last = time.perf_counter()
+        last, last_cpu = time.perf_counter(), time.process_time()
         while not done.is_set():
             await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
+            now, cpu = time.perf_counter(), time.process_time()
+            gaps.append((now - last, cpu - last_cpu))
+            last, last_cpu = now, cpu
 
     gc.collect()
     gc.freeze()  # as in _median_time: a full collection of the world is not the planner
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0.01)
     t0 = time.perf_counter()
-    if in_thread:
-        await asyncio.to_thread(plan, work)
-    else:
-        plan(work)
+    result = await run()  # kept, as the manager keeps its memo: freed after the ticks
     took = time.perf_counter() - t0
     await asyncio.sleep(0.005)
     done.set()
     await task
+    del result
     gc.unfreeze()
-    return max(gaps), took
+    return max(g for g, _ in gaps), max(c for _, c in gaps), took
+
+
+def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = 5) -> None:
+    """The new-revision pass planned on the loop, in a plain worker thread, and as the
+    manager plans it (``planning.plan_replica``: a worker thread, the switch interval
+    short meanwhile, handed the memo of the pass before the new revision, which it frees
+    in the thread), each ``repeat`` times in turn: the worst and the median gap, and the
+    most CPU the process ran within one gap (on a loaded machine the rest of a wall gap
+    is the OS running other processes)."""
+    memos: list[PlanMemo] = []
+
+    async def on_loop() -> object:
+        return plan(work)
+
+    async def in_thread() -> object:
+        return await asyncio.to_thread(plan, work)
+
+    async def manager() -> object:
+        return await plan_replica(work, memos.pop())  # popped, as the manager does
+
+    ways: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+        ("on the event loop", on_loop),
+        (f"in a worker thread (switch interval {sys.getswitchinterval() * 1000:.0f} ms)",
+         in_thread),
+        (f"plan_replica (worker thread, switch interval "
+         f"{PLANNING_SWITCH_INTERVAL * 1000:.0f} ms)", manager),
+    ]
+    got: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in ways}
+    for _ in range(repeat):
+        memos.append(plan_incremental(rest, None)[1])
+        for name, run in ways:
+            got[name].append(asyncio.run(_loop_hold(run)))
+    print(f"new-revision pass, longest event-loop gap over {repeat} runs each (in turn):")
+    print(f"{'planned':<52} {'worst':>8} {'median':>8} {'CPU in gap':>11} {'pass took':>10}")
+    for name, runs in got.items():
+        holds = [h for h, _, _ in runs]
+        cpu = max(c for _, c, _ in runs)
+        took = statistics.median(t for _, _, t in runs)
+        print(
+            f"{name:<52} {max(holds) * 1000:>6.1f}ms {statistics.median(holds) * 1000:>6.1f}ms "
+            f"{cpu * 1000:>9.1f}ms {took * 1000:>8.0f}ms"
+        )
+    print("(CPU in gap: the most CPU this process ran within one gap, over the runs)")
 
 
 def bench_incremental(kept: dict[str, Snapshot]) -> None:
@@ -296,14 +344,7 @@ def bench_incremental(kept: dict[str, Snapshot]) -> None:
             f"{name:<36} {t * 1000:>8.2f}ms {n_calls:>10,} {t / base:>7.2f}x {t / full_t:>7.3f}x",
             flush=True,
         )
-    for in_thread in (False, True):
-        hold, took = asyncio.run(_loop_hold(work, in_thread=in_thread))
-        where = "in a worker thread" if in_thread else "on the event loop"
-        print(
-            f"new-revision pass planned {where}: longest event-loop hold "
-            f"{hold * 1000:.1f} ms (the pass took {took * 1000:.0f} ms; "
-            f"GIL switch interval {sys.getswitchinterval() * 1000:.0f} ms)"
-        )
+    _loop_holds(later, work)
 
 
 def bench_gang_rollout() -> None:

@@ -10,7 +10,8 @@ resourceVersion and hands the same immutable ``InferenceReplica`` to every reade
 What it keeps is bounded by what decoding costs: a replica of at least ``LARGE`` Instances
 is kept for as long as it exists (its decode is the costly one), while small ones (about
 0.2 ms to decode, ~18 KB each decoded) are kept for the ``SMALL_KEPT`` most recently used:
-2,500 small replicas kept decoded cost ~46 MB (``benchmarks/bench_memory.py``).
+2,500 small replicas kept decoded cost ~46 MB, 256 of them ~4 MB, 64 of them ~1 MB
+(``benchmarks/bench_memory.py``; ``memos.PlanMemos`` keeps the plan memos alike).
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ class LiveReplicas(Protocol):
     def items(self) -> Iterator[tuple[str, Mapping[str, Any]]]: ...
 
 
+def _identity(obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(uid, resourceVersion), or (None, None) when either is missing."""
+    meta = obj.get("metadata") or {}
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if isinstance(uid, str) and isinstance(rv, str):
+        return uid, rv
+    return None, None
+
+
 class ReplicaDecoder:
     """``replica_from_json`` with a cache keyed by ``metadata.uid``, valid for one
     ``metadata.resourceVersion`` (the API server changes it on every write, so a hit is
@@ -43,8 +53,9 @@ class ReplicaDecoder:
     """Deleted replicas tolerated in the cache before ``trim`` scans."""
     LARGE = 32
     """Instances from which a decoded replica is kept for as long as it exists."""
-    SMALL_KEPT = 256
-    """Smaller decoded replicas kept, the most recently used."""
+    SMALL_KEPT = 64
+    """Smaller decoded replicas kept, the most recently used (as many as the manager's
+    default workers: a burst of passes over small replicas finds theirs)."""
 
     def __init__(self, *, max_decoded: int = 20000) -> None:
         self.max_decoded = max_decoded
@@ -55,17 +66,28 @@ class ReplicaDecoder:
 
     def decode(self, obj: Mapping[str, Any]) -> InferenceReplica:
         """The decoded ``obj``, from the cache when its resourceVersion is the one held."""
-        meta = obj.get("metadata") or {}
-        uid, rv = meta.get("uid"), meta.get("resourceVersion")
-        if isinstance(uid, str) and isinstance(rv, str):
+        hit = self.cached(obj)
+        if hit is not None:
+            return hit
+        return self.keep(obj, replica_from_json(obj, max_decoded=self.max_decoded))
+
+    def cached(self, obj: Mapping[str, Any]) -> InferenceReplica | None:
+        """The decoded ``obj`` if the cache holds its resourceVersion, else None (no decode:
+        the caller may decode elsewhere, e.g. in a worker thread, and ``keep`` the result)."""
+        uid, rv = _identity(obj)
+        if uid is not None:
             hit = self._cache.get(uid)
             if hit is not None and hit[0] == rv:
                 if uid in self._small:
                     self._small.move_to_end(uid)
                 return hit[1]
+        return None
+
+    def keep(self, obj: Mapping[str, Any], replica: InferenceReplica) -> InferenceReplica:
+        """Cache ``replica`` as ``obj`` decoded (counted in ``decodes``), and return it."""
         self.decodes += 1
-        replica = replica_from_json(obj, max_decoded=self.max_decoded)
-        if isinstance(uid, str) and isinstance(rv, str):
+        uid, rv = _identity(obj)
+        if uid is not None and rv is not None:
             self._keep(uid, rv, replica)
         return replica
 

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -59,9 +58,10 @@ from omenative_controller.manager_config import (
     StartupError,
     default_identity,
 )
+from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
-from omenative_controller.planning import plan_replica
+from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -74,7 +74,6 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -112,8 +111,8 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
-        # the default planner runs incrementally: one PlanMemo per replica key
-        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        # the default planner runs incrementally: PlanMemos kept per replica key (memos.py)
+        self._memos: PlanMemos | None = None if plan_fn else PlanMemos()
         self.routed = RoutedPods(service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
@@ -434,7 +433,7 @@ class Manager:
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
-        assert self.pods is not None and self.nodes is not None
+        assert self.pods is not None and self.node_map is not None
         assert self.revisions is not None and self.services is not None
         assert self.slices is not None
         namespace = replica.metadata.namespace
@@ -448,8 +447,7 @@ class Manager:
             replica=replica,
             now=datetime.now(UTC),
             pods=tuple(self.pods.by_index("owner", key)),
-            nodes=(self.node_map.get() if self.node_map is not None
-                   else MappingProxyType(self.nodes.store())),
+            nodes=self.node_map.get(),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),
@@ -483,7 +481,7 @@ class Manager:
             self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.decoder.trim(self.replicas)
         try:  # a pass for a pod change decodes the (unchanged) replica no more
-            replica = self.decoder.decode(raw)
+            replica = await decode_replica(self.decoder, raw)  # a big one off the loop
         except CodecError as exc:
             where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
                 "InvalidSpec")
@@ -500,7 +498,9 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            plan, self._memos[key] = await plan_replica(snap, self._memos.get(key))
+            # taken out: a big pass frees the last memo in its worker thread, off the loop
+            plan, memo = await plan_replica(snap, self._memos.pop(key))
+            self._memos.put(key, memo, replica.spec.replicas or 0)
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
@@ -536,7 +536,7 @@ class Manager:
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
         if self._memos is not None:
-            self._memos.pop(key, None)
+            self._memos.pop(key)
         queue.forget(key)
         queue.discard(key)
         if self.executor is not None:

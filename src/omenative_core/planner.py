@@ -91,13 +91,18 @@ def _advance_all(st: PassState) -> None:
         todo = sorted(rows.keys() - same)
     # with no kept verdicts (a cold pass, a spec change), every steady row at once
     bulk = st.fast and (st.kept is None or st.dirty is None)
-    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else None
+    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else {}
     for index in todo:
         row = rows[index]
-        if row.operation is None:
-            rows[index] = repair.settled(st, row, found)
-        else:
+        if row.operation is not None:
             lifecycle.advance(st, index)
+            continue
+        got = found.get(index)
+        if got is not None and got[0] is row and not st.migrations and not st.book.blocks:
+            st.steady_rows[index] = row  # repair.settled's answer for it, without the call
+            st.steady_counts[index] = got
+        else:
+            rows[index] = repair.settled(st, row, found if bulk else None)
 
 
 def _keep_targeted_blocks(st: PassState) -> None:

@@ -113,7 +113,8 @@ class KubeletStandIn:
         self._file_faults = Faults()
         self._file_mtime: tuple[int, int, int] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._sem = asyncio.Semaphore(cfg.max_inflight)
+        # one budget per node, as each node has its own kubelet (and its own client)
+        self._sems = {n: asyncio.Semaphore(cfg.max_inflight) for n in self.node_names}
         self._nodes_registered = asyncio.Event()
         self._synced = asyncio.Event()
         self._heartbeats: dict[str, float] = {}
@@ -140,7 +141,7 @@ class KubeletStandIn:
                 config_file=str(self.cfg.kubeconfig) if self.cfg.kubeconfig else None,
                 client_configuration=cfg,
             )
-            cfg.connection_pool_maxsize = self.cfg.max_inflight + 8
+            cfg.connection_pool_maxsize = self.cfg.max_inflight * self.cfg.nodes + 8
             self._api = client.ApiClient(cfg)
             self._api.user_agent = "omenative-devcluster-kubelet/0.1"
         self._read_fault_file()
@@ -280,7 +281,7 @@ class KubeletStandIn:
             "spec": {"podCIDR": f"{self._pod_subnet(node)}.0/24"},
             "status": self._node_status(node),
         }
-        async with self._sem:
+        async with self._sems[node]:
             try:
                 await raw_call(
                     core.create_node(
@@ -303,7 +304,7 @@ class KubeletStandIn:
         """One heartbeat: node status (conditions, capacity) and the node's Lease."""
         core = client.CoreV1Api(self.api)
         coord = client.CoordinationV1Api(self.api)
-        async with self._sem:
+        async with self._sems[node]:
             await raw_call(
                 core.patch_node_status(
                     node, {"status": self._node_status(node)},
@@ -515,7 +516,8 @@ class KubeletStandIn:
                 st.changed.clear()
                 timeout = None if math.isinf(due) else max(0.0, due - now)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(st.changed.wait(), timeout=timeout)
+                    async with asyncio.timeout(timeout):
+                        await st.changed.wait()
                 continue
             st.last_action, st.last_action_at = action, now
             try:
@@ -562,7 +564,7 @@ class KubeletStandIn:
 
     async def _patch_status(self, st: _PodState, status: Json) -> None:
         core = client.CoreV1Api(self.api)
-        async with self._sem:
+        async with self._sems[st.node]:
             _, body = await raw_call(
                 core.patch_namespaced_pod_status(
                     st.name, st.namespace, {"status": status},
@@ -577,7 +579,7 @@ class KubeletStandIn:
         opts = client.V1DeleteOptions(
             grace_period_seconds=0, preconditions=client.V1Preconditions(uid=st.uid)
         )
-        async with self._sem:
+        async with self._sems[st.node]:
             await raw_call(
                 core.delete_namespaced_pod(
                     st.name, st.namespace, grace_period_seconds=0, body=opts,

@@ -94,7 +94,8 @@ class StandInConfig:
     heartbeat_seconds: float = 4.0
     lease_seconds: int = 40
     fault_file: Path | None = None
-    #: at most this many API writes in flight (the connection pool is bigger)
+    #: at most this many API writes in flight per node (each node's kubelet has its own
+    #: client; one budget for all nodes made pods wait for one another's status writes)
     max_inflight: int = 32
     cpu: str = "64"
     memory: str = "512Gi"

@@ -19,7 +19,7 @@ return the long way); the unschedulable Instances come out of the same loop, so
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from attrs import frozen
@@ -43,9 +43,9 @@ _BULK = 64
 """From this many rows on, ``_health`` reads every pod of the pass (and finds the
 unschedulable Instances on the way) instead of picking the rows' pods one by one."""
 
-Kind = tuple[frozenset[str], str] | None
-"""Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}`` and the
-revision's hash (None: no pods expected, or names not spelled that way)."""
+Kind = tuple[tuple[str, ...], str, int] | None
+"""Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}``, the
+revision's hash and how many pods (None: no pods expected, or names not spelled that way)."""
 
 
 @frozen
@@ -53,8 +53,8 @@ class Health:
     """Per-Instance facts from one read of its pods.
 
     ``bad``: Instances with a pod that is terminating, finished, not Ready, on a lost node
-    or crashing; ``serving``: how many pods serve (in rotation and containers ready), kept
-    only where not every pod does; ``gated``: Instances with a scheduling-gated pod;
+    or crashing; ``serving``: how many of its pods serve (in rotation, containers ready);
+    ``gated``: Instances with a scheduling-gated pod;
     ``waiting``: Instances with a pod the scheduler cannot place.
     """
 
@@ -64,7 +64,7 @@ class Health:
     waiting: set[int]
 
 
-def _health(groups: Iterable[tuple[int, list[PodView]]], nodes: Mapping[str, NodeView]) -> Health:
+def _health(groups: Iterable[tuple[int, list[PodView]]], ready_nodes: Container[str]) -> Health:
     """Each pod read once (its conditions with a few dict lookups, no call per pod)."""
     bad: set[int] = set()
     serving: dict[int, int] = {}
@@ -85,24 +85,31 @@ def _health(groups: Iterable[tuple[int, list[PodView]]], nodes: Mapping[str, Nod
             ):
                 waiting.add(index)
             if (
-                pod.deletion_timestamp is not None
+                conditions.get("Ready") != "True"
+                or pod.deletion_timestamp is not None
                 or pod.phase in _FINISHED
-                or conditions.get("Ready") != "True"
+                or (pod.node_name and pod.node_name not in ready_nodes)
             ):
                 bad.add(index)
                 continue
-            if pod.node_name:
-                node = nodes.get(pod.node_name)
-                if node is None or node.ready is not True:
-                    bad.add(index)
-                    continue
             for c in pod.containers:
                 if c.restart_count or c.waiting_reason in CRASH_REASONS:
                     bad.add(index)
                     break
-        if count != len(pods):
-            serving[index] = count
+        serving[index] = count
     return Health(bad, serving, gated, waiting)
+
+
+class _ReadyNodes:
+    """``name in _ReadyNodes(nodes)``: the node is known and Ready (for a few pods; a whole
+    pass builds the set of Ready nodes once instead)."""
+
+    def __init__(self, nodes: Mapping[str, NodeView]) -> None:
+        self.nodes = nodes
+
+    def __contains__(self, name: object) -> bool:
+        node = self.nodes.get(name) if isinstance(name, str) else None
+        return node is not None and node.ready is True
 
 
 def _kind(st: PassState, row: InstanceStatus) -> Kind:
@@ -113,8 +120,8 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     head = f"{st.prefix}-{row.index}"
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
-    tails = frozenset(name[len(head) :] for name in expected)
-    return tails, st.revision_hash(row.running_revision)
+    tails = tuple(name[len(head) :] for name in expected)
+    return tails, st.revision_hash(row.running_revision), len(tails)
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount]:
@@ -131,13 +138,15 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount
         for r in rows
         if r.phase == _READY and r.running_revision and r.target_revision == r.running_revision
     ]
-    by_index = st.pods_by_index
+    by_index, nodes = st.pods_by_index, st.snap.nodes
     if len(candidates) >= _BULK:
-        health = _health(by_index.items(), st.snap.nodes)
+        ready = {name for name, node in nodes.items() if node.ready is True}
+        health = _health(by_index.items(), ready)
         if st.waiting is None and st.dirty is None:
             st.waiting = health.waiting  # every pod read: ``unschedulable_now`` takes it
     else:
-        health = _health([(r.index, by_index.get(r.index, [])) for r in candidates], st.snap.nodes)
+        picked = [(r.index, by_index.get(r.index, [])) for r in candidates]
+        health = _health(picked, _ReadyNodes(nodes))
     return _match(st, candidates, health)
 
 
@@ -146,25 +155,30 @@ def _match(st: PassState, rows: list[InstanceStatus], health: Health) -> dict[in
     bad, serving, gated = health.bad, health.serving, health.gated
     by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
     kinds: dict[tuple[str, int], Kind] = {}
+    key: tuple[str, int] | None = None
+    kind: Kind = None
     out: dict[int, SteadyCount] = {}
     for row in rows:
         index = row.index
         pods = by_index.get(index)
         if index in bad or not pods:
             continue
-        key = (row.running_revision, row.active_ordinal)
-        kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
-        if kind is None or len(pods) != len(kind[0]):
+        if key is None or row.running_revision != key[0] or row.active_ordinal != key[1]:
+            key = (row.running_revision, row.active_ordinal)  # most rows share the last one's
+            kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
+        if kind is None or len(pods) != kind[2]:
             continue
-        tails, attempt = kind[0], (kind[1], row.incarnation)
         head = f"{prefix}-{index}"
-        cut = len(head)
+        attempt = (kind[1], row.incarnation)
         for pod in pods:
             name = pod.name
-            if name[cut:] not in tails or not name.startswith(head):
+            for tail in kind[0]:  # a handful of names: compared, not hashed into a set
+                if name == head + tail:
+                    break
+            else:
                 break
             if attempt_of.get(name) != attempt:
                 break
         else:
-            out[index] = (row, serving.get(index, len(pods)), index not in gated)
+            out[index] = (row, serving[index], index not in gated)
     return out

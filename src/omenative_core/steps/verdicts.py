@@ -83,6 +83,8 @@ RowGroups = tuple[list[InstanceStatus], frozenset[str]]
 Attempt = tuple[str | None, int]
 """A pod's (revision-hash label, incarnation)."""
 
+_NO_POD = object()
+
 _CHANGED_FRACTION = 8
 """More changed pods than 1/8 of them (plus a few): group every pod afresh."""
 
@@ -172,21 +174,36 @@ class Grouping:
 
 
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
-    """Every pod by the Instance it is labelled with, and each one's attempt (one loop)."""
+    """Every pod by the Instance it is labelled with, and each one's attempt (one loop).
+
+    Pods of one Instance, and of one attempt, mostly come one after another: the last
+    pod's list and attempt are reused when they match (no lookup, no new tuple: a fleet of
+    one revision keeps a handful of attempt tuples, not one per pod).
+    """
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
     numbers: dict[str, int] = {}
+    last_raw: object = _NO_POD  # never a label's value: the first pod is always looked up
+    group: list[PodView] = []
+    last_inc: object = _NO_POD
+    number = 0
+    attempt: Attempt = (None, 0)
     for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
         labels = pod.labels
         raw = labels.get(LABEL_INSTANCE_INDEX)
-        if raw is None or not raw.isdigit():
-            continue
-        by_index[int(raw)].append(pod)
+        if raw != last_raw:
+            if raw is None or not raw.isdigit():
+                continue
+            last_raw, group = raw, by_index[int(raw)]
+        group.append(pod)
         inc = labels.get(LABEL_INCARNATION, "")
-        number = numbers.get(inc)  # a handful of distinct incarnations: parse each once
-        if number is None:
-            number = numbers[inc] = int(inc) if inc.isdigit() else 0
-        attempt_of[pod.name] = (labels.get(LABEL_REVISION_HASH), number)
+        if inc != last_inc:  # a handful of distinct incarnations: each parsed once
+            number = numbers[inc] if inc in numbers else int(inc) if inc.isdigit() else 0
+            numbers[inc], last_inc = number, inc
+        rev_hash = labels.get(LABEL_REVISION_HASH)
+        if rev_hash != attempt[0] or number != attempt[1]:
+            attempt = (rev_hash, number)
+        attempt_of[pod.name] = attempt
     return Grouping(by_index, attempt_of)
 
 

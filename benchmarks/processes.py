@@ -1,0 +1,219 @@
+"""The processes of the controller benchmark: the local control plane (``devcluster up``),
+the manager under test (``omenative-manager``, its log, ``/metrics`` and ``/proc``
+figures), and an optional py-spy sampling the manager. Children get SIGTERM when the
+benchmark dies, so nothing outlives a ``kill -9``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+from watching import say
+
+from omenative_controller.kube.client import JSON
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _pdeathsig() -> None:
+    """In the child: get SIGTERM when the benchmark dies (so nothing outlives a kill -9)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _child_env() -> dict[str, str]:
+    src = str(REPO / "src")
+    return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+# ---------------------------------------------------------------------------- the cluster
+
+
+class DevCluster:
+    """``devcluster up`` as a child process (or nothing, when ``KUBECONFIG`` is set)."""
+
+    def __init__(self, state_dir: Path, nodes: int, extra: tuple[str, ...] = ()) -> None:
+        self.state_dir = state_dir
+        self.nodes = nodes
+        self.extra = extra
+        self.proc: asyncio.subprocess.Process | None = None
+        self.kubeconfig: Path | None = None
+
+    async def start(self, timeout: float = 300.0) -> Path:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        err = (self.state_dir / "up.stderr.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_devcluster", "up",
+            "--state-dir", str(self.state_dir), "--nodes", str(self.nodes), *self.extra,
+            stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
+            preexec_fn=_pdeathsig,
+        )
+        err.close()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"devcluster up gave no KUBECONFIG within {timeout:.0f}s")
+            line = await asyncio.wait_for(self.proc.stdout.readline(), left)
+            if not line:
+                tail = (self.state_dir / "up.stderr.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"devcluster up exited ({self.proc.returncode}):\n{tail}")
+            text = line.decode().strip()
+            if text.startswith("KUBECONFIG="):
+                self.kubeconfig = Path(text.partition("=")[2])
+                return self.kubeconfig
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proc.wait(), 30)
+        # whatever `up` left behind (it checks each PID still runs its recorded binary)
+        down = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_devcluster", "down",
+            "--state-dir", str(self.state_dir), stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, env=_child_env(),
+        )
+        await down.wait()
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# ---------------------------------------------------------------------------- the manager
+
+
+class ManagerProcess:
+    """``omenative-manager`` as a subprocess: its ports, log events and /proc figures."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.proc: asyncio.subprocess.Process | None = None
+        self.metrics_port: int | None = None
+        self.events: Counter[str] = Counter()
+        self.warnings: list[JSON] = []
+        self.leading = asyncio.Event()
+        self.listening = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        self.hwm_kib = 0
+        self.cpu_seconds = 0.0
+
+    async def start(self, kubeconfig: Path, namespace: str, args: argparse.Namespace) -> None:
+        err = (self.log_dir / "manager.stderr.log").open("wb")
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "omenative_controller.cli.manager",
+            "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+            "--config-namespace", namespace, "--bind-address", "127.0.0.1",
+            "--metrics-port", "0", "--probe-port", "0", "--identity", "bench",
+            "--workers", str(args.workers), "--qps", str(args.qps), "--burst", str(args.burst),
+            "--max-inflight", str(args.max_inflight),
+            "--status-coalesce", f"{args.status_coalesce:g}s",
+            stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
+            preexec_fn=_pdeathsig,
+        )
+        err.close()
+        self._reader = asyncio.create_task(self._read_logs())
+        await asyncio.wait_for(self.leading.wait(), 60)
+
+    async def _read_logs(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with (self.log_dir / "manager.log").open("wb") as out:
+            async for line in self.proc.stdout:
+                out.write(line)
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(rec, dict):
+                    continue
+                event = str(rec.get("event"))
+                self.events[event] += 1
+                if rec.get("level") in ("warning", "error", "critical") and len(
+                        self.warnings) < 20:
+                    self.warnings.append(rec)
+                if event == "manager.listening":
+                    self.metrics_port = int(rec["metrics_port"])
+                    self.listening.set()
+                elif event == "manager.leading":
+                    self.leading.set()
+
+    def sample_proc(self) -> tuple[int, int, float]:
+        """(VmHWM KiB, VmRSS KiB, CPU seconds) of the manager process, kept as the maximum."""
+        assert self.proc is not None
+        hwm = rss = 0
+        cpu = 0.0
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1])
+                elif line.startswith("VmRSS:"):
+                    rss = int(line.split()[1])
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        self.hwm_kib = max(self.hwm_kib, hwm)
+        self.cpu_seconds = max(self.cpu_seconds, cpu)
+        return hwm, rss, cpu
+
+    async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
+        """Every sample of the manager's /metrics."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        async with aiohttp.ClientSession() as http, http.get(
+                url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            text = await resp.text()
+        return [(s.name, dict(s.labels), float(s.value))
+                for fam in text_string_to_metric_families(text) for s in fam.samples]
+
+    async def stop(self) -> None:
+        """SIGTERM (graceful), SIGKILL after 30 s."""
+        if self.proc is None:
+            return
+        if self.proc.returncode is None:
+            self.sample_proc()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, 5)
+
+
+async def start_py_spy(path: Path | None, manager: ManagerProcess
+                       ) -> asyncio.subprocess.Process | None:
+    """``py-spy record`` of the manager (collapsed stacks, 100 Hz), or None."""
+    exe = shutil.which("py-spy", path=str(Path(sys.executable).parent) + os.pathsep
+                       + os.environ.get("PATH", ""))
+    if path is None or manager.proc is None:
+        return None
+    if exe is None:
+        say("--py-spy: py-spy is not installed (pip install py-spy); not profiling")
+        return None
+    return await asyncio.create_subprocess_exec(
+        exe, "record", "--pid", str(manager.proc.pid), "--rate", "100", "--format", "raw",
+        "--nonblocking", "--output", str(path), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL, preexec_fn=_pdeathsig)
+
+
+async def stop_py_spy(proc: asyncio.subprocess.Process | None, path: Path | None) -> None:
+    """Stop the profiler (it writes its file on SIGINT)."""
+    if proc is None or proc.returncode is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), 30)
+    say(f"py-spy samples of the manager in {path}")
