@@ -43,9 +43,10 @@ test-integration: ## integration tests against the local control plane (starts o
 test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
 
-lint: ## ruff (with the core's bans) and import-linter (the package boundaries)
+lint: ## ruff (with the core's bans), import-linter (the package boundaries), no asyncio.wait_for in src
 	$(VENV)/bin/ruff check src tests benchmarks examples scripts charts
 	$(VENV)/bin/lint-imports
+	@! grep -rnE 'asyncio\.wait_for\(' src || { echo "asyncio.wait_for loses a cancel on Python 3.11 (CPython gh-86296): use asyncio.timeout"; exit 1; }
 
 format: ## ruff format
 	$(VENV)/bin/ruff format src tests

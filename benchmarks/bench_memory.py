@@ -86,6 +86,13 @@ def _status_kib(field: str) -> int:
     return 0
 
 
+def _reset_peak() -> None:
+    """Start ``VmHWM`` again from the current RSS (Linux: ``clear_refs`` 5), so the peak of
+    the first passes is told apart from the peak of the sync."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
 # ---------------------------------------------------------------------------- the fleet
 
 
@@ -260,29 +267,30 @@ class ReplayClient:
         kind = self.kinds.get(res.plural)
         if kind is None:
             return {"items": [], "metadata": {"resourceVersion": "1"}}
-        if continue_token is None:
-            self.cursors[kind] = self.fleet.objects(kind)
+        if continue_token is None:  # the API server selects before it pages
+            self.cursors[kind] = (t for t in self.fleet.objects(kind) if not label_selector
+                                  or _selected(json.loads(t), label_selector))
         batch = [t for _, t in zip(range(limit or 500), self.cursors[kind], strict=False)]
         more = len(batch) == (limit or 500)
         raw = ('{"items":[' + ",".join(batch) + '],"metadata":{"resourceVersion":"'
                + str(self.fleet.rv) + '"' + (',"continue":"c"' if more else "") + "}}")
         await asyncio.sleep(0)
-        page = cast(dict[str, Any], json.loads(raw.encode()))
-        if label_selector:
-            page["items"] = [o for o in page["items"] if _selected(o, label_selector)]
-        return page
+        return cast(dict[str, Any], json.loads(raw.encode()))
 
     @contextlib.asynccontextmanager
-    async def watch(self, res: Any, namespace: str | None = None, **_: Any,
+    async def watch(self, res: Any, namespace: str | None = None, *,
+                    label_selector: str | None = None, **_: Any,
                     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        yield self._events(res.plural)
+        yield self._events(res.plural, label_selector)
 
-    async def _events(self, plural: str) -> AsyncIterator[dict[str, Any]]:
+    async def _events(self, plural: str, selector: str | None) -> AsyncIterator[dict[str, Any]]:
         kind = self.kinds.get(plural)
         if kind in ("pods", "replicas"):  # one update of each: the watch path
             for text in self.fleet.objects(kind):
                 line = ('{"type":"MODIFIED","object":' + text + "}").encode()
-                yield cast(dict[str, Any], json.loads(line))
+                event = cast(dict[str, Any], json.loads(line))
+                if not selector or _selected(event["object"], selector):
+                    yield event
         self.watched.setdefault(plural, asyncio.Event()).set()
         await asyncio.Event().wait()  # an open stream with nothing more to say
 
@@ -424,6 +432,8 @@ async def _manager(fleet: Fleet) -> tuple[int, dict[str, int]]:
     settle_after_sync()  # as Manager._sync_gauge does once the caches synced
     steps["settled"] = _status_kib("VmRSS") - before
     POINTS["synced"] = before = _status_kib("VmRSS")
+    POINTS["hwm_synced"] = _status_kib("VmHWM")
+    _reset_peak()
     executor = UnsentExecutor(manager.metrics)
     manager.executor = cast(Executor, executor)
     await manager._on_started_leading()  # the queue, workers, ISVC controller
@@ -433,8 +443,10 @@ async def _manager(fleet: Fleet) -> tuple[int, dict[str, int]]:
     await manager.queue.wait_idle()
     gc.collect()
     steps["first passes"] = _status_kib("VmRSS") - before
+    POINTS["passes"] = _status_kib("VmRSS")  # while the manager runs
+    POINTS["hwm_passes"] = _status_kib("VmHWM")
     COUNTS.update(plans=executor.plans, actions=executor.actions, events=client.writes,
-                  memos=len(manager._memos or {}), queued=len(manager.queue),
+                  memos=len(manager._memos or ()), queued=len(manager.queue),
                   delayed=manager.queue.delayed)
     held = sum(len(i) for i in (*_always(manager), *native.informers.values()))
     globals()["_held"] = manager  # measured while held
@@ -480,9 +492,12 @@ def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
     cpu = time.process_time() - started
     gc.collect()
     print(json.dumps({"mode": mode, "shape": shape, "pods": fleet.pods, "objects": held,
-                      "rss_import_kib": rss_import, "rss_kib": _status_kib("VmRSS"),
-                      "hwm_kib": _status_kib("VmHWM"), "cpu_s": round(cpu, 2),
-                      "synced_kib": POINTS.get("synced"), "by_cache_kib": steps,
+                      "rss_import_kib": rss_import,
+                      "rss_kib": POINTS.get("passes", _status_kib("VmRSS")),
+                      "hwm_kib": max(POINTS.get("hwm_synced", 0), _status_kib("VmHWM")),
+                      "cpu_s": round(cpu, 2),
+                      "points_kib": POINTS, "synced_kib": POINTS.get("synced"),
+                      "by_cache_kib": steps,
                       "counts": COUNTS}))
 
 
@@ -522,6 +537,10 @@ def report(rows: list[dict[str, Any]]) -> None:
         if r.get("by_cache_kib"):
             print(" " * 21 + "parts: " + ", ".join(
                 f"{k} {v * 1024 / MB:+.1f}" for k, v in r["by_cache_kib"].items()))
+        points = r.get("points_kib") or {}
+        if "hwm_passes" in points:
+            print(" " * 21 + f"peak: while syncing {_mb(points['hwm_synced'])}, during the "
+                  f"first passes {_mb(points['hwm_passes'])}")
         if r.get("counts"):
             print(" " * 21 + "did: " + ", ".join(f"{k} {v:,}" for k, v in r["counts"].items()))
 

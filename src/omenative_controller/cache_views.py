@@ -11,8 +11,12 @@ from attrs import evolve, frozen
 from omenative_controller.kube.client import JSON
 from omenative_controller.packed import PackedJSON
 from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
-from omenative_core.model.observed import PodView, RevisionView
-from omenative_core.views import pod_view_from_json, revision_view_from_json
+from omenative_core.model.observed import PodGroupView, PodView, RevisionView
+from omenative_core.views import (
+    pod_group_view_from_json,
+    pod_view_from_json,
+    revision_view_from_json,
+)
 
 H = TypeVar("H", bound=Hashable)
 V = TypeVar("V")
@@ -25,6 +29,7 @@ __all__ = [
     "labels_of",
     "node_index",
     "owner_index",
+    "pod_group_view",
     "pod_view",
     "ref_view",
     "replica_view",
@@ -138,6 +143,20 @@ def pod_view(obj: JSON) -> PodView:
         containers=shared.value(tuple(shared.value(c) for c in view.containers)),
         images=shared.mapping(view.images), phase=sys.intern(view.phase),
         node_name=sys.intern(node) if node is not None else None,
+    )
+
+
+def pod_group_view(obj: JSON) -> PodGroupView:
+    """The core's ``PodGroupView`` of a PodGroup or a native Workload, its strings interned:
+    one group per Instance attempt means thousands that repeat the same label keys and
+    values, and the same condition status, reason and message."""
+    view = pod_group_view_from_json(obj)
+    scheduled = view.scheduled
+    return evolve(
+        view, labels=_interned(view.labels),
+        scheduled=sys.intern(scheduled) if scheduled is not None else None,
+        scheduled_reason=sys.intern(view.scheduled_reason),
+        scheduled_message=sys.intern(view.scheduled_message),
     )
 
 

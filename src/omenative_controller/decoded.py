@@ -10,7 +10,8 @@ resourceVersion and hands the same immutable ``InferenceReplica`` to every reade
 What it keeps is bounded by what decoding costs: a replica of at least ``LARGE`` Instances
 is kept for as long as it exists (its decode is the costly one), while small ones (about
 0.2 ms to decode, ~18 KB each decoded) are kept for the ``SMALL_KEPT`` most recently used:
-2,500 small replicas kept decoded cost ~46 MB (``benchmarks/bench_memory.py``).
+2,500 small replicas kept decoded cost ~46 MB, 256 of them ~4 MB, 64 of them ~1 MB
+(``benchmarks/bench_memory.py``; ``memos.PlanMemos`` keeps the plan memos alike).
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ class ReplicaDecoder:
     """Deleted replicas tolerated in the cache before ``trim`` scans."""
     LARGE = 32
     """Instances from which a decoded replica is kept for as long as it exists."""
-    SMALL_KEPT = 256
-    """Smaller decoded replicas kept, the most recently used."""
+    SMALL_KEPT = 64
+    """Smaller decoded replicas kept, the most recently used (as many as the manager's
+    default workers: a burst of passes over small replicas finds theirs)."""
 
     def __init__(self, *, max_decoded: int = 20000) -> None:
         self.max_decoded = max_decoded

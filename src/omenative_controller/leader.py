@@ -234,7 +234,8 @@ class LeaderElector:
                          lease=f"{cfg.namespace}/{cfg.name}", identity=cfg.identity)
                 announced = True
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), cfg.retry_period * (1 + 0.2 * random.random()))
+                async with asyncio.timeout(cfg.retry_period * (1 + 0.2 * random.random())):
+                    await stop.wait()
         return False
 
     async def _renew(self, stop: asyncio.Event) -> None:
@@ -242,7 +243,8 @@ class LeaderElector:
         cfg = self.config
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), cfg.retry_period)
+                async with asyncio.timeout(cfg.retry_period):
+                    await stop.wait()
             if stop.is_set():
                 return
             while True:

@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -59,6 +58,7 @@ from omenative_controller.manager_config import (
     StartupError,
     default_identity,
 )
+from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
@@ -74,7 +74,6 @@ from omenative_controller.webhook import (
 )
 from omenative_core import planner
 from omenative_core.codec import CodecError
-from omenative_core.incremental import PlanMemo
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import NodeView, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -114,8 +113,8 @@ class Manager:
         self.options = options
         self.metrics = metrics or Metrics()
         self.plan_fn = plan_fn or planner.plan
-        # the default planner runs incrementally: one PlanMemo per replica key
-        self._memos: dict[str, PlanMemo] | None = None if plan_fn else {}
+        # the default planner runs incrementally: PlanMemos kept per replica key (memos.py)
+        self._memos: PlanMemos | None = None if plan_fn else PlanMemos()
         self.routed = RoutedPods(service_index)
         self.config = LifecycleConfig()
         self.service_config = ServiceConfig()
@@ -437,7 +436,7 @@ class Manager:
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
-        assert self.pods is not None and self.nodes is not None
+        assert self.pods is not None and self.node_map is not None
         assert self.revisions is not None and self.services is not None
         assert self.slices is not None
         namespace = replica.metadata.namespace
@@ -451,8 +450,7 @@ class Manager:
             replica=replica,
             now=datetime.now(UTC),
             pods=tuple(self.pods.by_index("owner", key)),
-            nodes=(self.node_map.get() if self.node_map is not None
-                   else MappingProxyType(self.nodes.store())),
+            nodes=self.node_map.get(),
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),
@@ -503,8 +501,9 @@ class Manager:
         if self._memos is None:
             plan = self.plan_fn(snap)
         else:
-            # popped: a big pass frees the last memo in its worker thread, off the loop
-            plan, self._memos[key] = await plan_replica(snap, self._memos.pop(key, None))
+            # taken out: a big pass frees the last memo in its worker thread, off the loop
+            plan, memo = await plan_replica(snap, self._memos.pop(key))
+            self._memos.put(key, memo, replica.spec.replicas or 0)
         result = await self.executor.apply(plan, ctx)
         self._pass_kinds[key] = pass_kind(plan, result)
         if plan.events and (result.applied > 0 or result.ok) and self.recorder is not None:
@@ -540,7 +539,7 @@ class Manager:
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
         if self._memos is not None:
-            self._memos.pop(key, None)
+            self._memos.pop(key)
         queue.forget(key)
         queue.discard(key)
         if self.executor is not None:

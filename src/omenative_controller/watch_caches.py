@@ -23,6 +23,7 @@ from omenative_controller.cache_views import (
     ObjectRef,
     node_index,
     owner_index,
+    pod_group_view,
     pod_view,
     ref_view,
     replica_view,
@@ -47,10 +48,7 @@ from omenative_controller.kube.resources import (
 from omenative_controller.wakeups import Wakeups
 from omenative_core.labels import LABEL_REPLICA
 from omenative_core.model.observed import NodeView, PodView
-from omenative_core.views import (
-    node_view_from_json,
-    pod_group_view_from_json,
-)
+from omenative_core.views import node_view_from_json
 
 __all__ = ["WatchCaches", "build_watch_caches", "settle_after_sync"]
 
@@ -98,7 +96,7 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
                         list_gate=gate)
 
     def make_native() -> dict[str, Informer[Any]]:
-        return {res.kind: owned(res, pod_group_view_from_json)
+        return {res.kind: owned(res, pod_group_view)
                 for res in (NATIVE_POD_GROUPS, WORKLOADS)}
 
     def on_node(ns: str | None, old: NodeView | None, new: NodeView | None) -> None:
@@ -126,8 +124,7 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
                         label_selector=LABEL_REPLICA, indexers={"service": service_index},
                         on_change=on_slice, observer=m, list_gate=gate),
         pod_group_crd=CrdPresence(
-            client, POD_GROUP_CRD, lambda version: owned(pod_groups(version),
-                                                         pod_group_view_from_json),
+            client, POD_GROUP_CRD, lambda version: owned(pod_groups(version), pod_group_view),
             interval=crd_poll_seconds, on_change=lambda _present: wakeups.all()),
         native_gang=ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
                                 interval=crd_poll_seconds,

@@ -567,7 +567,8 @@ async def run_up(options: ClusterOptions) -> int:
         rc = 0
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
+                async with asyncio.timeout(1.0):
+                    await stop.wait()
             dead = cluster.dead_component()
             if dead:
                 _log(f"component died: {dead}; stopping")

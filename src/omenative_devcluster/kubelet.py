@@ -516,7 +516,8 @@ class KubeletStandIn:
                 st.changed.clear()
                 timeout = None if math.isinf(due) else max(0.0, due - now)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(st.changed.wait(), timeout=timeout)
+                    async with asyncio.timeout(timeout):
+                        await st.changed.wait()
                 continue
             st.last_action, st.last_action_at = action, now
             try:

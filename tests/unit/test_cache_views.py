@@ -6,9 +6,9 @@ from typing import Any
 
 from attrs import evolve
 
-from omenative_controller.cache_views import FrozenCopy, pod_view
+from omenative_controller.cache_views import FrozenCopy, pod_group_view, pod_view
 from omenative_core.model.observed import NodeView
-from omenative_core.views import pod_view_from_json
+from omenative_core.views import pod_group_view_from_json, pod_view_from_json
 
 
 def _pod(name: str, *, ready: str = "True", restarts: int = 0) -> dict[str, Any]:
@@ -58,3 +58,17 @@ def test_the_node_map_is_one_copy_per_change_that_later_changes_do_not_reach() -
     second = frozen.get()
     assert second is not first
     assert second["n1"].ready is False and first["n1"].ready is True
+
+
+def test_the_cached_pod_group_is_the_cores_view_with_shared_strings() -> None:
+    """Thousands of PodGroups (one per Instance attempt) share their label strings."""
+    def group(index: int) -> dict[str, Any]:
+        return {"metadata": {"name": f"r-{index}-1", "uid": f"u{index}", "labels": {
+            "ome.io/managed-by": "OMENative", "ome.io/instance-index": str(index)}},
+            "status": {"conditions": [{"type": "PodGroupScheduled", "status": "True",
+                                       "reason": "Scheduled", "message": ""}]}}
+
+    a, b = pod_group_view(group(0)), pod_group_view(group(1))
+    assert a == pod_group_view_from_json(group(0))
+    assert a.labels["ome.io/managed-by"] is b.labels["ome.io/managed-by"]
+    assert a.scheduled_reason is b.scheduled_reason

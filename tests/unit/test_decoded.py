@@ -58,8 +58,8 @@ def test_retain_forgets_deleted_replicas_and_errors_are_not_cached() -> None:
 
 def test_trim_scans_only_once_the_cache_outgrows_the_live_replicas() -> None:
     d = ReplicaDecoder()
-    for i in range(ReplicaDecoder.SLACK + 2):
-        d.decode(replica("1", uid=f"u{i}"))
+    for i in range(ReplicaDecoder.SLACK + 2):  # large ones: kept whatever SMALL_KEPT is
+        d.decode(replica("1", uid=f"u{i}", replicas=ReplicaDecoder.LARGE))
     class Live:
         """An informer's cache as trim reads it; counts the scans."""
 

@@ -125,7 +125,8 @@ def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
         except Exception as exc:
             raise CliError(f"cannot load the cluster configuration: {exc}") from None
         try:
-            return await asyncio.wait_for(work(kube), BUDGET_SECONDS)
+            async with asyncio.timeout(BUDGET_SECONDS):
+                return await work(kube)
         finally:
             await kube.close()
 

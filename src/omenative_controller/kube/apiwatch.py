@@ -126,6 +126,7 @@ class ServedInformers(Presence):
         """Until the first answer, then until each informer of a served resource listed
         once (at most ``timeout`` each)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.checked.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.checked.wait()
         for informer in list(self.informers.values()):
             await informer.wait_synced(timeout)

@@ -449,7 +449,8 @@ class Informer(Generic[V]):
     async def wait_synced(self, timeout: float | None = None) -> bool:
         """Wait until every scope was listed once; False on timeout."""
         try:
-            await asyncio.wait_for(self.synced.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.synced.wait()
         except TimeoutError:
             return False
         return True

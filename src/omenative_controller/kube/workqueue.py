@@ -282,7 +282,8 @@ class WorkQueue(Generic[K]):
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._idle_waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):
+                await fut
         except TimeoutError:
             return False
         return True
