@@ -54,8 +54,9 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## in-process benchmarks: planner, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
+bench: ## in-process benchmarks: planner, big-replica decode, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
 	$(PY) benchmarks/bench_planner.py
+	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_service.py
 	$(PY) benchmarks/bench_advisor.py
 	$(PY) benchmarks/bench_status.py
