@@ -62,7 +62,7 @@ bench: ## in-process benchmarks: planner, big-replica decode, InferenceService +
 	$(PY) benchmarks/bench_status.py
 	$(PY) benchmarks/bench_apply.py
 
-bench-controller: ## controller benchmark on the local control plane
+bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
 
 bench-memory: ## the manager's RSS with 10,000 watched pods (issue 14 target 5; starts a control plane, ~3 min)
