@@ -14,12 +14,14 @@ from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL
 from omenative_core.model import (
     CreatePod,
     DeletePod,
+    PatchPodImages,
     Plan,
     PodView,
     SetServingGate,
     Snapshot,
 )
 from omenative_core.planner import plan as make_plan
+from omenative_core.policy import resolve_policy
 from omenative_core.revisions import hash_of
 
 NEW_WORK_REASONS = frozenset(
@@ -53,9 +55,30 @@ def _single_pod(snap: Snapshot) -> bool:
     return len(snap.replica.spec.runners) == 1
 
 
+def _no_patch_while_serving(snap: Snapshot, plan: Plan, by_index: dict[int, list[PodView]],
+                            pods_by_name: dict[str, PodView]) -> None:
+    """With ``markNotReadyDuringLifecycle`` (the default), no pod of a gang is patched in
+    place while any pod of it still serves: the gang leaves rotation as a whole first."""
+    spec = snap.replica.spec
+    if _single_pod(snap) or not resolve_policy(
+            spec, snap.config, multi_pod=True).mark_not_ready_in_place:
+        return
+    for action in plan.actions:
+        if isinstance(action, PatchPodImages):
+            idx = _index(pods_by_name[action.name])
+            serving = [p.name for p in by_index.get(idx, ()) if idx is not None
+                       and p.serving_gate and not p.terminating]
+            assert not serving, (
+                f"gang_integrity: {action.name} patched in place while {serving} serve")
+
+
 def gang_integrity(snap: Snapshot, plan: Plan) -> None:
     """1. An Instance's live pods share one revision and incarnation (single-pod surge slot
-    aside), and the serving gate goes True only when every pod of the Instance is ready."""
+    aside), and the serving gate goes True only when every pod of the Instance is ready.
+
+    An in-place update patches a gang's pods one request each, so a manager that dies in
+    the middle leaves them on two revisions of one incarnation; that is allowed only while
+    none of them serves (the gang left rotation as a whole before the first patch)."""
     by_index = _pods_by_index(snap)
     if not _single_pod(snap):
         for idx, pods in by_index.items():
@@ -63,8 +86,13 @@ def gang_integrity(snap: Snapshot, plan: Plan) -> None:
             keys = {
                 (p.labels.get(LABEL_REVISION_HASH), p.labels.get(LABEL_INCARNATION)) for p in live
             }
+            if len(keys) > 1 and len({inc for _, inc in keys}) == 1:  # in place, cut short
+                assert not any(p.serving_gate for p in live), (
+                    f"gang_integrity: Instance {idx} serves on {sorted(map(str, keys))}")
+                continue
             assert len(keys) <= 1, f"gang_integrity: Instance {idx} mixes {sorted(map(str, keys))}"
     pods_by_name = {p.name: p for p in snap.pods}
+    _no_patch_while_serving(snap, plan, by_index, pods_by_name)
     for action in plan.actions:
         if isinstance(action, SetServingGate) and action.value:
             pod = pods_by_name[action.name]

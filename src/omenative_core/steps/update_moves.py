@@ -263,10 +263,12 @@ def in_place(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveR
 def _patch_images(
     st: PassState, pending: list[Any], by_runner: dict[str, Runner], target: str
 ) -> None:
-    for pod in pending:
-        if st.policy.mark_not_ready_in_place and pod.serving_gate:
+    gated = [p for p in pending if p.serving_gate] if st.policy.mark_not_ready_in_place else []
+    if gated:  # the whole gang leaves rotation before any pod of it changes (gang integrity)
+        for pod in gated:
             st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=False))
-            continue
+        return
+    for pod in pending:
         runner = by_runner.get(pod.labels.get(LABEL_RUNNER, ""))
         if runner is None:
             continue

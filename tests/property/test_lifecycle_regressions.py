@@ -1,0 +1,52 @@
+"""Histories the lifecycle machine once found, replayed as they were found.
+
+Each runs the machine's own rules in order, so every pass is checked by every invariant
+(``invariants.py``) as in the random search; kept here because the search's example
+database is not in the repository and may not find them again.
+"""
+
+from __future__ import annotations
+
+from tests.property.test_lifecycle_machine import LifecycleMachine
+
+
+def test_a_gang_cut_short_before_an_in_place_update_leaves_rotation_whole() -> None:
+    """A manager died after dropping only the leader's serving gate of an in-place update.
+    The next pass patched the leader while its workers still served; it must drop the
+    workers' gates first and patch the whole gang after (``update_moves._patch_images``)."""
+    m = LifecycleMachine()
+    m.setup(multi=True, strategy="SurgeThenDrain", size=2, replicas=1, spare_nodes=0)
+    m.bad_image()
+    m.controller_pass()
+    m.scale(replicas=1)
+    m.time_passes(seconds=1)
+    m.new_image()
+    m.held_status_pass()
+    m.time_passes(seconds=30)
+    m.pause(freeze=False, paused=False)
+    m.time_passes(seconds=10)
+    m.bad_image()
+    m.change_strategy(strategy="InPlaceIfPossible")
+    m.partial_apply(limit=3)  # status, revision, the leader's gate: then the manager died
+    m.teardown()  # converges, every pass checked
+
+
+def test_an_in_place_patch_cut_short_converges_without_serving_a_mixed_gang() -> None:
+    """A manager died between the leader's and the worker's image patch: the gang is on two
+    revisions of one incarnation, out of rotation, until the next pass patches the rest."""
+    m = LifecycleMachine()
+    m.setup(multi=True, size=1, replicas=1, strategy="SurgeThenDrain", spare_nodes=0)
+    m.bad_image()
+    m.controller_pass()
+    m.controller_pass()
+    m.new_image()
+    m.change_strategy(strategy="RecreatePod")
+    m.time_passes(seconds=1)
+    m.time_passes(seconds=2)
+    m.time_passes(seconds=5)
+    m.bad_image()
+    m.change_strategy(strategy="InPlaceIfPossible")
+    m.controller_pass()
+    m.partial_apply(limit=2)
+    m.controller_pass()
+    m.teardown()
