@@ -54,14 +54,15 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## in-process benchmarks: planner, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
+bench: ## in-process benchmarks: planner, big-replica decode, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
 	$(PY) benchmarks/bench_planner.py
+	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_service.py
 	$(PY) benchmarks/bench_advisor.py
 	$(PY) benchmarks/bench_status.py
 	$(PY) benchmarks/bench_apply.py
 
-bench-controller: ## controller benchmark on the local control plane
+bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
 
 bench-memory: ## the manager's RSS with 10,000 watched pods (issue 14 target 5; starts a control plane, ~3 min)

@@ -96,6 +96,8 @@ INSTALL_HINT = "install omenative first (`kubectl apply -k config/` or `omenativ
 """What a missing install step tells the operator to run."""
 _CREATES = (CreatePod, CreatePodGroup, CreateRevision, CreateObject, RecordAudit)
 """Actions that create something (the audit may create its ConfigMap)."""
+PRIORITY_WORKERS = 8
+"""Workers beside ``--workers`` for the priority lane only (``WorkQueue.get``)."""
 
 
 class Manager:
@@ -326,8 +328,9 @@ class Manager:
                                           on_wait=self.metrics.queue_waited)
         self.queue = queue
         self.wakeups.all()
-        self._workers = [asyncio.create_task(self._worker(queue), name=f"worker-{i}")
-                         for i in range(max(1, opts.workers))]
+        self._workers = [asyncio.create_task(self._worker(queue, i >= opts.workers),
+                                             name=f"worker-{i}")
+                         for i in range(max(1, opts.workers) + PRIORITY_WORKERS)]
         if opts.inference_services and self.client is not None:
             isvc = ServiceController(
                 self.client, opts.namespaces, lambda: self.service_config,
@@ -400,9 +403,9 @@ class Manager:
 
     # ------------------------------------------------------------------ workers
 
-    async def _worker(self, queue: WorkQueue[str]) -> None:
+    async def _worker(self, queue: WorkQueue[str], priority_only: bool = False) -> None:
         while True:
-            key = await queue.get()
+            key = await queue.get(priority_only=priority_only)
             if key is None:
                 return
             try:

@@ -268,3 +268,34 @@ async def test_add_soon_while_in_flight_still_queues_a_pass_after_it() -> None:
     await asyncio.sleep(0.05)
     q.done("gang")
     assert await asyncio.wait_for(q.get(), 1) == "gang"
+
+
+async def test_a_worker_of_the_priority_lane_takes_a_gang_while_every_other_is_busy() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    lane_worker = asyncio.create_task(q.get(priority_only=True))
+    q.add("fresh-0")  # an ordinary key: not for the lane's worker
+    assert await asyncio.wait_for(q.get(), 1) == "fresh-0"  # the only other worker, now busy
+    q.add("fresh-1")
+    await asyncio.sleep(0.01)
+    assert not lane_worker.done(), "a worker of the priority lane takes no ordinary key"
+    q.add("gang", priority=True)
+    assert await asyncio.wait_for(lane_worker, 1) == "gang"
+    q.done("fresh-0")
+    assert await asyncio.wait_for(q.get(), 1) == "fresh-1", "the ordinary key still waits"
+
+
+async def test_an_ordinary_key_is_not_stranded_behind_a_waiting_lane_worker() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    lane_worker = asyncio.create_task(q.get(priority_only=True))
+    general = asyncio.create_task(q.get())
+    await asyncio.sleep(0)
+    q.add("gang", priority=True)
+    q.add("fresh")
+    got = await asyncio.wait_for(asyncio.gather(lane_worker, general), 1)
+    assert sorted(got) == ["fresh", "gang"]
+    promoted = asyncio.create_task(q.get(priority_only=True))
+    q.add("late")  # waits in the ordinary lane ...
+    await asyncio.sleep(0.01)
+    assert not promoted.done()
+    q.add("late", priority=True)  # ... until its pods are one pass from the gate
+    assert await asyncio.wait_for(promoted, 1) == "late"

@@ -65,6 +65,7 @@ class WorkQueue(Generic[K]):
         self._soon: dict[K, asyncio.TimerHandle] = {}  # add_soon: cancelled when taken
         self._failures: dict[K, int] = {}
         self._waiters: deque[asyncio.Future[None]] = deque()
+        self._lane_waiters: deque[asyncio.Future[None]] = deque()  # get(priority_only=True)
         self._idle_waiters: list[asyncio.Future[None]] = []
         self._shutdown = False
 
@@ -98,11 +99,15 @@ class WorkQueue(Generic[K]):
             self._on_depth(len(self))
 
     def _wake_one(self) -> None:
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                return
+        """Wake one worker that can take a waiting key: a priority key goes to a worker of
+        the priority lane first, an ordinary key only to a worker of both lanes."""
+        for waiters in ((self._lane_waiters, self._waiters) if self._priority
+                        else (self._waiters,)):
+            while waiters:
+                fut = waiters.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+                    return
 
     # ------------------------------------------------------------------ adding
 
@@ -120,6 +125,7 @@ class WorkQueue(Generic[K]):
                 if key not in self._processing:  # waiting in the ordinary lane: move up
                     self._queue.remove(key)
                     self._priority.append(key)
+                    self._wake_one()  # a worker of the priority lane may take it now
             return
         self._dirty.add(key)
         if self._on_wait is not None:
@@ -208,12 +214,17 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ taking
 
-    async def get(self) -> K | None:
-        """The next key (the caller must call ``done``); None once shut down."""
+    async def get(self, *, priority_only: bool = False) -> K | None:
+        """The next key (the caller must call ``done``); None once shut down.
+
+        ``priority_only``: only a key of the priority lane (the manager keeps a few workers
+        for it, so a gang one pass from its gate never waits for a worker held by a first
+        pass that waits for its writes).
+        """
         while True:
             if self._shutdown:
                 return None
-            if self._priority or self._queue:
+            if self._priority or (self._queue and not priority_only):
                 priority = bool(self._priority)
                 key = (self._priority or self._queue).popleft()
                 self._dirty.discard(key)
@@ -225,8 +236,10 @@ class WorkQueue(Generic[K]):
                 if self._on_wait is not None and added is not None:
                     self._on_wait(priority, self._clock() - added)
                 return key
+            if priority_only and self._queue:
+                self._wake_one()  # woken for an ordinary key: pass it on to who can take it
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(fut)
+            (self._lane_waiters if priority_only else self._waiters).append(fut)
             try:
                 await fut
             except asyncio.CancelledError:
@@ -256,10 +269,11 @@ class WorkQueue(Generic[K]):
             timer.cancel()
         self._timers.clear()
         self._soon.clear()
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
+        for waiters in (self._waiters, self._lane_waiters):
+            while waiters:
+                fut = waiters.popleft()
+                if not fut.done():
+                    fut.set_result(None)
 
     async def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no key is in flight; False on timeout."""

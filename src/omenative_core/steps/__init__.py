@@ -8,6 +8,7 @@
 | ``bringup`` | one attempt's pods towards all Ready; the readiness deadline |
 | ``outcomes`` | how an attempt ends: Ready, Failed (RetryBlock, relocation), abandoned surge |
 | ``repair`` | Create and Restart moves, settled rows' health, rebuilds of Failed Instances |
+| ``steady`` | the steady rows of a pass found at once: each pod read once, names matched |
 | ``scale`` | scale-down and scale-up |
 | ``update_moves`` | the moves of an open Update (gang surge, surge, in place, RecreatePod) |
 | ``updates`` | which stale Instances start an Update this pass, by strategy and budget |
