@@ -65,7 +65,7 @@ bench: ## in-process benchmarks: planner, big-replica decode, InferenceService +
 bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
 
-bench-memory: ## the manager's RSS with 10,000 watched pods (issue 14 target 5; starts a control plane, ~3 min)
+bench-memory: ## the running manager's RSS with 10,000 watched pods, everything it keeps (issue 14 target 5; starts a control plane, ~8 min busy)
 	$(PY) benchmarks/bench_memory.py
 
 simulate: ## run the bundled example scenario
