@@ -43,6 +43,35 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+class RecentSmall:
+    """Which small entries a size-bounded cache keeps: a large entry stays for as long as
+    it exists, small ones only the ``bound`` most recently used. ``ReplicaDecoder`` and
+    ``memos.PlanMemos`` share this rule; the cache drops the keys ``put`` returns."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self._small: OrderedDict[str, None] = OrderedDict()  # keys, least recent first
+
+    def used(self, key: str) -> None:
+        """``key`` was read: a small one becomes the most recent."""
+        if key in self._small:
+            self._small.move_to_end(key)
+
+    def put(self, key: str, *, large: bool) -> list[str]:
+        """``key`` was stored; return the small keys now over the bound, oldest first."""
+        if large:
+            self._small.pop(key, None)
+            return []
+        self._small[key] = None
+        self._small.move_to_end(key)
+        over = len(self._small) - self.bound
+        return [self._small.popitem(last=False)[0] for _ in range(max(over, 0))]
+
+    def forget(self, key: str) -> None:
+        """``key`` left the cache."""
+        self._small.pop(key, None)
+
+
 class ReplicaDecoder:
     """``replica_from_json`` with a cache keyed by ``metadata.uid``, valid for one
     ``metadata.resourceVersion`` (the API server changes it on every write, so a hit is
@@ -60,7 +89,7 @@ class ReplicaDecoder:
     def __init__(self, *, max_decoded: int = 20000) -> None:
         self.max_decoded = max_decoded
         self._cache: dict[str, tuple[str, InferenceReplica]] = {}
-        self._small: OrderedDict[str, None] = OrderedDict()  # uids, least recent first
+        self._recent = RecentSmall(self.SMALL_KEPT)
         self.decodes = 0
         """Objects actually decoded (cache misses), for tests and metrics."""
 
@@ -78,8 +107,7 @@ class ReplicaDecoder:
         if uid is not None:
             hit = self._cache.get(uid)
             if hit is not None and hit[0] == rv:
-                if uid in self._small:
-                    self._small.move_to_end(uid)
+                self._recent.used(uid)
                 return hit[1]
         return None
 
@@ -93,20 +121,14 @@ class ReplicaDecoder:
 
     def _keep(self, uid: str, rv: str, replica: InferenceReplica) -> None:
         self._cache[uid] = (rv, replica)
-        if (replica.spec.replicas or 0) >= self.LARGE:
-            self._small.pop(uid, None)
-            return
-        self._small[uid] = None
-        self._small.move_to_end(uid)
-        while len(self._small) > self.SMALL_KEPT:
-            oldest, _ = self._small.popitem(last=False)
+        for oldest in self._recent.put(uid, large=(replica.spec.replicas or 0) >= self.LARGE):
             self._cache.pop(oldest, None)
 
     def retain(self, uids: Collection[str]) -> None:
         """Forget every replica whose uid is not in ``uids`` (deleted ones)."""
         for uid in [u for u in self._cache if u not in uids]:
             del self._cache[uid]
-            self._small.pop(uid, None)
+            self._recent.forget(uid)
 
     def trim(self, live: LiveReplicas) -> None:
         """Forget replicas no longer in ``live`` (the informer's cache), once the cache holds

@@ -15,9 +15,7 @@ equals ``plan``, property-tested).
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
-from omenative_controller.decoded import ReplicaDecoder
+from omenative_controller.decoded import RecentSmall, ReplicaDecoder
 from omenative_core.incremental import PlanMemo
 
 __all__ = ["PlanMemos"]
@@ -29,9 +27,8 @@ class PlanMemos:
     def __init__(self, *, large: int = ReplicaDecoder.LARGE,
                  small_kept: int = ReplicaDecoder.SMALL_KEPT) -> None:
         self.large = large
-        self.small_kept = small_kept
         self._memos: dict[str, PlanMemo] = {}
-        self._small: OrderedDict[str, None] = OrderedDict()  # keys, least recent first
+        self._recent = RecentSmall(small_kept)
 
     def get(self, key: str) -> PlanMemo | None:
         """The memo of the last pass of ``key``, if kept."""
@@ -40,18 +37,12 @@ class PlanMemos:
     def put(self, key: str, memo: PlanMemo, instances: int) -> None:
         """Keep ``memo`` for ``key``, a replica of ``instances`` Instances."""
         self._memos[key] = memo
-        if instances >= self.large:
-            self._small.pop(key, None)
-            return
-        self._small[key] = None
-        self._small.move_to_end(key)
-        while len(self._small) > self.small_kept:
-            oldest, _ = self._small.popitem(last=False)
+        for oldest in self._recent.put(key, large=instances >= self.large):
             self._memos.pop(oldest, None)
 
     def pop(self, key: str) -> PlanMemo | None:
         """Take ``key``'s memo out (the replica is gone, or its next pass takes it)."""
-        self._small.pop(key, None)
+        self._recent.forget(key)
         return self._memos.pop(key, None)
 
     def __len__(self) -> int:
