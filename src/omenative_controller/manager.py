@@ -328,9 +328,10 @@ class Manager:
                                           on_wait=self.metrics.queue_waited)
         self.queue = queue
         self.wakeups.all()
-        self._workers = [asyncio.create_task(self._worker(queue, i >= opts.workers),
+        ordinary = max(1, opts.workers)  # at least one worker takes ordinary keys
+        self._workers = [asyncio.create_task(self._worker(queue, i >= ordinary),
                                              name=f"worker-{i}")
-                         for i in range(max(1, opts.workers) + PRIORITY_WORKERS)]
+                         for i in range(ordinary + PRIORITY_WORKERS)]
         if opts.inference_services and self.client is not None:
             isvc = ServiceController(
                 self.client, opts.namespaces, lambda: self.service_config,
