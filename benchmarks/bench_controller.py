@@ -72,14 +72,16 @@ IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
 
 
 def replica_ready(ir: JSON) -> bool:
-    return bool((ir.get("status") or {}).get("readyReplicas") == 1)
+    """Every Instance the InferenceReplica asks for is Ready."""
+    want = (ir.get("spec") or {}).get("replicas", 1)
+    return bool((ir.get("status") or {}).get("readyReplicas") == want)
 
 
 # ---------------------------------------------------------------------------- objects
 
 
-def replica_body(name: str) -> JSON:
-    """One Instance: leader (1) + worker (3), no GPU requests."""
+def replica_body(name: str, instances: int = 1) -> JSON:
+    """``instances`` Instances of leader (1) + worker (3), no GPU requests."""
 
     def template() -> JSON:
         return {"spec": {"terminationGracePeriodSeconds": 1,
@@ -88,7 +90,7 @@ def replica_body(name: str) -> JSON:
     return {
         "apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
         "metadata": {"name": name},
-        "spec": {"component": "engine", "replicas": 1, "runners": [
+        "spec": {"component": "engine", "replicas": instances, "runners": [
             {"name": "leader", "size": 1, "template": template()},
             {"name": "worker", "size": PODS_PER_REPLICA - 1, "template": template()},
         ]},
@@ -143,8 +145,9 @@ async def cleanup_namespaces(kube: KubeClient, namespaces: list[str]) -> None:
 
 
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    n_ir = args.replicas
-    n_pods = n_ir * PODS_PER_REPLICA
+    per_ir = args.instances
+    n_ir = args.replicas // per_ir  # main() checks it divides
+    n_pods = args.replicas * PODS_PER_REPLICA
     cluster: DevCluster | None = None
     manager = ManagerProcess(workdir)
     kube: KubeClient | None = None
@@ -191,7 +194,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
                                    n_ir).start()
-        mgr_steps = PodMilestones(lambda p: _label(p, "ome.io/inferencereplica"))
+        mgr_steps = PodMilestones(_gang_of)
         pod_tracker = await Tracker(kube, PODS, ns_mgr, pod_ready, n_pods,
                                     on_event=mgr_steps.see).start()
         trackers += [ir_tracker, pod_tracker]
@@ -206,7 +209,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 await asyncio.sleep(0.5)
 
         sampler = asyncio.create_task(rss_sampler())
-        say(f"applying {n_ir} InferenceReplicas (1 Instance x {PODS_PER_REPLICA} pods each)")
+        say(f"applying {n_ir} InferenceReplicas ({per_ir} Instance(s) x {PODS_PER_REPLICA} "
+            "pods each)")
         pids = {**(cluster_pids(cluster.state_dir) if cluster is not None else {}),
                 "benchmark": os.getpid()}
         mgr_cpu = CpuShare({**pids, "manager": manager.proc.pid if manager.proc else 0})
@@ -214,7 +218,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
-            await kube.create(INFERENCE_REPLICAS, replica_body(f"bench-{i:03d}"), ns_mgr)
+            await kube.create(INFERENCE_REPLICAS, replica_body(f"bench-{i:03d}", per_ir),
+                              ns_mgr)
 
         await bounded(n_ir, 8, create_ir)
         t_applied = time.monotonic() - t0
@@ -305,7 +310,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         peer = None
         if args.peer == "lws":
             try:
-                peer = await run_lws_peer(kubeconfig, n_ir, args, workdir, namespaces,
+                peer = await run_lws_peer(kubeconfig, n_ir, per_ir, args, workdir, namespaces,
                                           external=cluster is None)
             except Exception as exc:  # the manager's figures still count
                 say(f"LWS peer failed: {type(exc).__name__}: {exc}")
@@ -322,7 +327,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "ir_p90": ir_times[int(len(ir_times) * 0.9)],
             "lag_p50": lags[len(lags) // 2] if lags else float("nan"),
             "lag_max": lags[-1] if lags else float("nan"),
-            "replicas": n_ir, "pods": n_pods, "workers": args.workers,
+            "replicas": n_ir, "instances": per_ir, "pods": n_pods, "workers": args.workers,
             "t_apply": t_applied, "t_manager": t_mgr,
             "t_manager_pods_created": created_at, "t_manager_pods_ready": pods_ready_at,
             "t_bare": t_bare, "t_bare_created": t_bare_created,
@@ -360,9 +365,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"  manager {rec.get('level')}: {json.dumps(rec)[:300]}")
 
 
-async def run_lws_peer(kubeconfig: Path, n_ir: int, args: argparse.Namespace, workdir: Path,
-                       namespaces: list[str], *, external: bool) -> dict[str, Any]:
-    """LeaderWorkerSet v0.7.0 (``peer_lws.run_peer``) on the same shapes and client limits."""
+async def run_lws_peer(kubeconfig: Path, n_ir: int, per_ir: int, args: argparse.Namespace,
+                       workdir: Path, namespaces: list[str], *,
+                       external: bool) -> dict[str, Any]:
+    """LeaderWorkerSet v0.7.0 (``peer_lws.run_peer``) on the same shapes and client limits:
+    ``n_ir`` LeaderWorkerSets of ``per_ir`` groups each."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from peer_lws import run_peer  # noqa: PLC0415 - only with --peer lws (waits for its build)
 
@@ -371,7 +378,7 @@ async def run_lws_peer(kubeconfig: Path, n_ir: int, args: argparse.Namespace, wo
     ns = f"bench-lws-{uuid.uuid4().hex[:8]}"
     namespaces.append(ns)
     res = await run_peer(kubeconfig, ns, n_ir, PODS_PER_REPLICA - 1, qps=args.qps,
-                         burst=args.burst, state_dir=workdir / "lws")
+                         burst=args.burst, state_dir=workdir / "lws", groups=per_ir)
     return {"name": "LWS v0.7.0", "seconds": res.seconds,
             "requests": float(res.requests) if res.requests is not None else float("nan"),
             "cpu_seconds": res.cpu_seconds, "peak_rss_mb": res.peak_rss_mb}
@@ -390,6 +397,12 @@ async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
     return out
 
 
+def _gang_of(pod: JSON) -> str | None:
+    """The gang of one of the manager's pods: its InferenceReplica and Instance index."""
+    ir = _label(pod, "ome.io/inferencereplica")
+    return None if ir is None else f"{ir}/{_label(pod, 'ome.io/instance-index')}"
+
+
 def _label(pod: JSON, key: str) -> str | None:
     value = ((pod.get("metadata") or {}).get("labels") or {}).get(key)
     return str(value) if value else None
@@ -405,7 +418,12 @@ def _self_hwm_mib() -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--replicas", type=int, default=100, help="InferenceReplicas to apply")
+    parser.add_argument("--replicas", type=int, default=100,
+                        help="Instances (gangs of 4 pods) in all; with --instances 1, the "
+                             "InferenceReplicas to apply")
+    parser.add_argument("--instances", type=int, default=1,
+                        help="Instances per InferenceReplica (its spec.replicas; LWS: groups "
+                             "per LeaderWorkerSet); must divide --replicas")
     parser.add_argument("--nodes", type=int, default=4,
                         help="nodes of the cluster started here (at least room for every "
                              "phase's pods, 250 a node)")
@@ -432,6 +450,9 @@ def main() -> int:
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
     args = parser.parse_args()
+    if args.instances < 1 or args.replicas % args.instances:
+        parser.error(f"--instances {args.instances} must be at least 1 and divide "
+                     f"--replicas {args.replicas}")
     workdir = Path(tempfile.mkdtemp(prefix="omenative-bench-"))
 
     code = 1

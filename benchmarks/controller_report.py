@@ -49,7 +49,8 @@ def side_by_side(r: dict[str, Any]) -> None:
         vals = [c[1] / bare_t if idx < 0 else c[idx] for c in cols]
         print(f"{label:28}" + "".join(fmt.format(v) for v in vals))
     print(f"  (bare loop CPU/RSS: the benchmark process, watchers included; writes per "
-          f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f}"
+          f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f}, per Instance "
+          f"{m_wr / (r['replicas'] * r.get('instances', 1)):.1f}"
           + ("; LWS requests: its own client only, kube-controller-manager creates its pods"
              if peer is not None else "") + ")")
     kinds = by_labels(ready, "omenative_pass_duration_seconds_count", ("kind",))
@@ -74,14 +75,14 @@ def report(r: dict[str, Any]) -> None:
 
     print()
     print(f"== controller benchmark: {r['replicas']} InferenceReplicas x "
-          f"{PODS_PER_REPLICA} pods = {n} pods ==")
+          f"{r.get('instances', 1)} Instance(s) x {PODS_PER_REPLICA} pods = {n} pods ==")
     side_by_side(r)
     print(f"manager, apply -> all InferenceReplicas Ready : {r['t_manager']:8.2f} s "
           f"(apply {r['t_apply']:.2f} s, last pod created {r['t_manager_pods_created']:.2f} s,"
           f" last pod Ready {r['t_manager_pods_ready']:.2f} s)")
     print(f"  per InferenceReplica, apply -> Ready: first {r['ir_first']:.2f} s, "
           f"median {r['ir_p50']:.2f} s, p90 {r['ir_p90']:.2f} s; its last pod Ready -> "
-          f"readyReplicas 1: median {r['lag_p50']:.2f} s, max {r['lag_max']:.2f} s")
+          f"readyReplicas: median {r['lag_p50']:.2f} s, max {r['lag_max']:.2f} s")
     print(f"bare kubernetes-asyncio loop, {n} pods Ready  : {r['t_bare']:8.2f} s "
           f"(creates done {r['t_bare_created']:.2f} s)")
     print(f"ratio manager / bare                          : {r['t_manager'] / r['t_bare']:8.2f}")

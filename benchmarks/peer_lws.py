@@ -1,10 +1,10 @@
 """The peer in the controller benchmark: the real LeaderWorkerSet v0.7.0 on the same cluster.
 
 ``run_peer`` starts LWS (``omenative_devcluster.lws``, webhooks on loopback) with the client
-limits given, creates ``replicas`` LeaderWorkerSets of one group each (a leader and
-``workers`` workers, the pod shape of ``bench_controller.py``: one ``ome-container`` of
-``example.com/llm:1``, no GPU requests, grace 1 s), waits until every pod is Ready (the
-kubelet stand-in runs them), stops LWS and returns:
+limits given, creates ``replicas`` LeaderWorkerSets of ``groups`` groups each (default one;
+a group is a leader and ``workers`` workers, the pod shape of ``bench_controller.py``: one
+``ome-container`` of ``example.com/llm:1``, no GPU requests, grace 1 s), waits until every
+pod is Ready (the kubelet stand-in runs them), stops LWS and returns:
 
 * ``seconds``: wall time from the first create to the last pod Ready;
 * ``requests``: API requests LWS's client made (``rest_client_requests_total`` from its
@@ -64,13 +64,13 @@ class PeerResult:
     peak_rss_mb: float
 
 
-def lws_body(name: str, workers: int) -> JSON:
-    """One LeaderWorkerSet of one group: a leader and ``workers`` workers."""
+def lws_body(name: str, workers: int, groups: int = 1) -> JSON:
+    """One LeaderWorkerSet of ``groups`` groups, each a leader and ``workers`` workers."""
     template = {"spec": {"terminationGracePeriodSeconds": 1,
                          "containers": [{"name": "ome-container", "image": IMAGE}]}}
     return {"apiVersion": LEADER_WORKER_SETS.api_version, "kind": "LeaderWorkerSet",
             "metadata": {"name": name},
-            "spec": {"replicas": 1,
+            "spec": {"replicas": groups,
                      "leaderWorkerTemplate": {"size": 1 + workers,
                                               "restartPolicy": "RecreateGroupOnPodRestart",
                                               "workerTemplate": template}}}
@@ -99,20 +99,23 @@ async def _ensure_namespace(kube: KubeClient, namespace: str) -> None:
             raise
 
 
-async def _create_all(kube: KubeClient, namespace: str, replicas: int, workers: int) -> None:
+async def _create_all(kube: KubeClient, namespace: str, replicas: int, workers: int,
+                      groups: int) -> None:
     todo = iter(range(replicas))
 
     async def worker() -> None:
         for i in todo:
-            await kube.create(LEADER_WORKER_SETS, lws_body(f"peer-{i:03d}", workers), namespace)
+            await kube.create(LEADER_WORKER_SETS, lws_body(f"peer-{i:03d}", workers, groups),
+                              namespace)
 
     await asyncio.gather(*(worker() for _ in range(CREATE_CONCURRENCY)))
 
 
 async def run_peer(kubeconfig: Path, namespace: str, replicas: int, workers: int, *,
-                   qps: float, burst: int, state_dir: Path,
+                   qps: float, burst: int, state_dir: Path, groups: int = 1,
                    timeout: float = 900.0) -> PeerResult:
-    """Run LWS on ``replicas`` groups of 1 + ``workers`` pods; see the module docstring."""
+    """Run LWS on ``replicas`` LeaderWorkerSets of ``groups`` groups of 1 + ``workers`` pods;
+    see the module docstring."""
     lws = LwsProcess(kubeconfig, state_dir, qps=qps, burst=burst, metrics=True)
     await asyncio.to_thread(lws.start)
     kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
@@ -120,15 +123,15 @@ async def run_peer(kubeconfig: Path, namespace: str, replicas: int, workers: int
     try:
         assert lws.pid is not None
         await _ensure_namespace(kube, namespace)
-        target = replicas * (1 + workers)
+        target = replicas * groups * (1 + workers)
         tracker = await Tracker(kube, PODS, namespace, pod_ready, target,
                                 label_selector=NAME_LABEL).start()
         cpu0, _ = proc_usage(lws.pid)
         base = await asyncio.to_thread(lws.metrics_text)
         say(f"LWS pid {lws.pid} (qps={qps:g} burst={burst}): creating {replicas} "
-            f"LeaderWorkerSets of {1 + workers} pods in {namespace}")
+            f"LeaderWorkerSets of {groups} group(s) of {1 + workers} pods in {namespace}")
         t0 = time.monotonic()
-        await _create_all(kube, namespace, replicas, workers)
+        await _create_all(kube, namespace, replicas, workers, groups)
         created = tracker  # not None here, for the lambda
         await wait_done(tracker, "LWS pods", t0 + timeout - time.monotonic(),
                         extra=lambda: f" ({len(created.seen)} created)")
