@@ -135,3 +135,29 @@ def test_a_gang_with_a_topology_key_is_placed_inside_one_domain() -> None:
     # only fabric x can be emptied: both its Instances move to fabric y
     assert sorted(r.from_nodes[0] for r in recs) == ["x1", "x2"]
     assert sorted(r.target_nodes[0] for r in recs) == ["y1", "y2"]
+
+
+def test_freeing_one_node_never_moves_a_replica_past_its_window_cap() -> None:
+    """Two Instances of one replica share the only node a pending gang could take whole; the
+    replica has room for one more migration in the window, so neither moves (found by the
+    property test: both were recommended, 1 + 2 migrations against a cap of 2)."""
+    view = ClusterView(
+        nodes=(GpuNode(name="a", gpus=8), GpuNode(name="b", gpus=8)),
+        pods=(GpuPod(name="r-1", node="a", gpus=1, owner=InstanceKey("ml", "r", 1)),
+              GpuPod(name="r-3", node="a", gpus=1, owner=InstanceKey("ml", "r", 3)),
+              GpuPod(name="s-0", node="b", gpus=1, owner=InstanceKey("ml", "s", 0))),
+        replicas=(ReplicaView(namespace="ml", name="r", desired=2, ready=frozenset({1, 3}),
+                              migrations_in_window=1),
+                  ReplicaView(namespace="ml", name="s", desired=1, ready=frozenset({0}),
+                              migration_never=True)),
+        pending=(PendingGang(namespace="ml", name="big[0]", pod_gpus=(8,)),),
+    )
+    config = AdvisorConfig(audit=AuditConfig(max_in_flight_migrations=1,
+                                             max_migrations_per_window=2))
+    advice = advise(view, config)
+    assert advice.recommendations == ()
+    assert any("no set of at most" in n for n in advice.notes)
+    # one slot more in the window and the same two moves are allowed
+    roomy = AdvisorConfig(audit=AuditConfig(max_in_flight_migrations=1,
+                                            max_migrations_per_window=3))
+    assert {r.instance.index for r in advise(view, roomy).recommendations} == {1, 3}

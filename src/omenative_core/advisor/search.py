@@ -192,10 +192,12 @@ class _Advisor:
             if n in gang_nodes or cap.nodes[n].gpus < gpus:
                 continue
             need, movers = gpus - cap.free[n], []
+            chosen = budget.copy()  # each mover counts against its replica's caps
             for key in cap.instances_on(n):
                 if need <= 0:
                     break
-                if budget.refusal(key) is None:
+                if chosen.refusal(key) is None:
+                    chosen.take(key)
                     movers.append(key)
                     need -= cap.held[key][n]
             if need <= 0:
