@@ -296,6 +296,7 @@ class Manager:
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
             max_inflight=self.options.max_inflight,
+            creates_per_pass=self.options.creates_per_pass,
             coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
 
@@ -551,6 +552,8 @@ class Manager:
             return
         if result.ok:
             queue.forget(key)
+            if result.deferred_creates:  # the rest of a big bring-up: the next chunk now
+                queue.add(key)
         else:
             self.metrics.reconcile_errors.labels(result.outcome).inc()
             queue.add_rate_limited(key)

@@ -77,6 +77,8 @@ class ApplyResult:
     failed_index: int = -1
     #: seconds until a held status write is due (None: nothing held), see coalesce.py
     status_due: float | None = None
+    #: pod creates left for the next pass (``runs.bound_creates``), which comes at once
+    deferred_creates: int = 0
 
     @property
     def ok(self) -> bool:

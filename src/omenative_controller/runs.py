@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from omenative_core.gang import NATIVE_API_VERSION
+from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import (
     Action,
     CreateObject,
@@ -26,7 +27,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 
-__all__ = ["action_runs", "position", "status_first"]
+__all__ = ["action_runs", "bound_creates", "position", "status_first"]
 
 _NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
 _FAMILY: dict[type[Action], str] = {
@@ -87,3 +88,31 @@ def status_first(actions: Sequence[Action]) -> tuple[Action, ...]:
 def position(actions: Sequence[Action], action: Action) -> int:
     """Where ``action`` (this very object) stands in ``actions`` (on a failure only)."""
     return next(i for i, a in enumerate(actions) if a is action)
+
+
+def bound_creates(actions: Sequence[Action], limit: int) -> tuple[tuple[Action, ...], int]:
+    """``actions`` with at most ``limit`` pod creates (rounded up to the end of the last
+    gang begun), and how many creates were left for the next pass (``limit`` 0: no bound).
+
+    Why: one pass of a replica holds its key until every action answered, and a first pass
+    of 250 Instances is 1,000 pod creates, 10 s at 100 QPS, during which none of its ready
+    gangs can have their serving gates set. Left-out creates are planned again by the next
+    pass (the pods do not exist), which the manager queues at once; every other action
+    (gates, deletes, the status) stays in this pass. A gang's pods are not split.
+    """
+    if limit <= 0:
+        return tuple(actions), 0
+    kept: list[Action] = []
+    creates = left = 0
+    last_gang: object = None
+    for action in actions:
+        if type(action) is CreatePod:
+            labels = (action.body.get("metadata") or {}).get("labels") or {}
+            gang = labels.get(LABEL_INSTANCE_INDEX)
+            if creates >= limit and (gang is None or gang != last_gang):
+                left += 1
+                continue
+            creates += 1
+            last_gang = gang
+        kept.append(action)
+    return (tuple(actions), 0) if not left else (tuple(kept), left)

@@ -130,6 +130,30 @@ async def test_standalone_replica_two_instances_become_ready(
     assert handle.metrics.sample("omenative_actions_total", {"kind": "SetServingGate"}) == 4
 
 
+async def test_a_bring_up_bigger_than_one_pass_comes_up_in_chunks_each_pod_created_once(
+    kube: KubeClient, namespace: str, start_manager: Any, no_pod_group_crd: None
+) -> None:
+    """A pass sends at most ``creates_per_pass`` pod creates (whole gangs) and the next pass
+    comes at once for the rest: 3 gangs of 2 pods at 2 a pass take 3 passes, and every pod
+    is created exactly once and enters rotation only with its whole gang."""
+    recorder = await PodRecorder(kube, namespace).start()
+    handle = await start_manager(creates_per_pass=2)
+    await kube.create(INFERENCE_REPLICAS, replica_body("chunks", replicas=3), namespace)
+
+    async def ready() -> JSON | None:
+        ir = await get_replica(kube, namespace, "chunks")
+        return ir if (ir.get("status") or {}).get("readyReplicas") == 3 else None
+
+    await eventually(ready, timeout=90, what="readyReplicas == 3")
+    await recorder.stop()
+    pods = await list_pods(kube, namespace)
+    assert sorted(pods) == [f"chunks-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
+    added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
+    assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
+    assert handle.metrics.sample("omenative_actions_total", {"kind": "CreatePod"}) == 6
+    assert_gangs_gated(recorder)
+
+
 async def test_gate_waits_for_the_whole_gang(
     kube: KubeClient, namespace: str, start_manager: Any, faults: FaultControl,
     no_pod_group_crd: None,
