@@ -3,8 +3,8 @@
 Order and concurrency: the plan's ``UpdateStatus`` goes first (it records what the rest
 does), then the remaining actions in plan order, cut into runs (:func:`action_runs`): a
 prelude (finalizer, revision, headless Service, Workload, a scheduler-plugins PodGroup),
-Kubernetes' own PodGroups (after the Workload they name), a gang's pods, its
-serving-gate patches, image patches or deletes is sent at once, through at most
+Kubernetes' own PodGroups (after the Workload they name), pod creates and serving-gate
+patches (never the same pod), image patches or deletes is sent at once, through at most
 ``max_inflight`` lanes (a run of thousands never makes thousands of tasks in one
 event-loop step); any other action is a run of its own. A run with a failure ends the pass
 after its members in flight answered. Every action holds a slot of one manager-wide budget

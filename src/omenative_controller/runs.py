@@ -32,8 +32,10 @@ __all__ = ["action_runs", "bound_creates", "position", "status_first"]
 _NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
 _FAMILY: dict[type[Action], str] = {
     CreateRevision: "prelude", CreateObject: "prelude",
-    **{kind: kind.__name__ for kind in (SetServingGate, DeletePod, DeletePodGroup,
-                                        PatchPodImages, CreatePod)},
+    **{kind: kind.__name__ for kind in (DeletePod, DeletePodGroup, PatchPodImages)},
+    # a gate names a pod that exists (its UID), a create one that does not: never the same
+    # pod, so a pass's gates and its next chunk of creates go out together
+    SetServingGate: "pods", CreatePod: "pods",
 }
 
 
@@ -60,8 +62,8 @@ def action_runs(actions: Sequence[Action]) -> list[tuple[int, tuple[Action, ...]
 
     A run is one action, or consecutive actions of one family: a prelude (the finalizer,
     the revision, the headless Service, a Workload, a scheduler-plugins PodGroup:
-    idempotent writes that only need the InferenceReplica), Kubernetes' own PodGroups, a
-    gang's pods, its serving gates, a batch of pod deletes or image patches. The plan's
+    idempotent writes that only need the InferenceReplica), Kubernetes' own PodGroups, pod
+    creates and serving gates together, a batch of pod deletes or image patches. The plan's
     order between runs is kept. Linear in the actions (a new revision of a big replica
     plans thousands of one family).
     """
