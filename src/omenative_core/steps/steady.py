@@ -127,8 +127,9 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount]:
     """Of ``rows``, the ones steady now, by index (see the module docstring).
 
-    A steady row is Ready on its target revision, and its pods are exactly its running
-    attempt's, all live, Ready, on Ready nodes, with no restarted or crashing container.
+    A steady row is Ready on its target revision with no operation, and its pods are
+    exactly its running attempt's, all live, Ready, on Ready nodes, with no restarted or
+    crashing container.
     Nothing is steady while a migration is recorded (its moves decide).
     """
     if st.migrations:
@@ -136,7 +137,10 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount
     candidates = [
         r
         for r in rows
-        if r.phase == _READY and r.running_revision and r.target_revision == r.running_revision
+        if r.phase == _READY
+        and r.operation is None
+        and r.running_revision
+        and r.target_revision == r.running_revision
     ]
     by_index, nodes = st.pods_by_index, st.snap.nodes
     if len(candidates) >= _BULK:
@@ -144,15 +148,29 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount
         health = _health(by_index.items(), ready)
         if st.waiting is None and st.dirty is None:
             st.waiting = health.waiting  # every pod read: ``unschedulable_now`` takes it
+        plain = st.plain_steady if st.dirty is None else None
     else:
         picked = [(r.index, by_index.get(r.index, [])) for r in candidates]
         health = _health(picked, _ReadyNodes(nodes))
-    return _match(st, candidates, health)
+        plain = None
+    return _match(st, candidates, health, plain)
 
 
-def _match(st: PassState, rows: list[InstanceStatus], health: Health) -> dict[int, SteadyCount]:
-    """The healthy ``rows`` whose pods are exactly their attempt's, by name and labels."""
+def _match(
+    st: PassState,
+    rows: list[InstanceStatus],
+    health: Health,
+    plain: dict[int, InstanceStatus] | None,
+) -> dict[int, SteadyCount]:
+    """The healthy ``rows`` whose pods are exactly their attempt's, by name and labels.
+
+    ``plain``: where to put the steady rows that are plain as they stand (``steps.totals``,
+    rule 1: their tally leaves them as they are, they serve, are available, were Ready and
+    run the target), so ``steps.status`` need not tally them one by one; None: do not look.
+    """
     bad, serving, gated = health.bad, health.serving, health.gated
+    target, multi = st.target, st.policy.multi_pod
+    was_ready = st.prev_ready() if plain is not None else set()
     by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
@@ -180,5 +198,18 @@ def _match(st: PassState, rows: list[InstanceStatus], health: Health) -> dict[in
             if attempt_of.get(name) != attempt:
                 break
         else:
-            out[index] = (row, serving[index], index not in gated)
+            count, admitted = serving[index], index not in gated
+            out[index] = (row, count, admitted)
+            if (  # steps.status._tally's common steady row, and totals.odd_of's plain rule
+                plain is not None
+                and row.ready_since is None
+                and row.last_failure is None
+                and row.running_revision == target
+                and row.pod_count == row.available_pod_count == kind[2]
+                and row.serving_pod_count == count
+                and row.admitted == admitted
+                and (count == kind[2] if multi else count > 0)
+                and index in was_ready
+            ):
+                plain[index] = row
     return out
