@@ -301,8 +301,11 @@ def rebuilds(st: PassState) -> None:
     """Failed or Pending members with no operation get a new attempt when allowed.
 
     Only the rows that may not be plain are read (``steps.totals``): a plain row is Ready.
+    A rebuild writes only its own row, so the rows to look at are picked first, in one
+    comprehension (a cold pass reads every row here).
     """
-    for index in sorted([r.index for r in st.odd_rows()]):
+    waits = (Phase.FAILED, Phase.PENDING)
+    for index in sorted([r.index for r in st.odd_rows() if r.phase in waits]):
         row = st.rows[index]
         if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
             continue
