@@ -245,6 +245,9 @@ class PassState:
     positions: dict[int, int] | None = None
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
+    plain_tallies: dict[int, InstanceStatus] = field(factory=dict)
+    """Index -> row whose tally is (row, row, True, True, True): kept so, not as a tuple
+    each in ``tallies`` (``verdicts.Verdicts.plain``)."""
     row_groups: RowGroups | None = None
     """The rows and their attempts' PodGroup names, if ``native_gang.cleanup`` needed them."""
     steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from itertools import compress, repeat
+from itertools import compress
 from operator import and_, attrgetter, is_, itemgetter
 from typing import Any
 
@@ -171,20 +171,20 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         if not plain:
             tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in order]
             return tallied, tuple([t[1] for t in tallied]), False
-        # the plain steady rows (a cold pass: nearly all) are tallied unread, in C (no
-        # kept tallies then: ``plain`` is found only when every Instance is rederived)
-        rows = list(plain.values())
-        yes = repeat(True)
-        tallies = zip(rows, rows, yes, yes, yes, strict=False)  # (in, out, serving, available, was)
-        st.tallies.update(zip(plain, tallies, strict=False))
+        # the plain steady rows (a cold pass: nearly all) are tallied unread, and kept as
+        # rows, not tuples (no kept tallies then: ``plain`` is found only when every
+        # Instance is rederived)
+        st.plain_tallies.update(plain)
         tallied = [_tally(st, by_row[i], was_ready) for i in order if i not in plain]
         final = dict(by_row)
         final.update(zip(map(_index, map(_row_out, tallied)), map(_row_out, tallied), strict=True))
         return tallied, tuple(map(final.__getitem__, order)), False
     was_ready = was_ready_of(st, odd)
     st.tallies = dict(st.kept.tallies)
+    st.plain_tallies = dict(st.kept.plain)
     for i in odd:
         st.tallies.pop(i, None)
+        st.plain_tallies.pop(i, None)
     tallied = [_tally(st, by_row[i], was_ready) for i in odd]
     positions = kept.positions
     if len(by_row) == len(kept.rows) and all(i in positions for i in odd):
