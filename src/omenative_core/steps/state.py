@@ -250,8 +250,9 @@ class PassState:
     each in ``tallies`` (``verdicts.Verdicts.plain``)."""
     row_groups: RowGroups | None = None
     """The rows and their attempts' PodGroup names, if ``native_gang.cleanup`` needed them."""
-    steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
-    """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
+    steady_counts: dict[int, tuple[int, bool]] = field(factory=dict)
+    """Index -> (pods serving, none gated) of rows ``repair.settled`` found steady by
+    looking at their pods (the row is ``steady_rows``'s: the counts are of its pods)."""
     plain_steady: dict[int, InstanceStatus] = field(factory=dict)
     """Index -> row that a bulk ``steady.find`` found steady and plain as it stands
     (``steps.totals``, rule 1): ``steps.status`` tallies it unread while no step writes it."""

@@ -292,15 +292,15 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
         st.tallies[row.index] = kept
         return kept
     steady = st.steady_counts.get(row.index)
-    if steady is None or steady[0] is not row:
+    if steady is None or st.steady_rows.get(row.index) is not row:
         tally = (row, *_count_pods(st, row, was_ready), was)
     elif row.ready_since is None and was:  # the common steady row: available, no window
         pods = len(st.pods_by_index[row.index])
-        serving = steady[1]
+        serving = steady[0]
         is_serving = serving == pods if st.policy.multi_pod else serving > 0
-        tally = (row, _counts(row, pods, serving, pods, steady[2], None), is_serving, True, was)
+        tally = (row, _counts(row, pods, serving, pods, steady[1], None), is_serving, True, was)
     else:
-        tally = (row, *_steady_counts(st, row, was_ready, steady[1], admitted=steady[2]), was)
+        tally = (row, *_steady_counts(st, row, was_ready, steady[0], admitted=steady[1]), was)
     if row.phase != Phase.READY or (row.ready_since is None and was):
         st.tallies[row.index] = tally
     return tally

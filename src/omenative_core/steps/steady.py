@@ -18,7 +18,10 @@ plain as they stand (``steps.totals``) are marked for ``steps.status`` on the wa
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING
+
+from attrs import Factory, frozen
 
 from omenative_core.failures import CRASH_REASONS
 from omenative_core.model.observed import NodeView
@@ -29,14 +32,24 @@ from omenative_core.steps.verdicts import unschedulable
 if TYPE_CHECKING:
     from omenative_core.steps.state import PassState
 
-__all__ = ["SteadyCount", "find"]
+__all__ = ["Found", "SteadyCount", "find"]
 
-SteadyCount = tuple[InstanceStatus, int, bool]
-"""(the row found steady, how many of its pods serve, none of them gated)."""
+SteadyCount = tuple[int, bool]
+"""Of a row found steady: (how many of its pods serve, none of them gated); one shared
+tuple per distinct value, not one per row (a cold pass finds thousands)."""
+
+
+@frozen
+class Found:
+    """``find``'s answer: the rows found steady, by index, and each one's ``SteadyCount``."""
+
+    rows: dict[int, InstanceStatus] = Factory(dict)
+    counts: dict[int, SteadyCount] = Factory(dict)
 
 _READY = Phase.READY  # bound once: an enum member's lookup costs a call per row
 _FINISHED = ("Failed", "Succeeded")
 _CRASH = frozenset(CRASH_REASONS)
+_INDEX = attrgetter("index")
 _BULK = 64
 """From this many rows on, ``find`` checks the nodes once as a set, finds the
 unschedulable Instances of the whole pass and marks the plain rows."""
@@ -70,7 +83,7 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     return tails, st.revision_hash(row.running_revision), len(tails)
 
 
-def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount]:
+def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     """Of ``rows``, the ones steady now, by index (see the module docstring).
 
     A steady row is Ready on its target revision with no operation, and its pods are
@@ -79,7 +92,7 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount
     Nothing is steady while a migration is recorded (its moves decide).
     """
     if st.migrations:
-        return {}
+        return Found()
     candidates = [
         r
         for r in rows
@@ -97,21 +110,23 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount
         _mark_plain(st, out)
         if st.waiting is None:
             # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
-            others = st.pods_by_index.keys() - {r.index for r in candidates}
+            others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
             st.waiting = waiting | unschedulable(st.pods_by_index, others)
     return out
 
 
 def _match(
     st: PassState, rows: list[InstanceStatus], ready_nodes: Container[str]
-) -> tuple[dict[int, SteadyCount], set[int]]:
+) -> tuple[Found, set[int]]:
     """The ``rows`` whose pods are exactly their attempt's (by name and labels), all
     healthy; and the Instances of ``rows`` with a pod the scheduler cannot place."""
     by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
-    out: dict[int, SteadyCount] = {}
+    out = Found()
+    steady, counts = out.rows, out.counts
+    shared: dict[SteadyCount, SteadyCount] = {}
     waiting: set[int] = set()
     for row in rows:
         index = row.index
@@ -154,20 +169,23 @@ def _match(
                 continue
             break
         else:
-            out[index] = (row, count, admitted)
+            steady[index] = row
+            got = (count, admitted)
+            counts[index] = shared.setdefault(got, got)
             continue
         waiting.update(unschedulable(by_index, (index,)))  # not steady: its pods the long way
     return out, waiting
 
 
-def _mark_plain(st: PassState, found: dict[int, SteadyCount]) -> None:
+def _mark_plain(st: PassState, found: Found) -> None:
     """Put the ``found`` rows that are plain as they stand in ``st.plain_steady``
     (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
     counts are its pods'), and it serves, is available, was Ready and runs the target, so
     ``steps.status`` need not tally it again."""
     target, multi, by_index = st.target, st.policy.multi_pod, st.pods_by_index
-    was_ready, plain = st.prev_ready(), st.plain_steady
-    for index, (row, count, admitted) in found.items():
+    was_ready, plain, counts = st.prev_ready(), st.plain_steady, found.counts
+    for index, row in found.rows.items():
+        count, admitted = counts[index]
         if (
             row.ready_since is None
             and row.last_failure is None
