@@ -7,8 +7,9 @@ and tallies the plain ones without reading them again (``steady.find``,
 Instances) never reach that path, so this drives it on a settled fleet of 2 x ``_BULK``
 Instances with random pod faults and row edits, on the settled spec or a new one: the
 cold plan must equal the plan of the full checks (``fast=False``), and the memo it leaves
-must give the full plan for the passes after it (the status as written back one second
-later, then one pod changed).
+must give the full plan for the passes after it (the status as written, read back as new
+objects or not, with a row lost or not, one second later; then one pod changed): the
+plain rows' tallies it keeps as rows (``verdicts.tally_of``) are read there.
 """
 
 from __future__ import annotations
@@ -108,8 +109,16 @@ def test_a_cold_pass_over_a_fleet_equals_the_full_checks(
     assert cold == plan_pass(snap, fast=False)[0], "the cold pass differs from the full checks"
     assert cold == plan(snap)
 
-    # the next passes on the memo the cold pass left: the status as written, a second later
-    later = evolve(snap, replica=evolve(snap.replica, status=cold.status),
+    # the next passes on the memo the cold pass left: the status as written, a second
+    # later; read back as new objects (equal rows) or not, with one row lost or not
+    written = cold.status
+    rows = list(written.instances)
+    if data.draw(st.booleans(), label="read back"):
+        rows = [evolve(r) for r in rows]
+    if rows and data.draw(st.booleans(), label="a row lost"):
+        del rows[data.draw(st.integers(0, len(rows) - 1), label="lost row")]
+    written = evolve(written, instances=tuple(rows))
+    later = evolve(snap, replica=evolve(snap.replica, status=written),
                    now=snap.now + timedelta(seconds=1))
     got, memo = plan_incremental(later, memo)
     assert got == plan(later), "the pass after a cold pass differs from the full plan"
