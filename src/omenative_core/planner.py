@@ -91,16 +91,22 @@ def _advance_all(st: PassState) -> None:
         todo = sorted(rows.keys() - same)
     # with no kept verdicts (a cold pass, a spec change), every steady row at once
     bulk = st.fast and (st.kept is None or st.dirty is None)
-    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else {}
+    found = steady.find(st, map(rows.__getitem__, todo)) if bulk else steady.Found()
+    steady_now = found.rows
+    if steady_now and len(steady_now) == len(todo) and not st.migrations and not st.book.blocks:
+        # every row is steady (the common cold pass): the loop below would only record
+        # each one, in this order, and nothing it does could change another row
+        st.steady_rows.update(steady_now)
+        st.steady_counts.update(found.counts)
+        return
     for index in todo:
         row = rows[index]
         if row.operation is not None:
             lifecycle.advance(st, index)
             continue
-        got = found.get(index)
-        if got is not None and got[0] is row and not st.migrations and not st.book.blocks:
+        if steady_now.get(index) is row and not st.migrations and not st.book.blocks:
             st.steady_rows[index] = row  # repair.settled's answer for it, without the call
-            st.steady_counts[index] = got
+            st.steady_counts[index] = found.counts[index]
         else:
             rows[index] = repair.settled(st, row, found if bulk else None)
 

@@ -87,7 +87,7 @@ def test_a_gated_pod_is_steady_and_counted_not_admitted(settled: Snapshot) -> No
     snap = evolve(settled, pods=tuple(pods))
     fast, st = plan_pass(snap)
     assert fast == plan_pass(snap, fast=False)[0]
-    assert st is not None and st.steady_counts[index][2] is False
+    assert st is not None and st.steady_counts[index][1] is False
     assert fast.status.instances[index].admitted is False
 
 

@@ -27,7 +27,6 @@ from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
-from omenative_core.steps.steady import SteadyCount
 from omenative_core.steps.verdicts import was_steady
 
 __all__ = [
@@ -98,7 +97,7 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
 
 
 def settled(
-    st: PassState, row: InstanceStatus, found: dict[int, SteadyCount] | None = None
+    st: PassState, row: InstanceStatus, found: steady.Found | None = None
 ) -> InstanceStatus:
     """An Instance with no open operation: check its health, repair if needed.
 
@@ -135,7 +134,7 @@ def settled(
     return _judge(st, row, pods, mine, list(expected))
 
 
-def _steady(st: PassState, row: InstanceStatus, found: dict[int, SteadyCount] | None) -> bool:
+def _steady(st: PassState, row: InstanceStatus, found: steady.Found | None) -> bool:
     """A Ready row whose attempt's pods are all there, Ready and healthy: nothing to do.
 
     The common case at rest (``steady.find``). It is exactly the case in which the full
@@ -143,10 +142,10 @@ def _steady(st: PassState, row: InstanceStatus, found: dict[int, SteadyCount] | 
     only clears its revision's RetryBlock; anything else (a restart, a crash reason, a
     lost node, a relocation record) takes the full check.
     """
-    got = (found if found is not None else steady.find(st, (row,))).get(row.index)
-    if got is None or got[0] is not row or st.migrations:
+    got = found if found is not None else steady.find(st, (row,))
+    if got.rows.get(row.index) is not row or st.migrations:
         return False  # the row changed (a hand-off) or a migration opened since ``find``
-    st.steady_counts[row.index] = got  # steps.status counts from these
+    st.steady_counts[row.index] = got.counts[row.index]  # steps.status counts from these
     return True
 
 
@@ -301,8 +300,11 @@ def rebuilds(st: PassState) -> None:
     """Failed or Pending members with no operation get a new attempt when allowed.
 
     Only the rows that may not be plain are read (``steps.totals``): a plain row is Ready.
+    A rebuild writes only its own row, so the rows to look at are picked first, in one
+    comprehension (a cold pass reads every row here).
     """
-    for index in sorted([r.index for r in st.odd_rows()]):
+    waits = (Phase.FAILED, Phase.PENDING)
+    for index in sorted([r.index for r in st.odd_rows() if r.phase in waits]):
         row = st.rows[index]
         if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
             continue

@@ -245,10 +245,18 @@ class PassState:
     positions: dict[int, int] | None = None
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
+    plain_tallies: dict[int, InstanceStatus] = field(factory=dict)
+    """Index -> row whose tally is (row, row, True, True, True): kept so, not as a tuple
+    each in ``tallies`` (``verdicts.Verdicts.plain``)."""
     row_groups: RowGroups | None = None
     """The rows and their attempts' PodGroup names, if ``native_gang.cleanup`` needed them."""
-    steady_counts: dict[int, tuple[InstanceStatus, int, bool]] = field(factory=dict)
-    """Index -> (row, pods serving, none gated) of rows ``repair.settled`` found steady."""
+    steady_counts: dict[int, tuple[int, bool]] = field(factory=dict)
+    """Index -> (pods serving, none gated) of rows ``repair.settled`` found steady by
+    looking at their pods (the row is ``steady_rows``'s: the counts are of its pods)."""
+    plain_steady: dict[int, InstanceStatus] = field(factory=dict)
+    """Index -> row that a bulk ``steady.find`` found steady and plain as it stands
+    (``steps.totals``, rule 1): ``steps.status`` tallies it unread while no step writes it."""
+    _prev_ready: set[int] | None = None
     waiting: set[int] | None = None
     """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
     totals_out: RowTotals | None = None
@@ -348,6 +356,14 @@ class PassState:
         if got is None:
             got = (pod.labels.get(LABEL_REVISION_HASH), pod_incarnation(pod))
             self.attempt_of[pod.name] = got
+        return got
+
+    def prev_ready(self) -> set[int]:
+        """The Instances whose row in the previous status was Ready (found once a pass)."""
+        got = self._prev_ready
+        if got is None:
+            ready = Phase.READY
+            got = self._prev_ready = {r.index for r in self.prev.instances if r.phase == ready}
         return got
 
     def revision_hash(self, revision: str) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from itertools import compress
+from operator import and_, attrgetter, is_, itemgetter
 from typing import Any
 
 from attrs import evolve, frozen
@@ -43,6 +45,8 @@ from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
 __all__ = ["finish", "invalid_plan"]
 
 _AUDIT_SUFFIX = "-ome-migration-audit"
+_row_out = itemgetter(1)  # of a Tally
+_index = attrgetter("index")
 
 
 def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) -> Plan:
@@ -158,18 +162,29 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     odd = odd_indexes(st)
     kept = st.totals
     if odd is None or kept is None or st.kept is None:
-        was_ready = {r.index for r in st.prev.instances if r.phase == Phase.READY}
+        was_ready = st.prev_ready()
         # rows whose tally the last pass kept and that did not change take it unread
         same = unchanged_tallies(st, was_ready)
         st.tallies.update(same)
-        tallied = [
-            same[i] if i in same else _tally(st, by_row[i], was_ready) for i in sorted(by_row)
-        ]
-        return tallied, tuple([t[1] for t in tallied]), False
+        order = sorted(by_row)
+        plain = _still_plain(st)
+        if not plain:
+            tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in order]
+            return tallied, tuple([t[1] for t in tallied]), False
+        # the plain steady rows (a cold pass: nearly all) are tallied unread, and kept as
+        # rows, not tuples (no kept tallies then: ``plain`` is found only when every
+        # Instance is rederived)
+        st.plain_tallies.update(plain)
+        tallied = [_tally(st, by_row[i], was_ready) for i in order if i not in plain]
+        final = dict(by_row)
+        final.update(zip(map(_index, map(_row_out, tallied)), map(_row_out, tallied), strict=True))
+        return tallied, tuple(map(final.__getitem__, order)), False
     was_ready = was_ready_of(st, odd)
     st.tallies = dict(st.kept.tallies)
+    st.plain_tallies = dict(st.kept.plain)
     for i in odd:
         st.tallies.pop(i, None)
+        st.plain_tallies.pop(i, None)
     tallied = [_tally(st, by_row[i], was_ready) for i in odd]
     positions = kept.positions
     if len(by_row) == len(kept.rows) and all(i in positions for i in odd):
@@ -179,6 +194,22 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         return tallied, tuple(out), True
     changed = {t[1].index: t[1] for t in tallied}
     return tallied, tuple([changed.get(i) or by_row[i] for i in sorted(by_row)]), False
+
+
+def _still_plain(st: PassState) -> dict[int, InstanceStatus]:
+    """The rows ``steady.find`` found plain (``PassState.plain_steady``) that are still
+    the pass's rows and its steady rows: no step wrote them since (identity, in C).
+
+    Each one's tally is (row, row, serving, available, was Ready): what ``_tally``
+    answers for a steady row whose counts are its row's."""
+    found = st.plain_steady
+    if not found or st.dirty is not None:
+        return {}
+    keys, rows = list(found), list(found.values())
+    same = map(and_, map(is_, map(st.rows.get, keys), rows),
+               map(is_, map(st.steady_rows.get, keys), rows))
+    ok = list(compress(keys, same))
+    return found if len(ok) == len(keys) else {i: found[i] for i in ok}
 
 
 def _current_revision(st: PassState, sums: _Sums) -> str:
@@ -261,15 +292,15 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
         st.tallies[row.index] = kept
         return kept
     steady = st.steady_counts.get(row.index)
-    if steady is None or steady[0] is not row:
+    if steady is None or st.steady_rows.get(row.index) is not row:
         tally = (row, *_count_pods(st, row, was_ready), was)
     elif row.ready_since is None and was:  # the common steady row: available, no window
         pods = len(st.pods_by_index[row.index])
-        serving = steady[1]
+        serving = steady[0]
         is_serving = serving == pods if st.policy.multi_pod else serving > 0
-        tally = (row, _counts(row, pods, serving, pods, steady[2], None), is_serving, True, was)
+        tally = (row, _counts(row, pods, serving, pods, steady[1], None), is_serving, True, was)
     else:
-        tally = (row, *_steady_counts(st, row, was_ready, steady[1], admitted=steady[2]), was)
+        tally = (row, *_steady_counts(st, row, was_ready, steady[0], admitted=steady[1]), was)
     if row.phase != Phase.READY or (row.ready_since is None and was):
         st.tallies[row.index] = tally
     return tally

@@ -2,102 +2,61 @@
 
 A pass at rest finds almost every row steady: Ready, on its target revision, with exactly
 its attempt's pods, all live, Ready and healthy. ``repair.settled`` then has nothing to do
-but record it. ``find`` answers that question for a whole pass's rows in two loops, so a
-cold pass (no kept verdicts, after a restart) reads each pod once:
-
-1. ``_health``: each pod's conditions, node, containers and gates, read once, folded into
-   per-Instance facts (an unhealthy pod, how many pods serve, a gated pod, a pod the
-   scheduler cannot place).
-2. The rows: each row's pods must be exactly its attempt's, by name (``PassState.expected``,
-   spelled ``{prefix}-{index}`` + the same tails for every row of a revision) and by the
-   attempt their labels carry (``PassState.attempt_of``).
+but record it. ``find`` answers that question for a whole pass's rows in one walk, so a
+cold pass (no kept verdicts, after a restart) reads each pod once (``_match``): for each
+row, its pods' conditions, node, containers and gates (an unhealthy pod, how many serve, a
+gated pod, a pod the scheduler cannot place), their names (``PassState.expected``, spelled
+``{prefix}-{index}`` + the same tails for every row of a revision) and the attempt their
+labels carry (``PassState.attempt_of``).
 
 The answer is exactly the per-row check's (``repair.settled`` takes a row ``find`` did not
-return the long way); the unschedulable Instances come out of the same loop, so
-``verdicts.unschedulable_now`` does not read the pods again.
+return the long way); the unschedulable Instances come out of the same walk, so
+``verdicts.unschedulable_now`` does not read the pods again; and the steady rows that are
+plain as they stand (``steps.totals``) are marked for ``steps.status`` on the way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from attrs import frozen
+from attrs import Factory, frozen
 
 from omenative_core.failures import CRASH_REASONS
-from omenative_core.model.observed import NodeView, PodView
+from omenative_core.model.observed import NodeView
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
+from omenative_core.steps.verdicts import unschedulable
 
 if TYPE_CHECKING:
     from omenative_core.steps.state import PassState
 
-__all__ = ["Health", "SteadyCount", "find"]
+__all__ = ["Found", "SteadyCount", "find"]
 
-SteadyCount = tuple[InstanceStatus, int, bool]
-"""(the row found steady, how many of its pods serve, none of them gated)."""
+SteadyCount = tuple[int, bool]
+"""Of a row found steady: (how many of its pods serve, none of them gated); one shared
+tuple per distinct value, not one per row (a cold pass finds thousands)."""
+
+
+@frozen
+class Found:
+    """``find``'s answer: the rows found steady, by index, and each one's ``SteadyCount``."""
+
+    rows: dict[int, InstanceStatus] = Factory(dict)
+    counts: dict[int, SteadyCount] = Factory(dict)
 
 _READY = Phase.READY  # bound once: an enum member's lookup costs a call per row
 _FINISHED = ("Failed", "Succeeded")
+_CRASH = frozenset(CRASH_REASONS)
+_INDEX = attrgetter("index")
 _BULK = 64
-"""From this many rows on, ``_health`` reads every pod of the pass (and finds the
-unschedulable Instances on the way) instead of picking the rows' pods one by one."""
+"""From this many rows on, ``find`` checks the nodes once as a set, finds the
+unschedulable Instances of the whole pass and marks the plain rows."""
 
 Kind = tuple[tuple[str, ...], str, int] | None
 """Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}``, the
 revision's hash and how many pods (None: no pods expected, or names not spelled that way)."""
-
-
-@frozen
-class Health:
-    """Per-Instance facts from one read of its pods.
-
-    ``bad``: Instances with a pod that is terminating, finished, not Ready, on a lost node
-    or crashing; ``serving``: how many of its pods serve (in rotation, containers ready);
-    ``gated``: Instances with a scheduling-gated pod;
-    ``waiting``: Instances with a pod the scheduler cannot place.
-    """
-
-    bad: set[int]
-    serving: dict[int, int]
-    gated: set[int]
-    waiting: set[int]
-
-
-def _health(groups: Iterable[tuple[int, list[PodView]]], ready_nodes: Container[str]) -> Health:
-    """Each pod read once (its conditions with a few dict lookups, no call per pod)."""
-    bad: set[int] = set()
-    serving: dict[int, int] = {}
-    gated: set[int] = set()
-    waiting: set[int] = set()
-    for index, pods in groups:
-        count = 0
-        for pod in pods:
-            conditions = pod.conditions
-            if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
-                count += 1
-            if pod.scheduling_gates:
-                gated.add(index)
-            if (
-                conditions.get("PodScheduled") == "False"
-                and pod.unschedulable
-                and not pod.terminating
-            ):
-                waiting.add(index)
-            if (
-                conditions.get("Ready") != "True"
-                or pod.deletion_timestamp is not None
-                or pod.phase in _FINISHED
-                or (pod.node_name and pod.node_name not in ready_nodes)
-            ):
-                bad.add(index)
-                continue
-            for c in pod.containers:
-                if c.restart_count or c.waiting_reason in CRASH_REASONS:
-                    bad.add(index)
-                    break
-        serving[index] = count
-    return Health(bad, serving, gated, waiting)
 
 
 class _ReadyNodes:
@@ -124,61 +83,117 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     return tails, st.revision_hash(row.running_revision), len(tails)
 
 
-def find(st: PassState, rows: Iterable[InstanceStatus]) -> dict[int, SteadyCount]:
+def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     """Of ``rows``, the ones steady now, by index (see the module docstring).
 
-    A steady row is Ready on its target revision, and its pods are exactly its running
-    attempt's, all live, Ready, on Ready nodes, with no restarted or crashing container.
+    A steady row is Ready on its target revision with no operation, and its pods are
+    exactly its running attempt's, all live, Ready, on Ready nodes, with no restarted or
+    crashing container.
     Nothing is steady while a migration is recorded (its moves decide).
     """
     if st.migrations:
-        return {}
+        return Found()
     candidates = [
         r
         for r in rows
-        if r.phase == _READY and r.running_revision and r.target_revision == r.running_revision
+        if r.phase == _READY
+        and r.operation is None
+        and r.running_revision
+        and r.target_revision == r.running_revision
     ]
-    by_index, nodes = st.pods_by_index, st.snap.nodes
-    if len(candidates) >= _BULK:
-        ready = {name for name, node in nodes.items() if node.ready is True}
-        health = _health(by_index.items(), ready)
-        if st.waiting is None and st.dirty is None:
-            st.waiting = health.waiting  # every pod read: ``unschedulable_now`` takes it
-    else:
-        picked = [(r.index, by_index.get(r.index, [])) for r in candidates]
-        health = _health(picked, _ReadyNodes(nodes))
-    return _match(st, candidates, health)
+    nodes = st.snap.nodes
+    if len(candidates) < _BULK:
+        return _match(st, candidates, _ReadyNodes(nodes))[0]
+    ready = {name for name, node in nodes.items() if node.ready is True}
+    out, waiting = _match(st, candidates, ready)
+    if st.dirty is None:
+        _mark_plain(st, out)
+        if st.waiting is None:
+            # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
+            others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
+            st.waiting = waiting | unschedulable(st.pods_by_index, others)
+    return out
 
 
-def _match(st: PassState, rows: list[InstanceStatus], health: Health) -> dict[int, SteadyCount]:
-    """The healthy ``rows`` whose pods are exactly their attempt's, by name and labels."""
-    bad, serving, gated = health.bad, health.serving, health.gated
+def _match(
+    st: PassState, rows: list[InstanceStatus], ready_nodes: Container[str]
+) -> tuple[Found, set[int]]:
+    """The ``rows`` whose pods are exactly their attempt's (by name and labels), all
+    healthy; and the Instances of ``rows`` with a pod the scheduler cannot place."""
     by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
-    out: dict[int, SteadyCount] = {}
+    out = Found()
+    steady, counts = out.rows, out.counts
+    shared: dict[SteadyCount, SteadyCount] = {}
+    waiting: set[int] = set()
     for row in rows:
         index = row.index
         pods = by_index.get(index)
-        if index in bad or not pods:
+        if not pods:
             continue
         if key is None or row.running_revision != key[0] or row.active_ordinal != key[1]:
             key = (row.running_revision, row.active_ordinal)  # most rows share the last one's
             kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
         if kind is None or len(pods) != kind[2]:
+            waiting.update(unschedulable(by_index, (index,)))
             continue
         head = f"{prefix}-{index}"
         attempt = (kind[1], row.incarnation)
-        for pod in pods:
+        tails = kind[0]
+        count, admitted, at = 0, True, 0
+        for pod in pods:  # each pod read once
+            conditions = pod.conditions
+            if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
+                count += 1
+            if pod.scheduling_gates:
+                admitted = False
             name = pod.name
-            for tail in kind[0]:  # a handful of names: compared, not hashed into a set
-                if name == head + tail:
+            if (
+                conditions.get("Ready") != "True"
+                or conditions.get("PodScheduled") == "False"  # (unschedulable: see below)
+                or pod.deletion_timestamp is not None
+                or pod.phase in _FINISHED
+                or (pod.node_name and pod.node_name not in ready_nodes)
+                or attempt_of.get(name) != attempt
+                # most pods come in their slots' order; else any of the attempt's names
+                or (name != head + tails[at] and name not in [head + t for t in tails])
+            ):
+                break
+            for c in pod.containers:
+                if c.restart_count or c.waiting_reason in _CRASH:
                     break
             else:
-                break
-            if attempt_of.get(name) != attempt:
-                break
+                at += 1
+                continue
+            break
         else:
-            out[index] = (row, serving[index], index not in gated)
-    return out
+            steady[index] = row
+            got = (count, admitted)
+            counts[index] = shared.setdefault(got, got)
+            continue
+        waiting.update(unschedulable(by_index, (index,)))  # not steady: its pods the long way
+    return out, waiting
+
+
+def _mark_plain(st: PassState, found: Found) -> None:
+    """Put the ``found`` rows that are plain as they stand in ``st.plain_steady``
+    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
+    counts are its pods'), and it serves, is available, was Ready and runs the target, so
+    ``steps.status`` need not tally it again."""
+    target, multi, by_index = st.target, st.policy.multi_pod, st.pods_by_index
+    was_ready, plain, counts = st.prev_ready(), st.plain_steady, found.counts
+    for index, row in found.rows.items():
+        count, admitted = counts[index]
+        if (
+            row.ready_since is None
+            and row.last_failure is None
+            and row.running_revision == target
+            and row.pod_count == row.available_pod_count == len(by_index[index])
+            and row.serving_pod_count == count
+            and row.admitted == admitted
+            and (count == row.pod_count if multi else count > 0)
+            and index in was_ready
+        ):
+            plain[index] = row

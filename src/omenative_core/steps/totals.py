@@ -161,7 +161,7 @@ def rowless(st: PassState) -> set[int]:
     pods' Instances are the kept ones while the totals hold: ``verdicts.regroup``)."""
     kept, rows = usable(st), st.rows
     if kept is None or not isinstance(rows, WrittenRows):
-        return set(st.pods_by_index.keys() - rows.keys())
+        return st.pods_by_index.keys() - rows.keys()  # a new set
     pods = st.pods_by_index
     return {i for i in kept.rowless | rows.written | (st.dirty or set()) if i in pods
             and i not in rows}

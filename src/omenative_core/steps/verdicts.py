@@ -40,7 +40,7 @@ from operator import and_, eq, is_, is_not, itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from attrs import frozen
+from attrs import Factory, frozen
 
 from omenative_core.labels import (
     LABEL_INCARNATION,
@@ -67,6 +67,7 @@ __all__ = [
     "names_unique",
     "regroup",
     "same_inputs",
+    "tally_of",
     "unchanged_steady",
     "unchanged_tallies",
     "unschedulable",
@@ -130,7 +131,9 @@ class Verdicts:
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
     steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
-    of their attempts' PodGroups (``native_gang``), when the pass needed them.
+    of their attempts' PodGroups (``native_gang``), when the pass needed them;
+    ``plain``: index -> row whose tally is (row, row, True, True, True), a plain row's, kept
+    so rather than as a tuple each in ``tallies`` (a cold pass has thousands: ``tally_of``).
     """
 
     basis: tuple[Any, ...]
@@ -142,6 +145,7 @@ class Verdicts:
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
     row_groups: RowGroups | None = None
+    plain: dict[int, InstanceStatus] = Factory(dict)
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
@@ -345,7 +349,23 @@ def unchanged_tallies(st: PassState, was_ready: set[int]) -> dict[int, Tally]:
     same_row = map(is_, map(st.rows.get, keys), map(itemgetter(0), olds))
     same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
     good = list(compress(keys, map(and_, same_row, same_was)))
-    return dict(zip(good, map(tallies.__getitem__, good), strict=True))
+    out = dict(zip(good, map(tallies.__getitem__, good), strict=True))
+    plain = kept.plain  # (row, row, True, True, True): the same row, and Ready before
+    keys = list(plain.keys() - dirty)
+    same_row = map(is_, map(st.rows.get, keys), map(plain.__getitem__, keys))
+    for i in compress(keys, map(and_, same_row, map(was_ready.__contains__, keys))):
+        row = plain[i]
+        out[i] = (row, row, True, True, True)
+    return out
+
+
+def tally_of(kept: Verdicts, index: int) -> Tally | None:
+    """The last pass's tally of Instance ``index``, spelled out if it was kept plain."""
+    got = kept.tallies.get(index)
+    if got is None and index in kept.plain:
+        row = kept.plain[index]
+        return (row, row, True, True, True)
+    return got
 
 
 def kept_tally(st: PassState, row: InstanceStatus, was_ready: bool) -> Tally | None:
@@ -353,7 +373,7 @@ def kept_tally(st: PassState, row: InstanceStatus, was_ready: bool) -> Tally | N
     kept, dirty = st.kept, st.dirty
     if kept is None or dirty is None or row.index in dirty:
         return None
-    old = kept.tallies.get(row.index)
+    old = tally_of(kept, row.index)
     if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
         return None
     return old
@@ -390,4 +410,5 @@ def keep(st: PassState) -> Verdicts | None:
         steady=st.steady_rows,
         tallies=st.tallies,
         row_groups=st.row_groups,
+        plain=st.plain_tallies,
     )
