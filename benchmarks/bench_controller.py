@@ -430,6 +430,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=64, help="manager workers")
     parser.add_argument("--max-inflight", type=int, default=32,
                         help="manager actions in flight; bare loop calls in flight")
+    parser.add_argument("--creates-per-pass", type=int, default=None,
+                        help="manager --creates-per-pass (pod creates a pass sends at most; "
+                             "default: its own, --max-inflight)")
     parser.add_argument("--status-coalesce", type=float, default=10.0,
                         help="manager --status-coalesce (s; 0: every status written)")
     parser.add_argument("--qps", type=float, default=100.0, help="manager and bare loop QPS")

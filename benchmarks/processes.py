@@ -120,6 +120,8 @@ class ManagerProcess:
             "--metrics-port", "0", "--probe-port", "0", "--identity", "bench",
             "--workers", str(args.workers), "--qps", str(args.qps), "--burst", str(args.burst),
             "--max-inflight", str(args.max_inflight),
+            *(("--creates-per-pass", str(args.creates_per_pass))
+              if args.creates_per_pass is not None else ()),
             "--status-coalesce", f"{args.status_coalesce:g}s",
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,

@@ -104,7 +104,6 @@ from omenative_core.status.wire import status_to_json
 __all__ = [
     "AUDIT_KEY",
     "AUDIT_LIMIT",
-    "DEFAULT_CREATES_PER_PASS",
     "DEFAULT_MAX_INFLIGHT",
     "KUEUE_MANAGED_LABEL",
     "KUEUE_WORKLOADS",
@@ -128,14 +127,6 @@ STATUS_SIZE_LIMIT = 1536 * 1024
 A larger write would be refused by etcd (or the API server) after the cost of sending it;
 the manager says why instead, once per pass, and writes nothing.
 """
-DEFAULT_CREATES_PER_PASS = 128
-"""Pod creates one pass sends at most (a gang is not split); the rest go in the next pass.
-
-A pass holds its replica's key until every action answered; 128 creates are about 1.3 s
-at 100 QPS, so a big replica coming up has the serving gates of its ready gangs set
-between chunks instead of after its last create (``runs.bound_creates``). 0: no bound.
-"""
-
 DEFAULT_MAX_INFLIGHT = 32
 """Plan actions in flight at once, over every worker (``--max-inflight``).
 
@@ -229,8 +220,11 @@ class Executor:
     max_inflight: int = DEFAULT_MAX_INFLIGHT
     #: holds progress-only status writes (None: every status is written when planned)
     coalescer: StatusCoalescer | None = None
-    #: pod creates one pass sends at most (0: all); see DEFAULT_CREATES_PER_PASS
-    creates_per_pass: int = DEFAULT_CREATES_PER_PASS
+    #: pod creates one pass sends at most, whole gangs (0: all). A pass holds its
+    #: replica's key until every action answered, so without a bound a big replica's ready
+    #: gangs get no serving gate until its last create; the manager sets it to
+    #: ``max_inflight`` (one round of the budget) and queues the next pass at once
+    creates_per_pass: int = DEFAULT_MAX_INFLIGHT
     _budget: Slots | None = None
     _kueue: KueueGroups | None = None
 

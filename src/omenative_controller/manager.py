@@ -296,7 +296,8 @@ class Manager:
             events=self.recorder,
             pods_of=lambda key: pods.by_index("owner", key),
             max_inflight=self.options.max_inflight,
-            creates_per_pass=self.options.creates_per_pass,
+            creates_per_pass=(self.options.max_inflight if self.options.creates_per_pass is None
+                              else self.options.creates_per_pass),
             coalescer=StatusCoalescer(window=self.options.status_coalesce),
         )
 

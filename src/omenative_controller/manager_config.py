@@ -19,7 +19,7 @@ import structlog
 from attrs import define, field
 
 from omenative_controller.coalesce import STATUS_COALESCE_SECONDS
-from omenative_controller.executor import DEFAULT_CREATES_PER_PASS, DEFAULT_MAX_INFLIGHT
+from omenative_controller.executor import DEFAULT_MAX_INFLIGHT
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
@@ -82,8 +82,9 @@ class ManagerOptions:
     burst: int = 200
     #: plan actions in flight at once over every worker (executor.py)
     max_inflight: int = DEFAULT_MAX_INFLIGHT
-    #: pod creates one pass sends at most, whole gangs (0: no bound; executor.py)
-    creates_per_pass: int = DEFAULT_CREATES_PER_PASS
+    #: pod creates one pass sends at most, whole gangs (None: ``max_inflight``; 0: no
+    #: bound; executor.py, ``Executor.creates_per_pass``)
+    creates_per_pass: int | None = None
     #: seconds a progress-only status may wait for the next one (0: write every status)
     status_coalesce: float = STATUS_COALESCE_SECONDS
     request_timeout: float = 30.0

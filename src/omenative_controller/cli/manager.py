@@ -106,6 +106,10 @@ async def _run(options: ManagerOptions) -> int:
               help="Client-side API burst (OME's chart sets 200).")
 @click.option("--max-inflight", type=click.IntRange(min=1), default=32,
               help="Plan actions talking to the API server at once, over every worker.")
+@click.option("--creates-per-pass", type=click.IntRange(min=0), default=None,
+              help="Pod creates one reconcile pass sends at most, whole gangs (default: "
+                   "--max-inflight; 0: no bound); the rest go in the next pass, so a big "
+                   "replica's ready gangs get their serving gates between chunks.")
 @click.option("--status-coalesce", type=DURATION, default="10s",
               help="How long a progress-only status write may wait for the next one "
                    "(0s: write every status as planned); readiness is never held.")
@@ -150,6 +154,7 @@ def main(
     qps: float,
     burst: int,
     max_inflight: int,
+    creates_per_pass: int | None,
     status_coalesce: float,
     request_timeout: float,
     identity: str | None,
@@ -182,6 +187,7 @@ def main(
         qps=qps,
         burst=burst,
         max_inflight=max_inflight,
+        creates_per_pass=creates_per_pass,
         status_coalesce=status_coalesce,
         request_timeout=request_timeout,
         identity=identity or default_identity(),
