@@ -45,7 +45,7 @@ from omenative_core.model.plan import (
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.steps.scale import fresh_scale_up
 
-__all__ = ["STATUS_COALESCE_SECONDS", "StatusCoalescer", "status_may_wait"]
+__all__ = ["STATUS_COALESCE_SECONDS", "StatusCoalescer", "adds_rows", "status_may_wait"]
 
 STATUS_COALESCE_SECONDS = 10.0
 """How long a progress-only status may wait for the next one (``--status-coalesce``)."""
@@ -93,6 +93,13 @@ def status_may_wait(observed: InferenceReplicaStatus | None, new: InferenceRepli
         if now is None or _instance_memory(now) != _instance_memory(row):
             return False
     return all(fresh_scale_up(i) for i in kept.values())
+
+
+def adds_rows(observed: InferenceReplicaStatus | None, new: InferenceReplicaStatus) -> bool:
+    """Whether ``new`` has Instance rows the stored status lacks (a scale-up): such a
+    status is never held when the pass leaves some of those rows' pods for the next."""
+    have = {i.index for i in observed.instances} if observed is not None else set()
+    return any(i.index not in have for i in new.instances)
 
 
 @define

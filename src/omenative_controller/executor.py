@@ -54,7 +54,7 @@ import structlog
 from attrs import define, field
 
 from omenative_controller.audit import AUDIT_KEY, AUDIT_LIMIT, record_audit
-from omenative_controller.coalesce import StatusCoalescer
+from omenative_controller.coalesce import StatusCoalescer, adds_rows
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -236,11 +236,13 @@ class Executor:
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
         actions = status_first(plan.actions)
-        held = self._hold_status(plan, ctx, actions)
+        actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
+        held = self._hold_status(plan, ctx, actions,
+                                 must_write=result.deferred_creates > 0
+                                 and adds_rows(ctx.observed_status, plan.status))
         if held is not None:
             result.status_due = held
             actions = tuple(a for a in actions if not isinstance(a, UpdateStatus))
-        actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
         for _, run in action_runs(actions):
             if not self.guard():
                 result.outcome = "not_leader"
@@ -291,13 +293,20 @@ class Executor:
             await asyncio.gather(*(lane() for _ in range(lanes)))
         return outcomes
 
-    def _hold_status(self, plan: Plan, ctx: PassContext, actions: Sequence[Action]
-                     ) -> float | None:
-        """Seconds the plan's status write may wait (None: write it, or there is none)."""
+    def _hold_status(self, plan: Plan, ctx: PassContext, actions: Sequence[Action], *,
+                     must_write: bool = False) -> float | None:
+        """Seconds the plan's status write may wait (None: write it, or there is none).
+
+        ``must_write``: the pass leaves creates of new rows for the next one, so those rows
+        must be stored first (a next pass that does not find them would take their
+        Instances for never planned, and their PodGroups for orphans).
+        """
         if self.coalescer is None:
             return None
         if not any(isinstance(a, UpdateStatus) for a in actions):
             self.coalescer.settled(ctx.key)  # the planned status is the one stored
+            return None
+        if must_write:
             return None
         wait = self.coalescer.defer(ctx.key, ctx.observed_status, plan.status, actions)
         if wait is not None and self.metrics is not None:

@@ -15,7 +15,14 @@ from sim_helpers import engine_manifest
 
 from omenative_controller.coalesce import StatusCoalescer, status_may_wait
 from omenative_controller.executor import CreateErrorStore, Executor, PassContext
-from omenative_core.model.plan import Action, DeletePod, Plan, SetServingGate, UpdateStatus
+from omenative_core.model.plan import (
+    Action,
+    CreatePod,
+    DeletePod,
+    Plan,
+    SetServingGate,
+    UpdateStatus,
+)
 from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
 from omenative_core.planner import plan as make_plan
 from omenative_sim.world import ClusterSpec, World
@@ -45,6 +52,9 @@ class StatusApi:
 
     async def patch(self, res: Any, name: str, body: Any, ns: Any = None, **kw: Any) -> Any:
         return {"metadata": {"name": name}}
+
+    async def create(self, res: Any, body: Any, ns: Any = None, **kw: Any) -> Any:
+        return body
 
     async def delete(self, res: Any, name: str, ns: Any = None, **kw: Any) -> None:
         return None
@@ -226,3 +236,26 @@ def test_a_rollout_a_crash_and_a_scale_down_take_the_same_pod_actions_with_fewer
     assert (held_status.ready_replicas, held_status.current_revision) == (
         plain_status.ready_replicas, plain_status.current_revision)
     assert held_status.ready_replicas == 1
+
+
+def test_a_scale_up_whose_pods_do_not_all_go_out_this_pass_is_written_first() -> None:
+    """The pods of a fresh scale-up re-derive its rows, so its status may wait; but when
+    the pass leaves some of those pods for the next (``creates_per_pass``), the rows must
+    be stored, or the next pass would not know those Instances (found with 40 Instances of
+    4 pods and native gangs: 32 PodGroups deleted as orphans and made again)."""
+    scale_up = InstanceOperation(id="create-1", type="Create", step="CreatePods",
+                                 target_revision="r-1", reason="ScaleUp")
+    rows = tuple(InstanceStatus(index=i, incarnation=1, phase="Creating", operation=scale_up)
+                 for i in range(3))
+    grown = InferenceReplicaStatus(replicas=3, instances=rows)
+    pods = [CreatePod(body={"metadata": {"name": f"r-{i}-{k}", "labels": {
+        "ome.io/instance-index": str(i)}}}) for i in range(3) for k in range(2)]
+    api, clock = StatusApi(), Clock()
+    everything = Executor(api, CreateErrorStore(), creates_per_pass=0,  # type: ignore[arg-type]
+                          coalescer=StatusCoalescer(window=10.0, clock=clock))
+    assert _apply(everything, InferenceReplicaStatus(), grown, *pods).status_due == 10.0
+    assert api.writes == 0, "every pod went out: the next pass adopts them, the status waits"
+    chunked = Executor(api, CreateErrorStore(), creates_per_pass=2,  # type: ignore[arg-type]
+                       coalescer=StatusCoalescer(window=10.0, clock=clock))
+    result = _apply(chunked, InferenceReplicaStatus(), grown, *pods)
+    assert result.deferred_creates == 4 and result.status_due is None and api.writes == 1
