@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from omenative_controller.pass_context import instance_of
 from omenative_core.gang import NATIVE_API_VERSION
-from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import (
     Action,
     CreateObject,
@@ -109,8 +109,7 @@ def bound_creates(actions: Sequence[Action], limit: int) -> tuple[tuple[Action, 
     last_gang: object = None
     for action in actions:
         if type(action) is CreatePod:
-            labels = (action.body.get("metadata") or {}).get("labels") or {}
-            gang = labels.get(LABEL_INSTANCE_INDEX)
+            gang = instance_of("", action.name, action.body)  # its label; None: no gang
             if creates >= limit and (gang is None or gang != last_gang):
                 left += 1
                 continue
