@@ -45,16 +45,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from attrs import define, field
+from attrs import define
 
 from omenative_controller.audit import AUDIT_KEY, AUDIT_LIMIT, record_audit
 from omenative_controller.coalesce import StatusCoalescer, adds_rows
+from omenative_controller.create_errors import CreateErrorStore
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -119,8 +119,6 @@ __all__ = [
 
 log = structlog.get_logger("omenative.executor")
 
-CREATE_ERROR_TTL = 60.0
-"""Seconds a recorded create error waits for the next snapshot."""
 STATUS_SIZE_LIMIT = 1536 * 1024
 """Largest status write sent, in bytes of its JSON body: etcd's default request limit.
 
@@ -141,32 +139,6 @@ loop for ~150 ms, and every watch and the Lease renewal with it. In a thread the
 the interpreter back every switch interval (5 ms); below this size the hop is not worth it.
 """
 _Stop = PassStop
-
-
-@define
-class CreateErrorStore:
-    """Create refusals per InferenceReplica key, waiting to be read by the next snapshot."""
-
-    ttl: float = CREATE_ERROR_TTL
-    clock: Callable[[], float] = time.monotonic
-    _errors: dict[str, list[tuple[float, CreateError]]] = field(factory=dict)
-
-    def record(self, key: str, error: CreateError) -> None:
-        """Keep ``error`` for ``key``."""
-        self._errors.setdefault(key, []).append((self.clock(), error))
-
-    def take(self, key: str) -> tuple[CreateError, ...]:
-        """The errors of ``key`` younger than the TTL; each is handed out once."""
-        items = self._errors.pop(key, [])
-        now = self.clock()
-        return tuple(e for t, e in items if now - t <= self.ttl)
-
-    def drop(self, key: str) -> None:
-        """Forget ``key`` (the object is gone)."""
-        self._errors.pop(key, None)
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._errors.values())
 
 
 def _create_resource(

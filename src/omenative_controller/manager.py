@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +64,11 @@ from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
-from omenative_controller.watch_caches import build_watch_caches, settle_after_sync
+from omenative_controller.watch_caches import (
+    WatchCaches,
+    build_watch_caches,
+    settle_after_sync,
+)
 from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
@@ -84,7 +87,7 @@ from omenative_core.model.plan import (
     Plan,
     RecordAudit,
 )
-from omenative_core.render import headless_service_name, validate_replica
+from omenative_core.render import validate_replica
 from omenative_core.service import ServiceConfig
 
 __all__ = ["LIFECYCLE_KEY", "Manager", "ManagerOptions", "StartupError", "WorkQueue",
@@ -125,6 +128,7 @@ class Manager:
         self.executor: Executor | None = None
         self.events: EventRecorder | None = None
         self.recorder: ReplicaEvents | None = None
+        self.caches: WatchCaches | None = None
         self.replicas: Informer[Mapping[str, Any]] | None = None
         self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
         self.pods: Informer[PodView] | None = None
@@ -266,8 +270,9 @@ class Manager:
         client = self.client
         assert client is not None
         m = self.metrics
-        caches = build_watch_caches(client, self.options.namespaces, self.wakeups,
-                                    self._on_slice, m, self.options.crd_poll_seconds)
+        self.caches = caches = build_watch_caches(client, self.options.namespaces,
+                                                  self.wakeups, self._on_slice, m,
+                                                  self.options.crd_poll_seconds)
         self.replicas, self.pods, self.nodes = caches.replicas, caches.pods, caches.nodes
         self.node_map = caches.node_map
         self.revisions, self.services = caches.revisions, caches.services
@@ -439,40 +444,10 @@ class Manager:
 
     def snapshot(self, key: str, replica: Any) -> Snapshot:
         """The Snapshot of one InferenceReplica from the caches (no awaits inside)."""
-        assert self.pods is not None and self.node_map is not None
-        assert self.revisions is not None and self.services is not None
-        assert self.slices is not None
-        namespace = replica.metadata.namespace
-        service = headless_service_name(replica.prefix)
-        crd = self.pod_group_crd
-        pg_informer = crd.informer if crd is not None and crd.present else None
-        pod_groups_map = (
-            {v.name: v for v in pg_informer.by_index("owner", key)} if pg_informer else {}
-        )
-        return Snapshot(
-            replica=replica,
-            now=datetime.now(UTC),
-            pods=tuple(self.pods.by_index("owner", key)),
-            nodes=self.node_map.get(),
-            pod_groups=pod_groups_map,
-            pod_group_crd=pg_informer is not None,
-            **self._native_gang_views(key),
-            routed_pods=self.routed.routed(f"{namespace}/{service}"),
-            revisions=tuple(self.revisions.by_index("owner", key)),
-            create_errors=self.create_errors.take(key),
-            config=self.config,
-            headless_service_exists=self.services.get(f"{namespace}/{service}") is not None,
-        )
-
-    def _native_gang_views(self, key: str) -> dict[str, Any]:
-        """The Snapshot's view of Kubernetes' own Workloads and PodGroups of one replica."""
-        native = self.native_gang
-        if native is None or not native.present:
-            return {}
-        views = {kind: {v.name: v for v in informer.by_index("owner", key)}
-                 for kind, informer in native.informers.items()}
-        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
-                "workloads": views.get("Workload", {})}
+        assert self.caches is not None
+        return self.caches.snapshot(key, replica, routed=self.routed,
+                                    create_errors=self.create_errors.take(key),
+                                    config=self.config)
 
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None

@@ -13,6 +13,7 @@ import ctypes
 import ctypes.util
 import gc
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from attrs import define
@@ -45,9 +46,12 @@ from omenative_controller.kube.resources import (
     SERVICES,
     pod_groups,
 )
+from omenative_controller.routed import RoutedPods
 from omenative_controller.wakeups import Wakeups
 from omenative_core.labels import LABEL_REPLICA
-from omenative_core.model.observed import NodeView, PodView
+from omenative_core.model.config import LifecycleConfig
+from omenative_core.model.observed import CreateError, NodeView, PodView, Snapshot
+from omenative_core.render import headless_service_name
 from omenative_core.views import node_view_from_json
 
 __all__ = ["LIST_PAGE", "WatchCaches", "build_watch_caches", "settle_after_sync"]
@@ -87,6 +91,43 @@ class WatchCaches:
         """The informers that list and watch for the manager's whole life."""
         return (self.replicas, self.pods, self.nodes, self.revisions, self.services,
                 self.slices)
+
+    def snapshot(self, key: str, replica: Any, *, routed: RoutedPods,
+                 create_errors: tuple[CreateError, ...], config: LifecycleConfig) -> Snapshot:
+        """The Snapshot of one InferenceReplica from the caches (no awaits inside): its
+        pods, PodGroups and revisions by the owner index, all nodes, the routed pods of
+        its headless Service, and whether that Service exists."""
+        namespace = replica.metadata.namespace
+        service = f"{namespace}/{headless_service_name(replica.prefix)}"
+        crd = self.pod_group_crd
+        pg_informer = crd.informer if crd.present else None
+        pod_groups_map = (
+            {v.name: v for v in pg_informer.by_index("owner", key)} if pg_informer else {}
+        )
+        return Snapshot(
+            replica=replica,
+            now=datetime.now(UTC),
+            pods=tuple(self.pods.by_index("owner", key)),
+            nodes=self.node_map.get(),
+            pod_groups=pod_groups_map,
+            pod_group_crd=pg_informer is not None,
+            **self._native_gang_views(key),
+            routed_pods=routed.routed(service),
+            revisions=tuple(self.revisions.by_index("owner", key)),
+            create_errors=create_errors,
+            config=config,
+            headless_service_exists=self.services.get(service) is not None,
+        )
+
+    def _native_gang_views(self, key: str) -> dict[str, Any]:
+        """The Snapshot's view of Kubernetes' own Workloads and PodGroups of one replica."""
+        native = self.native_gang
+        if not native.present:
+            return {}
+        views = {kind: {v.name: v for v in informer.by_index("owner", key)}
+                 for kind, informer in native.informers.items()}
+        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
+                "workloads": views.get("Workload", {})}
 
 
 def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wakeups: Wakeups,
