@@ -303,7 +303,9 @@ class Manager:
             max_inflight=self.options.max_inflight,
             creates_per_pass=(self.options.max_inflight if self.options.creates_per_pass is None
                               else self.options.creates_per_pass),
-            coalescer=StatusCoalescer(window=self.options.status_coalesce),
+            coalescer=StatusCoalescer(
+                window=self.options.status_coalesce,
+                readiness_window=self.options.status_readiness_coalesce),
         )
 
     def _created(self, res: Any, obj: JSON) -> None:

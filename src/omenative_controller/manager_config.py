@@ -18,7 +18,10 @@ from collections.abc import Mapping
 import structlog
 from attrs import define, field
 
-from omenative_controller.coalesce import STATUS_COALESCE_SECONDS
+from omenative_controller.coalesce import (
+    STATUS_COALESCE_SECONDS,
+    STATUS_READINESS_COALESCE_SECONDS,
+)
 from omenative_controller.executor import DEFAULT_MAX_INFLIGHT
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -87,6 +90,8 @@ class ManagerOptions:
     creates_per_pass: int | None = None
     #: seconds a progress-only status may wait for the next one (0: write every status)
     status_coalesce: float = STATUS_COALESCE_SECONDS
+    #: seconds a status that only adds readiness may wait (0: readiness is never held)
+    status_readiness_coalesce: float = STATUS_READINESS_COALESCE_SECONDS
     request_timeout: float = 30.0
     identity: str = field(factory=default_identity)
     config_reload_seconds: float = 30.0

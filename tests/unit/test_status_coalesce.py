@@ -1,8 +1,8 @@
 """Status coalescing: a progress-only status waits (at most the window), nothing else does.
 
-A user sees readiness at once, a destroying step is recorded before it acts, a new
-Instance's Create may wait because the core adopts its pods from their labels, and a held
-status is written when its window ends.
+A user sees readiness within a second (a changed condition at once), a destroying step
+is recorded before it acts, a new Instance's Create may wait because the core adopts its
+pods from their labels, and a held status is written when its window ends.
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ from typing import Any
 from attrs import evolve
 from sim_helpers import engine_manifest
 
-from omenative_controller.coalesce import StatusCoalescer, status_may_wait
+from omenative_controller.coalesce import (
+    PROGRESS,
+    READINESS,
+    StatusCoalescer,
+    status_hold,
+    status_may_wait,
+)
 from omenative_controller.executor import CreateErrorStore, Executor, PassContext
 from omenative_core.model.plan import (
     Action,
@@ -23,7 +29,12 @@ from omenative_core.model.plan import (
     SetServingGate,
     UpdateStatus,
 )
-from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
+from omenative_core.model.status import (
+    Condition,
+    InferenceReplicaStatus,
+    InstanceOperation,
+    InstanceStatus,
+)
 from omenative_core.planner import plan as make_plan
 from omenative_sim.world import ClusterSpec, World
 
@@ -86,12 +97,72 @@ def test_a_progress_only_status_waits_then_is_written_when_its_window_ends() -> 
     assert api.writes == 1 and due.status_due is None
 
 
-def test_readiness_is_written_at_once() -> None:
+def _ready_cond(status: str, reason: str, message: str) -> Condition:
+    return Condition(type="Ready", status=status, reason=reason, message=message)
+
+
+THREE = InferenceReplicaStatus(replicas=3, instances=tuple(
+    InstanceStatus(index=i, phase="Creating", pod_count=4) for i in range(3)),
+    conditions=(_ready_cond("False", "ReplicaCountMismatch", "0/3 Instances Ready"),))
+
+
+def _ready(status: InferenceReplicaStatus, n: int, cond: Condition) -> InferenceReplicaStatus:
+    rows = tuple(evolve(r, phase="Ready") if r.index < n else r for r in status.instances)
+    return evolve(status, instances=rows, ready_replicas=n, serving_replicas=n,
+                  conditions=(cond,))
+
+
+def test_more_instances_ready_waits_only_the_short_readiness_window() -> None:
+    """While a big replica comes up, a pass that only turns a few more Instances Ready
+    waits at most ``readiness_window`` (1 s), not the 10 s of a progress-only status."""
     api, clock = StatusApi(), Clock()
     executor = _executor(api, clock)
-    _apply(executor, OP_STATUS, COUNTED)
-    result = _apply(executor, OP_STATUS, READY)
-    assert api.writes == 1 and result.status_due is None
+    one = _ready(THREE, 1, _ready_cond("False", "ReplicaCountMismatch", "1/3 Instances Ready"))
+    held = _apply(executor, THREE, one)
+    assert api.writes == 0 and held.status_due == 1.0
+    clock.t += 1
+    assert _apply(executor, THREE, one).status_due is None and api.writes == 1
+
+
+def test_readiness_that_changes_a_condition_or_falls_is_written_at_once() -> None:
+    """The replica turning Ready (or all of it Ready: a new reason) is what users and the
+    InferenceService wait for, and a loss of readiness is never held."""
+    two = _ready(THREE, 2, _ready_cond("True", "MinimumAvailable", "2/3 Instances Ready"))
+    three = _ready(THREE, 3, _ready_cond("True", "AllInstancesReady", "3/3 Instances Ready"))
+    one = _ready(THREE, 1, _ready_cond("False", "ReplicaCountMismatch", "1/3 Instances Ready"))
+    for old, new in ((THREE, two), (two, three), (three, two), (two, one)):
+        api, clock = StatusApi(), Clock()
+        result = _apply(_executor(api, clock), old, new)
+        assert api.writes == 1 and result.status_due is None, (old.ready_replicas,
+                                                              new.ready_replicas)
+
+
+def test_an_operation_may_end_in_a_held_status_only_with_its_instance_ready() -> None:
+    create = InstanceOperation(id="create-1", type="Create", step="WaitReady",
+                               target_revision="r-1", reason="ScaleUp")
+    start = evolve(THREE, instances=tuple(evolve(r, operation=create)
+                                          for r in THREE.instances))
+    cond = _ready_cond("False", "ReplicaCountMismatch", "1/3 Instances Ready")
+    ended = _ready(start, 1, cond)
+    ended = evolve(ended, instances=(evolve(ended.instances[0], operation=None),
+                                     *ended.instances[1:]))
+    assert status_hold(start, ended, ()) == READINESS
+    not_ready = evolve(ended, instances=(evolve(ended.instances[0], phase="Failed"),
+                                         *ended.instances[1:]))
+    assert status_hold(start, not_ready, ()) is None
+    restarted = evolve(ended, instances=(evolve(ended.instances[0], incarnation=2),
+                                         *ended.instances[1:]))
+    assert status_hold(start, restarted, ()) is None
+
+
+def test_readiness_window_zero_writes_readiness_at_once() -> None:
+    api, clock = StatusApi(), Clock()
+    executor = Executor(api, CreateErrorStore(),  # type: ignore[arg-type]
+                        coalescer=StatusCoalescer(window=10.0, readiness_window=0.0,
+                                                  clock=clock))
+    one = _ready(THREE, 1, _ready_cond("False", "ReplicaCountMismatch", "1/3 Instances Ready"))
+    assert _apply(executor, THREE, one).status_due is None and api.writes == 1
+    assert _apply(executor, THREE, evolve(THREE, observed_generation=1)).status_due == 10.0
 
 
 def test_a_status_before_a_destroying_step_or_a_drain_is_never_held() -> None:
@@ -259,3 +330,63 @@ def test_a_scale_up_whose_pods_do_not_all_go_out_this_pass_is_written_first() ->
                        coalescer=StatusCoalescer(window=10.0, clock=clock))
     result = _apply(chunked, InferenceReplicaStatus(), grown, *pods)
     assert result.deferred_creates == 4 and result.status_due is None and api.writes == 1
+
+
+def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], Any]:
+    """6 Instances of 2 pods, maxUnavailable 2: two workers crash a second apart (their
+    Instances come back one by one, the replica Ready throughout), then a rollout and a
+    scale-up. Statuses of ``kinds_held`` wait while the world is busy; when it is idle
+    the window ends and the status is written."""
+    manifest = engine_manifest(workers=1, replicas=6)
+    manifest["spec"]["rolloutStrategy"] = {"maxUnavailable": 2, "maxSurge": 0}
+    world = World(ClusterSpec(nodes=16, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2), manifest)
+    later: list[float] = []
+    steps = [
+        lambda: (world.fail_pod("chat-engine-1-worker-0"), later.append(world.now + 1.0)),
+        lambda: world.patch_replica({"spec": {"runners": engine_manifest(
+            workers=1, image="img:2")["spec"]["runners"]}}),
+        lambda: world.patch_replica({"spec": {"replicas": 8}}),
+    ]
+    kinds: dict[str, int] = {}
+    for _ in range(3000):
+        if later and world.now >= later[0]:
+            later.pop()
+            world.fail_pod("chat-engine-4-worker-0")
+        snap = world.snapshot()
+        p = make_plan(snap)
+        hold = status_hold(snap.replica.status, p.status, p.actions) in kinds_held
+        actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
+        due = [t for t in (world.next_event_time(), *later) if t is not None]
+        if not actions and not due:
+            actions = [a for a in p.actions if isinstance(a, UpdateStatus)]  # window ends
+        for a in actions:
+            kinds[a.kind] = kinds.get(a.kind, 0) + 1
+        if actions:
+            world.apply(actions)
+        elif due:
+            world.advance(min(due))
+        elif steps:
+            steps.pop(0)()
+        else:
+            break
+    return kinds, world.snapshot().replica.status
+
+
+def test_held_readiness_takes_the_same_pod_actions_and_ends_in_the_same_status() -> None:
+    """Crashed workers, a rollout and a scale-up, with readiness gains held as long as
+    the world is busy: no pod is created, deleted or gated differently, fewer statuses
+    are written than when only progress waits, and the last one is the same."""
+    plain, plain_status = _drive_flushed(frozenset())
+    progress, _ = _drive_flushed(frozenset({PROGRESS}))
+    held, held_status = _drive_flushed(frozenset({PROGRESS, READINESS}))
+    assert {k: v for k, v in held.items() if k != "UpdateStatus"} == {
+        k: v for k, v in plain.items() if k != "UpdateStatus"}
+    assert held["UpdateStatus"] < progress["UpdateStatus"] < plain["UpdateStatus"]
+    fields = ("ready_replicas", "available_replicas", "serving_replicas",
+              "updated_ready_replicas", "current_revision")
+    assert [getattr(held_status, f) for f in fields] == [
+        getattr(plain_status, f) for f in fields]
+    assert held_status.ready_replicas == 8
+    assert [(c.type, c.status, c.reason) for c in held_status.conditions] == [
+        (c.type, c.status, c.reason) for c in plain_status.conditions]

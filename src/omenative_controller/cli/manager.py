@@ -112,7 +112,11 @@ async def _run(options: ManagerOptions) -> int:
                    "replica's ready gangs get their serving gates between chunks.")
 @click.option("--status-coalesce", type=DURATION, default="10s",
               help="How long a progress-only status write may wait for the next one "
-                   "(0s: write every status as planned); readiness is never held.")
+                   "(0s: write every status as planned).")
+@click.option("--status-readiness-coalesce", type=DURATION, default="1s",
+              help="How long a status write that only adds Ready Instances may wait, no "
+                   "condition changed (0s: readiness is never held; at most "
+                   "--status-coalesce).")
 @click.option("--request-timeout", type=DURATION, default="30s",
               help="Timeout of every API request (watches: the connect and idle timeouts).")
 @click.option("--identity", default=None,
@@ -156,6 +160,7 @@ def main(
     max_inflight: int,
     creates_per_pass: int | None,
     status_coalesce: float,
+    status_readiness_coalesce: float,
     request_timeout: float,
     identity: str | None,
     webhook_port: int | None,
@@ -189,6 +194,7 @@ def main(
         max_inflight=max_inflight,
         creates_per_pass=creates_per_pass,
         status_coalesce=status_coalesce,
+        status_readiness_coalesce=status_readiness_coalesce,
         request_timeout=request_timeout,
         identity=identity or default_identity(),
         inference_services=inference_services,
