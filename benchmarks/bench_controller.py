@@ -435,6 +435,8 @@ def main() -> int:
                              "default: its own, --max-inflight)")
     parser.add_argument("--status-coalesce", type=float, default=10.0,
                         help="manager --status-coalesce (s; 0: every status written)")
+    parser.add_argument("--status-readiness-coalesce", type=float, default=1.0,
+                        help="manager --status-readiness-coalesce (s; 0: readiness never held)")
     parser.add_argument("--qps", type=float, default=100.0, help="manager and bare loop QPS")
     parser.add_argument("--burst", type=int, default=200, help="manager and bare loop burst")
     parser.add_argument("--timeout", type=float, default=150.0, help="wait for Ready (s)")

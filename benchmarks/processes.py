@@ -123,6 +123,7 @@ class ManagerProcess:
             *(("--creates-per-pass", str(args.creates_per_pass))
               if args.creates_per_pass is not None else ()),
             "--status-coalesce", f"{args.status_coalesce:g}s",
+            "--status-readiness-coalesce", f"{args.status_readiness_coalesce:g}s",
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
         )
