@@ -171,6 +171,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
                 extra = ("--controller-manager-qps", f"{args.qps:g}",
                          "--controller-manager-burst", str(args.burst))
+            if args.scheduler_qps is not None:  # kube-scheduler binds every pod
+                extra += ("--scheduler-qps", f"{args.scheduler_qps:g}",
+                          "--scheduler-burst", str(int(2 * args.scheduler_qps)))
             cluster = DevCluster(workdir / "devcluster", args.nodes, extra)
             kubeconfig = await cluster.start()
             say("control plane up")
@@ -435,6 +438,9 @@ def main() -> int:
                              "default: its own, --max-inflight)")
     parser.add_argument("--status-coalesce", type=float, default=10.0,
                         help="manager --status-coalesce (s; 0: every status written)")
+    parser.add_argument("--scheduler-qps", type=float, default=None,
+                        help="kube-scheduler client QPS (burst twice that; default: its own "
+                             "50 / 100)")
     parser.add_argument("--status-readiness-coalesce", type=float, default=1.0,
                         help="manager --status-readiness-coalesce (s; 0: readiness never held)")
     parser.add_argument("--qps", type=float, default=100.0, help="manager and bare loop QPS")

@@ -66,6 +66,10 @@ def build_cmd(extra: str) -> None:
               help="kube-controller-manager client QPS (--kube-api-qps; default: its own, 20).")
 @click.option("--controller-manager-burst", type=int, default=None,
               help="kube-controller-manager client burst (--kube-api-burst; default 30).")
+@click.option("--scheduler-qps", type=float, default=None,
+              help="kube-scheduler client QPS (--kube-api-qps; default: its own, 50).")
+@click.option("--scheduler-burst", type=int, default=None,
+              help="kube-scheduler client burst (--kube-api-burst; default 100).")
 @click.option("--no-build", is_flag=True, help="Fail instead of building missing binaries.")
 def up(
     *,
@@ -78,6 +82,8 @@ def up(
     node_grace_seconds: int,
     controller_manager_qps: float | None,
     controller_manager_burst: int | None,
+    scheduler_qps: float | None,
+    scheduler_burst: int | None,
     no_build: bool,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
@@ -93,6 +99,8 @@ def up(
         node_grace_seconds=node_grace_seconds,
         controller_manager_qps=controller_manager_qps,
         controller_manager_burst=controller_manager_burst,
+        scheduler_qps=scheduler_qps,
+        scheduler_burst=scheduler_burst,
         build_if_missing=not no_build,
     )
     sys.exit(asyncio.run(run_up(opts)))

@@ -129,6 +129,11 @@ class ClusterOptions:
     #: it the limits of the controllers compared. None keeps its defaults (20 QPS / burst 30).
     controller_manager_qps: float | None = None
     controller_manager_burst: int | None = None
+    #: kube-scheduler's client limits; it binds every pod, and with Kubernetes' own gang
+    #: scheduling writes more per pod, so its rate can set a big bring-up's pace. None
+    #: keeps its defaults (50 QPS / burst 100).
+    scheduler_qps: float | None = None
+    scheduler_burst: int | None = None
     #: build missing binaries instead of failing (takes tens of minutes when cold)
     build_if_missing: bool = True
     start_timeout: float = 180.0
@@ -299,6 +304,7 @@ class Cluster:
                 *common,
                 f"--secure-port={p['scheduler']}",
                 f"--feature-gates={GANG_FEATURE_GATES}",
+                *self._client_limits(scheduler=True),
             ],
         )
         for name, key in (("kube-controller-manager", "controller-manager"),
@@ -307,14 +313,16 @@ class Cluster:
             self._wait(name, lambda u=url: _http_ok(u, None), opts.start_timeout)  # type: ignore[misc]
         _log(f"control plane up at {self.server_url}")
 
-    def _client_limits(self) -> list[str]:
-        """kube-controller-manager's client-limit flags, from the options."""
+    def _client_limits(self, *, scheduler: bool = False) -> list[str]:
+        """kube-controller-manager's (or kube-scheduler's) client-limit flags."""
         opts = self.options
+        qps, burst = ((opts.scheduler_qps, opts.scheduler_burst) if scheduler
+                      else (opts.controller_manager_qps, opts.controller_manager_burst))
         out = []
-        if opts.controller_manager_qps is not None:
-            out.append(f"--kube-api-qps={opts.controller_manager_qps:g}")
-        if opts.controller_manager_burst is not None:
-            out.append(f"--kube-api-burst={opts.controller_manager_burst}")
+        if qps is not None:
+            out.append(f"--kube-api-qps={qps:g}")
+        if burst is not None:
+            out.append(f"--kube-api-burst={burst}")
         return out
 
     def _binaries(self) -> Path:

@@ -98,3 +98,9 @@ def test_controller_manager_gets_the_client_limits_asked_for(tmp_path: Path) -> 
     tuned = Cluster(ClusterOptions(state_dir=tmp_path, controller_manager_qps=100,
                                    controller_manager_burst=200))
     assert tuned._client_limits() == ["--kube-api-qps=100", "--kube-api-burst=200"]
+    assert tuned._client_limits(scheduler=True) == []
+    scheduler = Cluster(ClusterOptions(state_dir=tmp_path, scheduler_qps=100,
+                                       scheduler_burst=200))
+    assert scheduler._client_limits(scheduler=True) == ["--kube-api-qps=100",
+                                                        "--kube-api-burst=200"]
+    assert scheduler._client_limits() == []
