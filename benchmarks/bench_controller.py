@@ -51,6 +51,7 @@ from cpu_share import CpuShare, cluster_pids
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
 from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
+from slow_watchers import SlowWatchers
 from watching import T_START, Tracker, pod_ready, say, wait_done
 
 from omenative_controller.kube.client import JSON, KubeClient
@@ -218,6 +219,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "benchmark": os.getpid()}
         mgr_cpu = CpuShare({**pids, "manager": manager.proc.pid if manager.proc else 0})
         mgr_cpu.start()
+        apiserver_log = (cluster.state_dir / "logs" / "kube-apiserver.log"
+                         if cluster is not None else None)
+        mgr_slow = SlowWatchers(apiserver_log)
+        mgr_slow.start()
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
@@ -232,6 +237,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                 f"{len(pod_tracker.ready)} Ready)")
         t_mgr = max(ir_tracker.ready.values()) - t0
         mgr_cpu.stop()
+        mgr_slow.stop()
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
@@ -296,6 +302,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         cpu0 = time.process_time()
         bare_cpu_share = CpuShare(pids)
         bare_cpu_share.start()
+        bare_slow = SlowWatchers(apiserver_log)
+        bare_slow.start()
         t1 = time.monotonic()
         await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
@@ -303,6 +311,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await wait_done(bare_tracker, "pods", args.timeout)
         t_bare = max(bare_tracker.ready.values()) - t1
         bare_cpu_share.stop()
+        bare_slow.stop()
         bare_cpu = time.process_time() - cpu0
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
@@ -344,6 +353,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "milestones": {"omenative": mgr_steps, "bare loop": bare_steps},
             "t0s": {"omenative": t0, "bare loop": t1},
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
+            "slow_watchers": {"omenative": mgr_slow, "bare loop": bare_slow},
             "scheduling_events": scheduling,
         }
     finally:

@@ -136,6 +136,8 @@ def report(r: dict[str, Any]) -> None:
             for k in sorted(w_cnt) if w_cnt[k]))
     for name, share in r["cpu_share"].items():
         print(f"  CPU seconds while {name} ran (apply -> all Ready): {share.line()}")
+    for name, slow in r["slow_watchers"].items():
+        print(f"  watchers kube-apiserver closed as too slow while {name} ran: {slow.line()}")
     print("  the manager's pods' Events (reason: message, count): " + "; ".join(
         f"{k} x{v}" for k, v in r["scheduling_events"].most_common(6)))
     print_breakdown(r["milestones"].items(), r["t0s"])
