@@ -152,6 +152,8 @@ def status_hold(observed: InferenceReplicaStatus | None, new: InferenceReplicaSt
             return None
         if row_kind == READINESS:
             kind = READINESS
+    if kind == READINESS and _condition_states(old) != _condition_states(new):
+        return None  # an operation ended and a condition changed with it: written at once
     return kind if all(fresh_scale_up(i) for i in kept.values()) else None
 
 

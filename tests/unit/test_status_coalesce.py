@@ -153,6 +153,10 @@ def test_an_operation_may_end_in_a_held_status_only_with_its_instance_ready() ->
     restarted = evolve(ended, instances=(evolve(ended.instances[0], incarnation=2),
                                          *ended.instances[1:]))
     assert status_hold(start, restarted, ()) is None
+    counted = _ready(start, 1, cond)
+    reason = evolve(ended, ready_replicas=counted.ready_replicas, conditions=(
+        _ready_cond("False", "InstanceFailed", "1/3 Instances Ready"),))
+    assert status_hold(counted, reason, ()) is None, "a condition's new reason: at once"
 
 
 def test_readiness_window_zero_writes_readiness_at_once() -> None:
