@@ -25,7 +25,6 @@ from typing import Any
 
 from attrs import define, field
 
-from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import CreateError, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -76,16 +75,12 @@ __all__ = [
 
 def pod_index(pod: PodView) -> int | None:
     """The Instance index a pod is labelled with (None when absent or not a number)."""
-    raw = pod.labels.get(LABEL_INSTANCE_INDEX)
-    if raw is None or not raw.isdigit():
-        return None
-    return int(raw)
+    return pod.instance
 
 
 def pod_incarnation(pod: PodView) -> int:
     """The incarnation a pod is labelled with (0 when absent)."""
-    raw = pod.labels.get(LABEL_INCARNATION, "")
-    return int(raw) if raw.isdigit() else 0
+    return pod.attempt[1]
 
 
 # The order of a plan's body: each action type goes to one bucket, buckets in this order.
@@ -354,8 +349,7 @@ class PassState:
         """A pod's (revision-hash label, incarnation), its labels parsed once per pass."""
         got = self.attempt_of.get(pod.name)
         if got is None:
-            got = (pod.labels.get(LABEL_REVISION_HASH), pod_incarnation(pod))
-            self.attempt_of[pod.name] = got
+            got = self.attempt_of[pod.name] = pod.attempt
         return got
 
     def prev_ready(self) -> set[int]:

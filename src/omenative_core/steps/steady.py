@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 from attrs import Factory, frozen
 
-from omenative_core.failures import CRASH_REASONS
 from omenative_core.model.observed import NodeView
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
@@ -47,8 +46,6 @@ class Found:
     counts: dict[int, SteadyCount] = Factory(dict)
 
 _READY = Phase.READY  # bound once: an enum member's lookup costs a call per row
-_FINISHED = ("Failed", "Succeeded")
-_CRASH = frozenset(CRASH_REASONS)
 _INDEX = attrgetter("index")
 _BULK = 64
 """From this many rows on, ``find`` checks the nodes once as a set, finds the
@@ -142,32 +139,21 @@ def _match(
         head = f"{prefix}-{index}"
         attempt = (kind[1], row.incarnation)
         tails = kind[0]
-        count, admitted, at = 0, True, 0
-        for pod in pods:  # each pod read once
-            conditions = pod.conditions
-            if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
+        count, admitted = 0, True
+        for at, pod in enumerate(pods):  # each pod read once: its facts from its view
+            if pod.in_rotation:
                 count += 1
             if pod.scheduling_gates:
                 admitted = False
-            name = pod.name
+            name, node = pod.name, pod.node_name
             if (
-                conditions.get("Ready") != "True"
-                or conditions.get("PodScheduled") == "False"  # (unschedulable: see below)
-                or pod.deletion_timestamp is not None
-                or pod.phase in _FINISHED
-                or (pod.node_name and pod.node_name not in ready_nodes)
+                not pod.sound  # (not sound when unschedulable: see below)
+                or (node and node not in ready_nodes)
                 or attempt_of.get(name) != attempt
                 # most pods come in their slots' order; else any of the attempt's names
                 or (name != head + tails[at] and name not in [head + t for t in tails])
             ):
                 break
-            for c in pod.containers:
-                if c.restart_count or c.waiting_reason in _CRASH:
-                    break
-            else:
-                at += 1
-                continue
-            break
         else:
             steady[index] = row
             got = (count, admitted)

@@ -42,11 +42,6 @@ from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, frozen
 
-from omenative_core.labels import (
-    LABEL_INCARNATION,
-    LABEL_INSTANCE_INDEX,
-    LABEL_REVISION_HASH,
-)
 from omenative_core.model.observed import PodView, Snapshot
 from omenative_core.model.status import InstanceStatus
 
@@ -149,12 +144,8 @@ class Verdicts:
 
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
-    labels = pod.labels
-    raw = labels.get(LABEL_INSTANCE_INDEX)
-    if raw is None or not raw.isdigit():
-        return None, (None, 0)
-    inc = labels.get(LABEL_INCARNATION, "")
-    return int(raw), (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
+    index = pod.instance
+    return (None, (None, 0)) if index is None else (index, pod.attempt)
 
 
 def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
@@ -180,34 +171,22 @@ class Grouping:
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
     """Every pod by the Instance it is labelled with, and each one's attempt (one loop).
 
-    Pods of one Instance, and of one attempt, mostly come one after another: the last
-    pod's list and attempt are reused when they match (no lookup, no new tuple: a fleet of
-    one revision keeps a handful of attempt tuples, not one per pod).
+    Each pod's index and attempt were read from its labels when its view was built
+    (``PodView.instance``, ``PodView.attempt``). Pods of one Instance mostly come one after
+    another: the last pod's list is reused while the index is the same (no lookup).
     """
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
-    numbers: dict[str, int] = {}
-    last_raw: object = _NO_POD  # never a label's value: the first pod is always looked up
+    last: object = _NO_POD  # never an index: the first pod is always looked up
     group: list[PodView] = []
-    last_inc: object = _NO_POD
-    number = 0
-    attempt: Attempt = (None, 0)
-    for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
-        labels = pod.labels
-        raw = labels.get(LABEL_INSTANCE_INDEX)
-        if raw != last_raw:
-            if raw is None or not raw.isdigit():
+    for pod in pods:  # this loop meets every pod of a cold pass
+        index = pod.instance
+        if index != last:
+            if index is None:
                 continue
-            last_raw, group = raw, by_index[int(raw)]
+            last, group = index, by_index[index]
         group.append(pod)
-        inc = labels.get(LABEL_INCARNATION, "")
-        if inc != last_inc:  # a handful of distinct incarnations: each parsed once
-            number = numbers[inc] if inc in numbers else int(inc) if inc.isdigit() else 0
-            numbers[inc], last_inc = number, inc
-        rev_hash = labels.get(LABEL_REVISION_HASH)
-        if rev_hash != attempt[0] or number != attempt[1]:
-            attempt = (rev_hash, number)
-        attempt_of[pod.name] = attempt
+        attempt_of[pod.name] = pod.attempt
     return Grouping(by_index, attempt_of)
 
 
