@@ -7,6 +7,7 @@ consistent view, with the time as an input.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from datetime import datetime
 
@@ -74,8 +75,10 @@ class PodView:
     # ``steps.steady``). Not compared: they follow from the fields above.
     instance: int | None = field(init=False, eq=False, repr=False)
     """The Instance index its labels name (None: no index label, or not a number)."""
-    attempt: tuple[str | None, int] = field(init=False, eq=False, repr=False)
-    """(revision-hash label, incarnation label as a number, 0 when absent): its attempt."""
+    revision_hash: str | None = field(init=False, eq=False, repr=False)
+    """Its revision-hash label, interned: the pods of one revision share one string."""
+    incarnation: int = field(init=False, eq=False, repr=False)
+    """Its incarnation label as a number (0 when absent or not a number)."""
     in_rotation: bool = field(init=False, eq=False, repr=False)
     """The ``ome.io/serving`` gate and ContainersReady are both True."""
     sound: bool = field(init=False, eq=False, repr=False)
@@ -86,6 +89,7 @@ class PodView:
         labels, conditions = self.labels, self.conditions
         raw = labels.get(LABEL_INSTANCE_INDEX)
         inc = labels.get(LABEL_INCARNATION, "")
+        rev_hash = labels.get(LABEL_REVISION_HASH)
         rotation = conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady")
         sound = (
             conditions.get("Ready") == "True"
@@ -98,9 +102,15 @@ class PodView:
         )
         set_ = object.__setattr__  # a frozen class: set once, here
         set_(self, "instance", int(raw) if raw is not None and raw.isdigit() else None)
-        set_(self, "attempt", (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0))
+        set_(self, "revision_hash", sys.intern(rev_hash) if type(rev_hash) is str else rev_hash)
+        set_(self, "incarnation", int(inc) if inc.isdigit() else 0)
         set_(self, "in_rotation", rotation)
         set_(self, "sound", sound)
+
+    @property
+    def attempt(self) -> tuple[str | None, int]:
+        """(revision-hash label, incarnation): the attempt its labels say it belongs to."""
+        return (self.revision_hash, self.incarnation)
 
     @property
     def containers_ready(self) -> bool:

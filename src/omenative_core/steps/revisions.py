@@ -117,6 +117,7 @@ def _group_all(st: PassState) -> None:
 def _take(st: PassState, grouping: Grouping) -> None:
     st.pods_by_index = grouping.pods_by_index
     st.attempt_of = grouping.attempt_of
+    st.names_unique = grouping.unique
 
 
 def load_rows(st: PassState) -> None:

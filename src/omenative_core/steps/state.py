@@ -18,6 +18,7 @@ Rules the passes keep:
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
@@ -80,7 +81,7 @@ def pod_index(pod: PodView) -> int | None:
 
 def pod_incarnation(pod: PodView) -> int:
     """The incarnation a pod is labelled with (0 when absent)."""
-    return pod.attempt[1]
+    return pod.incarnation
 
 
 # The order of a plan's body: each action type goes to one bucket, buckets in this order.
@@ -232,6 +233,8 @@ class PassState:
     _hashes: dict[str, str] = field(factory=dict)
     attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
     """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
+    names_unique: bool = True
+    """No two grouped pods share a name, so ``attempt_of`` has each one's own attempt."""
     _budget: Budget | None = None
     # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
     basis: tuple[Any, ...] = ()
@@ -361,10 +364,11 @@ class PassState:
         return got
 
     def revision_hash(self, revision: str) -> str:
-        """``hash_of(revision)``, computed once per pass."""
+        """``hash_of(revision)``, computed once per pass (interned, as ``PodView``'s label
+        is: comparing the two is then a pointer comparison)."""
         if revision in self._hashes:
             return self._hashes[revision]
-        got = self._hashes[revision] = hash_of(revision)
+        got = self._hashes[revision] = sys.intern(hash_of(revision))
         return got
 
     def node_lost(self, pod: PodView) -> bool:

@@ -4,15 +4,16 @@ A pass at rest finds almost every row steady: Ready, on its target revision, wit
 its attempt's pods, all live, Ready and healthy. ``repair.settled`` then has nothing to do
 but record it. ``find`` answers that question for a whole pass's rows in one walk, so a
 cold pass (no kept verdicts, after a restart) reads each pod once (``_match``): for each
-row, its pods' conditions, node, containers and gates (an unhealthy pod, how many serve, a
-gated pod, a pod the scheduler cannot place), their names (``PassState.expected``, spelled
-``{prefix}-{index}`` + the same tails for every row of a revision) and the attempt their
-labels carry (``PassState.attempt_of``).
+row, what its pods' views derived when they were built (``PodView.sound``, ``in_rotation``,
+``revision_hash``, ``incarnation``: an unhealthy pod, how many serve, the attempt), their
+gates and nodes, and their names (``PassState.expected``, spelled ``{prefix}-{index}`` +
+the same tails for every row of a revision); the unschedulable pods are looked at only in
+the rows that are not steady.
 
 The answer is exactly the per-row check's (``repair.settled`` takes a row ``find`` did not
 return the long way); the unschedulable Instances come out of the same walk, so
 ``verdicts.unschedulable_now`` does not read the pods again; and the steady rows that are
-plain as they stand (``steps.totals``) are marked for ``steps.status`` on the way.
+plain as they stand (``steps.totals``) are marked for ``steps.status`` in the same loop.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     A steady row is Ready on its target revision with no operation, and its pods are
     exactly its running attempt's, all live, Ready, on Ready nodes, with no restarted or
     crashing container.
-    Nothing is steady while a migration is recorded (its moves decide).
+    Nothing is steady while a migration is recorded (its moves decide), nor while two pods
+    share a name (the full check reads a row's pods by name, so it decides).
     """
-    if st.migrations:
+    if st.migrations or not st.names_unique:
         return Found()
     candidates = [
         r
@@ -102,22 +104,32 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     if len(candidates) < _BULK:
         return _match(st, candidates, _ReadyNodes(nodes))[0]
     ready = {name for name, node in nodes.items() if node.ready is True}
-    out, waiting = _match(st, candidates, ready)
-    if st.dirty is None:
-        _mark_plain(st, out)
-        if st.waiting is None:
-            # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
-            others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
-            st.waiting = waiting | unschedulable(st.pods_by_index, others)
+    mark = st.dirty is None
+    out, waiting = _match(st, candidates, ready, st.plain_steady if mark else None)
+    if mark and st.waiting is None:
+        # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
+        others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
+        st.waiting = waiting | unschedulable(st.pods_by_index, others)
     return out
 
 
 def _match(
-    st: PassState, rows: list[InstanceStatus], ready_nodes: Container[str]
+    st: PassState,
+    rows: list[InstanceStatus],
+    ready_nodes: Container[str],
+    plain: dict[int, InstanceStatus] | None = None,
 ) -> tuple[Found, set[int]]:
     """The ``rows`` whose pods are exactly their attempt's (by name and labels), all
-    healthy; and the Instances of ``rows`` with a pod the scheduler cannot place."""
-    by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
+    healthy; and the Instances of ``rows`` with a pod the scheduler cannot place.
+
+    ``plain``: when given, the rows found steady that are plain as they stand go in it
+    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
+    counts are its pods'), and it serves, is available, was Ready and runs the target, so
+    ``steps.status`` need not tally it again.
+    """
+    by_index, prefix = st.pods_by_index, st.prefix
+    target, multi = st.target, st.policy.multi_pod
+    was_ready = st.prev_ready() if plain is not None else set()
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
@@ -136,9 +148,7 @@ def _match(
         if kind is None or len(pods) != kind[2]:
             waiting.update(unschedulable(by_index, (index,)))
             continue
-        head = f"{prefix}-{index}"
-        attempt = (kind[1], row.incarnation)
-        tails = kind[0]
+        head, tails, rev_hash, incarnation = f"{prefix}-{index}", kind[0], kind[1], row.incarnation
         count, admitted = 0, True
         for at, pod in enumerate(pods):  # each pod read once: its facts from its view
             if pod.in_rotation:
@@ -149,7 +159,10 @@ def _match(
             if (
                 not pod.sound  # (not sound when unschedulable: see below)
                 or (node and node not in ready_nodes)
-                or attempt_of.get(name) != attempt
+                # its attempt (no two pods share a name: ``find``), as ``attempt_of`` has it;
+                # both hashes interned, so this is a pointer comparison
+                or pod.revision_hash != rev_hash
+                or pod.incarnation != incarnation
                 # most pods come in their slots' order; else any of the attempt's names
                 or (name != head + tails[at] and name not in [head + t for t in tails])
             ):
@@ -158,28 +171,18 @@ def _match(
             steady[index] = row
             got = (count, admitted)
             counts[index] = shared.setdefault(got, got)
+            if (
+                plain is not None
+                and row.ready_since is None
+                and row.last_failure is None
+                and row.running_revision == target
+                and row.pod_count == row.available_pod_count == len(pods)
+                and row.serving_pod_count == count
+                and row.admitted == admitted
+                and (count == row.pod_count if multi else count > 0)
+                and index in was_ready
+            ):
+                plain[index] = row
             continue
         waiting.update(unschedulable(by_index, (index,)))  # not steady: its pods the long way
     return out, waiting
-
-
-def _mark_plain(st: PassState, found: Found) -> None:
-    """Put the ``found`` rows that are plain as they stand in ``st.plain_steady``
-    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
-    counts are its pods'), and it serves, is available, was Ready and runs the target, so
-    ``steps.status`` need not tally it again."""
-    target, multi, by_index = st.target, st.policy.multi_pod, st.pods_by_index
-    was_ready, plain, counts = st.prev_ready(), st.plain_steady, found.counts
-    for index, row in found.rows.items():
-        count, admitted = counts[index]
-        if (
-            row.ready_since is None
-            and row.last_failure is None
-            and row.running_revision == target
-            and row.pod_count == row.available_pod_count == len(by_index[index])
-            and row.serving_pod_count == count
-            and row.admitted == admitted
-            and (count == row.pod_count if multi else count > 0)
-            and index in was_ready
-        ):
-            plain[index] = row

@@ -145,7 +145,7 @@ class Verdicts:
 
 def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
     index = pod.instance
-    return (None, (None, 0)) if index is None else (index, pod.attempt)
+    return (None, (None, 0)) if index is None else (index, (pod.revision_hash, pod.incarnation))
 
 
 def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
@@ -162,23 +162,29 @@ def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[
 
 @frozen
 class Grouping:
-    """The pods by the Instance they are labelled with, and each one's attempt."""
+    """The pods by the Instance they are labelled with, and each one's attempt; ``unique``:
+    no two of them share a name (else ``attempt_of`` has the last one's attempt)."""
 
     pods_by_index: dict[int, list[PodView]]
     attempt_of: dict[str, Attempt]
+    unique: bool = True
 
 
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
     """Every pod by the Instance it is labelled with, and each one's attempt (one loop).
 
     Each pod's index and attempt were read from its labels when its view was built
-    (``PodView.instance``, ``PodView.attempt``). Pods of one Instance mostly come one after
-    another: the last pod's list is reused while the index is the same (no lookup).
+    (``PodView.instance``, ``PodView.revision_hash``, ``PodView.incarnation``). Pods of one
+    Instance, and of one attempt, mostly come one after another: the last pod's list and
+    attempt tuple are reused while they match (no lookup, no new tuple: a fleet of one
+    revision keeps a handful of attempt tuples, not one per pod).
     """
     by_index: dict[int, list[PodView]] = defaultdict(list)
     attempt_of: dict[str, Attempt] = {}
     last: object = _NO_POD  # never an index: the first pod is always looked up
     group: list[PodView] = []
+    attempt: Attempt = (None, 0)
+    grouped = 0
     for pod in pods:  # this loop meets every pod of a cold pass
         index = pod.instance
         if index != last:
@@ -186,8 +192,12 @@ def group_all(pods: tuple[PodView, ...]) -> Grouping:
                 continue
             last, group = index, by_index[index]
         group.append(pod)
-        attempt_of[pod.name] = pod.attempt
-    return Grouping(by_index, attempt_of)
+        rev_hash, incarnation = pod.revision_hash, pod.incarnation
+        if rev_hash != attempt[0] or incarnation != attempt[1]:
+            attempt = (rev_hash, incarnation)
+        attempt_of[pod.name] = attempt
+        grouped += 1
+    return Grouping(by_index, attempt_of, len(attempt_of) == grouped)
 
 
 @frozen
