@@ -19,7 +19,6 @@ plain as they stand (``steps.totals``) are marked for ``steps.status`` in the sa
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from attrs import Factory, frozen
@@ -47,7 +46,6 @@ class Found:
     counts: dict[int, SteadyCount] = Factory(dict)
 
 _READY = Phase.READY  # bound once: an enum member's lookup costs a call per row
-_INDEX = attrgetter("index")
 _BULK = 64
 """From this many rows on, ``find`` checks the nodes once as a set, finds the
 unschedulable Instances of the whole pass and marks the plain rows."""
@@ -92,24 +90,17 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     """
     if st.migrations or not st.names_unique:
         return Found()
-    candidates = [
-        r
-        for r in rows
-        if r.phase == _READY
-        and r.operation is None
-        and r.running_revision
-        and r.target_revision == r.running_revision
-    ]
+    rows = list(rows)
     nodes = st.snap.nodes
-    if len(candidates) < _BULK:
-        return _match(st, candidates, _ReadyNodes(nodes))[0]
+    if len(rows) < _BULK:
+        return _match(st, rows, _ReadyNodes(nodes))
     ready = {name for name, node in nodes.items() if node.ready is True}
     mark = st.dirty is None
-    out, waiting = _match(st, candidates, ready, st.plain_steady if mark else None)
+    out = _match(st, rows, ready, st.plain_steady if mark else None)
     if mark and st.waiting is None:
-        # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
-        others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
-        st.waiting = waiting | unschedulable(st.pods_by_index, others)
+        # every pod read: ``unschedulable_now`` takes it (the rows not steady: their pods)
+        by_index = st.pods_by_index
+        st.waiting = unschedulable(by_index, by_index.keys() - out.rows.keys())
     return out
 
 
@@ -118,9 +109,9 @@ def _match(
     rows: list[InstanceStatus],
     ready_nodes: Container[str],
     plain: dict[int, InstanceStatus] | None = None,
-) -> tuple[Found, set[int]]:
-    """The ``rows`` whose pods are exactly their attempt's (by name and labels), all
-    healthy; and the Instances of ``rows`` with a pod the scheduler cannot place.
+) -> Found:
+    """The ``rows`` that are steady: Ready on their target revision with no operation, and
+    their pods exactly their attempt's (by name and labels), all healthy.
 
     ``plain``: when given, the rows found steady that are plain as they stand go in it
     (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
@@ -136,35 +127,39 @@ def _match(
     out = Found()
     steady, counts = out.rows, out.counts
     shared: dict[SteadyCount, SteadyCount] = {}
-    waiting: set[int] = set()
     for row in rows:
         index = row.index
         pods = by_index.get(index)
-        if not pods:
+        if (
+            not pods
+            or row.phase != _READY
+            or row.operation is not None
+            or not row.running_revision
+            or row.target_revision != row.running_revision
+        ):
             continue
         if key is None or row.running_revision != key[0] or row.active_ordinal != key[1]:
             key = (row.running_revision, row.active_ordinal)  # most rows share the last one's
             kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
         if kind is None or len(pods) != kind[2]:
-            waiting.update(unschedulable(by_index, (index,)))
             continue
         head, tails, rev_hash, incarnation = f"{prefix}-{index}", kind[0], kind[1], row.incarnation
         count, admitted = 0, True
-        for at, pod in enumerate(pods):  # each pod read once: its facts from its view
+        for pod, tail in zip(pods, tails, strict=True):  # each pod read once: its view's facts
             if pod.in_rotation:
                 count += 1
             if pod.scheduling_gates:
                 admitted = False
             name, node = pod.name, pod.node_name
             if (
-                not pod.sound  # (not sound when unschedulable: see below)
+                not pod.sound
                 or (node and node not in ready_nodes)
                 # its attempt (no two pods share a name: ``find``), as ``attempt_of`` has it;
                 # both hashes interned, so this is a pointer comparison
                 or pod.revision_hash != rev_hash
                 or pod.incarnation != incarnation
                 # most pods come in their slots' order; else any of the attempt's names
-                or (name != head + tails[at] and name not in [head + t for t in tails])
+                or (name != head + tail and name not in [head + t for t in tails])
             ):
                 break
         else:
@@ -183,6 +178,4 @@ def _match(
                 and index in was_ready
             ):
                 plain[index] = row
-            continue
-        waiting.update(unschedulable(by_index, (index,)))  # not steady: its pods the long way
-    return out, waiting
+    return out
