@@ -231,10 +231,11 @@ class PassState:
         factory=dict
     )
     _hashes: dict[str, str] = field(factory=dict)
-    attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
-    """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
+    by_name: dict[str, PodView] = field(factory=dict)
+    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
+    attempt a name stands for is that pod's (``attempt``)."""
     names_unique: bool = True
-    """No two grouped pods share a name, so ``attempt_of`` has each one's own attempt."""
+    """No two grouped pods share a name, so ``by_name`` has each one itself."""
     _budget: Budget | None = None
     # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
     basis: tuple[Any, ...] = ()
@@ -349,11 +350,12 @@ class PassState:
         return self.attempt(pod) == (self.revision_hash(revision), incarnation)
 
     def attempt(self, pod: PodView) -> tuple[str | None, int]:
-        """A pod's (revision-hash label, incarnation), its labels parsed once per pass."""
-        got = self.attempt_of.get(pod.name)
+        """The (revision-hash label, incarnation) of the pod of ``pod``'s name (``by_name``:
+        the last pod of that name, as the grouping met them; else ``pod``'s own)."""
+        got = self.by_name.get(pod.name)
         if got is None:
-            got = self.attempt_of[pod.name] = pod.attempt
-        return got
+            got = self.by_name[pod.name] = pod
+        return got.attempt
 
     def prev_ready(self) -> set[int]:
         """The Instances whose row in the previous status was Ready (found once a pass)."""
