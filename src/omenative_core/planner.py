@@ -96,8 +96,11 @@ def _advance_all(st: PassState) -> None:
     if steady_now and len(steady_now) == len(todo) and not st.migrations and not st.book.blocks:
         # every row is steady (the common cold pass): the loop below would only record
         # each one, in this order, and nothing it does could change another row
-        st.steady_rows.update(steady_now)
-        st.steady_counts.update(found.counts)
+        if st.steady_rows or st.steady_counts:
+            st.steady_rows.update(steady_now)
+            st.steady_counts.update(found.counts)
+        else:  # ``found`` is this pass's: its maps become the pass's (no copy of 10,000)
+            st.steady_rows, st.steady_counts = steady_now, found.counts
         return
     for index in todo:
         row = rows[index]

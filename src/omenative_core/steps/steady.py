@@ -50,9 +50,10 @@ _BULK = 64
 """From this many rows on, ``find`` checks the nodes once as a set, finds the
 unschedulable Instances of the whole pass and marks the plain rows."""
 
-Kind = tuple[tuple[str, ...], str, int] | None
+Kind = tuple[tuple[str, ...], str, int, tuple[tuple[SteadyCount, SteadyCount], ...]] | None
 """Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}``, the
-revision's hash and how many pods (None: no pods expected, or names not spelled that way)."""
+revision's hash, how many pods, and the ``SteadyCount`` of each (serving, admitted) as
+``[serving][admitted]`` (None: no pods expected, or names not spelled that way)."""
 
 
 class _ReadyNodes:
@@ -76,7 +77,8 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
     tails = tuple(name[len(head) :] for name in expected)
-    return tails, st.revision_hash(row.running_revision), len(tails)
+    table = tuple(((n, False), (n, True)) for n in range(len(tails) + 1))
+    return tails, st.revision_hash(row.running_revision), len(tails), table
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
@@ -126,7 +128,6 @@ def _match(
     kind: Kind = None
     out = Found()
     steady, counts = out.rows, out.counts
-    shared: dict[SteadyCount, SteadyCount] = {}
     for row in rows:
         index = row.index
         pods = by_index.get(index)
@@ -166,14 +167,13 @@ def _match(
                 break
         else:
             steady[index] = row
-            got = (count, admitted)
-            counts[index] = shared.setdefault(got, got)
+            counts[index] = kind[3][count][admitted]  # shared: no tuple per row
             if (
                 plain is not None
                 and row.ready_since is None
                 and row.last_failure is None
                 and row.running_revision == target
-                and row.pod_count == row.available_pod_count == len(pods)
+                and row.pod_count == row.available_pod_count == kind[2]
                 and row.serving_pod_count == count
                 and row.admitted == admitted
                 and (count == row.pod_count if multi else count > 0)
