@@ -112,6 +112,11 @@ def _advance_all(st: PassState) -> None:
             st.steady_counts[index] = found.counts[index]
         else:
             rows[index] = repair.settled(st, row, found if bulk else None)
+    if st.book.blocks and len(todo) < len(rows):
+        # a RetryBlock opened in this pass (the kept steady rows are skipped only while
+        # there is none): in a full pass each steady row after it clears it
+        # (``repair.settled``), so this pass is planned again in full (``plan_pass``)
+        st.replan = True
 
 
 def _keep_targeted_blocks(st: PassState) -> None:
@@ -190,5 +195,7 @@ def plan_pass(
     else:
         for step in PASSES:
             step(st)
+            if st.replan:  # (``_advance_all``) rare: an attempt failed in a big fleet
+                return plan_pass(snapshot, fast=fast)
     revisions.prune_revisions(st)
     return finish(st), st

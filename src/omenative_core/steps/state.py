@@ -264,6 +264,9 @@ class PassState:
     """The PodGroups this pass observed and the ones no row named (``native_gang.cleanup``)."""
     nodes_out: tuple[bool, bool, bool, int, int] | None = None
     """What this pass read of the nodes (``capacity.check_nodes``)."""
+    replan: bool = False
+    """This pass, which skipped the kept steady rows, must be planned again without the
+    kept verdicts (``planner._advance_all``: a RetryBlock opened meanwhile)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
