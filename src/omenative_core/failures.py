@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
-from omenative_core.model.observed import PodView
+from omenative_core.model.observed import CRASH_REASONS, PodView
 
 __all__ = [
     "CRASH_REASONS",
@@ -36,8 +36,6 @@ REVISION_FAULT_REASONS = frozenset(
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff"})
 """Kubelet waiting reasons of a container whose image cannot be pulled (yet)."""
 
-CRASH_REASONS = frozenset({"CrashLoopBackOff", "CreateContainerError", "RunContainerError"})
-"""Container trouble that a bad node or GPU could cause: never holds a revision."""
 
 
 def is_revision_fault(reason: str) -> bool:

@@ -96,8 +96,11 @@ def _advance_all(st: PassState) -> None:
     if steady_now and len(steady_now) == len(todo) and not st.migrations and not st.book.blocks:
         # every row is steady (the common cold pass): the loop below would only record
         # each one, in this order, and nothing it does could change another row
-        st.steady_rows.update(steady_now)
-        st.steady_counts.update(found.counts)
+        if st.steady_rows or st.steady_counts:
+            st.steady_rows.update(steady_now)
+            st.steady_counts.update(found.counts)
+        else:  # ``found`` is this pass's: its maps become the pass's (no copy of 10,000)
+            st.steady_rows, st.steady_counts = steady_now, found.counts
         return
     for index in todo:
         row = rows[index]
@@ -109,6 +112,11 @@ def _advance_all(st: PassState) -> None:
             st.steady_counts[index] = found.counts[index]
         else:
             rows[index] = repair.settled(st, row, found if bulk else None)
+    if st.book.blocks and len(todo) < len(rows):
+        # a RetryBlock opened in this pass (the kept steady rows are skipped only while
+        # there is none): in a full pass each steady row after it clears it
+        # (``repair.settled``), so this pass is planned again in full (``plan_pass``)
+        st.replan = True
 
 
 def _keep_targeted_blocks(st: PassState) -> None:
@@ -187,5 +195,7 @@ def plan_pass(
     else:
         for step in PASSES:
             step(st)
+            if st.replan:  # (``_advance_all``) rare: an attempt failed in a big fleet
+                return plan_pass(snapshot, fast=fast)
     revisions.prune_revisions(st)
     return finish(st), st

@@ -13,6 +13,7 @@ from tests.unit.sim_helpers import engine_manifest, run_world
 from omenative_core.incremental import plan_incremental
 from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_POD_GROUP
 from omenative_core.model import DeletePodGroup, LifecycleConfig, UpdateStatus
+from omenative_core.model.status import InstanceOperation
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
 
@@ -229,3 +230,40 @@ def test_a_rewritten_row_leaves_its_old_pod_group_an_orphan() -> None:
     got, memo = plan_incremental(after, memo)
     assert memo.rederived == 1 and got == plan(after)
     assert [a.name for a in got.actions if isinstance(a, DeletePodGroup)] == [old]
+
+
+def test_a_retry_block_opened_in_a_pass_is_cleared_by_a_later_steady_row() -> None:
+    """Instance 0's attempt misses its deadline (a RetryBlock opens) while Instance 1 runs
+    steady on the same revision: a full pass clears the block when it reaches Instance 1
+    (``repair.settled``). A pass on the kept verdicts skips Instance 1, so it is planned
+    again in full; before, its status kept the block the full plan does not."""
+    world = _world()
+    settled = world.snapshot()
+    prev = settled.replica.status
+    assert prev is not None
+    row = prev.instances[0]
+    deadline = settled.now + timedelta(seconds=60)
+    creating = evolve(
+        row,
+        phase="Creating",
+        running_revision="",
+        serving_pod_count=0,
+        available_pod_count=0,
+        operation=InstanceOperation(
+            id="create-0", type="Create", step="CreatePods", started_at=settled.now,
+            last_progress_at=settled.now, deadline=deadline,
+            target_revision=row.target_revision, reason="ScaleUp",
+        ),
+    )
+    status = evolve(prev, instances=(creating, *prev.instances[1:]))
+    pods = tuple(
+        evolve(p, conditions={**p.conditions, "Ready": "False", "ome.io/serving": "False"})
+        if p.labels[LABEL_INSTANCE_INDEX] == "0" else p
+        for p in settled.pods
+    )
+    snap = evolve(settled, replica=evolve(settled.replica, status=status), pods=pods)
+    _, memo = plan_incremental(snap, None)
+    late = evolve(snap, now=deadline + timedelta(seconds=1))
+    got, memo = plan_incremental(late, memo)
+    assert got == plan(late)
+    assert got.status.instances[0].phase == "Failed" and not got.status.retry_blocks

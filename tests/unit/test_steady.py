@@ -100,3 +100,21 @@ def test_a_node_that_is_not_ready_unsteadies_its_pods(settled: Snapshot) -> None
     assert fast == plan_pass(snap, fast=False)[0]
     on_node = {int(p.labels["ome.io/instance-index"]) for p in snap.pods if p.node_name == node}
     assert st is not None and on_node and not on_node & st.steady_counts.keys()
+
+
+@pytest.mark.parametrize("same_attempt", [True, False])
+def test_two_pods_of_one_name_are_judged_as_the_full_check_judges_them(
+    settled: Snapshot, same_attempt: bool
+) -> None:
+    """A worker that carries its leader's name (a cache that is not what the API server
+    holds): the full check reads the Instance's pods by name, so the bulk check leaves
+    every row to it (before, it found that Instance steady and the plans differed)."""
+    pods = list(settled.pods)
+    leader, worker = pods[2], pods[3]
+    assert leader.instance == worker.instance
+    labels = worker.labels if same_attempt else {**worker.labels, LABEL_REVISION_HASH: "0"}
+    pods[3] = evolve(worker, name=leader.name, labels=labels)
+    snap = evolve(settled, pods=tuple(pods))
+    fast, st = plan_pass(snap)
+    assert st is not None and not st.names_unique
+    assert fast == plan_pass(snap, fast=False)[0] == plan_incremental(snap, None)[0]

@@ -7,15 +7,18 @@ consistent view, with the time as an input.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from datetime import datetime
 
 from attrs import field, frozen
 
+from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import JSON, InferenceReplica
 
 __all__ = [
+    "CRASH_REASONS",
     "ContainerView",
     "CreateError",
     "NodeView",
@@ -24,6 +27,13 @@ __all__ = [
     "RevisionView",
     "Snapshot",
 ]
+
+
+CRASH_REASONS = frozenset({"CrashLoopBackOff", "CreateContainerError", "RunContainerError"})
+"""Container trouble that a bad node or GPU could cause: never holds a revision
+(``failures``); a pod with a container waiting for one of these is not ``PodView.sound``."""
+
+_FINISHED = ("Failed", "Succeeded")
 
 
 @frozen(kw_only=True)
@@ -59,6 +69,48 @@ class PodView:
     scheduling_gates: tuple[str, ...] = ()
     pod_ip: str | None = None
     annotations: Mapping[str, str] = field(factory=dict)
+    # Derived when the view is built (the shell builds one per pod change, not per pass):
+    # what every planning pass asks of every pod, so a pass over 20,000 pods reads these
+    # slots instead of the label, condition and container maps (``steps.verdicts.group_all``,
+    # ``steps.steady``). Not compared: they follow from the fields above.
+    instance: int | None = field(init=False, eq=False, repr=False)
+    """The Instance index its labels name (None: no index label, or not a number)."""
+    revision_hash: str | None = field(init=False, eq=False, repr=False)
+    """Its revision-hash label, interned: the pods of one revision share one string."""
+    incarnation: int = field(init=False, eq=False, repr=False)
+    """Its incarnation label as a number (0 when absent or not a number)."""
+    in_rotation: bool = field(init=False, eq=False, repr=False)
+    """The ``ome.io/serving`` gate and ContainersReady are both True."""
+    sound: bool = field(init=False, eq=False, repr=False)
+    """Ready, not reported unschedulable, not terminating, not finished, and no container
+    restarted or waiting in a crash reason (``CRASH_REASONS``): a steady Instance's pod."""
+
+    def __attrs_post_init__(self) -> None:
+        labels, conditions = self.labels, self.conditions
+        raw = labels.get(LABEL_INSTANCE_INDEX)
+        inc = labels.get(LABEL_INCARNATION, "")
+        rev_hash = labels.get(LABEL_REVISION_HASH)
+        rotation = conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady")
+        sound = (
+            conditions.get("Ready") == "True"
+            and conditions.get("PodScheduled") != "False"
+            and self.deletion_timestamp is None
+            and self.phase not in _FINISHED
+            and not any(
+                c.restart_count or c.waiting_reason in CRASH_REASONS for c in self.containers
+            )
+        )
+        set_ = object.__setattr__  # a frozen class: set once, here
+        set_(self, "instance", int(raw) if raw is not None and raw.isdigit() else None)
+        set_(self, "revision_hash", sys.intern(rev_hash) if type(rev_hash) is str else rev_hash)
+        set_(self, "incarnation", int(inc) if inc.isdigit() else 0)
+        set_(self, "in_rotation", rotation)
+        set_(self, "sound", sound)
+
+    @property
+    def attempt(self) -> tuple[str | None, int]:
+        """(revision-hash label, incarnation): the attempt its labels say it belongs to."""
+        return (self.revision_hash, self.incarnation)
 
     @property
     def containers_ready(self) -> bool:

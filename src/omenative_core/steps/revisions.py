@@ -94,8 +94,9 @@ def _rollback_target(st: PassState) -> str | None:
 def group_pods(st: PassState) -> None:
     """Index the observed pods by the Instance they are labelled with.
 
-    Each pod's labels are read here once: its index, and its attempt (revision hash and
-    incarnation, ``st.attempt_of``) that the later passes compare. With the last pass's
+    Each pod's index and attempt (revision hash and incarnation) were read from its labels
+    when its view was built (``PodView``); the pods are also mapped by name (``st.by_name``)
+    for the later passes, which compare the attempt a name stands for. With the last pass's
     verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.dirty``
     names the Instances they belong to.
     """
@@ -116,7 +117,8 @@ def _group_all(st: PassState) -> None:
 
 def _take(st: PassState, grouping: Grouping) -> None:
     st.pods_by_index = grouping.pods_by_index
-    st.attempt_of = grouping.attempt_of
+    st.by_name = grouping.by_name
+    st.names_unique = grouping.unique
 
 
 def load_rows(st: PassState) -> None:

@@ -18,6 +18,7 @@ Rules the passes keep:
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
@@ -25,7 +26,6 @@ from typing import Any
 
 from attrs import define, field
 
-from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import CreateError, PodView, Snapshot
 from omenative_core.model.plan import (
@@ -76,16 +76,12 @@ __all__ = [
 
 def pod_index(pod: PodView) -> int | None:
     """The Instance index a pod is labelled with (None when absent or not a number)."""
-    raw = pod.labels.get(LABEL_INSTANCE_INDEX)
-    if raw is None or not raw.isdigit():
-        return None
-    return int(raw)
+    return pod.instance
 
 
 def pod_incarnation(pod: PodView) -> int:
     """The incarnation a pod is labelled with (0 when absent)."""
-    raw = pod.labels.get(LABEL_INCARNATION, "")
-    return int(raw) if raw.isdigit() else 0
+    return pod.incarnation
 
 
 # The order of a plan's body: each action type goes to one bucket, buckets in this order.
@@ -235,8 +231,11 @@ class PassState:
         factory=dict
     )
     _hashes: dict[str, str] = field(factory=dict)
-    attempt_of: dict[str, tuple[str | None, int]] = field(factory=dict)
-    """Pod name -> (revision-hash label, incarnation): each pod's labels parsed once."""
+    by_name: dict[str, PodView] = field(factory=dict)
+    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
+    attempt a name stands for is that pod's (``attempt``)."""
+    names_unique: bool = True
+    """No two grouped pods share a name, so ``by_name`` has each one itself."""
     _budget: Budget | None = None
     # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
     basis: tuple[Any, ...] = ()
@@ -265,6 +264,9 @@ class PassState:
     """The PodGroups this pass observed and the ones no row named (``native_gang.cleanup``)."""
     nodes_out: tuple[bool, bool, bool, int, int] | None = None
     """What this pass read of the nodes (``capacity.check_nodes``)."""
+    replan: bool = False
+    """This pass, which skipped the kept steady rows, must be planned again without the
+    kept verdicts (``planner._advance_all``: a RetryBlock opened meanwhile)."""
 
     def __attrs_post_init__(self) -> None:
         self.now = to_second(self.snap.now)
@@ -351,12 +353,12 @@ class PassState:
         return self.attempt(pod) == (self.revision_hash(revision), incarnation)
 
     def attempt(self, pod: PodView) -> tuple[str | None, int]:
-        """A pod's (revision-hash label, incarnation), its labels parsed once per pass."""
-        got = self.attempt_of.get(pod.name)
+        """The (revision-hash label, incarnation) of the pod of ``pod``'s name (``by_name``:
+        the last pod of that name, as the grouping met them; else ``pod``'s own)."""
+        got = self.by_name.get(pod.name)
         if got is None:
-            got = (pod.labels.get(LABEL_REVISION_HASH), pod_incarnation(pod))
-            self.attempt_of[pod.name] = got
-        return got
+            got = self.by_name[pod.name] = pod
+        return got.attempt
 
     def prev_ready(self) -> set[int]:
         """The Instances whose row in the previous status was Ready (found once a pass)."""
@@ -367,10 +369,11 @@ class PassState:
         return got
 
     def revision_hash(self, revision: str) -> str:
-        """``hash_of(revision)``, computed once per pass."""
+        """``hash_of(revision)``, computed once per pass (interned, as ``PodView``'s label
+        is: comparing the two is then a pointer comparison)."""
         if revision in self._hashes:
             return self._hashes[revision]
-        got = self._hashes[revision] = hash_of(revision)
+        got = self._hashes[revision] = sys.intern(hash_of(revision))
         return got
 
     def node_lost(self, pod: PodView) -> bool:

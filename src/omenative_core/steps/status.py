@@ -175,7 +175,9 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         # rows, not tuples (no kept tallies then: ``plain`` is found only when every
         # Instance is rederived)
         st.plain_tallies.update(plain)
-        tallied = [_tally(st, by_row[i], was_ready) for i in order if i not in plain]
+        tallied = [_tally(st, by_row[i], was_ready) for i in sorted(by_row.keys() - plain.keys())]
+        if not tallied:  # every row plain: the rows as they are, in index order
+            return tallied, tuple(map(by_row.__getitem__, order)), False
         final = dict(by_row)
         final.update(zip(map(_index, map(_row_out, tallied)), map(_row_out, tallied), strict=True))
         return tallied, tuple(map(final.__getitem__, order)), False
@@ -272,9 +274,10 @@ def _serving(
     if not expected or serving < len(expected):
         return False
     attempt = (st.revision_hash(row.running_revision), row.incarnation)
-    attempt_of = st.attempt_of  # every snapshot pod's, from revisions.group_pods
+    by_name = st.by_name  # every snapshot pod's, from revisions.group_pods
     for name in expected:
-        if name not in in_rotation or attempt_of.get(name) != attempt:
+        pod = by_name.get(name)
+        if name not in in_rotation or pod is None or pod.attempt != attempt:
             return False
     return True
 

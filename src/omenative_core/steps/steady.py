@@ -4,26 +4,25 @@ A pass at rest finds almost every row steady: Ready, on its target revision, wit
 its attempt's pods, all live, Ready and healthy. ``repair.settled`` then has nothing to do
 but record it. ``find`` answers that question for a whole pass's rows in one walk, so a
 cold pass (no kept verdicts, after a restart) reads each pod once (``_match``): for each
-row, its pods' conditions, node, containers and gates (an unhealthy pod, how many serve, a
-gated pod, a pod the scheduler cannot place), their names (``PassState.expected``, spelled
-``{prefix}-{index}`` + the same tails for every row of a revision) and the attempt their
-labels carry (``PassState.attempt_of``).
+row, what its pods' views derived when they were built (``PodView.sound``, ``in_rotation``,
+``revision_hash``, ``incarnation``: an unhealthy pod, how many serve, the attempt), their
+gates and nodes, and their names (``PassState.expected``, spelled ``{prefix}-{index}`` +
+the same tails for every row of a revision); the unschedulable pods are looked at only in
+the rows that are not steady.
 
 The answer is exactly the per-row check's (``repair.settled`` takes a row ``find`` did not
 return the long way); the unschedulable Instances come out of the same walk, so
 ``verdicts.unschedulable_now`` does not read the pods again; and the steady rows that are
-plain as they stand (``steps.totals``) are marked for ``steps.status`` on the way.
+plain as they stand (``steps.totals``) are marked for ``steps.status`` in the same loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from attrs import Factory, frozen
 
-from omenative_core.failures import CRASH_REASONS
 from omenative_core.model.observed import NodeView
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
@@ -47,16 +46,14 @@ class Found:
     counts: dict[int, SteadyCount] = Factory(dict)
 
 _READY = Phase.READY  # bound once: an enum member's lookup costs a call per row
-_FINISHED = ("Failed", "Succeeded")
-_CRASH = frozenset(CRASH_REASONS)
-_INDEX = attrgetter("index")
 _BULK = 64
 """From this many rows on, ``find`` checks the nodes once as a set, finds the
 unschedulable Instances of the whole pass and marks the plain rows."""
 
-Kind = tuple[tuple[str, ...], str, int] | None
+Kind = tuple[tuple[str, ...], str, int, tuple[tuple[SteadyCount, SteadyCount], ...]] | None
 """Of a (revision, slot ordinal): the pod names after ``{prefix}-{index}``, the
-revision's hash and how many pods (None: no pods expected, or names not spelled that way)."""
+revision's hash, how many pods, and the ``SteadyCount`` of each (serving, admitted) as
+``[serving][admitted]`` (None: no pods expected, or names not spelled that way)."""
 
 
 class _ReadyNodes:
@@ -80,7 +77,8 @@ def _kind(st: PassState, row: InstanceStatus) -> Kind:
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
     tails = tuple(name[len(head) :] for name in expected)
-    return tails, st.revision_hash(row.running_revision), len(tails)
+    table = tuple(((n, False), (n, True)) for n in range(len(tails) + 1))
+    return tails, st.revision_hash(row.running_revision), len(tails), table
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
@@ -89,111 +87,97 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     A steady row is Ready on its target revision with no operation, and its pods are
     exactly its running attempt's, all live, Ready, on Ready nodes, with no restarted or
     crashing container.
-    Nothing is steady while a migration is recorded (its moves decide).
+    Nothing is steady while a migration is recorded (its moves decide), nor while two pods
+    share a name (the full check reads a row's pods by name, so it decides).
     """
-    if st.migrations:
+    if st.migrations or not st.names_unique:
         return Found()
-    candidates = [
-        r
-        for r in rows
-        if r.phase == _READY
-        and r.operation is None
-        and r.running_revision
-        and r.target_revision == r.running_revision
-    ]
+    rows = list(rows)
     nodes = st.snap.nodes
-    if len(candidates) < _BULK:
-        return _match(st, candidates, _ReadyNodes(nodes))[0]
+    if len(rows) < _BULK:
+        return _match(st, rows, _ReadyNodes(nodes))
     ready = {name for name, node in nodes.items() if node.ready is True}
-    out, waiting = _match(st, candidates, ready)
-    if st.dirty is None:
-        _mark_plain(st, out)
-        if st.waiting is None:
-            # every pod read: ``unschedulable_now`` takes it (the other Instances' pods here)
-            others = st.pods_by_index.keys() - set(map(_INDEX, candidates))
-            st.waiting = waiting | unschedulable(st.pods_by_index, others)
+    mark = st.dirty is None
+    out = _match(st, rows, ready, st.plain_steady if mark else None)
+    if mark and st.waiting is None:
+        # every pod read: ``unschedulable_now`` takes it (the rows not steady: their pods)
+        by_index = st.pods_by_index
+        st.waiting = unschedulable(by_index, by_index.keys() - out.rows.keys())
     return out
 
 
 def _match(
-    st: PassState, rows: list[InstanceStatus], ready_nodes: Container[str]
-) -> tuple[Found, set[int]]:
-    """The ``rows`` whose pods are exactly their attempt's (by name and labels), all
-    healthy; and the Instances of ``rows`` with a pod the scheduler cannot place."""
-    by_index, attempt_of, prefix = st.pods_by_index, st.attempt_of, st.prefix
+    st: PassState,
+    rows: list[InstanceStatus],
+    ready_nodes: Container[str],
+    plain: dict[int, InstanceStatus] | None = None,
+) -> Found:
+    """The ``rows`` that are steady: Ready on their target revision with no operation, and
+    their pods exactly their attempt's (by name and labels), all healthy.
+
+    ``plain``: when given, the rows found steady that are plain as they stand go in it
+    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
+    counts are its pods'), and it serves, is available, was Ready and runs the target, so
+    ``steps.status`` need not tally it again.
+    """
+    by_index, prefix = st.pods_by_index, st.prefix
+    target, multi = st.target, st.policy.multi_pod
+    was_ready = st.prev_ready() if plain is not None else set()
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
     out = Found()
     steady, counts = out.rows, out.counts
-    shared: dict[SteadyCount, SteadyCount] = {}
-    waiting: set[int] = set()
     for row in rows:
         index = row.index
         pods = by_index.get(index)
-        if not pods:
+        if (
+            not pods
+            or row.phase != _READY
+            or row.operation is not None
+            or not row.running_revision
+            or row.target_revision != row.running_revision
+        ):
             continue
         if key is None or row.running_revision != key[0] or row.active_ordinal != key[1]:
             key = (row.running_revision, row.active_ordinal)  # most rows share the last one's
             kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
         if kind is None or len(pods) != kind[2]:
-            waiting.update(unschedulable(by_index, (index,)))
             continue
-        head = f"{prefix}-{index}"
-        attempt = (kind[1], row.incarnation)
-        tails = kind[0]
-        count, admitted, at = 0, True, 0
-        for pod in pods:  # each pod read once
-            conditions = pod.conditions
-            if conditions.get("ome.io/serving") == "True" == conditions.get("ContainersReady"):
+        head, tails, rev_hash, incarnation = f"{prefix}-{index}", kind[0], kind[1], row.incarnation
+        count, admitted = 0, True
+        # each pod read once, its view's facts (``enumerate``: a strict ``zip`` per row costs
+        # more than the loop)
+        for at, pod in enumerate(pods):
+            if pod.in_rotation:
                 count += 1
             if pod.scheduling_gates:
                 admitted = False
-            name = pod.name
+            name, node = pod.name, pod.node_name
             if (
-                conditions.get("Ready") != "True"
-                or conditions.get("PodScheduled") == "False"  # (unschedulable: see below)
-                or pod.deletion_timestamp is not None
-                or pod.phase in _FINISHED
-                or (pod.node_name and pod.node_name not in ready_nodes)
-                or attempt_of.get(name) != attempt
+                not pod.sound
+                or (node and node not in ready_nodes)
+                # its attempt (no two pods share a name: ``find``), as ``PassState.attempt``
+                # reads it; both hashes interned, so this is a pointer comparison
+                or pod.revision_hash != rev_hash
+                or pod.incarnation != incarnation
                 # most pods come in their slots' order; else any of the attempt's names
                 or (name != head + tails[at] and name not in [head + t for t in tails])
             ):
                 break
-            for c in pod.containers:
-                if c.restart_count or c.waiting_reason in _CRASH:
-                    break
-            else:
-                at += 1
-                continue
-            break
         else:
             steady[index] = row
-            got = (count, admitted)
-            counts[index] = shared.setdefault(got, got)
-            continue
-        waiting.update(unschedulable(by_index, (index,)))  # not steady: its pods the long way
-    return out, waiting
-
-
-def _mark_plain(st: PassState, found: Found) -> None:
-    """Put the ``found`` rows that are plain as they stand in ``st.plain_steady``
-    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
-    counts are its pods'), and it serves, is available, was Ready and runs the target, so
-    ``steps.status`` need not tally it again."""
-    target, multi, by_index = st.target, st.policy.multi_pod, st.pods_by_index
-    was_ready, plain, counts = st.prev_ready(), st.plain_steady, found.counts
-    for index, row in found.rows.items():
-        count, admitted = counts[index]
-        if (
-            row.ready_since is None
-            and row.last_failure is None
-            and row.running_revision == target
-            and row.pod_count == row.available_pod_count == len(by_index[index])
-            and row.serving_pod_count == count
-            and row.admitted == admitted
-            and (count == row.pod_count if multi else count > 0)
-            and index in was_ready
-        ):
-            plain[index] = row
+            counts[index] = kind[3][count][admitted]  # shared: no tuple per row
+            if (
+                plain is not None
+                and row.ready_since is None
+                and row.last_failure is None
+                and row.running_revision == target
+                and row.pod_count == row.available_pod_count == kind[2]
+                and row.serving_pod_count == count
+                and row.admitted == admitted
+                and (count == row.pod_count if multi else count > 0)
+                and index in was_ready
+            ):
+                plain[index] = row
+    return out

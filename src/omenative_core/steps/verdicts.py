@@ -36,17 +36,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from itertools import compress
-from operator import and_, eq, is_, is_not, itemgetter
+from operator import and_, attrgetter, eq, is_, is_not, itemgetter
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from attrs import Factory, frozen
 
-from omenative_core.labels import (
-    LABEL_INCARNATION,
-    LABEL_INSTANCE_INDEX,
-    LABEL_REVISION_HASH,
-)
 from omenative_core.model.observed import PodView, Snapshot
 from omenative_core.model.status import InstanceStatus
 
@@ -80,9 +75,6 @@ Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
 
 RowGroups = tuple[list[InstanceStatus], frozenset[str]]
 """The rows of a pass (in order) and the PodGroup names of their attempts."""
-
-Attempt = tuple[str | None, int]
-"""A pod's (revision-hash label, incarnation)."""
 
 _NO_POD = object()
 
@@ -127,7 +119,7 @@ class Verdicts:
     """What one pass found about each Instance, for the next pass (see the module docstring).
 
     ``pods``: the snapshot's pods; ``positions``: ``id(pod)`` -> its position there;
-    (None until a later pass needs it); ``pods_by_index`` and ``attempt_of``: the grouping
+    (None until a later pass needs it); ``pods_by_index`` and ``by_name``: the grouping
     ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
     steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
@@ -140,21 +132,12 @@ class Verdicts:
     pods: tuple[PodView, ...]
     positions: dict[int, int] | None
     pods_by_index: dict[int, list[PodView]]
-    attempt_of: dict[str, Attempt]
+    by_name: dict[str, PodView]
     waiting: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
     row_groups: RowGroups | None = None
     plain: dict[int, InstanceStatus] = Factory(dict)
-
-
-def _index_and_attempt(pod: PodView) -> tuple[int | None, Attempt]:
-    labels = pod.labels
-    raw = labels.get(LABEL_INSTANCE_INDEX)
-    if raw is None or not raw.isdigit():
-        return None, (None, 0)
-    inc = labels.get(LABEL_INCARNATION, "")
-    return int(raw), (labels.get(LABEL_REVISION_HASH), int(inc) if inc.isdigit() else 0)
 
 
 def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[int]:
@@ -171,44 +154,41 @@ def unschedulable(pods_by_index: dict[int, list[PodView]], indexes: Any) -> set[
 
 @frozen
 class Grouping:
-    """The pods by the Instance they are labelled with, and each one's attempt."""
+    """The pods by the Instance they are labelled with, and by name (a name's last pod, as
+    a full grouping meets them; its attempt is ``PodView.attempt``); ``unique``: no two of
+    them share a name."""
 
     pods_by_index: dict[int, list[PodView]]
-    attempt_of: dict[str, Attempt]
+    by_name: dict[str, PodView]
+    unique: bool = True
+
+
+_NAME = attrgetter("name")
 
 
 def group_all(pods: tuple[PodView, ...]) -> Grouping:
-    """Every pod by the Instance it is labelled with, and each one's attempt (one loop).
+    """Every pod by the Instance it is labelled with, and by name (one loop, one map).
 
-    Pods of one Instance, and of one attempt, mostly come one after another: the last
-    pod's list and attempt are reused when they match (no lookup, no new tuple: a fleet of
-    one revision keeps a handful of attempt tuples, not one per pod).
+    Each pod's index and attempt were read from its labels when its view was built
+    (``PodView.instance``, ``PodView.revision_hash``, ``PodView.incarnation``). Pods of one
+    Instance mostly come one after another: the last pod's list is reused while the index
+    is the same (no lookup). The map by name is built in C.
     """
     by_index: dict[int, list[PodView]] = defaultdict(list)
-    attempt_of: dict[str, Attempt] = {}
-    numbers: dict[str, int] = {}
-    last_raw: object = _NO_POD  # never a label's value: the first pod is always looked up
+    last: object = _NO_POD  # never an index: the first pod is always looked up
     group: list[PodView] = []
-    last_inc: object = _NO_POD
-    number = 0
-    attempt: Attempt = (None, 0)
-    for pod in pods:  # _index_and_attempt, inlined: this loop meets every pod of a cold pass
-        labels = pod.labels
-        raw = labels.get(LABEL_INSTANCE_INDEX)
-        if raw != last_raw:
-            if raw is None or not raw.isdigit():
+    skipped = False
+    for pod in pods:  # this loop meets every pod of a cold pass
+        index = pod.instance
+        if index != last:
+            if index is None:
+                skipped = True
                 continue
-            last_raw, group = raw, by_index[int(raw)]
+            last, group = index, by_index[index]
         group.append(pod)
-        inc = labels.get(LABEL_INCARNATION, "")
-        if inc != last_inc:  # a handful of distinct incarnations: each parsed once
-            number = numbers[inc] if inc in numbers else int(inc) if inc.isdigit() else 0
-            numbers[inc], last_inc = number, inc
-        rev_hash = labels.get(LABEL_REVISION_HASH)
-        if rev_hash != attempt[0] or number != attempt[1]:
-            attempt = (rev_hash, number)
-        attempt_of[pod.name] = attempt
-    return Grouping(by_index, attempt_of)
+    grouped = [p for p in pods if p.instance is not None] if skipped else pods
+    by_name = dict(zip(map(_NAME, grouped), grouped, strict=True))
+    return Grouping(by_index, by_name, len(by_name) == len(grouped))
 
 
 @frozen
@@ -220,9 +200,9 @@ class Regrouped:
     dirty: set[int]
 
 
-def names_unique(by_index: dict[int, list[PodView]], attempt_of: dict[str, Attempt]) -> bool:
+def names_unique(by_index: dict[int, list[PodView]], by_name: dict[str, PodView]) -> bool:
     """Whether every grouped pod has its own name (else the verdicts are not kept)."""
-    return len(attempt_of) == sum(map(len, by_index.values()))
+    return len(by_name) == sum(map(len, by_index.values()))
 
 
 def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Regrouped | None:
@@ -231,7 +211,7 @@ def regroup(snap: Snapshot, basis: tuple[Any, ...], prev: Verdicts | None) -> Re
         return None
     new = snap.pods
     if new is prev.pods:
-        same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.attempt_of))
+        same = Grouping(defaultdict(list, prev.pods_by_index), dict(prev.by_name))
         return Regrouped(same, prev.positions, set())
     limit = len(new) // _CHANGED_FRACTION + 16
     if len(new) == len(prev.pods):
@@ -261,12 +241,12 @@ def _in_place(prev: Verdicts, new: tuple[PodView, ...], at: list[int]) -> Regrou
     """``regroup`` when the pods at positions ``at`` were replaced, each by a pod of the same
     Instance (None otherwise): each one takes its predecessor's place in its list."""
     by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
-    attempt_of = dict(prev.attempt_of)
+    by_name = dict(prev.by_name)
     dirty: set[int] = set()
     for k in at:
         old, pod = prev.pods[k], new[k]
-        index, attempt = _index_and_attempt(pod)
-        if index != _index_and_attempt(old)[0]:
+        index = pod.instance
+        if index != old.instance:
             return None
         if index is None:
             continue
@@ -275,31 +255,31 @@ def _in_place(prev: Verdicts, new: tuple[PodView, ...], at: list[int]) -> Regrou
             by_index[index] = list(by_index[index])
         pods = by_index[index]
         pods[next(j for j, p in enumerate(pods) if p is old)] = pod
-        attempt_of.pop(old.name, None)
-        attempt_of[pod.name] = attempt
-    if not names_unique(by_index, attempt_of):
+        by_name.pop(old.name, None)
+        by_name[pod.name] = pod
+    if not names_unique(by_index, by_name):
         return None
-    return Regrouped(Grouping(by_index, attempt_of), None, dirty)
+    return Regrouped(Grouping(by_index, by_name), None, dirty)
 
 
 def _apply(
     prev: Verdicts, positions: dict[int, int], gone: list[PodView], came: list[PodView]
 ) -> Regrouped | None:
     by_index: dict[int, list[PodView]] = defaultdict(list, prev.pods_by_index)
-    attempt_of = dict(prev.attempt_of)
+    by_name = dict(prev.by_name)
     dirty: set[int] = set()
     for pod in gone:
-        index, _ = _index_and_attempt(pod)
+        index = pod.instance
         if index is not None:
             dirty.add(index)
-            attempt_of.pop(pod.name, None)
+            by_name.pop(pod.name, None)
     fresh: dict[int, list[PodView]] = defaultdict(list)
     for pod in came:
-        index, attempt = _index_and_attempt(pod)
+        index = pod.instance
         if index is not None:
             dirty.add(index)
             fresh[index].append(pod)
-            attempt_of[pod.name] = attempt
+            by_name[pod.name] = pod
     for index in dirty:
         old = by_index.get(index)
         if old is None:
@@ -308,9 +288,9 @@ def _apply(
         if not pods:
             return None  # an Instance lost its last pod: group afresh
         by_index[index] = sorted(pods, key=lambda p: positions[id(p)])
-    if not names_unique(by_index, attempt_of):
+    if not names_unique(by_index, by_name):
         return None  # two pods of one name: group afresh, as the full pass does
-    return Regrouped(Grouping(by_index, attempt_of), positions, dirty)
+    return Regrouped(Grouping(by_index, by_name), positions, dirty)
 
 
 # ---------------------------------------------------------------------- queries of a pass
@@ -395,7 +375,7 @@ def unschedulable_now(st: PassState) -> set[int]:
 
 def keep(st: PassState) -> Verdicts | None:
     """What this pass found per Instance, for the next pass (None: nothing to keep)."""
-    if not names_unique(st.pods_by_index, st.attempt_of):
+    if not names_unique(st.pods_by_index, st.by_name):
         return None
     waiting = st.waiting
     if waiting is None and st.dirty is not None and st.kept is not None:
@@ -405,7 +385,7 @@ def keep(st: PassState) -> Verdicts | None:
         pods=st.snap.pods,
         positions=st.positions,
         pods_by_index=st.pods_by_index,
-        attempt_of=st.attempt_of,
+        by_name=st.by_name,
         waiting=frozenset(waiting) if waiting is not None else None,
         steady=st.steady_rows,
         tallies=st.tallies,
