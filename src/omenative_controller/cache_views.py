@@ -14,7 +14,7 @@ from omenative_core.labels import LABEL_MANAGED_BY, LABEL_REPLICA, MANAGED_BY
 from omenative_core.model.observed import PodGroupView, PodView, RevisionView
 from omenative_core.views import (
     pod_group_view_from_json,
-    pod_view_from_json,
+    pod_view_fields,
     revision_view_from_json,
 )
 
@@ -131,19 +131,20 @@ def pod_view(obj: JSON) -> PodView:
     """The core's ``PodView`` of a pod, slimmed for a cache of many pods: label strings
     interned, only our own annotations, and the condition maps, container views and image
     maps shared by every pod in the same state."""
-    view = pod_view_from_json(obj)
+    f = pod_view_fields(obj)
     shared = _SHARED
-    own = {k: v for k, v in view.annotations.items()
+    own = {k: v for k, v in f["annotations"].items()
            if k.partition("/")[0].endswith(OWN_ANNOTATION_SUFFIX)}
-    node = view.node_name
-    return evolve(
-        view, labels=_interned(view.labels), annotations=shared.mapping(own),
-        conditions=shared.mapping(view.conditions),
-        condition_reasons=shared.mapping(view.condition_reasons),
-        containers=shared.value(tuple(shared.value(c) for c in view.containers)),
-        images=shared.mapping(view.images), phase=sys.intern(view.phase),
+    node = f["node_name"]
+    f.update(
+        labels=_interned(f["labels"]), annotations=shared.mapping(own),
+        conditions=shared.mapping(f["conditions"]),
+        condition_reasons=shared.mapping(f["condition_reasons"]),
+        containers=shared.value(tuple(shared.value(c) for c in f["containers"])),
+        images=shared.mapping(f["images"]), phase=sys.intern(f["phase"]),
         node_name=sys.intern(node) if node is not None else None,
     )
+    return PodView(**f)
 
 
 def pod_group_view(obj: JSON) -> PodGroupView:

@@ -25,6 +25,7 @@ from omenative_core.model.timefmt import parse_time, to_second
 __all__ = [
     "node_view_from_json",
     "pod_group_view_from_json",
+    "pod_view_fields",
     "pod_view_from_json",
     "revision_view_from_json",
     "routed_pods_from_endpoint_slices",
@@ -87,6 +88,13 @@ def _container_view(status: Mapping[str, Any]) -> ContainerView:
 
 def pod_view_from_json(obj: Mapping[str, Any]) -> PodView:
     """Build a ``PodView`` from a Pod object (``metadata``, ``spec``, ``status``)."""
+    return PodView(**pod_view_fields(obj))
+
+
+def pod_view_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a Pod object's ``PodView``: a caller that slims them (the
+    shell's pod cache) builds one view instead of a view and its copy, and a ``PodView``
+    works out its derived facts when built."""
     meta = _obj(obj.get("metadata"))
     spec = _obj(obj.get("spec"))
     status = _obj(obj.get("status"))
@@ -108,22 +116,24 @@ def pod_view_from_json(obj: Mapping[str, Any]) -> PodView:
     gates = tuple(str(g.get("name", "")) for g in map(_obj, _list(spec.get("schedulingGates"))))
     node_name = spec.get("nodeName")
     pod_ip = status.get("podIP")
-    return PodView(
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
-        labels=_str_map(meta.get("labels")),
-        annotations=_str_map(meta.get("annotations")),
-        node_name=node_name if isinstance(node_name, str) and node_name else None,
-        phase=str(status.get("phase") or "Pending"),
-        conditions=conditions,
-        condition_reasons=reasons,
-        containers=tuple(_container_view(_obj(c)) for c in _list(status.get("containerStatuses"))),
-        images=images,
-        deletion_timestamp=_time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
-        creation_timestamp=_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        scheduling_gates=gates,
-        pod_ip=pod_ip if isinstance(pod_ip, str) and pod_ip else None,
-    )
+    return {
+        "name": str(meta.get("name", "")),
+        "uid": str(meta.get("uid", "")),
+        "labels": _str_map(meta.get("labels")),
+        "annotations": _str_map(meta.get("annotations")),
+        "node_name": node_name if isinstance(node_name, str) and node_name else None,
+        "phase": str(status.get("phase") or "Pending"),
+        "conditions": conditions,
+        "condition_reasons": reasons,
+        "containers": tuple(
+            _container_view(_obj(c)) for c in _list(status.get("containerStatuses"))
+        ),
+        "images": images,
+        "deletion_timestamp": _time(meta.get("deletionTimestamp"), "metadata.deletionTimestamp"),
+        "creation_timestamp": _time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
+        "scheduling_gates": gates,
+        "pod_ip": pod_ip if isinstance(pod_ip, str) and pod_ip else None,
+    }
 
 
 def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
