@@ -39,7 +39,7 @@ from omenative_core.model.spec import Runner
 from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
-from omenative_core.steps.state import PassState, pod_incarnation, pod_index
+from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import WrittenRows, usable
 
 __all__ = [
@@ -158,9 +158,9 @@ def _pod_groups(st: PassState) -> set[str]:
     """PodGroup names a pod still stands for: its attempt's, and the one it is labelled with."""
     used: set[str] = set()
     for pod in st.snap.pods:
-        index = pod_index(pod)
+        index = pod.instance
         if index is not None:
-            used.add(pod_group_name(st.prefix, index, pod_incarnation(pod)))
+            used.add(pod_group_name(st.prefix, index, pod.incarnation))
         label = pod.labels.get(LABEL_POD_GROUP)
         if label:
             used.add(label)

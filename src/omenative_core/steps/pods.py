@@ -21,7 +21,7 @@ from omenative_core.model.timefmt import format_time
 from omenative_core.render import render_pod
 from omenative_core.revisions import hash_of
 from omenative_core.steps.native_gang import mechanism
-from omenative_core.steps.state import PassState, pod_index
+from omenative_core.steps.state import PassState
 
 __all__ = ["create_pod", "drain", "maybe_force_delete"]
 
@@ -100,7 +100,7 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
         {
             "requestUUID": f"force-delete-{pod.uid}",
             "component": st.spec.component,
-            "sourceInstance": pod_index(pod),
+            "sourceInstance": pod.instance,
             "phase": "Completed",
             "reason": "NodeUnreachable",
             "fromNode": pod.node_name,
@@ -112,5 +112,5 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
     st.warn(
         "PodForceDeleted",
         f"force-deleted {pod.name} stuck Terminating on unreachable node {pod.node_name}",
-        pod_index(pod),
+        pod.instance,
     )

@@ -26,7 +26,7 @@ from omenative_core.steps.bringup import bring_up
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
-from omenative_core.steps.state import Continue, MoveResult, PassState, pod_incarnation
+from omenative_core.steps.state import Continue, MoveResult, PassState
 from omenative_core.steps.verdicts import was_steady
 
 __all__ = [
@@ -71,7 +71,7 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     """Restart/Drain: drain every pod of this incarnation, then go on at the next one."""
     if st.policy.freeze:
         return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
-    old = [p for p in st.pods_of(row.index) if pod_incarnation(p) < row.incarnation + 1]
+    old = [p for p in st.pods_of(row.index) if p.incarnation < row.incarnation + 1]
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
     delete_pod_group(st, row.index, row.incarnation)  # the next attempt gets its own

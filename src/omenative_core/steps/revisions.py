@@ -27,7 +27,7 @@ from omenative_core.revisions import (
     runners_from_revision,
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
-from omenative_core.steps.state import PassState, pod_incarnation
+from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import loaded_rows, rowless
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 
@@ -140,7 +140,7 @@ def load_rows(st: PassState) -> None:
         pods = st.pods_by_index[index]
         # pods with no row (status lost or never written): adopt, never delete blindly
         live = [p for p in pods if not p.terminating] or pods
-        inc = max(pod_incarnation(p) for p in live) or 1
+        inc = max(p.incarnation for p in live) or 1
         rev_hash = live[0].labels.get(LABEL_REVISION_HASH, "")
         rev = revision_name(st.prefix, rev_hash) if rev_hash else ""
         st.rows[index] = InstanceStatus(

@@ -69,19 +69,7 @@ __all__ = [
     "HandOff",
     "MoveResult",
     "PassState",
-    "pod_incarnation",
-    "pod_index",
 ]
-
-
-def pod_index(pod: PodView) -> int | None:
-    """The Instance index a pod is labelled with (None when absent or not a number)."""
-    return pod.instance
-
-
-def pod_incarnation(pod: PodView) -> int:
-    """The incarnation a pod is labelled with (0 when absent)."""
-    return pod.incarnation
 
 
 # The order of a plan's body: each action type goes to one bucket, buckets in this order.
