@@ -120,15 +120,13 @@ def _row_hold(old: InstanceStatus, new: InstanceStatus) -> str | None:
 
 
 def _readiness_hold(old: InferenceReplicaStatus, new: InferenceReplicaStatus) -> str | None:
-    """PROGRESS when readiness is unchanged, READINESS when its counts only rose and no
-    condition changed its status or reason, else None."""
+    """PROGRESS when readiness is unchanged, READINESS when its counts only rose (the
+    caller then checks that no condition changed its status or reason), else None."""
     if _true_conditions(old) != _true_conditions(new):
         return None
     before, after = _counts(old), _counts(new)
     if before == after:
         return PROGRESS
-    if _condition_states(old) != _condition_states(new):
-        return None
     return READINESS if all(b >= a for a, b in zip(before, after, strict=True)) else None
 
 
@@ -153,7 +151,7 @@ def status_hold(observed: InferenceReplicaStatus | None, new: InferenceReplicaSt
         if row_kind == READINESS:
             kind = READINESS
     if kind == READINESS and _condition_states(old) != _condition_states(new):
-        return None  # an operation ended and a condition changed with it: written at once
+        return None  # more Ready, or an operation ended, and a condition changed with it
     return kind if all(fresh_scale_up(i) for i in kept.values()) else None
 
 
