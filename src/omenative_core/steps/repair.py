@@ -306,7 +306,7 @@ def rebuilds(st: PassState) -> None:
     waits = (Phase.FAILED, Phase.PENDING)
     for index in sorted([r.index for r in st.odd_rows() if r.phase in waits]):
         row = st.rows[index]
-        if row.operation is not None or row.phase not in (Phase.FAILED, Phase.PENDING):
+        if row.operation is not None or row.phase not in waits:
             continue
         if not st.is_member(row):
             continue
