@@ -13,7 +13,10 @@ cannot queue hundreds of writes ahead of a Lease renewal in the client's token b
 status writes and gates going True get the next free slot first (``slots.py``).
 A progress-only status may be held back (``coalesce.py``). A pass sends at most
 ``creates_per_pass`` pod creates (whole gangs); the manager queues the next pass at once
-for the rest, so a big replica's ready gangs get their gates between chunks.
+for the rest, so a big replica's ready gangs get their gates between chunks. With
+``pipeline_depth`` set (the manager's default), a pass whose last run holds pod creates
+sends them behind itself (``create_pipeline.py``): the pods are expected in the cache, the
+pass ends, and the replica's next pass plans while they are answered.
 
 Rules (design.md, "The shell"):
 
@@ -52,18 +55,22 @@ from typing import Any
 import structlog
 from attrs import define
 
+from omenative_controller.action_requests import (
+    create_resource,
+    delete_resource,
+    gate_patch,
+    images_patch,
+)
 from omenative_controller.audit import AUDIT_KEY, AUDIT_LIMIT, record_audit
 from omenative_controller.coalesce import StatusCoalescer, adds_rows
 from omenative_controller.create_errors import CreateErrorStore
+from omenative_controller.create_pipeline import CreatePipeline
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
-    CONTROLLER_REVISIONS,
     INFERENCE_REPLICAS,
     PODS,
     Resource,
-    pod_groups,
-    resource_for,
 )
 from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
@@ -75,9 +82,14 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
-from omenative_controller.runs import action_runs, bound_creates, position, status_first
+from omenative_controller.runs import (
+    action_runs,
+    bound_creates,
+    creates_behind,
+    position,
+    status_first,
+)
 from omenative_controller.slots import Slots
-from omenative_core.labels import SERVING_GATE
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
     Action,
@@ -97,7 +109,6 @@ from omenative_core.model.plan import (
     SetServingGate,
     UpdateStatus,
 )
-from omenative_core.model.timefmt import format_time
 from omenative_core.status.budget import too_large_patch
 from omenative_core.status.wire import status_to_json
 
@@ -141,31 +152,6 @@ the interpreter back every switch interval (5 ms); below this size the hop is no
 _Stop = PassStop
 
 
-def _create_resource(
-    action: CreatePod | CreatePodGroup | CreateRevision | CreateObject,
-) -> Resource:
-    """The API resource a create action writes to."""
-    if isinstance(action, CreatePod):
-        return PODS
-    if isinstance(action, CreatePodGroup):
-        group, _, version = str(action.body.get("apiVersion", "")).rpartition("/")
-        if group and group != pod_groups().group:  # Kubernetes' own PodGroup
-            return resource_for(str(action.body["apiVersion"]), "PodGroup")
-        return pod_groups(version or "v1alpha1")
-    if isinstance(action, CreateRevision):
-        return CONTROLLER_REVISIONS
-    return resource_for(str(action.body.get("apiVersion", "")), str(action.body.get("kind", "")))
-
-
-def _delete_resource(action: DeletePodGroup | DeleteRevision | DeleteObject) -> Resource:
-    """The API resource a delete action removes from (pods have their own path)."""
-    if isinstance(action, DeletePodGroup):
-        return resource_for(action.api_version, "PodGroup")
-    if isinstance(action, DeleteRevision):
-        return CONTROLLER_REVISIONS
-    return resource_for(action.api_version, action.object_kind)
-
-
 @define
 class Executor:
     """Applies plans through a :class:`KubeClient`: the status first, then runs of
@@ -197,11 +183,33 @@ class Executor:
     #: gangs get no serving gate until its last create; the manager sets it to
     #: ``max_inflight`` (one round of the budget) and queues the next pass at once
     creates_per_pass: int = DEFAULT_MAX_INFLIGHT
+    #: batches of pod creates one replica may have out behind its passes (0: none, every
+    #: create is answered within its pass); needs ``on_pod_expected`` and
+    #: ``on_pod_unexpected`` (create_pipeline.py)
+    pipeline_depth: int = 0
+    #: puts a pod about to be created into the pod cache (the view put, or None)
+    on_pod_expected: Callable[[JSON], object | None] | None = None
+    #: takes an expected pod out of the pod cache again, if it is still that view
+    on_pod_unexpected: Callable[[JSON, object], None] | None = None
+    #: a create sent behind its pass failed: the replica key (queue it again, rate limited)
+    on_creates_failed: Callable[[str], None] | None = None
     _budget: Slots | None = None
     _kueue: KueueGroups | None = None
+    _pipeline: CreatePipeline | None = None
 
     def __attrs_post_init__(self) -> None:
         self._kueue = KueueGroups(self.client, self.pods_of, self.guard, self.metrics)
+        if (self.pipeline_depth > 0 and self.on_pod_expected is not None
+                and self.on_pod_unexpected is not None):
+            self._pipeline = CreatePipeline(
+                self._apply_counted, self.on_pod_expected, self.on_pod_unexpected,
+                guard=self.guard, on_failed=self._pipeline_failed,
+                depth=self.pipeline_depth, lanes=max(1, self.max_inflight))
+
+    @property
+    def pipeline(self) -> CreatePipeline | None:
+        """The creates sent behind their passes (None: pipelining is off)."""
+        return self._pipeline
 
     async def apply(self, plan: Plan, ctx: PassContext) -> ApplyResult:
         """Apply ``plan.actions``: the status first, then run by run; stop after the first
@@ -215,7 +223,9 @@ class Executor:
         if held is not None:
             result.status_due = held
             actions = tuple(a for a in actions if not isinstance(a, UpdateStatus))
-        for _, run in action_runs(actions):
+        runs, behind = (creates_behind(action_runs(actions)) if self._pipeline is not None
+                        else (action_runs(actions), ()))
+        for _, run in runs:
             if not self.guard():
                 result.outcome = "not_leader"
                 result.message = "not the leader (or the lease is not renewed): no writes"
@@ -232,8 +242,20 @@ class Executor:
                 result.failed_index = position(plan.actions, run[failed])
             if not result.ok:
                 return result
+        if behind:
+            assert self._pipeline is not None
+            await self._pipeline.launch(behind, ctx)
+            result.behind = len(behind)
         await self.end_kueue_groups(ctx)
         return result
+
+    def _pipeline_failed(self, key: str, action: CreatePod, error: Exception) -> None:
+        """A create sent behind its pass was refused: count it, say so, queue the key."""
+        reason = getattr(error, "reason", "") or type(error).__name__
+        self._count_failure(action.kind, str(reason))
+        log.info("creates.stopped", key=key, pod=action.name, error=str(error))
+        if self.on_creates_failed is not None:
+            self.on_creates_failed(key)
 
     async def _apply_run(self, run: Sequence[Action], ctx: PassContext
                          ) -> dict[int, Exception | None]:
@@ -325,6 +347,15 @@ class Executor:
         assert self._kueue is not None
         await self._kueue.end(ctx)
 
+    async def drain_creates(self, timeout: float | None = None) -> bool:
+        """Wait for the creates sent behind their passes (False: some still out)."""
+        return True if self._pipeline is None else await self._pipeline.drain(timeout)
+
+    async def cancel_creates(self) -> None:
+        """Cancel the creates sent behind their passes (the Lease is lost)."""
+        if self._pipeline is not None:
+            await self._pipeline.cancel()
+
     def forget(self, key: str) -> None:
         """The InferenceReplica ``key`` is gone: drop its status gauge and held status."""
         if self.coalescer is not None:
@@ -342,12 +373,12 @@ class Executor:
 
     async def _apply_one(self, action: Action, ctx: PassContext) -> None:
         if isinstance(action, CreatePod | CreatePodGroup | CreateRevision | CreateObject):
-            await self._create(_create_resource(action), action.body, ctx, action.kind)
+            await self._create(create_resource(action), action.body, ctx, action.kind)
         elif isinstance(action, DeletePod):
             await self._delete(PODS, action.name, action.uid, ctx, action.kind,
                                grace=0 if action.force else None, reason=action.reason)
         elif isinstance(action, DeletePodGroup | DeleteRevision | DeleteObject):
-            await self._delete(_delete_resource(action), action.name,
+            await self._delete(delete_resource(action), action.name,
                                "" if isinstance(action, DeleteObject) else action.uid,
                                ctx, action.kind)
         elif isinstance(action, UpdateStatus):
@@ -554,32 +585,14 @@ class Executor:
             self.on_pod_written(obj)
 
     async def _set_gate(self, action: SetServingGate, ctx: PassContext) -> None:
-        value = "True" if action.value else "False"
-        patch = {
-            "metadata": {"uid": action.uid},
-            "status": {"conditions": [{
-                "type": SERVING_GATE,
-                "status": value,
-                "reason": "InstanceServing" if action.value else "InstanceDraining",
-                "message": ("all pods of the Instance are ready" if action.value
-                            else "the Instance is leaving rotation"),
-                "lastTransitionTime": format_time(datetime.now(UTC)),
-            }]},
-        }
-        await self._patch_pod(action.name, patch, ctx, action.kind, subresource="status")
+        await self._patch_pod(action.name, gate_patch(action, datetime.now(UTC)), ctx,
+                              action.kind, subresource="status")
         self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, action.name))).info(
-            "gate.set", pod=action.name, value=value)
+            "gate.set", pod=action.name, value="True" if action.value else "False")
 
     async def _patch_images(self, action: PatchPodImages, ctx: PassContext) -> None:
-        meta: JSON = {"uid": action.uid}
-        if action.labels:
-            meta["labels"] = dict(action.labels)
-        patch = {
-            "metadata": meta,
-            "spec": {"containers": [{"name": n, "image": i}
-                                    for n, i in sorted(action.images.items())]},
-        }
-        await self._patch_pod(action.name, patch, ctx, action.kind, subresource=None)
+        await self._patch_pod(action.name, images_patch(action), ctx, action.kind,
+                              subresource=None)
         self._log(ctx).bind(**instance_kw(instance_of(ctx.prefix, action.name))).info(
             "pod.images_patched", pod=action.name, images=dict(action.images))
 

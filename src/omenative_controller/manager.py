@@ -33,6 +33,7 @@ from attrs import evolve
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
 from omenative_controller.cache_views import FrozenCopy, ObjectRef, service_index
 from omenative_controller.coalesce import StatusCoalescer
+from omenative_controller.create_pipeline import PIPELINE_DEPTH
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.executor import (
     ApplyResult,
@@ -303,10 +304,19 @@ class Manager:
             max_inflight=self.options.max_inflight,
             creates_per_pass=(self.options.max_inflight if self.options.creates_per_pass is None
                               else self.options.creates_per_pass),
+            pipeline_depth=PIPELINE_DEPTH if self.options.pipeline_creates else 0,
+            on_pod_expected=self.pods.expect, on_pod_unexpected=self.pods.unexpect,
+            on_creates_failed=self._creates_failed,
             coalescer=StatusCoalescer(
                 window=self.options.status_coalesce,
                 readiness_window=self.options.status_readiness_coalesce),
         )
+
+    def _creates_failed(self, key: str) -> None:
+        """A create sent behind its pass failed: look at the replica again, rate limited."""
+        self.metrics.reconcile_errors.labels("create_behind").inc()
+        if self.queue is not None:
+            self.queue.add_rate_limited(key)
 
     def _created(self, res: Any, obj: JSON) -> None:
         """Write a created revision or Service through to its cache."""
@@ -373,6 +383,10 @@ class Manager:
             graceful = self._stop.is_set()  # else: lost the Lease, or killed
             if graceful and not await queue.wait_idle(self.options.shutdown_timeout):
                 log.warning("manager.drain_timeout", in_flight=queue.in_flight)
+        if self.executor is not None:
+            if self._stop.is_set():
+                await self.executor.drain_creates(self.options.shutdown_timeout)
+            await self.executor.cancel_creates()
         for task in self._workers:
             task.cancel()
         for task in self._workers:
@@ -563,6 +577,8 @@ class Manager:
     # ------------------------------------------------------------------ teardown
 
     async def _teardown(self) -> None:
+        if self.executor is not None:
+            await self.executor.cancel_creates()
         for task in self._workers:
             task.cancel()
         for task in self._tasks:

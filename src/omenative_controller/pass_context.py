@@ -79,6 +79,8 @@ class ApplyResult:
     status_due: float | None = None
     #: pod creates left for the next pass (``runs.bound_creates``), which comes at once
     deferred_creates: int = 0
+    #: pod creates sent behind the pass (``create_pipeline.py``), answered after it ended
+    behind: int = 0
 
     @property
     def ok(self) -> bool:

@@ -27,7 +27,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 
-__all__ = ["action_runs", "bound_creates", "position", "status_first"]
+__all__ = ["action_runs", "bound_creates", "creates_behind", "position", "status_first"]
 
 _NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
 _FAMILY: dict[type[Action], str] = {
@@ -117,3 +117,18 @@ def bound_creates(actions: Sequence[Action], limit: int) -> tuple[tuple[Action, 
             last_gang = gang
         kept.append(action)
     return (tuple(actions), 0) if not left else (tuple(kept), left)
+
+
+def creates_behind(runs: list[tuple[int, tuple[Action, ...]]]
+                   ) -> tuple[list[tuple[int, tuple[Action, ...]]], tuple[CreatePod, ...]]:
+    """The runs a pass awaits, and the pod creates it may send behind itself
+    (``create_pipeline.py``): those of its last run, which nothing after them could need;
+    that run's serving gates stay in the pass."""
+    if not runs:
+        return runs, ()
+    start, last = runs[-1]
+    creates = tuple(a for a in last if type(a) is CreatePod)
+    if not creates:
+        return runs, ()
+    rest = tuple(a for a in last if type(a) is not CreatePod)
+    return runs[:-1] + ([(start, rest)] if rest else []), creates

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, SERVICES, pod_groups
+from omenative_controller.kube.resources import (
+    INFERENCE_REPLICAS,
+    SERVICES,
+    pod_groups,
+    resource_for,
+)
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -151,6 +156,58 @@ async def test_a_bring_up_bigger_than_one_pass_comes_up_in_chunks_each_pod_creat
     added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
     assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
     assert handle.metrics.sample("omenative_actions_total", {"kind": "CreatePod"}) == 6
+    assert_gangs_gated(recorder)
+
+
+async def test_creates_sent_behind_their_pass_meet_a_real_quota_then_each_pod_is_made_once(
+    kube: KubeClient, namespace: str, start_manager: Any, no_pod_group_crd: None
+) -> None:
+    """Pod creates go out behind their pass (the next pass plans while they are answered,
+    the pods expected in the cache). A real ResourceQuota refuses the 4th pod: the refusal
+    reaches the replica (its Instance waits ``QuotaExceeded``, a failure is counted), no
+    refused pod lingers as expected, and once the quota allows, every pod is created
+    exactly once and enters rotation only with its whole gang."""
+    quota = resource_for("v1", "ResourceQuota")
+    await kube.create(quota, {"apiVersion": "v1", "kind": "ResourceQuota",
+                              "metadata": {"name": "pods"},
+                              "spec": {"hard": {"pods": "3"}}}, namespace)
+
+    async def quota_counted() -> bool:
+        got = await kube.get(quota, "pods", namespace)
+        return "pods" in ((got.get("status") or {}).get("hard") or {})
+
+    await eventually(quota_counted, timeout=60, what="kube-controller-manager to count the quota")
+    recorder = await PodRecorder(kube, namespace).start()
+    handle = await start_manager(creates_per_pass=2)
+    await kube.create(INFERENCE_REPLICAS, replica_body("quota", replicas=3), namespace)
+
+    async def refused() -> JSON | None:
+        ir = await get_replica(kube, namespace, "quota")
+        rows = (ir.get("status") or {}).get("instanceStatuses") or ()
+        waiting = [r for r in rows if (r.get("operation") or {}).get("waiting")
+                   == "QuotaExceeded"]
+        return waiting[0] if waiting and len(await list_pods(kube, namespace)) == 3 else None
+
+    await eventually(refused, timeout=90, what="an Instance waiting QuotaExceeded, 3 pods")
+    assert handle.metrics.sample("omenative_action_failures_total",
+                                 {"kind": "CreatePod", "reason": "QuotaExceeded"}) >= 1
+    manager_pods = handle.manager.pods
+    assert manager_pods is not None
+    await asyncio.sleep(1.0)  # a refused create's expected pod is gone, not left behind
+    assert all(view.uid for _, view in manager_pods.items()), "an expected pod lingers"
+
+    await kube.patch(quota, "pods", {"spec": {"hard": {"pods": "10"}}}, namespace)
+
+    async def ready() -> bool:
+        ir = await get_replica(kube, namespace, "quota")
+        return (ir.get("status") or {}).get("readyReplicas") == 3
+
+    await eventually(ready, timeout=90, what="readyReplicas == 3 once the quota allows")
+    await recorder.stop()
+    pods = await list_pods(kube, namespace)
+    assert sorted(pods) == [f"quota-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
+    added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
+    assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
     assert_gangs_gated(recorder)
 
 

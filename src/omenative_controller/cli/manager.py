@@ -110,6 +110,11 @@ async def _run(options: ManagerOptions) -> int:
               help="Pod creates one reconcile pass sends at most, whole gangs (default: "
                    "--max-inflight; 0: no bound); the rest go in the next pass, so a big "
                    "replica's ready gangs get their serving gates between chunks.")
+@click.option("--pipeline-creates/--no-pipeline-creates", default=True,
+              help="Send a pass's pod creates behind it, the pods expected in the cache, so "
+                   "the replica's next pass plans while they are answered (at most two "
+                   "chunks out per replica); --no-pipeline-creates answers every create "
+                   "within its pass.")
 @click.option("--status-coalesce", type=DURATION, default="10s",
               help="How long a progress-only status write may wait for the next one "
                    "(0s: write every status as planned).")
@@ -159,6 +164,7 @@ def main(
     burst: int,
     max_inflight: int,
     creates_per_pass: int | None,
+    pipeline_creates: bool,
     status_coalesce: float,
     status_readiness_coalesce: float,
     request_timeout: float,
@@ -193,6 +199,7 @@ def main(
         burst=burst,
         max_inflight=max_inflight,
         creates_per_pass=creates_per_pass,
+        pipeline_creates=pipeline_creates,
         status_coalesce=status_coalesce,
         status_readiness_coalesce=status_readiness_coalesce,
         request_timeout=request_timeout,

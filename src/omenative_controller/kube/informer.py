@@ -207,12 +207,12 @@ class Informer(Generic[V]):
         if old != view and self.on_change is not None:
             self.on_change(namespace, old, view)
 
-    def _remove(self, key: str, rv: str = "") -> None:
+    def _remove(self, key: str, rv: str = "", *, bury: bool = True) -> None:
         old = self._store.pop(key, None)
         namespace = self._ns_of.pop(key, None)
         last_rv = self._rv_of.pop(key, None)
         uid = self._uid_of.pop(key, None)
-        if old is not None:
+        if old is not None and bury:
             self._bury(key, uid or "", rv or last_rv or "")
         self._reindex(key, namespace, None)
         if old is not None and self.on_change is not None:
@@ -278,6 +278,27 @@ class Informer(Generic[V]):
             log.debug("informer.resurrection_refused", resource=self.name, key=key, rv=rv)
             return
         self._put(key, namespace, view, rv, uid)
+
+    def expect(self, obj: JSON) -> V | None:
+        """Put an object we are about to create, unless its key is cached: the view put
+        (hand it to :meth:`unexpect`), or None. It carries no resourceVersion, so the
+        create's answer or the watch event replaces it (create_pipeline.py)."""
+        got = self._ingest(obj)
+        if got is None or got[0] in self._store:
+            return None
+        key, namespace, view, _, uid = got
+        self._put(key, namespace, view, "", uid)
+        return view
+
+    def unexpect(self, obj: JSON, view: object) -> None:
+        """Take out an object put by :meth:`expect` whose create did not happen, if the
+        cache still holds that very view (a watch event or an answer always wins); no
+        tombstone is left: nothing was deleted."""
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace") if self.resource.namespaced else None
+        key = object_key(namespace, str(meta.get("name", "")))
+        if self._store.get(key) is view:
+            self._remove(key, bury=False)
 
     def clear(self) -> None:
         """Drop everything (the resource went away); deletes are reported."""

@@ -1,0 +1,191 @@
+"""Pod creates sent behind their pass: the replica's next pass plans while they are answered.
+
+Why a user cares: a big bring-up no longer waits, chunk after chunk, for the slowest create
+of each pass before the next pass may plan (create_pipeline.py). What must hold meanwhile:
+the pods being created are in the cache (a next pass never plans them twice), a refused
+create is taken back out and reported to the next pass, one replica never has more than
+two chunks out, and losing the Lease stops every create.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from test_executor_concurrency import SlowApi, _ctx, _plan
+
+from omenative_controller.cache_views import owner_index, pod_view
+from omenative_controller.executor import CreateErrorStore, Executor
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.resources import PODS
+from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REPLICA
+from omenative_core.model.observed import PodView
+from omenative_core.model.plan import CreatePod, SetServingGate, UpdateStatus
+from omenative_core.model.status import InferenceReplicaStatus
+
+
+def _gang(index: int, size: int = 2) -> list[CreatePod]:
+    return [CreatePod(body={"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": f"r-{index}-{k}",
+        "labels": {LABEL_INSTANCE_INDEX: str(index), LABEL_REPLICA: "r"}}})
+        for k in range(size)]
+
+
+def _cache() -> Informer[PodView]:
+    return Informer(None, PODS, pod_view, indexers={"owner": owner_index})  # type: ignore[arg-type]
+
+
+class GatedApi(SlowApi):
+    """Holds every create until :attr:`release` is set; refuses the names in ``quota``."""
+
+    def __init__(self, quota: frozenset[str] = frozenset()) -> None:
+        super().__init__(delay=0.0)
+        self.release = asyncio.Event()
+        self.quota = quota
+
+    async def create(self, res: Any, body: Any, ns: Any = None, **kw: Any) -> Any:
+        await self.release.wait()
+        name = body["metadata"]["name"]
+        if name in self.quota:
+            self.calls.append(f"refused {name}")
+            raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: exceeded quota: q')
+        return await self._call(f"create {name}", {**body, "metadata": {
+            **body["metadata"], "uid": f"uid-{name}", "resourceVersion": "10"}})
+
+
+def _executor(api: SlowApi, cache: Informer[PodView], failed: list[str] | None = None,
+              guard: Any = lambda: True) -> Executor:
+    return Executor(api, CreateErrorStore(), creates_per_pass=0,  # type: ignore[arg-type]
+                    pipeline_depth=2, on_pod_expected=cache.expect,
+                    on_pod_unexpected=cache.unexpect, on_pod_written=cache.upsert_if_newer,
+                    on_creates_failed=None if failed is None else failed.append, guard=guard)
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_the_pass_ends_with_its_pods_expected_and_their_answers_replace_them() -> None:
+    async def run() -> None:
+        api, cache = GatedApi(), _cache()
+        executor = _executor(api, cache)
+        gate = SetServingGate(name="r-0-0", uid="u", value=True)
+        result = await executor.apply(_plan(UpdateStatus(status=InferenceReplicaStatus()),
+                                            gate, *_gang(1)), _ctx())
+        assert result.ok and result.behind == 2
+        assert api.calls == ["status r", "patch r-0-0"], "status and gates within the pass"
+        expected = cache.by_index("owner", "ns/r")  # what the next snapshot reads
+        assert [(v.name, v.uid, v.phase) for v in expected] == [
+            ("r-1-0", "", "Pending"), ("r-1-1", "", "Pending")]
+        assert all(v.creation_timestamp is not None for v in expected)
+        api.release.set()
+        assert await executor.drain_creates(5)
+        assert {cache.get(f"ns/r-1-{k}").uid for k in range(2)} == {  # type: ignore[union-attr]
+            "uid-r-1-0", "uid-r-1-1"}
+        assert executor.pipeline is not None and executor.pipeline.outstanding() == 0
+
+    asyncio.run(run())
+
+
+def test_a_refused_create_is_taken_back_out_reported_and_stops_the_replicas_other_chunk() -> None:
+    async def run() -> None:
+        api = GatedApi(quota=frozenset({"r-1-0"}))
+        cache, failed = _cache(), []
+        executor = _executor(api, cache, failed)
+        executor.max_inflight = 1  # one lane: r-1-0 is refused before r-1-1 is sent
+        executor.__attrs_post_init__()
+        await executor.apply(_plan(*_gang(1)), _ctx())
+        await executor.apply(_plan(*_gang(2)), _ctx())
+        assert cache.get("ns/r-2-0") is not None, "the second chunk's pods are expected too"
+        api.release.set()
+        assert await executor.drain_creates(5)
+        assert failed == ["ns/r"], "the replica is queued again once"
+        assert "refused r-1-0" in api.calls
+        assert not [c for c in api.calls if c.startswith("create")], (
+            "after a refusal no chunk of that replica sends another create")
+        assert cache.get("ns/r-1-0") is None and cache.get("ns/r-2-1") is None, (
+            "no pod that was not created stays expected")
+        errors = executor.create_errors.take("ns/r")
+        assert [(e.name, e.reason) for e in errors] == [("r-1-0", "QuotaExceeded")]
+
+    asyncio.run(run())
+
+
+def test_a_replica_has_at_most_two_chunks_out_the_third_pass_waits() -> None:
+    async def run() -> None:
+        api, cache = GatedApi(), _cache()
+        executor = _executor(api, cache)
+        await executor.apply(_plan(*_gang(1)), _ctx())
+        await executor.apply(_plan(*_gang(2)), _ctx())
+        third = asyncio.create_task(executor.apply(_plan(*_gang(3)), _ctx()))
+        await _settle()
+        assert not third.done() and cache.get("ns/r-3-0") is None
+        other = await executor.apply(_plan(*_gang(9)), _ctx("s"))
+        assert other.behind == 2, "another replica is not held by this one's chunks"
+        api.release.set()
+        assert (await third).behind == 2
+        assert await executor.drain_creates(5)
+        assert sorted(c for c in api.calls if c.startswith("create r-")) == sorted(
+            f"create r-{i}-{k}" for i in (1, 2, 3, 9) for k in range(2))
+
+    asyncio.run(run())
+
+
+def test_losing_the_lease_stops_the_creates_and_takes_their_pods_out() -> None:
+    async def run() -> None:
+        api, cache = GatedApi(), _cache()
+        leader = [True]
+        executor = _executor(api, cache, guard=lambda: leader[0])
+        executor.max_inflight = 1
+        executor.__attrs_post_init__()
+        await executor.apply(_plan(*_gang(1, 3)), _ctx())
+        await _settle()
+        leader[0] = False
+        api.release.set()
+        assert await executor.drain_creates(5)
+        assert [c for c in api.calls if c.startswith("create")] == ["create r-1-0"]
+        assert cache.get("ns/r-1-1") is None and cache.get("ns/r-1-2") is None
+        assert cache.get("ns/r-1-0") is not None, "the one created stays"
+
+    asyncio.run(run())
+
+
+def test_cancelling_takes_out_every_pod_still_expected() -> None:
+    async def run() -> None:
+        api, cache = GatedApi(), _cache()
+        executor = _executor(api, cache)
+        await executor.apply(_plan(*_gang(1)), _ctx())
+        assert len(cache) == 2
+        await executor.cancel_creates()
+        assert len(cache) == 0 and api.calls == []
+
+    asyncio.run(run())
+
+
+def test_the_cache_never_trades_a_real_pod_for_an_expected_one() -> None:
+    cache = _cache()
+    real = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "5"}}
+    cache.upsert_if_newer(real)
+    assert cache.expect({"metadata": {"name": "p", "namespace": "ns"}}) is None
+    assert cache.get("ns/p").uid == "u1"  # type: ignore[union-attr]
+    view = cache.expect({"metadata": {"name": "q", "namespace": "ns"}})
+    assert view is not None
+    cache._apply("ADDED", {"metadata": {"name": "q", "namespace": "ns", "uid": "u2",
+                                        "resourceVersion": "7"}})
+    cache.unexpect({"metadata": {"name": "q", "namespace": "ns"}}, view)
+    assert cache.get("ns/q").uid == "u2", "the watch event won; unexpect left it"  # type: ignore[union-attr]
+    cache._apply("DELETED", {"metadata": {"name": "p", "namespace": "ns", "uid": "u1",
+                                          "resourceVersion": "8"}})
+    again = cache.expect({"metadata": {"name": "p", "namespace": "ns"}})
+    assert again is not None, "a name deleted before may be expected again (a re-create)"
+    cache.unexpect({"metadata": {"name": "p", "namespace": "ns"}}, again)
+    assert cache.deleted("ns/p"), "taking an expected pod out is not a delete"
+
+
+def test_without_the_cache_callbacks_pipelining_stays_off() -> None:
+    executor = Executor(SlowApi(), CreateErrorStore(), pipeline_depth=2)  # type: ignore[arg-type]
+    assert executor.pipeline is None
+    result = asyncio.run(executor.apply(_plan(*_gang(1)), _ctx()))
+    assert result.behind == 0 and result.applied == 2
