@@ -193,7 +193,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await manager.start(kubeconfig, ns_mgr, args)
         say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "
             f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst} "
-            f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling})")
+            f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling} "
+            f"pipeline-creates={args.pipeline_creates})")
         profiler = await start_py_spy(args.py_spy, manager)
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
@@ -446,6 +447,10 @@ def main() -> int:
     parser.add_argument("--creates-per-pass", type=int, default=None,
                         help="manager --creates-per-pass (pod creates a pass sends at most; "
                              "default: its own, --max-inflight)")
+    parser.add_argument("--pipeline-creates", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="manager --pipeline-creates (default) or --no-pipeline-creates "
+                             "(every create answered within its pass)")
     parser.add_argument("--status-coalesce", type=float, default=10.0,
                         help="manager --status-coalesce (s; 0: every status written)")
     parser.add_argument("--scheduler-qps", type=float, default=None,

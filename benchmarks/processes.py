@@ -122,6 +122,7 @@ class ManagerProcess:
             "--max-inflight", str(args.max_inflight),
             *(("--creates-per-pass", str(args.creates_per_pass))
               if args.creates_per_pass is not None else ()),
+            "--pipeline-creates" if args.pipeline_creates else "--no-pipeline-creates",
             "--status-coalesce", f"{args.status_coalesce:g}s",
             "--status-readiness-coalesce", f"{args.status_readiness_coalesce:g}s",
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
