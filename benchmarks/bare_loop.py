@@ -91,6 +91,18 @@ class BareLoop:
                         raise
             await asyncio.sleep(0.1 * 2 ** attempt)
 
+    async def create_service(self) -> None:
+        """A headless Service selecting every bare pod, as the manager makes one per
+        replica: kube-controller-manager then keeps EndpointSlices of the bare pods too
+        (``--bare-service``), the same cluster work the manager's pods cause."""
+        body = {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "bench-bare-headless"},
+                "spec": {"clusterIP": "None", "selector": {"app": "bench-bare"},
+                         "publishNotReadyAddresses": True}}
+        await self._call(lambda: self.core.create_namespaced_service(
+            self.namespace, body, _preload_content=False,  # type: ignore[arg-type]
+            _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
     async def create_pods(self, n: int) -> None:
         """Create ``n`` pods, ``inflight`` at a time."""
         async def create(i: int) -> None:

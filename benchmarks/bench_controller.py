@@ -306,6 +306,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_slow = SlowWatchers(apiserver_log)
         bare_slow.start()
         t1 = time.monotonic()
+        if args.bare_service:
+            await bare.create_service()
         await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
         say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
@@ -447,6 +449,9 @@ def main() -> int:
     parser.add_argument("--creates-per-pass", type=int, default=None,
                         help="manager --creates-per-pass (pod creates a pass sends at most; "
                              "default: its own, --max-inflight)")
+    parser.add_argument("--bare-service", action="store_true",
+                        help="the bare loop also makes a headless Service over its pods "
+                             "(as the manager does per replica: EndpointSlice work)")
     parser.add_argument("--pipeline-creates", action=argparse.BooleanOptionalAction,
                         default=True,
                         help="manager --pipeline-creates (default) or --no-pipeline-creates "
