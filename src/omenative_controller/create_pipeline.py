@@ -20,8 +20,12 @@ limited, with the refusal carried to its next snapshot (:class:`CreateErrorStore
 
 Bounds and safety:
 
-* a replica has at most ``depth`` batches out: a pass whose replica already has that many
-  waits for the oldest before it sends its own, so one replica queues at most two chunks;
+* a replica has at most ``depth`` batches out. A pass that finds that many sends none of
+  its creates (the next pass plans them again) and does not wait: it ends, and the
+  replica is queued again when its oldest batch ends (``on_free``). A pass that fills the
+  last place is not queued at once either. So a replica holds its key only to plan, write
+  its status and gates, never while its creates are answered: a gang whose pods turn
+  ready gets its gates from a pass that starts at once, not after a chunk's creates;
 * every create holds a slot of the executor's in-flight budget, exactly as in a pass;
 * after a failure no batch of that replica sends another create (the next pass plans the
   rest again, as after a failed pass);
@@ -43,10 +47,11 @@ from attrs import define, field
 
 from omenative_controller.kube.client import JSON
 from omenative_controller.pass_context import PassContext
+from omenative_core.labels import LABEL_KUEUE_QUEUE
 from omenative_core.model.plan import Action, CreatePod
 from omenative_core.model.timefmt import format_time
 
-__all__ = ["PIPELINE_DEPTH", "CreatePipeline", "expected_pod"]
+__all__ = ["KUEUE_ADMISSION_GATE", "PIPELINE_DEPTH", "CreatePipeline", "expected_pod"]
 
 log = structlog.get_logger("omenative.create_pipeline")
 
@@ -54,14 +59,27 @@ PIPELINE_DEPTH = 2
 """Batches of pod creates one replica may have out at once (``--pipeline-creates``)."""
 
 
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue's pod webhook adds to every pod it manages when it is created."""
+
+
 def expected_pod(action: CreatePod, ctx: PassContext, now: datetime) -> JSON:
     """The pod a create is about to make, as the pod cache should hold it meanwhile: the
     body sent, in the pass's namespace, created ``now``, with no UID or resourceVersion (so
-    the answer, or the watch event, always replaces it)."""
+    the answer, or the watch event, always replaces it). A pod queued to Kueue (its
+    ``kueue.x-k8s.io/queue-name`` label) is expected with Kueue's admission gate, as
+    Kueue's webhook creates it: until then the core must not take it for admitted."""
     meta = dict(action.body.get("metadata") or {})
     meta.setdefault("namespace", ctx.namespace)
     meta["creationTimestamp"] = format_time(now)
-    return {**action.body, "metadata": meta}
+    pod = {**action.body, "metadata": meta}
+    if LABEL_KUEUE_QUEUE in (meta.get("labels") or {}):
+        spec = dict(pod.get("spec") or {})
+        gates = list(spec.get("schedulingGates") or ())
+        if not any(g.get("name") == KUEUE_ADMISSION_GATE for g in gates):
+            spec["schedulingGates"] = [*gates, {"name": KUEUE_ADMISSION_GATE}]
+        pod["spec"] = spec
+    return pod
 
 
 @define(eq=False)
@@ -90,10 +108,13 @@ class CreatePipeline:
     guard: Callable[[], bool] = lambda: True
     #: told of a batch's first failure (the key, the create, the refusal): requeue the key
     on_failed: Callable[[str, CreatePod, Exception], None] | None = None
+    #: told that a replica found full (:meth:`full`) has a place again: queue the key
+    on_free: Callable[[str], None] | None = None
     depth: int = PIPELINE_DEPTH
     #: lanes one batch sends through (the executor's ``max_inflight``)
     lanes: int = 32
     _batches: dict[str, list[_Batch]] = field(factory=dict)
+    _waiting: set[str] = field(factory=set)
 
     def outstanding(self, key: str | None = None) -> int:
         """Batches still out (for ``key``, or for every replica)."""
@@ -101,15 +122,31 @@ class CreatePipeline:
             return len(self._batches.get(key, ()))
         return sum(len(b) for b in self._batches.values())
 
-    async def launch(self, creates: Sequence[CreatePod], ctx: PassContext) -> None:
-        """Send ``creates`` behind the pass: wait until the replica has fewer than
-        ``depth`` batches out, put the expected pods, start the batch and return."""
-        while len(self._batches.get(ctx.key, ())) >= self.depth:
-            oldest = self._batches[ctx.key][0].task
-            assert oldest is not None
-            await asyncio.wait({oldest})  # not cancelled with this pass
+    def full(self, key: str) -> bool:
+        """True while the replica has ``depth`` batches out (its creates wait)."""
+        return len(self._batches.get(key, ())) >= self.depth
+
+    def when_free(self, key: str) -> None:
+        """Call ``on_free(key)`` once the replica, full now, has a place again."""
+        self._waiting.add(key)
+
+    def offer(self, creates: Sequence[CreatePod], ctx: PassContext) -> tuple[int, bool]:
+        """A pass's last creates: send them behind it unless the replica is full; how many
+        were sent (0 or all), and whether the replica is full now (then it is queued again
+        through ``on_free`` when a batch ends, not at once)."""
+        sent = len(creates) if self.launch(creates, ctx) else 0
+        if self.full(ctx.key):
+            self.when_free(ctx.key)
+            return sent, True
+        return sent, False
+
+    def launch(self, creates: Sequence[CreatePod], ctx: PassContext) -> bool:
+        """Send ``creates`` behind the pass: put the expected pods, start the batch; False
+        (nothing sent, nothing put) while the replica is :meth:`full`."""
+        if self.full(ctx.key):
+            return False
         if not creates:
-            return
+            return True
         now = datetime.now(UTC)
         expected: list[tuple[JSON, object]] = []
         for action in creates:
@@ -121,6 +158,7 @@ class CreatePipeline:
                                          name=f"creates-{ctx.key}")
         batch.task.add_done_callback(lambda _: self._finish(batch))  # cancelled early too
         self._batches.setdefault(ctx.key, []).append(batch)
+        return True
 
     async def _run(self, batch: _Batch, creates: Sequence[CreatePod], ctx: PassContext) -> None:
         members = iter(range(len(creates)))
@@ -157,6 +195,10 @@ class CreatePipeline:
                 batches.remove(batch)
             if not batches:
                 del self._batches[batch.key]
+        if batch.key in self._waiting and not self.full(batch.key):
+            self._waiting.discard(batch.key)
+            if self.on_free is not None and not batch.stopped:  # a failure requeues itself
+                self.on_free(batch.key)
 
     def _stop_key(self, key: str) -> None:
         for batch in self._batches.get(key, ()):

@@ -193,6 +193,8 @@ class Executor:
     on_pod_unexpected: Callable[[JSON, object], None] | None = None
     #: a create sent behind its pass failed: the replica key (queue it again, rate limited)
     on_creates_failed: Callable[[str], None] | None = None
+    #: a replica whose creates waited for its batches has a place again: queue the key
+    on_creates_free: Callable[[str], None] | None = None
     _budget: Slots | None = None
     _kueue: KueueGroups | None = None
     _pipeline: CreatePipeline | None = None
@@ -203,7 +205,7 @@ class Executor:
                 and self.on_pod_unexpected is not None):
             self._pipeline = CreatePipeline(
                 self._apply_counted, self.on_pod_expected, self.on_pod_unexpected,
-                guard=self.guard, on_failed=self._pipeline_failed,
+                guard=self.guard, on_failed=self._pipeline_failed, on_free=self.on_creates_free,
                 depth=self.pipeline_depth, lanes=max(1, self.max_inflight))
 
     @property
@@ -217,8 +219,9 @@ class Executor:
         result = ApplyResult()
         actions = status_first(plan.actions)
         actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
+        full = self._pipeline is not None and self._pipeline.full(ctx.key)
         held = self._hold_status(plan, ctx, actions,
-                                 must_write=result.deferred_creates > 0
+                                 must_write=(result.deferred_creates > 0 or full)
                                  and adds_rows(ctx.observed_status, plan.status))
         if held is not None:
             result.status_due = held
@@ -244,8 +247,8 @@ class Executor:
                 return result
         if behind:
             assert self._pipeline is not None
-            await self._pipeline.launch(behind, ctx)
-            result.behind = len(behind)
+            result.behind, result.creates_waiting = self._pipeline.offer(behind, ctx)
+            result.deferred_creates += len(behind) - result.behind
         await self.end_kueue_groups(ctx)
         return result
 
@@ -346,15 +349,6 @@ class Executor:
         """Delete the Kueue Workload of each retired pod group (see kueue_cleanup.py)."""
         assert self._kueue is not None
         await self._kueue.end(ctx)
-
-    async def drain_creates(self, timeout: float | None = None) -> bool:
-        """Wait for the creates sent behind their passes (False: some still out)."""
-        return True if self._pipeline is None else await self._pipeline.drain(timeout)
-
-    async def cancel_creates(self) -> None:
-        """Cancel the creates sent behind their passes (the Lease is lost)."""
-        if self._pipeline is not None:
-            await self._pipeline.cancel()
 
     def forget(self, key: str) -> None:
         """The InferenceReplica ``key`` is gone: drop its status gauge and held status."""

@@ -307,6 +307,7 @@ class Manager:
             pipeline_depth=PIPELINE_DEPTH if self.options.pipeline_creates else 0,
             on_pod_expected=self.pods.expect, on_pod_unexpected=self.pods.unexpect,
             on_creates_failed=self._creates_failed,
+            on_creates_free=lambda key: self.queue.add(key) if self.queue is not None else None,
             coalescer=StatusCoalescer(
                 window=self.options.status_coalesce,
                 readiness_window=self.options.status_readiness_coalesce),
@@ -383,10 +384,11 @@ class Manager:
             graceful = self._stop.is_set()  # else: lost the Lease, or killed
             if graceful and not await queue.wait_idle(self.options.shutdown_timeout):
                 log.warning("manager.drain_timeout", in_flight=queue.in_flight)
-        if self.executor is not None:
+        pipeline = self.executor.pipeline if self.executor is not None else None
+        if pipeline is not None:
             if self._stop.is_set():
-                await self.executor.drain_creates(self.options.shutdown_timeout)
-            await self.executor.cancel_creates()
+                await pipeline.drain(self.options.shutdown_timeout)
+            await pipeline.cancel()
         for task in self._workers:
             task.cancel()
         for task in self._workers:
@@ -544,8 +546,8 @@ class Manager:
             return
         if result.ok:
             queue.forget(key)
-            if result.deferred_creates:  # the rest of a big bring-up: the next chunk now
-                queue.add(key)
+            if result.deferred_creates and not result.creates_waiting:
+                queue.add(key)  # the rest of a big bring-up: the next chunk now
         else:
             self.metrics.reconcile_errors.labels(result.outcome).inc()
             queue.add_rate_limited(key)
@@ -577,8 +579,8 @@ class Manager:
     # ------------------------------------------------------------------ teardown
 
     async def _teardown(self) -> None:
-        if self.executor is not None:
-            await self.executor.cancel_creates()
+        if self.executor is not None and self.executor.pipeline is not None:
+            await self.executor.pipeline.cancel()
         for task in self._workers:
             task.cancel()
         for task in self._tasks:

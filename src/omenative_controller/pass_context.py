@@ -81,6 +81,8 @@ class ApplyResult:
     deferred_creates: int = 0
     #: pod creates sent behind the pass (``create_pipeline.py``), answered after it ended
     behind: int = 0
+    #: the replica has all its batches of creates out: it is queued again when one ends
+    creates_waiting: bool = False
 
     @property
     def ok(self) -> bool:

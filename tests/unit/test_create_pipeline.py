@@ -10,16 +10,18 @@ two chunks out, and losing the Lease stops every create.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 from test_executor_concurrency import SlowApi, _ctx, _plan
 
 from omenative_controller.cache_views import owner_index, pod_view
+from omenative_controller.create_pipeline import KUEUE_ADMISSION_GATE, expected_pod
 from omenative_controller.executor import CreateErrorStore, Executor
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import PODS
-from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REPLICA
+from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_KUEUE_QUEUE, LABEL_REPLICA
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import CreatePod, SetServingGate, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus
@@ -81,7 +83,7 @@ def test_the_pass_ends_with_its_pods_expected_and_their_answers_replace_them() -
             ("r-1-0", "", "Pending"), ("r-1-1", "", "Pending")]
         assert all(v.creation_timestamp is not None for v in expected)
         api.release.set()
-        assert await executor.drain_creates(5)
+        assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
         assert {cache.get(f"ns/r-1-{k}").uid for k in range(2)} == {  # type: ignore[union-attr]
             "uid-r-1-0", "uid-r-1-1"}
         assert executor.pipeline is not None and executor.pipeline.outstanding() == 0
@@ -100,7 +102,7 @@ def test_a_refused_create_is_taken_back_out_reported_and_stops_the_replicas_othe
         await executor.apply(_plan(*_gang(2)), _ctx())
         assert cache.get("ns/r-2-0") is not None, "the second chunk's pods are expected too"
         api.release.set()
-        assert await executor.drain_creates(5)
+        assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
         assert failed == ["ns/r"], "the replica is queued again once"
         assert "refused r-1-0" in api.calls
         assert not [c for c in api.calls if c.startswith("create")], (
@@ -113,22 +115,28 @@ def test_a_refused_create_is_taken_back_out_reported_and_stops_the_replicas_othe
     asyncio.run(run())
 
 
-def test_a_replica_has_at_most_two_chunks_out_the_third_pass_waits() -> None:
+def test_a_replica_has_at_most_two_chunks_out_a_third_pass_sends_none_and_waits_for_a_place(
+) -> None:
     async def run() -> None:
-        api, cache = GatedApi(), _cache()
+        api, cache, free = GatedApi(), _cache(), []
         executor = _executor(api, cache)
-        await executor.apply(_plan(*_gang(1)), _ctx())
-        await executor.apply(_plan(*_gang(2)), _ctx())
-        third = asyncio.create_task(executor.apply(_plan(*_gang(3)), _ctx()))
-        await _settle()
-        assert not third.done() and cache.get("ns/r-3-0") is None
+        executor.on_creates_free = free.append
+        executor.__attrs_post_init__()
+        first = await executor.apply(_plan(*_gang(1)), _ctx())
+        assert (first.behind, first.creates_waiting) == (2, False), "next pass at once"
+        second = await executor.apply(_plan(*_gang(2)), _ctx())
+        assert (second.behind, second.creates_waiting) == (2, True), "full: wait for a place"
+        third = await executor.apply(_plan(*_gang(3)), _ctx())
+        assert (third.behind, third.deferred_creates, third.creates_waiting) == (0, 2, True)
+        assert cache.get("ns/r-3-0") is None, "creates not sent are not expected"
         other = await executor.apply(_plan(*_gang(9)), _ctx("s"))
         assert other.behind == 2, "another replica is not held by this one's chunks"
+        assert free == []
         api.release.set()
-        assert (await third).behind == 2
-        assert await executor.drain_creates(5)
+        assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
+        assert free == ["ns/r"], "queued again once, when its oldest chunk ended"
         assert sorted(c for c in api.calls if c.startswith("create r-")) == sorted(
-            f"create r-{i}-{k}" for i in (1, 2, 3, 9) for k in range(2))
+            f"create r-{i}-{k}" for i in (1, 2, 9) for k in range(2))
 
     asyncio.run(run())
 
@@ -144,7 +152,7 @@ def test_losing_the_lease_stops_the_creates_and_takes_their_pods_out() -> None:
         await _settle()
         leader[0] = False
         api.release.set()
-        assert await executor.drain_creates(5)
+        assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
         assert [c for c in api.calls if c.startswith("create")] == ["create r-1-0"]
         assert cache.get("ns/r-1-1") is None and cache.get("ns/r-1-2") is None
         assert cache.get("ns/r-1-0") is not None, "the one created stays"
@@ -158,7 +166,7 @@ def test_cancelling_takes_out_every_pod_still_expected() -> None:
         executor = _executor(api, cache)
         await executor.apply(_plan(*_gang(1)), _ctx())
         assert len(cache) == 2
-        await executor.cancel_creates()
+        await executor.pipeline.cancel()  # type: ignore[union-attr]
         assert len(cache) == 0 and api.calls == []
 
     asyncio.run(run())
@@ -189,3 +197,15 @@ def test_without_the_cache_callbacks_pipelining_stays_off() -> None:
     assert executor.pipeline is None
     result = asyncio.run(executor.apply(_plan(*_gang(1)), _ctx()))
     assert result.behind == 0 and result.applied == 2
+
+
+def test_a_pod_queued_to_kueue_is_expected_gated_as_kueues_webhook_creates_it() -> None:
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "r-0-0", "labels": {LABEL_KUEUE_QUEUE: "team", LABEL_REPLICA: "r"}},
+        "spec": {"containers": []}}
+    now = datetime(2026, 12, 5, tzinfo=UTC)
+    view = pod_view(expected_pod(CreatePod(body=body), _ctx(), now))
+    assert view.scheduling_gates == (KUEUE_ADMISSION_GATE,), "not taken for admitted"
+    assert "schedulingGates" not in body["spec"], "the body sent is not changed"
+    plain = pod_view(expected_pod(_gang(0)[0], _ctx(), now))
+    assert plain.scheduling_gates == () and plain.creation_timestamp == now
