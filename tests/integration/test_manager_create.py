@@ -135,6 +135,25 @@ async def test_standalone_replica_two_instances_become_ready(
     assert handle.metrics.sample("omenative_actions_total", {"kind": "SetServingGate"}) == 4
 
 
+async def three_gangs_ready_each_pod_created_once(
+    kube: KubeClient, namespace: str, name: str, recorder: PodRecorder
+) -> None:
+    """Wait for 3 Ready Instances of a leader and a worker; then every pod was created
+    exactly once (ADDED once, never re-created) and entered rotation with its whole gang."""
+
+    async def ready() -> bool:
+        ir = await get_replica(kube, namespace, name)
+        return (ir.get("status") or {}).get("readyReplicas") == 3
+
+    await eventually(ready, timeout=90, what=f"{name}: readyReplicas == 3")
+    await recorder.stop()
+    pods = await list_pods(kube, namespace)
+    assert sorted(pods) == [f"{name}-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
+    added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
+    assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
+    assert_gangs_gated(recorder)
+
+
 async def test_a_bring_up_bigger_than_one_pass_comes_up_in_chunks_each_pod_created_once(
     kube: KubeClient, namespace: str, start_manager: Any, no_pod_group_crd: None
 ) -> None:
@@ -145,18 +164,8 @@ async def test_a_bring_up_bigger_than_one_pass_comes_up_in_chunks_each_pod_creat
     handle = await start_manager(creates_per_pass=2)
     await kube.create(INFERENCE_REPLICAS, replica_body("chunks", replicas=3), namespace)
 
-    async def ready() -> JSON | None:
-        ir = await get_replica(kube, namespace, "chunks")
-        return ir if (ir.get("status") or {}).get("readyReplicas") == 3 else None
-
-    await eventually(ready, timeout=90, what="readyReplicas == 3")
-    await recorder.stop()
-    pods = await list_pods(kube, namespace)
-    assert sorted(pods) == [f"chunks-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
-    added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
-    assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
+    await three_gangs_ready_each_pod_created_once(kube, namespace, "chunks", recorder)
     assert handle.metrics.sample("omenative_actions_total", {"kind": "CreatePod"}) == 6
-    assert_gangs_gated(recorder)
 
 
 async def test_creates_sent_behind_their_pass_meet_a_real_quota_then_each_pod_is_made_once(
@@ -198,17 +207,7 @@ async def test_creates_sent_behind_their_pass_meet_a_real_quota_then_each_pod_is
 
     await kube.patch(quota, "pods", {"spec": {"hard": {"pods": "10"}}}, namespace)
 
-    async def ready() -> bool:
-        ir = await get_replica(kube, namespace, "quota")
-        return (ir.get("status") or {}).get("readyReplicas") == 3
-
-    await eventually(ready, timeout=90, what="readyReplicas == 3 once the quota allows")
-    await recorder.stop()
-    pods = await list_pods(kube, namespace)
-    assert sorted(pods) == [f"quota-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
-    added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
-    assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
-    assert_gangs_gated(recorder)
+    await three_gangs_ready_each_pod_created_once(kube, namespace, "quota", recorder)
 
 
 async def test_gate_waits_for_the_whole_gang(
