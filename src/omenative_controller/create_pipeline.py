@@ -32,7 +32,11 @@ Bounds and safety:
 * before each create the write guard (the Lease) must agree; losing the Lease cancels every
   batch and a graceful stop waits for them (:meth:`CreatePipeline.drain`);
 * expected pods are only ever added where the cache holds no pod of that name, and only
-  ever removed while still the very view that was put: a watch event always wins.
+  ever removed while still the very view that was put: a watch event always wins. Each is
+  taken out once its create answered (a no-op where the answer replaced it): after a 409
+  AlreadyExists the pod of that name is not one we made, and only its watch event (if it
+  is ours) may put it in the cache. The executor never deletes a pod without a UID, so
+  no pass can delete by name a pod that is only expected.
 """
 
 from __future__ import annotations
@@ -89,14 +93,12 @@ class _Batch:
     key: str
     expected: list[tuple[JSON, object]]
     stopped: bool = False
-    #: positions whose create answered (its answer, or watch event, replaced the pod)
-    answered: set[int] = field(factory=set)
     task: asyncio.Task[None] | None = None
 
 
 @define
 class CreatePipeline:
-    """Sends pods creates behind their pass, at most ``depth`` batches per replica."""
+    """Sends pod creates behind their pass, at most ``depth`` batches per replica."""
 
     #: sends one action within the in-flight budget: its refusal, or None (the executor's)
     send: Callable[[Action, PassContext], Awaitable[Exception | None]]
@@ -162,7 +164,6 @@ class CreatePipeline:
 
     async def _run(self, batch: _Batch, creates: Sequence[CreatePod], ctx: PassContext) -> None:
         members = iter(range(len(creates)))
-        answered = batch.answered
 
         async def lane() -> None:
             for i in members:
@@ -173,8 +174,10 @@ class CreatePipeline:
                     error = await self.send(creates[i], ctx)
                 except Exception as exc:  # a transport error: as a failed pass would be
                     error = exc
+                body, view = batch.expected[i]
+                if view is not None:  # still there after a 201: no answer came back; after
+                    self.unexpect(body, view)  # a 409: the pod is somebody's, not ours
                 if error is None:
-                    answered.add(i)  # the answer (or its watch event) replaced the pod
                     continue
                 if not batch.stopped:
                     self._stop_key(batch.key)
@@ -186,9 +189,9 @@ class CreatePipeline:
 
     def _finish(self, batch: _Batch) -> None:
         """A batch ended (or was cancelled): take out the pods it did not create."""
-        for i, (body, view) in enumerate(batch.expected):
-            if i not in batch.answered and view is not None:
-                self.unexpect(body, view)
+        for body, view in batch.expected:
+            if view is not None:
+                self.unexpect(body, view)  # a no-op where the answer replaced it
         batches = self._batches.get(batch.key)
         if batches is not None:
             with contextlib.suppress(ValueError):

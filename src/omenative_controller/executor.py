@@ -369,6 +369,8 @@ class Executor:
         if isinstance(action, CreatePod | CreatePodGroup | CreateRevision | CreateObject):
             await self._create(create_resource(action), action.body, ctx, action.kind)
         elif isinstance(action, DeletePod):
+            if not action.uid:  # only an expected pod has none: its create is still out
+                return
             await self._delete(PODS, action.name, action.uid, ctx, action.kind,
                                grace=0 if action.force else None, reason=action.reason)
         elif isinstance(action, DeletePodGroup | DeleteRevision | DeleteObject):

@@ -23,7 +23,7 @@ from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import PODS
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_KUEUE_QUEUE, LABEL_REPLICA
 from omenative_core.model.observed import PodView
-from omenative_core.model.plan import CreatePod, SetServingGate, UpdateStatus
+from omenative_core.model.plan import CreatePod, DeletePod, SetServingGate, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus
 
 
@@ -39,16 +39,22 @@ def _cache() -> Informer[PodView]:
 
 
 class GatedApi(SlowApi):
-    """Holds every create until :attr:`release` is set; refuses the names in ``quota``."""
+    """Holds every create until :attr:`release` is set; refuses the names in ``quota``;
+    answers 409 AlreadyExists for the names in ``taken``."""
 
-    def __init__(self, quota: frozenset[str] = frozenset()) -> None:
+    def __init__(self, quota: frozenset[str] = frozenset(),
+                 taken: frozenset[str] = frozenset()) -> None:
         super().__init__(delay=0.0)
         self.release = asyncio.Event()
         self.quota = quota
+        self.taken = taken
 
     async def create(self, res: Any, body: Any, ns: Any = None, **kw: Any) -> Any:
         await self.release.wait()
         name = body["metadata"]["name"]
+        if name in self.taken:
+            self.calls.append(f"exists {name}")
+            raise ApiError(409, "AlreadyExists", f'pods "{name}" already exists')
         if name in self.quota:
             self.calls.append(f"refused {name}")
             raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: exceeded quota: q')
@@ -209,3 +215,20 @@ def test_a_pod_queued_to_kueue_is_expected_gated_as_kueues_webhook_creates_it() 
     assert "schedulingGates" not in body["spec"], "the body sent is not changed"
     plain = pod_view(expected_pod(_gang(0)[0], _ctx(), now))
     assert plain.scheduling_gates == () and plain.creation_timestamp == now
+
+
+def test_a_name_taken_by_a_pod_not_ours_is_not_kept_expected_nor_deleted_by_name() -> None:
+    """409 AlreadyExists is success for the pass, but the pod of that name is not one we
+    made (not in our cache): it must not stay expected, where a later pass could plan to
+    delete it; a delete without a UID (only an expected pod has none) is never sent."""
+    async def run() -> None:
+        api, cache = GatedApi(taken=frozenset({"r-1-1"})), _cache()
+        executor = _executor(api, cache)
+        await executor.apply(_plan(*_gang(1)), _ctx())
+        api.release.set()
+        assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
+        assert cache.get("ns/r-1-0") is not None and cache.get("ns/r-1-1") is None
+        result = await executor.apply(_plan(DeletePod(name="r-1-1", uid="")), _ctx())
+        assert result.ok and not [c for c in api.calls if c.startswith("delete")]
+
+    asyncio.run(run())
