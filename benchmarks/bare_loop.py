@@ -39,6 +39,38 @@ def bare_pod(i: int) -> JSON:
     }
 
 
+def copied_pod(pod: JSON) -> JSON:
+    """One of the manager's pods as the bare loop creates it with ``--bare-pods same``:
+    the same spec (labels, env, hostname, affinity, spread, readiness gate), minus what
+    the API server or its admission filled in for that one object (node, token volume,
+    status), plus the bare loop's ``group`` label (its Instance)."""
+    meta = pod["metadata"]
+    labels = dict(meta.get("labels") or {})
+    labels["group"] = f"bare-{labels.get('ome.io/instance-index', meta['name'])}"
+    spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    token = {v["name"] for v in spec.get("volumes") or ()
+             if v["name"].startswith("kube-api-access")}
+    spec["volumes"] = [v for v in spec.get("volumes") or () if v["name"] not in token]
+    spec["containers"] = [
+        {**c, "volumeMounts": [m for m in c.get("volumeMounts") or () if m["name"] not in token]}
+        for c in spec["containers"]]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": meta["name"], "labels": labels,
+                         "annotations": dict(meta.get("annotations") or {})},
+            "spec": spec}
+
+
+def copied_service(svc: JSON) -> JSON:
+    """One of the manager's Services (the headless one) as the bare loop creates it."""
+    meta = svc["metadata"]
+    spec = {k: v for k, v in svc["spec"].items() if k not in ("clusterIP", "clusterIPs")}
+    if svc["spec"].get("clusterIP") == "None":
+        spec["clusterIP"] = "None"
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})},
+            "spec": spec}
+
+
 def containers_ready(pod: JSON) -> bool:
     return not pod["metadata"].get("deletionTimestamp") and any(
         c.get("type") == "ContainersReady" and c.get("status") == "True"
@@ -64,8 +96,10 @@ class BareLoop:
     """
 
     def __init__(self, api: k8s.ApiClient, namespace: str, qps: float, burst: int,
-                 inflight: int) -> None:
+                 inflight: int, pods: list[JSON] | None = None) -> None:
         self.core = k8s.CoreV1Api(api)
+        #: the pods to create (``copied_pod``); None: ``bare_pod(i)``
+        self.pods = pods
         self.namespace = namespace
         self.bucket = TokenBucket(qps, burst)
         self.slots = asyncio.Semaphore(inflight)
@@ -91,6 +125,13 @@ class BareLoop:
                         raise
             await asyncio.sleep(0.1 * 2 ** attempt)
 
+    async def create_services(self, services: list[JSON]) -> None:
+        """Create copies of the manager's Services (``--bare-pods same``)."""
+        for body in services:
+            await self._call(lambda b=body: self.core.create_namespaced_service(
+                self.namespace, b, _preload_content=False,
+                _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
     async def create_service(self) -> None:
         """A headless Service selecting every bare pod, as the manager makes one per
         replica: kube-controller-manager then keeps EndpointSlices of the bare pods too
@@ -107,7 +148,8 @@ class BareLoop:
         """Create ``n`` pods, ``inflight`` at a time."""
         async def create(i: int) -> None:
             await self._call(lambda: self.core.create_namespaced_pod(
-                self.namespace, bare_pod(i), _preload_content=False,  # type: ignore[arg-type]
+                self.namespace, self.pods[i] if self.pods else bare_pod(i),
+                _preload_content=False,  # type: ignore[arg-type]
                 _request_timeout=REQUEST_TIMEOUT), (201, 409))
 
         await bounded(n, self.inflight, create)

@@ -45,7 +45,7 @@ if importlib.util.find_spec("omenative_controller") is None:  # not installed: u
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import yaml
-from bare_loop import IMAGE, PODS_PER_REPLICA, BareLoop, bounded
+from bare_loop import IMAGE, PODS_PER_REPLICA, BareLoop, bounded, copied_pod, copied_service
 from controller_report import report, total
 from cpu_share import CpuShare, cluster_pids
 from gang_timeline import PodMilestones
@@ -63,6 +63,7 @@ from omenative_controller.kube.resources import (
     INFERENCE_REPLICAS,
     NAMESPACES,
     PODS,
+    SERVICES,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -270,6 +271,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         hwm, _, cpu = manager.sample_proc()
         scheduling = await scheduling_events(kube, ns_mgr)
         pods_now = await kube.list(PODS, ns_mgr)
+        mgr_services = [copied_service(s) for s in
+                        (await kube.list(SERVICES, ns_mgr)).get("items") or ()]
         items = pods_now.get("items") or []
         ready_now = sum(1 for p in items if pod_ready(p))
         say(f"  {len(items)} pods in {ns_mgr}, {ready_now} Ready; manager VmHWM "
@@ -288,7 +291,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await k8s_config.load_kube_config(config_file=str(kubeconfig),
                                           client_configuration=cfg)
         api = k8s.ApiClient(cfg)
-        bare = BareLoop(api, ns_bare, args.qps, args.burst, args.max_inflight)
+        same = args.bare_pods == "same"
+        bare = BareLoop(api, ns_bare, args.qps, args.burst, args.max_inflight,
+                        pods=[copied_pod(p) for p in sorted(
+                            items, key=lambda p: p["metadata"]["name"])] if same else None)
         bare_steps = PodMilestones(lambda p: _label(p, "group"))
 
         def bare_seen(kind: str, pod: JSON) -> None:
@@ -306,7 +312,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_slow = SlowWatchers(apiserver_log)
         bare_slow.start()
         t1 = time.monotonic()
-        if args.bare_service:
+        if same:
+            await bare.create_services(mgr_services)
+        elif args.bare_service:
             await bare.create_service()
         await bare.create_pods(n_pods)
         t_bare_created = time.monotonic() - t1
@@ -449,6 +457,11 @@ def main() -> int:
     parser.add_argument("--creates-per-pass", type=int, default=None,
                         help="manager --creates-per-pass (pod creates a pass sends at most; "
                              "default: its own, --max-inflight)")
+    parser.add_argument("--bare-pods", choices=("minimal", "same"), default="minimal",
+                        help="the bare loop's pods: minimal (one container and the serving "
+                             "gate, as before) or same (copies of the manager's pods and "
+                             "headless Service: the same scheduling, DNS and EndpointSlice "
+                             "work, so the ratio is the controllers' alone)")
     parser.add_argument("--bare-service", action="store_true",
                         help="the bare loop also makes a headless Service over its pods "
                              "(as the manager does per replica: EndpointSlice work)")
