@@ -1,9 +1,11 @@
 """The controller benchmark's baseline: a bare kubernetes-asyncio loop doing the gang's work.
 
-It creates the same pods as the manager (the same container and ``ome.io/serving``
-readiness gate) and, once every pod of a group of 4 has its containers ready (seen on a
-watch), patches each pod's status to set the gate True: 2 writes per pod, under the same
-client limits as the manager (one token bucket, at most ``inflight`` calls at once).
+It creates the same pods as the manager (``copied_pod``: copies of the manager's pods and
+``copied_service``: its headless Service; or, with ``--bare-pods minimal``, ``bare_pod``:
+the same container and ``ome.io/serving`` readiness gate only) and, once every pod of a
+group of 4 has its containers ready (seen on a watch), patches each pod's status to set
+the gate True: 2 writes per pod, under the same client limits as the manager (one token
+bucket, at most ``inflight`` calls at once).
 """
 
 from __future__ import annotations

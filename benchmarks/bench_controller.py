@@ -4,8 +4,9 @@
    Instance of a leader + 3 workers = 4 pods, no GPU requests) until every one reports
    ``status.readyReplicas == 1``.
 2. A bare kubernetes-asyncio loop on the same API server, in the same run, doing the same
-   work as honestly as a loop can: the same N x 4 pods (same container, the same
-   ``ome.io/serving`` readiness gate) in a fresh namespace, and once every pod of a group
+   work as honestly as a loop can: the same N x 4 pods (copies of the manager's pods and
+   its headless Service; ``--bare-pods minimal``: the same container and ``ome.io/serving``
+   readiness gate only) in a fresh namespace, and once every pod of a group
    of 4 has its containers ready, a strategic-merge patch of each pod's status setting the
    gate True (2 writes per pod, as the manager's minimum). The same client-side limits as
    the manager: one QPS/burst token bucket, at most ``--max-inflight`` calls in flight.
@@ -305,7 +306,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                                      on_event=bare_seen).start()
         trackers.append(bare_tracker)
         say(f"bare loop: creating {n_pods} pods in {ns_bare} ({args.max_inflight} in flight, "
-            f"qps={args.qps:g} burst={args.burst}), each group's gates patched once ready")
+            f"qps={args.qps:g} burst={args.burst}, {args.bare_pods} pods), each group's "
+            f"gates patched once ready")
         cpu0 = time.process_time()
         bare_cpu_share = CpuShare(pids)
         bare_cpu_share.start()
@@ -457,11 +459,12 @@ def main() -> int:
     parser.add_argument("--creates-per-pass", type=int, default=None,
                         help="manager --creates-per-pass (pod creates a pass sends at most; "
                              "default: its own, --max-inflight)")
-    parser.add_argument("--bare-pods", choices=("minimal", "same"), default="minimal",
-                        help="the bare loop's pods: minimal (one container and the serving "
-                             "gate, as before) or same (copies of the manager's pods and "
-                             "headless Service: the same scheduling, DNS and EndpointSlice "
-                             "work, so the ratio is the controllers' alone)")
+    parser.add_argument("--bare-pods", choices=("same", "minimal"), default="same",
+                        help="the bare loop's pods: same (default; copies of the manager's "
+                             "pods and headless Service: the same scheduling, DNS and "
+                             "EndpointSlice work, so the ratio is the controllers' alone) "
+                             "or minimal (one container and the serving gate, as runs "
+                             "before 2026-12-05)")
     parser.add_argument("--bare-service", action="store_true",
                         help="the bare loop also makes a headless Service over its pods "
                              "(as the manager does per replica: EndpointSlice work)")
