@@ -62,6 +62,15 @@ def copied_pod(pod: JSON) -> JSON:
             "spec": spec}
 
 
+def copied_object(obj: JSON) -> JSON:
+    """One of the manager's gang objects (a native Workload or PodGroup) as the bare loop
+    creates it: the same name, labels and spec, no owner (no InferenceReplica here)."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+            "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})},
+            "spec": obj["spec"]}
+
+
 def copied_service(svc: JSON) -> JSON:
     """One of the manager's Services (the headless one) as the bare loop creates it."""
     meta = svc["metadata"]
@@ -133,6 +142,23 @@ class BareLoop:
             await self._call(lambda b=body: self.core.create_namespaced_service(
                 self.namespace, b, _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
+    async def create_objects(self, objects: list[JSON], plural: dict[str, str]) -> None:
+        """Create copies of the manager's gang objects (``--bare-pods same`` under native
+        gang scheduling: Workloads first, then PodGroups, ``inflight`` at a time), before
+        any pod, as the manager sends a gang's objects before its pods."""
+        custom = k8s.CustomObjectsApi(self.core.api_client)
+        for kind in ("Workload", "PodGroup"):
+            batch = [o for o in objects if o["kind"] == kind]
+
+            async def create(i: int, batch: list[JSON] = batch) -> None:
+                body = batch[i]
+                group, _, version = body["apiVersion"].rpartition("/")
+                await self._call(lambda: custom.create_namespaced_custom_object(
+                    group, version, self.namespace, plural[body["kind"]], body,
+                    _preload_content=False, _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
+            await bounded(len(batch), self.inflight, create)
 
     async def create_service(self) -> None:
         """A headless Service selecting every bare pod, as the manager makes one per

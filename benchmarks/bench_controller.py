@@ -46,7 +46,15 @@ if importlib.util.find_spec("omenative_controller") is None:  # not installed: u
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import yaml
-from bare_loop import IMAGE, PODS_PER_REPLICA, BareLoop, bounded, copied_pod, copied_service
+from bare_loop import (
+    IMAGE,
+    PODS_PER_REPLICA,
+    BareLoop,
+    bounded,
+    copied_object,
+    copied_pod,
+    copied_service,
+)
 from controller_report import report, total
 from cpu_share import CpuShare, cluster_pids
 from gang_timeline import PodMilestones
@@ -55,6 +63,7 @@ from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
 from slow_watchers import SlowWatchers
 from watching import T_START, Tracker, pod_ready, say, wait_done
 
+from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -274,6 +283,11 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         pods_now = await kube.list(PODS, ns_mgr)
         mgr_services = [copied_service(s) for s in
                         (await kube.list(SERVICES, ns_mgr)).get("items") or ()]
+        mgr_gangs: list[JSON] = []
+        for res in (WORKLOADS, NATIVE_POD_GROUPS):  # native gang scheduling (Auto, Native)
+            with contextlib.suppress(ApiError):  # not served: no gangs to copy
+                mgr_gangs += [copied_object(o) for o in
+                              (await kube.list(res, ns_mgr)).get("items") or ()]
         items = pods_now.get("items") or []
         ready_now = sum(1 for p in items if pod_ready(p))
         say(f"  {len(items)} pods in {ns_mgr}, {ready_now} Ready; manager VmHWM "
@@ -316,6 +330,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         t1 = time.monotonic()
         if same:
             await bare.create_services(mgr_services)
+            await bare.create_objects(mgr_gangs, {"Workload": WORKLOADS.plural,
+                                                  "PodGroup": NATIVE_POD_GROUPS.plural})
         elif args.bare_service:
             await bare.create_service()
         await bare.create_pods(n_pods)
