@@ -45,10 +45,11 @@ def copied_pod(pod: JSON) -> JSON:
     """One of the manager's pods as the bare loop creates it with ``--bare-pods same``:
     the same spec (labels, env, hostname, affinity, spread, readiness gate), minus what
     the API server or its admission filled in for that one object (node, token volume,
-    status), plus the bare loop's ``group`` label (its Instance)."""
+    status), plus the bare loop's ``group`` label (its InferenceReplica and Instance)."""
     meta = pod["metadata"]
     labels = dict(meta.get("labels") or {})
-    labels["group"] = f"bare-{labels.get('ome.io/instance-index', meta['name'])}"
+    labels["group"] = "bare-{}-{}".format(labels.get("ome.io/inferencereplica", ""),
+                                         labels.get("ome.io/instance-index", meta["name"]))
     spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
     token = {v["name"] for v in spec.get("volumes") or ()
              if v["name"].startswith("kube-api-access")}
