@@ -226,15 +226,35 @@ def _reread(snap: Snapshot) -> Snapshot:
     return evolve(snap, replica=evolve(snap.replica, status=evolve(status, instances=rows)))
 
 
-async def _loop_hold(run: Callable[[], Awaitable[object]]) -> tuple[float, float, float]:
+class _GcPauses:
+    """The longest garbage collection per generation while installed (``gc.callbacks``):
+    a collection never gives up the GIL, so one in the planning thread holds the loop for
+    all of it."""
+
+    def __init__(self) -> None:
+        self.longest: dict[int, float] = {}
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        gen = info["generation"]
+        self.longest[gen] = max(self.longest.get(gen, 0.0), time.perf_counter() - self._started)
+
+
+async def _loop_hold(run: Callable[[], Awaitable[object]]
+                     ) -> tuple[float, float, float, dict[int, float]]:
     """(longest gap between 1 ms ticks of the event loop, the most CPU this process ran
-    within one gap, wall time of ``run``) while ``run`` plans.
+    within one gap, wall time of ``run``, the longest collection per GC generation) while
+    ``run`` plans.
 
     The CPU (every thread's: the pass's, wherever it runs) tells the time the pass held
     the loop from the time the OS ran other processes, which a loaded machine adds to the
     wall gap."""
     gaps: list[tuple[float, float]] = []
     done = asyncio.Event()
+    pauses = _GcPauses()
 
     async def ticker() -> None:
         last, last_cpu = time.perf_counter(), time.process_time()
@@ -248,15 +268,19 @@ async def _loop_hold(run: Callable[[], Awaitable[object]]) -> tuple[float, float
     gc.freeze()  # as in _median_time: a full collection of the world is not the planner
     task = asyncio.create_task(ticker())
     await asyncio.sleep(0.01)
+    gc.callbacks.append(pauses)
     t0 = time.perf_counter()
-    result = await run()  # kept, as the manager keeps its memo: freed after the ticks
+    try:
+        result = await run()  # kept, as the manager keeps its memo: freed after the ticks
+    finally:
+        gc.callbacks.remove(pauses)
     took = time.perf_counter() - t0
     await asyncio.sleep(0.005)
     done.set()
     await task
     del result
     gc.unfreeze()
-    return max(g for g, _ in gaps), max(c for _, c in gaps), took
+    return max(g for g, _ in gaps), max(c for _, c in gaps), took, pauses.longest
 
 
 def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = 5) -> None:
@@ -284,22 +308,27 @@ def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = 5) -> None:
         (f"plan_replica (worker thread, switch interval "
          f"{PLANNING_SWITCH_INTERVAL * 1000:.0f} ms)", manager),
     ]
-    got: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in ways}
+    got: dict[str, list[tuple[float, float, float, dict[int, float]]]] = {
+        name: [] for name, _ in ways}
     for _ in range(repeat):
         memos.append(plan_incremental(rest, None)[1])
         for name, run in ways:
             got[name].append(asyncio.run(_loop_hold(run)))
     print(f"new-revision pass, longest event-loop gap over {repeat} runs each (in turn):")
-    print(f"{'planned':<52} {'worst':>8} {'median':>8} {'CPU in gap':>11} {'pass took':>10}")
+    print(f"{'planned':<52} {'worst':>8} {'median':>8} {'CPU in gap':>11} {'pass took':>10}"
+          f"  longest GC pause by generation")
     for name, runs in got.items():
-        holds = [h for h, _, _ in runs]
-        cpu = max(c for _, c, _ in runs)
-        took = statistics.median(t for _, _, t in runs)
+        holds = [h for h, _, _, _ in runs]
+        cpu = max(c for _, c, _, _ in runs)
+        took = statistics.median(t for _, _, t, _ in runs)
+        gcs = {g: max(r[3].get(g, 0.0) for r in runs) for g in (0, 1, 2)}
         print(
             f"{name:<52} {max(holds) * 1000:>6.1f}ms {statistics.median(holds) * 1000:>6.1f}ms "
-            f"{cpu * 1000:>9.1f}ms {took * 1000:>8.0f}ms"
+            f"{cpu * 1000:>9.1f}ms {took * 1000:>8.0f}ms  "
+            + " ".join(f"gen{g} {t * 1000:.1f}ms" for g, t in gcs.items())
         )
-    print("(CPU in gap: the most CPU this process ran within one gap, over the runs)")
+    print("(CPU in gap: the most CPU this process ran within one gap, over the runs; a GC "
+          "pause never gives up the GIL)")
 
 
 def bench_incremental(kept: dict[str, Snapshot]) -> None:
