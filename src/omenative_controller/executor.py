@@ -14,8 +14,8 @@ status writes and gates going True get the next free slot first (``slots.py``).
 A progress-only status may be held back (``coalesce.py``). A pass sends at most
 ``creates_per_pass`` pod creates (whole gangs); the manager queues the next pass at once
 for the rest, so a big replica's ready gangs get their gates between chunks. With
-``pipeline_depth`` set (the manager's default), a pass whose last run holds pod creates
-sends them behind itself (``create_pipeline.py``): the pods are expected in the cache, the
+``pipeline_depth`` set (the manager's default), a pass that leaves creates for the next
+and whose last run holds pod creates sends them behind itself (``create_pipeline.py``): the pods are expected in the cache, the
 pass ends, and the replica's next pass plans while they are answered.
 
 Rules (design.md, "The shell"):
@@ -226,7 +226,11 @@ class Executor:
         if held is not None:
             result.status_due = held
             actions = tuple(a for a in actions if not isinstance(a, UpdateStatus))
-        runs, behind = (creates_behind(action_runs(actions)) if self._pipeline is not None
+        # only a pass that leaves creates for the next one sends its own behind: a replica
+        # whose bring-up fits one pass gains nothing by it (run M: 250 replicas of one
+        # gang, their passes ended early and flooded the budget with status writes)
+        behind_ok = self._pipeline is not None and (result.deferred_creates > 0 or full)
+        runs, behind = (creates_behind(action_runs(actions)) if behind_ok
                         else (action_runs(actions), ()))
         for _, run in runs:
             if not self.guard():

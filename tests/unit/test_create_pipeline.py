@@ -34,6 +34,12 @@ def _gang(index: int, size: int = 2) -> list[CreatePod]:
         for k in range(size)]
 
 
+def _chunk(index: int, size: int = 2) -> list[CreatePod]:
+    """A gang, and one more the pass leaves for the next (``creates_per_pass=1``): only a
+    pass that leaves creates for the next sends its own behind it."""
+    return [*_gang(index, size), *_gang(index + 100, 1)]
+
+
 def _cache() -> Informer[PodView]:
     return Informer(None, PODS, pod_view, indexers={"owner": owner_index})  # type: ignore[arg-type]
 
@@ -64,7 +70,7 @@ class GatedApi(SlowApi):
 
 def _executor(api: SlowApi, cache: Informer[PodView], failed: list[str] | None = None,
               guard: Any = lambda: True) -> Executor:
-    return Executor(api, CreateErrorStore(), creates_per_pass=0,  # type: ignore[arg-type]
+    return Executor(api, CreateErrorStore(), creates_per_pass=1,  # type: ignore[arg-type]
                     pipeline_depth=2, on_pod_expected=cache.expect,
                     on_pod_unexpected=cache.unexpect, on_pod_written=cache.upsert_if_newer,
                     on_creates_failed=None if failed is None else failed.append, guard=guard)
@@ -81,7 +87,7 @@ def test_the_pass_ends_with_its_pods_expected_and_their_answers_replace_them() -
         executor = _executor(api, cache)
         gate = SetServingGate(name="r-0-0", uid="u", value=True)
         result = await executor.apply(_plan(UpdateStatus(status=InferenceReplicaStatus()),
-                                            gate, *_gang(1)), _ctx())
+                                            gate, *_chunk(1)), _ctx())
         assert result.ok and result.behind == 2
         assert api.calls == ["status r", "patch r-0-0"], "status and gates within the pass"
         expected = cache.by_index("owner", "ns/r")  # what the next snapshot reads
@@ -104,8 +110,8 @@ def test_a_refused_create_is_taken_back_out_reported_and_stops_the_replicas_othe
         executor = _executor(api, cache, failed)
         executor.max_inflight = 1  # one lane: r-1-0 is refused before r-1-1 is sent
         executor.__attrs_post_init__()
-        await executor.apply(_plan(*_gang(1)), _ctx())
-        await executor.apply(_plan(*_gang(2)), _ctx())
+        await executor.apply(_plan(*_chunk(1)), _ctx())
+        await executor.apply(_plan(*_chunk(2)), _ctx())
         assert cache.get("ns/r-2-0") is not None, "the second chunk's pods are expected too"
         api.release.set()
         assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
@@ -128,14 +134,14 @@ def test_a_replica_has_at_most_two_chunks_out_a_third_pass_sends_none_and_waits_
         executor = _executor(api, cache)
         executor.on_creates_free = free.append
         executor.__attrs_post_init__()
-        first = await executor.apply(_plan(*_gang(1)), _ctx())
+        first = await executor.apply(_plan(*_chunk(1)), _ctx())
         assert (first.behind, first.creates_waiting) == (2, False), "next pass at once"
-        second = await executor.apply(_plan(*_gang(2)), _ctx())
+        second = await executor.apply(_plan(*_chunk(2)), _ctx())
         assert (second.behind, second.creates_waiting) == (2, True), "full: wait for a place"
-        third = await executor.apply(_plan(*_gang(3)), _ctx())
-        assert (third.behind, third.deferred_creates, third.creates_waiting) == (0, 2, True)
+        third = await executor.apply(_plan(*_chunk(3)), _ctx())
+        assert (third.behind, third.deferred_creates, third.creates_waiting) == (0, 3, True)
         assert cache.get("ns/r-3-0") is None, "creates not sent are not expected"
-        other = await executor.apply(_plan(*_gang(9)), _ctx("s"))
+        other = await executor.apply(_plan(*_chunk(9)), _ctx("s"))
         assert other.behind == 2, "another replica is not held by this one's chunks"
         assert free == []
         api.release.set()
@@ -154,7 +160,7 @@ def test_losing_the_lease_stops_the_creates_and_takes_their_pods_out() -> None:
         executor = _executor(api, cache, guard=lambda: leader[0])
         executor.max_inflight = 1
         executor.__attrs_post_init__()
-        await executor.apply(_plan(*_gang(1, 3)), _ctx())
+        await executor.apply(_plan(*_chunk(1, 3)), _ctx())
         await _settle()
         leader[0] = False
         api.release.set()
@@ -170,7 +176,7 @@ def test_cancelling_takes_out_every_pod_still_expected() -> None:
     async def run() -> None:
         api, cache = GatedApi(), _cache()
         executor = _executor(api, cache)
-        await executor.apply(_plan(*_gang(1)), _ctx())
+        await executor.apply(_plan(*_chunk(1)), _ctx())
         assert len(cache) == 2
         await executor.pipeline.cancel()  # type: ignore[union-attr]
         assert len(cache) == 0 and api.calls == []
@@ -224,11 +230,29 @@ def test_a_name_taken_by_a_pod_not_ours_is_not_kept_expected_nor_deleted_by_name
     async def run() -> None:
         api, cache = GatedApi(taken=frozenset({"r-1-1"})), _cache()
         executor = _executor(api, cache)
-        await executor.apply(_plan(*_gang(1)), _ctx())
+        await executor.apply(_plan(*_chunk(1)), _ctx())
         api.release.set()
         assert await executor.pipeline.drain(5)  # type: ignore[union-attr]
         assert cache.get("ns/r-1-0") is not None and cache.get("ns/r-1-1") is None
         result = await executor.apply(_plan(DeletePod(name="r-1-1", uid="")), _ctx())
         assert result.ok and not [c for c in api.calls if c.startswith("delete")]
+
+    asyncio.run(run())
+
+
+def test_a_pass_whose_creates_all_fit_answers_them_itself() -> None:
+    """Run M: 250 replicas of one gang each gained nothing from sending their creates
+    behind (no next chunk to plan) and lost by it, their passes ending early and flooding
+    the budget with status writes: a pass that leaves no creates for the next keeps its."""
+    async def run() -> None:
+        api, cache = GatedApi(), _cache()
+        api.release.set()
+        executor = _executor(api, cache)
+        executor.creates_per_pass = 32
+        result = await executor.apply(_plan(*_gang(1), *_gang(2)), _ctx())
+        assert (result.behind, result.applied, result.deferred_creates) == (0, 4, 0)
+        assert sorted(v.uid for _, v in cache.items()) == [
+            f"uid-r-{i}-{k}" for i in (1, 2) for k in range(2)], "created, none expected"
+        assert executor.pipeline is not None and executor.pipeline.outstanding() == 0
 
     asyncio.run(run())
