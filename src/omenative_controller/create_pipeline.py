@@ -9,9 +9,9 @@ loop that keeps its 32 lanes busy (docs/benchmarks.md, runs Z and C).
 
 How (the ReplicaSet controller's "expectations", made concrete): when a pass leaves
 creates for the next one (``creates_per_pass``) and its last run holds pod creates, or
-finds its replica full (below), the pass writes each pod it is about to create into the pod cache as an
-*expected* pod (the body sent, created now, no UID, no resourceVersion), hands the creates
-to a batch task and ends. The next pass of the replica sees those Instances as created and
+finds its replica full (below), the pass writes each pod it is about to create into the
+pod cache as an *expected* pod (the body sent, created now, no UID, no resourceVersion),
+hands the creates to a batch task and ends. The next pass of the replica sees those Instances as created and
 plans the next chunk, never the same pods again; its status write and its chunk queue for
 the budget slots that this batch frees, so the budget never drains between chunks. A
 create's answer replaces its expected pod (the write-through of the created pod, or its

@@ -15,8 +15,9 @@ A progress-only status may be held back (``coalesce.py``). A pass sends at most
 ``creates_per_pass`` pod creates (whole gangs); the manager queues the next pass at once
 for the rest, so a big replica's ready gangs get their gates between chunks. With
 ``pipeline_depth`` set (the manager's default), a pass that leaves creates for the next
-and whose last run holds pod creates sends them behind itself (``create_pipeline.py``): the pods are expected in the cache, the
-pass ends, and the replica's next pass plans while they are answered.
+and whose last run holds pod creates sends them behind itself (``create_pipeline.py``):
+the pods are expected in the cache, the pass ends, and the replica's next pass plans
+while they are answered.
 
 Rules (design.md, "The shell"):
 
