@@ -11,13 +11,14 @@ How (the ReplicaSet controller's "expectations", made concrete): when a pass lea
 creates for the next one (``creates_per_pass``) and its last run holds pod creates, or
 finds its replica full (below), the pass writes each pod it is about to create into the
 pod cache as an *expected* pod (the body sent, created now, no UID, no resourceVersion),
-hands the creates to a batch task and ends. The next pass of the replica sees those Instances as created and
-plans the next chunk, never the same pods again; its status write and its chunk queue for
-the budget slots that this batch frees, so the budget never drains between chunks. A
-create's answer replaces its expected pod (the write-through of the created pod, or its
-watch event, whichever comes first); a refusal or an error takes the expected pod out
-again (only while it is still the one we put), and the replica is queued again, rate
-limited, with the refusal carried to its next snapshot (:class:`CreateErrorStore`).
+hands the creates to a batch task and ends. The next pass of the replica sees those
+Instances as created and plans the next chunk, never the same pods again; its status
+write and its chunk queue for the budget slots that this batch frees, so the budget never
+drains between chunks. A create's answer replaces its expected pod (the write-through of
+the created pod, or its watch event, whichever comes first); a refusal or an error takes
+the expected pod out again (only while it is still the one we put), and the replica is
+queued again, rate limited, with the refusal carried to its next snapshot
+(:class:`CreateErrorStore`).
 A pass whose creates all fit answers them itself: with no next chunk to plan there is
 nothing to gain, and 250 replicas of one gang each, ending their passes early, flooded
 the budget with their status writes ahead of the creates (run M, docs/benchmarks.md).
