@@ -63,11 +63,12 @@ def copied_pod(pod: JSON) -> JSON:
             "spec": spec}
 
 
-def copied_object(obj: JSON) -> JSON:
+def copied_object(obj: JSON, api_version: str, kind: str) -> JSON:
     """One of the manager's gang objects (a native Workload or PodGroup) as the bare loop
-    creates it: the same name, labels and spec, no owner (no InferenceReplica here)."""
+    creates it: the same name, labels and spec, no owner (no InferenceReplica here). A
+    LIST's items carry no ``apiVersion`` or ``kind``: the caller names them."""
     meta = obj["metadata"]
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"],
+    return {"apiVersion": api_version, "kind": kind,
             "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {})},
             "spec": obj["spec"]}
 

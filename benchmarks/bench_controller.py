@@ -286,7 +286,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mgr_gangs: list[JSON] = []
         for res in (WORKLOADS, NATIVE_POD_GROUPS):  # native gang scheduling (Auto, Native)
             with contextlib.suppress(ApiError):  # not served: no gangs to copy
-                mgr_gangs += [copied_object(o) for o in
+                mgr_gangs += [copied_object(o, res.api_version, res.kind) for o in
                               (await kube.list(res, ns_mgr)).get("items") or ()]
         items = pods_now.get("items") or []
         ready_now = sum(1 for p in items if pod_ready(p))
