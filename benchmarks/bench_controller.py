@@ -50,7 +50,9 @@ from bare_loop import (
     IMAGE,
     PODS_PER_REPLICA,
     BareLoop,
+    bare_pod,
     bounded,
+    containers_ready,
     copied_object,
     copied_pod,
     copied_service,
@@ -135,6 +137,25 @@ async def apply_crd(kube: KubeClient) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
+async def warm_up(kube: KubeClient, namespaces: list[str], n_pods: int, timeout: float
+                  ) -> None:
+    """Untimed: ``n_pods`` minimal pods created and run to ready containers in a namespace
+    of their own, which stays (``--warmup``). The timed phases then both meet a cluster
+    whose API server, scheduler and kubelet stand-in have placed pods before: on a fresh
+    cluster the first phase (the manager's) also pays for warming it."""
+    ns = await create_namespace(kube, "bench-warm", namespaces)
+    tracker = await Tracker(kube, PODS, ns, containers_ready, n_pods).start()
+    t = time.monotonic()
+
+    async def create(i: int) -> None:
+        await kube.create(PODS, bare_pod(i), ns)
+
+    await bounded(n_pods, 32, create)
+    await wait_done(tracker, "warm-up pods", timeout)
+    await tracker.stop()
+    say(f"warm-up: {n_pods} pods running in {ns} after {time.monotonic() - t:.2f}s (untimed)")
+
+
 async def create_namespace(kube: KubeClient, prefix: str, created: list[str]) -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     await kube.create(NAMESPACES, {"metadata": {"name": name,
@@ -176,7 +197,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"using the cluster of KUBECONFIG={kubeconfig}")
         else:
             # every phase's pods stay until the end: room for all of them (250 per node)
-            phases = 3 if args.peer == "lws" else 2
+            phases = (3 if args.peer == "lws" else 2) + (1 if args.warmup else 0)
             args.nodes = max(args.nodes, -(-phases * n_pods // 240))
             say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
             extra: tuple[str, ...] = ()
@@ -192,6 +213,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
         await apply_crd(kube)
         say("InferenceReplica CRD applied and Established")
+
+        if args.warmup:
+            await warm_up(kube, namespaces, n_pods, args.timeout)
 
         # ------------------------------------------------------------ 1. the manager
         ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
@@ -481,6 +505,10 @@ def main() -> int:
                              "EndpointSlice work, so the ratio is the controllers' alone) "
                              "or minimal (one container and the serving gate, as runs "
                              "before 2026-12-05)")
+    parser.add_argument("--warmup", action="store_true",
+                        help="before the timed phases, run as many minimal pods untimed "
+                             "(they stay), so the manager's phase is not also the cluster's "
+                             "first")
     parser.add_argument("--bare-service", action="store_true",
                         help="the bare loop also makes a headless Service over its pods "
                              "(as the manager does per replica: EndpointSlice work)")
