@@ -505,10 +505,10 @@ def main() -> int:
                              "EndpointSlice work, so the ratio is the controllers' alone) "
                              "or minimal (one container and the serving gate, as runs "
                              "before 2026-12-05)")
-    parser.add_argument("--warmup", action="store_true",
+    parser.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                         help="before the timed phases, run as many minimal pods untimed "
                              "(they stay), so the manager's phase is not also the cluster's "
-                             "first")
+                             "first (default; --no-warmup: as runs before 2026-12-05)")
     parser.add_argument("--bare-service", action="store_true",
                         help="the bare loop also makes a headless Service over its pods "
                              "(as the manager does per replica: EndpointSlice work)")
