@@ -90,3 +90,25 @@ def test_advice_in_the_simulator_keeps_serving_and_does_its_job(
     event("unhealthy-node moves" if any(m.recommendation.reason == "UnhealthyNode"
                                         for m in result.moves) else "no unhealthy-node move")
     _check(result)
+
+
+def test_a_gang_is_not_promised_room_that_an_instance_on_an_unhealthy_node_will_take() -> None:
+    """Found by the generator in CI (2026-12-05): five 8-GPU nodes, 4+4+6+4+4 GPUs used,
+    the 6-GPU Instance on an unhealthy node with no room to leave, a 6+6 gang pending. The
+    first answer moved two Instances to free two nodes for the gang; after the first move
+    the advisor, asked again, gave the freed node to the Instance on the unhealthy node
+    (unsound nodes are emptied first), and the gang stayed pending. Now the first answer
+    sees that coming: it moves nothing for the gang and says why."""
+    sizes = [4, 4, 6, 4, 4]
+    replicas: list[dict[str, Any]] = [
+        {"startOn": [f"node-{i}"], "replica": _replica(f"r{i}", [_runner("default", g)])}
+        for i, g in enumerate(sizes)]
+    replicas.append({"replica": _replica("gang", [_runner("leader", 6), _runner("worker", 6)])})
+    raw = {"cluster": {"nodes": 5, "gpusPerNode": GPUS_PER_NODE, "podStartSeconds": 10,
+                       "podReadySeconds": 20},
+           "replicas": replicas, "startSeconds": "5m", "moveTimeout": "30m",
+           "unhealthyNodes": ["node-2"]}
+    result = run_advise_scenario(parse_advise_scenario(raw), seed=0)
+    _check(result)
+    assert not result.moves, "no move that the next answer would undo"
+    assert any("goes first to ml/r2[0]" in n for n in result.before.notes), result.before.notes

@@ -131,6 +131,9 @@ class _Advisor:
         self.budget = _Budget({(r.namespace, r.name): r for r in view.replicas}, config)
         self.recommendations: list[Recommendation] = []
         self.notes: list[str] = []
+        #: Instances left on an unsound node for want of room (and that node): the next
+        #: answer moves them into the first room that opens
+        self.stuck: list[tuple[InstanceKey, str]] = []
 
     def _gang_key(self) -> str | None:
         keys = sorted({g.topology_key for g in self.view.pending if g.topology_key})
@@ -174,6 +177,7 @@ class _Advisor:
                 if move is None:
                     self.notes.append(f"{key} on {reason} node {node.name} stays: "
                                       f"no room for its replacement anywhere now")
+                    self.stuck.append((key, node.name))
                     continue
                 self._emit([move], reason, f"empty {node.name}", None, before, self._metrics())
 
@@ -254,6 +258,26 @@ class _Advisor:
                 best = (len(found[1]), names)
         return None if best is None else best[1]
 
+    def _room_goes_to_stuck(self, gang_nodes: dict[str, int]) -> InstanceKey | None:
+        """An Instance stuck on an unsound node that the room a gang's moves free (before
+        the gang takes it) would fit, or None.
+
+        The advisor is asked again after each move, and each answer empties unsound nodes
+        first: such an Instance would take the room, and the gang this answer named would
+        stay pending after all (a generated cluster found it: the second move never came).
+        The capacity is as it was on return.
+        """
+        mark = self.cap.mark()
+        try:
+            for n, g in gang_nodes.items():
+                self.cap.take(n, -g)
+            for key, node in self.stuck:
+                if _move(self.cap, self.budget.copy(), key, frozenset({node})) is not None:
+                    return key
+            return None
+        finally:
+            self.cap.rollback(mark)
+
     def place_pending(self) -> None:
         gangs = sorted(self.view.pending, key=lambda g: (-sum(g.pod_gpus), g.namespace, g.name))
         for gang in gangs:
@@ -267,11 +291,20 @@ class _Advisor:
                 continue
             names = self._fewest_moves_domain(gang)
             before = self._metrics()
+            planned = self.cap.mark()
             found = None if names is None else self._room_in_domain(gang, names)
             if found is None:
                 self.notes.append(
                     f"pending gang {label} ({'+'.join(map(str, gang.pod_gpus))} GPUs): no set "
                     f"of at most {self.config.max_moves_per_gang} allowed moves places it")
+                continue
+            stuck = self._room_goes_to_stuck(found[2])
+            if stuck is not None:
+                self.cap.rollback(planned)
+                self.notes.append(
+                    f"pending gang {label}: the room its moves would free goes first to "
+                    f"{stuck}, which waits on an unsound node for room; nothing is moved for "
+                    f"the gang")
                 continue
             self.budget, moves, gang_nodes = found
             before_mark = self.cap.mark()
