@@ -307,7 +307,7 @@ class Manager:
             pipeline_depth=PIPELINE_DEPTH if self.options.pipeline_creates else 0,
             on_pod_expected=self.pods.expect, on_pod_unexpected=self.pods.unexpect,
             on_creates_failed=self._creates_failed,
-            on_creates_free=lambda key: self.queue.add(key) if self.queue is not None else None,
+            on_creates_free=self._creates_free,
             coalescer=StatusCoalescer(
                 window=self.options.status_coalesce,
                 readiness_window=self.options.status_readiness_coalesce),
@@ -318,6 +318,12 @@ class Manager:
         self.metrics.reconcile_errors.labels("create_behind").inc()
         if self.queue is not None:
             self.queue.add_rate_limited(key)
+
+    def _creates_free(self, key: str) -> None:
+        """A replica whose creates waited for its batches out has a place again: its next
+        chunk now."""
+        if self.queue is not None:
+            self.queue.add(key)
 
     def _created(self, res: Any, obj: JSON) -> None:
         """Write a created revision or Service through to its cache."""
