@@ -88,8 +88,9 @@ class ManagerOptions:
     #: pod creates one pass sends at most, whole gangs (None: ``max_inflight``; 0: no
     #: bound; executor.py, ``Executor.creates_per_pass``)
     creates_per_pass: int | None = None
-    #: send a pass's last pod creates behind it, so the replica's next pass plans while
-    #: they are answered (create_pipeline.py); False: every create answered in its pass
+    #: a pass that leaves pod creates for the next sends its own behind it, so the
+    #: replica's next pass plans while they are answered (create_pipeline.py); False:
+    #: every create answered in its pass
     pipeline_creates: bool = True
     #: seconds a progress-only status may wait for the next one (0: write every status)
     status_coalesce: float = STATUS_COALESCE_SECONDS

@@ -111,10 +111,10 @@ async def _run(options: ManagerOptions) -> int:
                    "--max-inflight; 0: no bound); the rest go in the next pass, so a big "
                    "replica's ready gangs get their serving gates between chunks.")
 @click.option("--pipeline-creates/--no-pipeline-creates", default=True,
-              help="Send a pass's pod creates behind it, the pods expected in the cache, so "
-                   "the replica's next pass plans while they are answered (at most two "
-                   "chunks out per replica); --no-pipeline-creates answers every create "
-                   "within its pass.")
+              help="A pass that leaves pod creates for the next (--creates-per-pass) sends "
+                   "its own behind it, the pods expected in the cache, so the replica's "
+                   "next pass plans while they are answered (at most two chunks out per "
+                   "replica); --no-pipeline-creates answers every create within its pass.")
 @click.option("--status-coalesce", type=DURATION, default="10s",
               help="How long a progress-only status write may wait for the next one "
                    "(0s: write every status as planned).")
