@@ -56,6 +56,7 @@ from attrs import define, field
 
 from omenative_controller.kube.client import JSON
 from omenative_controller.pass_context import PassContext
+from omenative_controller.slots import in_lanes
 from omenative_core.labels import LABEL_KUEUE_QUEUE
 from omenative_core.model.plan import Action, CreatePod
 from omenative_core.model.timefmt import format_time
@@ -168,29 +169,26 @@ class CreatePipeline:
         return True
 
     async def _run(self, batch: _Batch, creates: Sequence[CreatePod], ctx: PassContext) -> None:
-        members = iter(range(len(creates)))
+        async def step(i: int) -> bool:
+            if batch.stopped or not self.guard():
+                batch.stopped = True
+                return False
+            try:
+                error = await self.send(creates[i], ctx)
+            except Exception as exc:  # a transport error: as a failed pass would be
+                error = exc
+            body, view = batch.expected[i]
+            if view is not None:  # still there after a 201: no answer came back; after
+                self.unexpect(body, view)  # a 409: the pod is somebody's, not ours
+            if error is None:
+                return True
+            if not batch.stopped:
+                self._stop_key(batch.key)
+                if self.on_failed is not None:
+                    self.on_failed(batch.key, creates[i], error)
+            return False
 
-        async def lane() -> None:
-            for i in members:
-                if batch.stopped or not self.guard():
-                    batch.stopped = True
-                    return
-                try:
-                    error = await self.send(creates[i], ctx)
-                except Exception as exc:  # a transport error: as a failed pass would be
-                    error = exc
-                body, view = batch.expected[i]
-                if view is not None:  # still there after a 201: no answer came back; after
-                    self.unexpect(body, view)  # a 409: the pod is somebody's, not ours
-                if error is None:
-                    continue
-                if not batch.stopped:
-                    self._stop_key(batch.key)
-                    if self.on_failed is not None:
-                        self.on_failed(batch.key, creates[i], error)
-                return
-
-        await asyncio.gather(*(lane() for _ in range(min(len(creates), self.lanes))))
+        await in_lanes(len(creates), self.lanes, step)
 
     def _finish(self, batch: _Batch) -> None:
         """A batch ended (or was cancelled): take out the pods it did not create."""

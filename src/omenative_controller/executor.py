@@ -90,7 +90,7 @@ from omenative_controller.runs import (
     position,
     status_first,
 )
-from omenative_controller.slots import Slots
+from omenative_controller.slots import Slots, in_lanes
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
     Action,
@@ -267,32 +267,19 @@ class Executor:
 
     async def _apply_run(self, run: Sequence[Action], ctx: PassContext
                          ) -> dict[int, Exception | None]:
-        """Send the members of one run through at most ``max_inflight`` lanes; the outcome
-        of each member sent, by position in the run.
-
-        A lane takes the next member when its last one answered, so a run of thousands
-        (a new revision of a big replica) costs a bounded number of tasks and each
-        event-loop step a bounded amount of work, while the run still fills the in-flight
-        budget. After a failure no lane takes another member (the pass ends once the
-        members in flight answered; the next pass plans the rest again).
+        """Send the members of one run through at most ``max_inflight`` lanes
+        (``slots.in_lanes``: a run of thousands costs a bounded number of tasks); the
+        outcome of each member sent, by position in the run. After a failure no lane
+        takes another member (the pass ends once the members in flight answered; the next
+        pass plans the rest again).
         """
         outcomes: dict[int, Exception | None] = {}
-        members = iter(range(len(run)))
-        failed: list[int] = []
 
-        async def lane() -> None:
-            for i in members:
-                outcomes[i] = error = await self._apply_counted(run[i], ctx)
-                if error is not None:
-                    failed.append(i)
-                if failed:
-                    return
+        async def step(i: int) -> bool:
+            outcomes[i] = error = await self._apply_counted(run[i], ctx)
+            return error is None
 
-        lanes = min(len(run), max(1, self.max_inflight))
-        if lanes == 1:
-            await lane()
-        else:
-            await asyncio.gather(*(lane() for _ in range(lanes)))
+        await in_lanes(len(run), self.max_inflight, step)
         return outcomes
 
     def _hold_status(self, plan: Plan, ctx: PassContext, actions: Sequence[Action], *,

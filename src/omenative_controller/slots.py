@@ -21,10 +21,10 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-__all__ = ["Slots"]
+__all__ = ["Slots", "in_lanes"]
 
 
 class Slots:
@@ -79,3 +79,31 @@ class Slots:
                     self.taken += 1
                     waiter.set_result(None)
                     return
+
+
+async def in_lanes(count: int, lanes: int, step: Callable[[int], Awaitable[bool]]) -> None:
+    """``step(0)`` ... ``step(count - 1)`` through at most ``lanes`` concurrent lanes.
+
+    A lane takes the next index when its last step ended, so thousands of members cost a
+    bounded number of tasks and each event-loop step a bounded amount of work, while the
+    members still fill the in-flight budget. Once a step returns False no lane takes
+    another index (the steps in flight finish). The executor's runs and the creates sent
+    behind a pass go out this way.
+    """
+    members = iter(range(count))
+    stopped = False
+
+    async def lane() -> None:
+        nonlocal stopped
+        for i in members:
+            if stopped:
+                return
+            if not await step(i):
+                stopped = True
+                return
+
+    width = min(count, max(1, lanes))
+    if width == 1:
+        await lane()
+    elif width > 1:
+        await asyncio.gather(*(lane() for _ in range(width)))
