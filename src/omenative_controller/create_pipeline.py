@@ -57,20 +57,16 @@ from attrs import define, field
 from omenative_controller.kube.client import JSON
 from omenative_controller.pass_context import PassContext
 from omenative_controller.slots import in_lanes
-from omenative_core.labels import LABEL_KUEUE_QUEUE
+from omenative_core.labels import KUEUE_ADMISSION_GATE, LABEL_KUEUE_QUEUE
 from omenative_core.model.plan import Action, CreatePod
 from omenative_core.model.timefmt import format_time
 
-__all__ = ["KUEUE_ADMISSION_GATE", "PIPELINE_DEPTH", "CreatePipeline", "expected_pod"]
+__all__ = ["PIPELINE_DEPTH", "CreatePipeline", "expected_pod"]
 
 log = structlog.get_logger("omenative.create_pipeline")
 
 PIPELINE_DEPTH = 2
 """Batches of pod creates one replica may have out at once (``--pipeline-creates``)."""
-
-
-KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
-"""The scheduling gate Kueue's pod webhook adds to every pod it manages when it is created."""
 
 
 def expected_pod(action: CreatePod, ctx: PassContext, now: datetime) -> JSON:

@@ -19,6 +19,7 @@ __all__ = [
     "ANNOTATION_KUEUE_POD_GROUP_SERVING",
     "ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT",
     "ANNOTATION_TOPOLOGY_KEY",
+    "KUEUE_ADMISSION_GATE",
     "LABEL_COMPONENT",
     "LABEL_INCARNATION",
     "LABEL_INSTANCE_INDEX",
@@ -80,6 +81,10 @@ LABEL_POD_GROUP = "scheduling.x-k8s.io/pod-group"
 
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 """Kueue's LocalQueue label; a pod carrying it is admitted by Kueue (the user sets it)."""
+
+KUEUE_ADMISSION_GATE = "kueue.x-k8s.io/admission"
+"""The scheduling gate Kueue's pod webhook puts on every pod carrying ``LABEL_KUEUE_QUEUE``
+when it is created, until Kueue admits its Workload."""
 
 LABEL_KUEUE_POD_GROUP = "kueue.x-k8s.io/pod-group-name"
 """Kueue's pod group: pods with the same value form one Workload, admitted all at once.

@@ -16,12 +16,17 @@ from typing import Any
 from test_executor_concurrency import SlowApi, _ctx, _plan
 
 from omenative_controller.cache_views import owner_index, pod_view
-from omenative_controller.create_pipeline import KUEUE_ADMISSION_GATE, expected_pod
+from omenative_controller.create_pipeline import expected_pod
 from omenative_controller.executor import CreateErrorStore, Executor
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import PODS
-from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_KUEUE_QUEUE, LABEL_REPLICA
+from omenative_core.labels import (
+    KUEUE_ADMISSION_GATE,
+    LABEL_INSTANCE_INDEX,
+    LABEL_KUEUE_QUEUE,
+    LABEL_REPLICA,
+)
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import CreatePod, DeletePod, SetServingGate, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus
