@@ -20,6 +20,7 @@ from kubernetes_asyncio import client as k8s
 
 from omenative_controller.kube.client import JSON
 from omenative_controller.kube.ratelimit import TokenBucket
+from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REPLICA
 from omenative_devcluster.kubelet import REQUEST_TIMEOUT, RequestError, raw_call
 
 IMAGE = "example.com/llm:1"
@@ -48,8 +49,8 @@ def copied_pod(pod: JSON) -> JSON:
     status), plus the bare loop's ``group`` label (its InferenceReplica and Instance)."""
     meta = pod["metadata"]
     labels = dict(meta.get("labels") or {})
-    labels["group"] = "bare-{}-{}".format(labels.get("ome.io/inferencereplica", ""),
-                                         labels.get("ome.io/instance-index", meta["name"]))
+    labels["group"] = "bare-{}-{}".format(labels.get(LABEL_REPLICA, ""),
+                                         labels.get(LABEL_INSTANCE_INDEX, meta["name"]))
     spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
     token = {v["name"] for v in spec.get("volumes") or ()
              if v["name"].startswith("kube-api-access")}
@@ -139,11 +140,14 @@ class BareLoop:
             await asyncio.sleep(0.1 * 2 ** attempt)
 
     async def create_services(self, services: list[JSON]) -> None:
-        """Create copies of the manager's Services (``--bare-pods same``)."""
-        for body in services:
-            await self._call(lambda b=body: self.core.create_namespaced_service(
-                self.namespace, b, _preload_content=False,
+        """Create Services (copies of the manager's with ``--bare-pods same``),
+        ``inflight`` at a time as every other write of the loop."""
+        async def create(i: int) -> None:
+            await self._call(lambda: self.core.create_namespaced_service(
+                self.namespace, services[i], _preload_content=False,  # type: ignore[arg-type]
                 _request_timeout=REQUEST_TIMEOUT), (201, 409))
+
+        await bounded(len(services), self.inflight, create)
 
     async def create_objects(self, objects: list[JSON], plural: dict[str, str]) -> None:
         """Create copies of the manager's gang objects (``--bare-pods same`` under native
@@ -166,13 +170,10 @@ class BareLoop:
         """A headless Service selecting every bare pod, as the manager makes one per
         replica: kube-controller-manager then keeps EndpointSlices of the bare pods too
         (``--bare-service``), the same cluster work the manager's pods cause."""
-        body = {"apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "bench-bare-headless"},
-                "spec": {"clusterIP": "None", "selector": {"app": "bench-bare"},
-                         "publishNotReadyAddresses": True}}
-        await self._call(lambda: self.core.create_namespaced_service(
-            self.namespace, body, _preload_content=False,  # type: ignore[arg-type]
-            _request_timeout=REQUEST_TIMEOUT), (201, 409))
+        await self.create_services([{
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "bench-bare-headless"},
+            "spec": {"clusterIP": "None", "selector": {"app": "bench-bare"},
+                     "publishNotReadyAddresses": True}}])
 
     async def create_pods(self, n: int) -> None:
         """Create ``n`` pods, ``inflight`` at a time."""
