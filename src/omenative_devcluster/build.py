@@ -26,7 +26,11 @@ K8S_VERSION = "v1.36.3"
 #: The etcd release we build (3.5+ is required by current kube-apiservers).
 ETCD_VERSION = "v3.6.16"
 
-K8S_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+#: The control plane, and the kubelet and kube-proxy that real nodes run (one ``go build``:
+#: they share most packages, so building them together costs a few minutes, not a second build).
+K8S_COMMANDS = (
+    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy",
+)
 BINARIES = (*K8S_COMMANDS, "etcd")
 
 _T0 = time.monotonic()
