@@ -137,6 +137,16 @@ async def apply_crd(kube: KubeClient) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
+def manager_flags(args: argparse.Namespace) -> dict[str, object]:
+    """The manager's options this benchmark sets (the same limits as the bare loop), by the
+    manager's own option names; the rest stay at the manager's defaults."""
+    return {"workers": args.workers, "qps": args.qps, "burst": args.burst,
+            "max_inflight": args.max_inflight, "creates_per_pass": args.creates_per_pass,
+            "pipeline_creates": args.pipeline_creates,
+            "status_coalesce": args.status_coalesce,
+            "status_readiness_coalesce": args.status_readiness_coalesce}
+
+
 async def warm_up(kube: KubeClient, namespaces: list[str], n_pods: int, timeout: float
                   ) -> None:
     """Untimed: ``n_pods`` minimal pods created and run to ready containers in a namespace
@@ -225,7 +235,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 "metadata": {"name": "inferenceservice-config"},
                 "data": {"lifecycle": json.dumps({"gangScheduling": args.gang_scheduling})},
             }, ns_mgr)
-        await manager.start(kubeconfig, ns_mgr, args)
+        await manager.start(kubeconfig, ns_mgr, manager_flags(args))
         say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "
             f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst} "
             f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling} "
@@ -482,7 +492,8 @@ def _self_hwm_mib() -> float:
     return float("nan")
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=100,
                         help="Instances (gangs of 4 pods) in all; with --instances 1, the "
@@ -540,6 +551,11 @@ def main() -> int:
                              "until every InferenceReplica is Ready; collapsed stacks to PATH")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
+    return parser
+
+
+def main() -> int:
+    parser = build_parser()
     args = parser.parse_args()
     if args.instances < 1 or args.replicas % args.instances:
         parser.error(f"--instances {args.instances} must be at least 1 and divide "

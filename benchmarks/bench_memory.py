@@ -76,7 +76,24 @@ from omenative_core.status.wire import status_to_json  # noqa: E402
 TARGET_MB = 150.0
 MB = 1_000_000
 SHAPES = {"one": (1, 5000), "many": (2500, 2)}
-"""shape -> (replicas, Instances per replica); every Instance is leader + worker."""
+"""shape -> (replicas, Instances per replica) at 10,000 pods; every Instance is leader +
+worker. ``--pods`` scales both (CI runs a tiny size: that the benchmark runs)."""
+FULL_PODS = 10_000
+
+
+def shape_size(shape: str, pods: int) -> tuple[int, int]:
+    """(replicas, Instances per replica) of ``shape`` at about ``pods`` pods."""
+    replicas, instances = SHAPES[shape]
+    if shape == "one":
+        return replicas, max(1, instances * pods // FULL_PODS)
+    return max(1, replicas * pods // FULL_PODS), instances
+
+
+def shape_label(shape: str, replicas: int, instances: int) -> str:
+    """``1 x 5,000 x 2 pods`` (one replica) or ``2,500 x 4 pods`` (many)."""
+    if shape == "one":
+        return f"1 x {instances:,} x 2 pods"
+    return f"{replicas:,} x {2 * instances} pods"
 
 
 def _status_kib(field: str) -> int:
@@ -474,12 +491,12 @@ def _baseline(fleet: Fleet) -> tuple[int, dict[str, int]]:
     return len(store), {}
 
 
-def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
+def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool, pods: int) -> None:
     """One measurement, printed as one JSON line."""
     gc.collect()
     rss_import = _status_kib("VmRSS")
     rec = json.loads(recorded.read_text())
-    replicas, instances = SHAPES[shape]
+    replicas, instances = shape_size(shape, pods)
     fleet = Fleet(rec, replicas, instances)
     del rec
     started = time.process_time()
@@ -492,6 +509,7 @@ def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
     cpu = time.process_time() - started
     gc.collect()
     print(json.dumps({"mode": mode, "shape": shape, "pods": fleet.pods, "objects": held,
+                      "replicas": replicas, "instances": instances,
                       "rss_import_kib": rss_import,
                       "rss_kib": POINTS.get("passes", _status_kib("VmRSS")),
                       "hwm_kib": max(POINTS.get("hwm_synced", 0), _status_kib("VmHWM")),
@@ -504,12 +522,14 @@ def child(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> None:
 # ---------------------------------------------------------------------------- the run
 
 
-def run_case(mode: str, shape: str, recorded: Path, one_at_a_time: bool) -> dict[str, Any]:
+def run_case(mode: str, shape: str, recorded: Path, one_at_a_time: bool, pods: int
+             ) -> dict[str, Any]:
     """``child`` in a fresh interpreter."""
     extra = ["--one-at-a-time"] if one_at_a_time else []
     out = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--shape", shape, "--recorded",
-         str(recorded), *extra], check=True, capture_output=True, text=True)
+         str(recorded), "--pods", str(pods), *extra], check=True, capture_output=True,
+        text=True)
     return cast(dict[str, Any], json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -524,7 +544,7 @@ def report(rows: list[dict[str, Any]]) -> None:
     print(f"{'shape':<20} {'kept as':<9} {'objects':>7} {'import':>7} {'synced':>7}"
           f" {'passes':>7} {'VmHWM':>7} {'old':>7} {'per pod':>8}  target 150 MB (MB: 10^6 B)")
     for r in rows:
-        label = {"one": "1 x 5,000 x 2 pods", "many": "2,500 x 4 pods"}[r["shape"]]
+        label = shape_label(r["shape"], r["replicas"], r["instances"])
         per_pod = (r["rss_kib"] - r["rss_import_kib"]) * 1024 / r["pods"]
         worst = max(r["rss_kib"], r["hwm_kib"]) * 1024 / MB
         verdict = "" if r["mode"] == "baseline" else "met" if worst <= TARGET_MB else "NOT met"
@@ -551,6 +571,11 @@ def main() -> int:
     ap.add_argument("--recorded", type=Path, help="reuse this recording")
     ap.add_argument("--record-to", type=Path, help="keep the recording here")
     ap.add_argument("--shapes", default="one,many")
+    ap.add_argument("--pods", type=int, default=FULL_PODS,
+                    help="fleet size in pods (CI runs a tiny one: that the benchmark runs)")
+    ap.add_argument("--kubeconfig", type=Path,
+                    help="record on this cluster (it runs the kubelet stand-in with room for "
+                         "4 pods of 8 GPUs) instead of starting one")
     ap.add_argument("--modes", default="caches,manager",
                     help="of baseline (plain parsed JSON, ~1 GB), caches (the watch caches "
                          "only: the old figure), manager (everything the manager keeps)")
@@ -561,16 +586,16 @@ def main() -> int:
     ap.add_argument("--shape", choices=tuple(SHAPES), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.shape, args.recorded, args.one_at_a_time)
+        child(args.child, args.shape, args.recorded, args.one_at_a_time, args.pods)
         return 0
     recorded = args.recorded
     if recorded is None:
         from memory_record import record  # noqa: PLC0415  (only when recording)
         workdir = Path(tempfile.mkdtemp(prefix="bench-memory-"))
         recorded = args.record_to or workdir / "recorded.json"
-        asyncio.run(record(recorded, workdir))
-    rows = [run_case(mode, shape, recorded, args.one_at_a_time) for shape in args.shapes.split(",")
-            for mode in args.modes.split(",")]
+        asyncio.run(record(recorded, workdir, args.kubeconfig))
+    rows = [run_case(mode, shape, recorded, args.one_at_a_time, args.pods)
+            for shape in args.shapes.split(",") for mode in args.modes.split(",")]
     report(rows)
     return 0
 

@@ -12,7 +12,6 @@ The cluster and the manager are removed at the end, also on error.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -99,21 +98,28 @@ async def _items(kube: KubeClient, res: Any, namespace: str | None,
     return list(page.get("items") or ())
 
 
-async def record(path: Path, workdir: Path) -> None:
-    """Record the objects into ``path`` (JSON)."""
+MANAGER_FLAGS: dict[str, object] = {"workers": 2, "max_inflight": 16, "status_coalesce": 0.0}
+"""The manager's options for the recording (by its own option names; the rest at its
+defaults): every status written, so the recorded status is the final one."""
+
+
+async def record(path: Path, workdir: Path, kubeconfig: Path | None = None) -> None:
+    """Record the objects into ``path`` (JSON), on the cluster of ``kubeconfig`` (it must
+    run the kubelet stand-in with room for 4 pods of 8 GPUs), else on one started here."""
     cluster = DevCluster(workdir / "devcluster", nodes=INSTANCES * 2)
     manager = ManagerProcess(workdir)
     kube: KubeClient | None = None
     namespaces: list[str] = []
     try:
-        say(f"recording: starting the local control plane in {workdir}")
-        kubeconfig = await cluster.start()
+        if kubeconfig is None:
+            say(f"recording: starting the local control plane in {workdir}")
+            kubeconfig = await cluster.start()
+        else:
+            say(f"recording on the cluster of {kubeconfig}")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
         await apply_crd(kube)
         ns = await create_namespace(kube, "bench-mem", namespaces)
-        args = argparse.Namespace(workers=2, qps=100.0, burst=200, max_inflight=16,
-                                  status_coalesce=0.0)
-        await manager.start(kubeconfig, ns, args)
+        await manager.start(kubeconfig, ns, MANAGER_FLAGS)
         await kube.create(INFERENCE_REPLICAS, recorded_replica(), ns)
         await _wait_ready(kube, ns)
         await asyncio.sleep(2.0)  # the last status write and EndpointSlice update

@@ -5,7 +5,6 @@ benchmark dies, so nothing outlives a ``kill -9``."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import ctypes
@@ -16,12 +15,15 @@ import signal
 import sys
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
+import click
 from prometheus_client.parser import text_string_to_metric_families
 from watching import say
 
+from omenative_controller.cli.manager import main as manager_command
 from omenative_controller.kube.client import JSON
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,6 +98,39 @@ class DevCluster:
 # ---------------------------------------------------------------------------- the manager
 
 
+def manager_argv(flags: Mapping[str, object]) -> list[str]:
+    """``omenative-manager`` arguments for ``flags``, keyed by the manager's own option names
+    (its click parameters: ``max_inflight``, ``pipeline_creates``); ``None`` leaves an option
+    at the manager's default. A name the manager does not have raises ``KeyError``, so a
+    benchmark cannot pass an option the manager dropped or renamed, and every option it
+    does not name keeps the manager's own default (nothing is copied here to rot)."""
+    params = {p.name: p for p in manager_command.params if isinstance(p, click.Option)}
+    unknown = sorted(set(flags) - set(params))
+    if unknown:
+        raise KeyError(f"omenative-manager has no option {', '.join(unknown)}")
+    argv: list[str] = []
+    for name, value in flags.items():
+        option = params[name]
+        if value is None:
+            continue
+        if option.is_flag and option.secondary_opts:  # --x/--no-x
+            argv.append(option.opts[0] if value else option.secondary_opts[0])
+        elif option.is_flag:
+            if value:
+                argv.append(option.opts[0])
+        else:
+            values = value if option.multiple and isinstance(value, tuple | list) else (value,)
+            for one in values:
+                argv += [option.opts[0], _flag_text(one)]
+    return argv
+
+
+def _flag_text(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 class ManagerProcess:
     """``omenative-manager`` as a subprocess: its ports, log events and /proc figures."""
 
@@ -111,20 +146,16 @@ class ManagerProcess:
         self.hwm_kib = 0
         self.cpu_seconds = 0.0
 
-    async def start(self, kubeconfig: Path, namespace: str, args: argparse.Namespace) -> None:
+    async def start(self, kubeconfig: Path, namespace: str, flags: Mapping[str, object]) -> None:
+        """Run the manager on ``namespace``; ``flags`` are its options by name (``workers``,
+        ``status_coalesce``: ``manager_argv``), every other option at the manager's default."""
         err = (self.log_dir / "manager.stderr.log").open("wb")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "omenative_controller.cli.manager",
-            "--kubeconfig", str(kubeconfig), "--namespace", namespace,
-            "--config-namespace", namespace, "--bind-address", "127.0.0.1",
-            "--metrics-port", "0", "--probe-port", "0", "--identity", "bench",
-            "--workers", str(args.workers), "--qps", str(args.qps), "--burst", str(args.burst),
-            "--max-inflight", str(args.max_inflight),
-            *(("--creates-per-pass", str(args.creates_per_pass))
-              if args.creates_per_pass is not None else ()),
-            "--pipeline-creates" if args.pipeline_creates else "--no-pipeline-creates",
-            "--status-coalesce", f"{args.status_coalesce:g}s",
-            "--status-readiness-coalesce", f"{args.status_readiness_coalesce:g}s",
+            *manager_argv({"kubeconfig": kubeconfig, "namespaces": (namespace,),
+                           "config_namespace": namespace, "bind_address": "127.0.0.1",
+                           "metrics_port": 0, "probe_port": 0, "identity": "bench",
+                           **flags}),
             stdout=asyncio.subprocess.PIPE, stderr=err, env=_child_env(),
             preexec_fn=_pdeathsig,
         )

@@ -1,0 +1,67 @@
+"""The benchmarks that need a cluster run in CI at a tiny size, so one that breaks fails CI.
+
+``make bench-memory`` records real objects with the real manager (``memory_record.py``) and
+replays them at fleet scale; here it records on the test cluster and replays 8 pods per
+shape. Asserted: it exits 0, records what it says (one replica of 2 Instances x leader +
+worker, their native gang objects) and prints its table, one row per case. Never a timing or
+a memory figure: those are the benchmark's to report (``docs/benchmarks.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+async def run_script(*argv: str, timeout: float = 300.0) -> tuple[int, str, str]:
+    """Run a benchmark script in the session loop (the kubelet stand-in runs there too, so
+    a blocking wait would stall the pods it waits for); (exit code, stdout, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, cwd=REPO, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        out, err = await proc.communicate()
+        pytest.fail(f"{argv[0]} did not finish in {timeout:.0f}s; stderr:\n"
+                    f"{err.decode(errors='replace')[-3000:]}", pytrace=False)
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+async def test_bench_memory_records_and_prints_its_table_at_a_tiny_size(
+    kubeconfig_path: Path, tmp_path: Path
+) -> None:
+    recorded = tmp_path / "recorded.json"
+    code, out, err = await run_script(
+        "benchmarks/bench_memory.py", "--pods", "8", "--kubeconfig", str(kubeconfig_path),
+        "--record-to", str(recorded))
+    assert code == 0, f"bench_memory.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
+
+    saved = json.loads(recorded.read_text())
+    assert saved["replica"]["status"]["readyReplicas"] == 2
+    roles = sorted((p["metadata"]["labels"]["ome.io/instance-index"],
+                    p["metadata"]["labels"]["ome.io/runner"]) for p in saved["pods"])
+    assert roles == [("0", "leader"), ("0", "worker"), ("1", "leader"), ("1", "worker")]
+    assert saved["workloads"] and len(saved["pod_groups"]) == 2
+
+    # the table: one row per (shape, mode), 1 replica of 4 Instances and 2 replicas of 2
+    rows = [m.groups() for m in re.finditer(
+        r"^(\d.*?pods)\s+(caches|manager)\s+([\d,]+)\s", out, re.MULTILINE)]
+    assert "target 150 MB" in out, out
+    assert [(label, mode) for label, mode, _ in rows] == [
+        ("1 x 4 x 2 pods", "caches"), ("1 x 4 x 2 pods", "manager"),
+        ("2 x 4 pods", "caches"), ("2 x 4 pods", "manager")], out
+    assert all(int(objects.replace(",", "")) > 8 for _, _, objects in rows), out
