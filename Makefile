@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
-        typecheck bench bench-controller bench-memory simulate api-docs manifests docs chart chart-check cluster \
+        typecheck bench bench-controller bench-failover bench-memory simulate api-docs manifests docs chart chart-check cluster \
         cluster-down install uninstall image ci clean
 
 help: ## list the targets
@@ -54,16 +54,20 @@ format: ## ruff format
 typecheck: ## mypy --strict on src/
 	$(VENV)/bin/mypy --strict src
 
-bench: ## in-process benchmarks: planner, big-replica decode, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans
+bench: ## in-process benchmarks: planner, big-replica decode, InferenceService + rollout layers, GPU advisor, status size, event-loop gap applying big plans, index sets
 	$(PY) benchmarks/bench_planner.py
 	$(PY) benchmarks/bench_decode.py
 	$(PY) benchmarks/bench_service.py
 	$(PY) benchmarks/bench_advisor.py
 	$(PY) benchmarks/bench_status.py
 	$(PY) benchmarks/bench_apply.py
+	$(PY) benchmarks/bench_indexsets.py
 
 bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
+
+bench-failover: ## leader hand-over times on a real API server, hard kill and graceful stop (KUBECONFIG, else starts a control plane)
+	$(PY) benchmarks/bench_failover.py
 
 bench-memory: ## the running manager's RSS with 10,000 watched pods, everything it keeps (issue 14 target 5; starts a control plane, ~8 min busy)
 	$(PY) benchmarks/bench_memory.py

@@ -1,4 +1,4 @@
-"""The benchmarks that need a cluster run in CI at a tiny size, so one that breaks fails CI.
+"""Benchmarks run in CI at a tiny size, so one that breaks fails CI.
 
 ``make bench-memory`` records real objects with the real manager (``memory_record.py``) and
 replays them at fleet scale; here it records on the test cluster and replays 8 pods per
@@ -65,3 +65,19 @@ async def test_bench_memory_records_and_prints_its_table_at_a_tiny_size(
         ("1 x 4 x 2 pods", "caches"), ("1 x 4 x 2 pods", "manager"),
         ("2 x 4 pods", "caches"), ("2 x 4 pods", "manager")], out
     assert all(int(objects.replace(",", "")) > 8 for _, _, objects in rows), out
+
+
+async def test_bench_failover_prints_both_takeovers(kubeconfig_path: Path) -> None:
+    code, out, err = await run_script(
+        "benchmarks/bench_failover.py", "--rounds", "1", "--kubeconfig", str(kubeconfig_path))
+    assert code == 0, f"bench_failover.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
+    cases = re.findall(r"^(hard kill|graceful stop)\s+\d+\.\d\d\s", out, re.MULTILINE)
+    assert cases == ["hard kill", "graceful stop"], out
+
+
+async def test_bench_indexsets_prints_both_shapes() -> None:
+    code, out, err = await run_script(
+        "benchmarks/bench_indexsets.py", "--members", "200", "--repeat", "1")
+    assert code == 0, f"bench_indexsets.py exited {code}:\n{err[-3000:]}"
+    assert re.findall(r"^\s+200 (every other index|one range)", out, re.MULTILINE) == [
+        "every other index", "one range"], out

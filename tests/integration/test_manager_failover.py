@@ -1,9 +1,12 @@
-"""Crash in the middle of an update and restart; two managers sharing one Lease."""
+"""Crash in the middle of an update and restart; two managers sharing one Lease.
+
+What is asserted is who leads and who writes, never how fast: the hand-over times are
+measured by ``benchmarks/bench_failover.py``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import attrs
@@ -71,11 +74,9 @@ async def test_killed_mid_update_and_restarted_finishes_without_duplicates(
     await eventually(surge_started, timeout=60, interval=0.05,
                      what="the first pod of the new revision")
     await first.kill()  # hard: no drain, no Lease release
-    killed_at = time.monotonic()
 
     second = await start_manager(identity="second", write_config=False, lease_duration=LEASE,
                                  renew_deadline=LEASE * 2 / 3, retry_period=RETRY)
-    takeover = time.monotonic() - killed_at
 
     async def finished() -> JSON | None:
         ir = await get_replica(kube, namespace, "up")
@@ -102,8 +103,7 @@ async def test_killed_mid_update_and_restarted_finishes_without_duplicates(
         serving = sum(1 for pods in live.values()
                       if len(pods) == 2 and all(gate(p) == "True" for p in pods))
         serving_floor = min(serving_floor, serving)
-    print(f"KILL-RESTART: takeover {takeover:.1f}s, peak live Instances {peak_live}, "
-          f"lowest serving {serving_floor}")
+    print(f"KILL-RESTART: peak live Instances {peak_live}, lowest serving {serving_floor}")
     assert peak_live <= 3, f"{peak_live} live Instances: more than desired 2 + maxSurge 1"
     assert serving_floor >= 2, "serving Instances dropped below the desired count"
     assert second.writes() > 0
@@ -122,27 +122,35 @@ async def test_two_managers_one_lease_only_the_leader_writes(
     assert a.writes() > 0
     assert b.writes() == 0 and b.lease_writes() == 0, "the standby wrote"
 
-    await a.kill()
-    killed_at = time.monotonic()
-    await b.wait_leader(timeout=LEASE * 4)
-    takeover = time.monotonic() - killed_at
-    print(f"LEADER-TAKEOVER after hard kill: {takeover:.2f}s (lease {LEASE}s, retry {RETRY}s)")
-    assert takeover <= LEASE + 4 * RETRY, f"takeover took {takeover:.1f}s"
+    held = (await lease(kube, namespace))["spec"]
+    assert held["holderIdentity"] == "a"
+
+    await a.kill()  # hard: the Lease stays a's until it runs out, then b takes it
+    await b.wait_leader(timeout=60)
+    taken = (await lease(kube, namespace))["spec"]
+    assert taken["holderIdentity"] == "b"
+    assert taken["leaseTransitions"] == held.get("leaseTransitions", 0) + 1
 
     await patch_replica(kube, namespace, "le", {"spec": {"replicas": 1}}, subresource="scale")
     await wait_ready(kube, namespace, "le", 1)
     assert b.writes() > 0
 
-    # A graceful stop releases the Lease: the next manager takes over at once.
+    # A graceful stop releases the Lease (no holder, 1 s), so the next manager need not
+    # wait out b's Lease.
     await b.stop()
-    stopped_at = time.monotonic()
+    released = (await lease(kube, namespace))["spec"]
+    assert not released.get("holderIdentity"), f"the Lease was not released: {released}"
+    assert released["leaseDurationSeconds"] == 1
     c = await start_manager(identity="c", write_config=False, **timing)
-    release_takeover = time.monotonic() - stopped_at
-    print(f"LEADER-TAKEOVER after graceful stop: {release_takeover:.2f}s")
-    assert release_takeover < LEASE, "the released Lease was not taken at once"
+    assert (await lease(kube, namespace))["spec"]["holderIdentity"] == "c"
     await patch_replica(kube, namespace, "le", {"spec": {"replicas": 2}}, subresource="scale")
     await wait_ready(kube, namespace, "le", 2)
     assert c.writes() > 0
+
+
+async def lease(kube: KubeClient, namespace: str) -> JSON:
+    """The managers' Lease (``omenative-manager`` in the test's namespace)."""
+    return await kube.get(LEASES, "omenative-manager", namespace)
 
 
 async def _synced(handle: Any) -> bool:

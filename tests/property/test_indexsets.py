@@ -6,8 +6,6 @@ corrupt or hand-edited one must fail loudly (naming the bad term) instead of bei
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,11 +116,12 @@ def test_size_is_known_without_expanding_a_huge_range() -> None:
         parse_index_set("1-3", max_members=2)
 
 
-def test_twenty_thousand_members_are_fast() -> None:
-    """The worst case for 20,000 members: every other index, 20,000 single terms."""
+def test_twenty_thousand_members_round_trip() -> None:
+    """The worst case for 20,000 members: every other index, 20,000 single terms (how fast:
+    ``benchmarks/bench_indexsets.py``)."""
     scattered = list(range(0, 40000, 2))
-    start = time.perf_counter()
     text = format_index_set(scattered)
+    assert text.count(",") == 19_999 and "-" not in text
     assert parse_index_set(text) == tuple(scattered)
-    assert parse_index_set(format_index_set(range(20000))) == tuple(range(20000))
-    assert time.perf_counter() - start < 0.5  # ~20 ms measured; generous for slow CI
+    assert format_index_set(range(20000)) == "0-19999"
+    assert parse_index_set("0-19999") == tuple(range(20000))
