@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -43,11 +42,10 @@ def test_waits_for_a_component_a_live_build_still_owes(cache: Path) -> None:
     _queue(cache, ["kueue", "lws"], os.getpid())
     timer = threading.Timer(0.3, _install, args=("lws",))
     timer.start()
-    started = time.monotonic()
     bdir = components.wait_for("lws", poll=0.05)
-    timer.join()
+    # it returned once the build had installed the binaries, instead of failing at once
     assert (bdir / "lws-manager").exists()
-    assert time.monotonic() - started >= 0.25  # it waited instead of failing at once
+    timer.join()
 
 
 def test_fails_with_the_build_command_when_nothing_will_build_it(cache: Path) -> None:
