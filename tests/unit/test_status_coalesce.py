@@ -336,13 +336,17 @@ def test_a_scale_up_whose_pods_do_not_all_go_out_this_pass_is_written_first() ->
     assert result.deferred_creates == 4 and result.status_due is None and api.writes == 1
 
 
-def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], Any]:
-    """6 Instances of 2 pods, maxUnavailable 2: two workers crash a second apart (their
-    Instances come back one by one, the replica Ready throughout), then a rollout and a
-    scale-up. Statuses of ``kinds_held`` wait while the world is busy; when it is idle
-    the window ends and the status is written."""
+def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], Any, int]:
+    """6 Instances of 2 pods, ``lifecycle.updateStrategy`` RecreatePod with maxUnavailable 2
+    (a rollout without surge: SurgeThenDrain does not read maxUnavailable, and with maxSurge
+    0 it never moves): two workers crash a second apart (their Instances come back one by
+    one, the replica Ready throughout), then a rollout (two Instances at a time) and a
+    scale-up. Statuses of ``kinds_held`` wait while the
+    world is busy; when it is idle the window ends and the status is written. Returns the
+    actions by kind, the last status and the most pods alive before the scale-up."""
     manifest = engine_manifest(workers=1, replicas=6)
-    manifest["spec"]["rolloutStrategy"] = {"maxUnavailable": 2, "maxSurge": 0}
+    manifest["spec"]["lifecycle"] = {"updateStrategy": {
+        "type": "RecreatePod", "rollingUpdate": {"maxUnavailable": 2}}}
     world = World(ClusterSpec(nodes=16, gpus_per_node=2, pod_start_seconds=2,
                               pod_ready_seconds=2), manifest)
     later: list[float] = []
@@ -353,11 +357,14 @@ def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], A
         lambda: world.patch_replica({"spec": {"replicas": 8}}),
     ]
     kinds: dict[str, int] = {}
+    peak_pods = 0
     for _ in range(3000):
         if later and world.now >= later[0]:
             later.pop()
             world.fail_pod("chat-engine-4-worker-0")
         snap = world.snapshot()
+        if steps:  # the scale-up is the last step
+            peak_pods = max(peak_pods, len(snap.pods))
         p = make_plan(snap)
         hold = status_hold(snap.replica.status, p.status, p.actions) in kinds_held
         actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
@@ -374,16 +381,20 @@ def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], A
             steps.pop(0)()
         else:
             break
-    return kinds, world.snapshot().replica.status
+    return kinds, world.snapshot().replica.status, peak_pods
 
 
 def test_held_readiness_takes_the_same_pod_actions_and_ends_in_the_same_status() -> None:
     """Crashed workers, a rollout and a scale-up, with readiness gains held as long as
     the world is busy: no pod is created, deleted or gated differently, fewer statuses
     are written than when only progress waits, and the last one is the same."""
-    plain, plain_status = _drive_flushed(frozenset())
-    progress, _ = _drive_flushed(frozenset({PROGRESS}))
-    held, held_status = _drive_flushed(frozenset({PROGRESS, READINESS}))
+    plain, plain_status, plain_peak = _drive_flushed(frozenset())
+    progress, _, _ = _drive_flushed(frozenset({PROGRESS}))
+    held, held_status, held_peak = _drive_flushed(frozenset({PROGRESS, READINESS}))
+    # the strategy took effect: every Instance was replaced, never more than 6 x 2 pods
+    assert held_peak == plain_peak == 12
+    assert held_status.current_revision == held_status.update_revision
+    assert held_status.updated_replicas == 8
     assert {k: v for k, v in held.items() if k != "UpdateStatus"} == {
         k: v for k, v in plain.items() if k != "UpdateStatus"}
     assert held["UpdateStatus"] < progress["UpdateStatus"] < plain["UpdateStatus"]
