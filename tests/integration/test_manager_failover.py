@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
+from tests.pod_history import assert_no_duplicates
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, LEASES
@@ -106,6 +107,7 @@ async def test_killed_mid_update_and_restarted_finishes_without_duplicates(
     print(f"KILL-RESTART: peak live Instances {peak_live}, lowest serving {serving_floor}")
     assert peak_live <= 3, f"{peak_live} live Instances: more than desired 2 + maxSurge 1"
     assert serving_floor >= 2, "serving Instances dropped below the desired count"
+    assert_no_duplicates(recorder.replay(), max_live=3)
     assert second.writes() > 0
 
 

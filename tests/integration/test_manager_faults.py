@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.pod_history import assert_no_duplicates
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS
@@ -155,19 +156,6 @@ def pod_lives(recorder: PodRecorder) -> tuple[dict[str, set[str]], set[str]]:
     return uids, deleted
 
 
-def assert_no_duplicates(recorder: PodRecorder, *, max_live: int) -> None:
-    """At no time two pods for one (Instance, role), nor more than ``max_live`` Instances."""
-    for _, obj, state in recorder.replay(from_start=True):
-        live = live_instances(state)
-        assert len(live) <= max_live, (
-            f"after {obj['metadata']['name']} changed: {len(live)} live Instances "
-            f"{sorted(live)} (at most {max_live})")
-        for index, pods in live.items():
-            roles = [p["metadata"]["name"].split("-", 2)[2] for p in pods]
-            assert len(roles) == len(set(roles)) and len(roles) <= 2, (
-                f"Instance {index} had pods {sorted(p['metadata']['name'] for p in pods)}")
-
-
 async def drop_watches_forever(proxy: FaultProxy, interval: tuple[float, float],
                                abrupt_only: asyncio.Event) -> None:
     """Drop every watch of the manager again and again: abruptly and cleanly in turn, or
@@ -278,7 +266,7 @@ async def test_watches_dropped_repeatedly_while_creating_and_scaling(
     after = await list_pods(kube, namespace)
     for name in ("wd-0-leader-0", "wd-0-worker-0"):
         assert after[name]["metadata"]["uid"] == created[name]["metadata"]["uid"]
-    assert_no_duplicates(recorder, max_live=3)
+    assert_no_duplicates(recorder.replay(from_start=True), max_live=3)
 
 
 # ---------------------------------------------------------------------------- (ii) 500s and 409s
@@ -325,7 +313,7 @@ async def test_500s_on_pod_writes_then_409s_on_status_converge_exactly(
         f"pods ever seen: {sorted(uids)}")
     assert all(len(u) == 1 for u in uids.values()), f"a pod was re-created: {uids}"
     assert not deleted, f"pods deleted: {sorted(deleted)}"
-    assert_no_duplicates(recorder, max_live=2)
+    assert_no_duplicates(recorder.replay(from_start=True), max_live=2)
     errors = handle.metrics.sample("omenative_reconcile_errors_total")
     print(f"500/409: {refused_creates} creates and {proxy.injected[('patch', 500)]} pod "
           f"patches refused with 500, {refused_status} status updates with 409; "
@@ -410,6 +398,7 @@ async def test_surge_then_drain_update_under_500s_never_drops_serving(
           f"peak live Instances {peak_live}")
     assert serving_floor >= 2, "serving Instances dropped below the desired count"
     assert peak_live <= 3, f"{peak_live} live Instances: more than desired 2 + maxSurge 1"
+    assert_no_duplicates(recorder.replay(), max_live=3)
     # A name is reused by the new revision (the drained Instance comes back updated), but no
     # pod of one revision is created twice: nothing lost and re-created, nothing duplicated.
     per_revision: dict[tuple[str, str], set[str]] = {}
@@ -462,7 +451,7 @@ async def test_api_down_for_a_while_manager_steps_down_and_comes_back(
     uids, deleted = pod_lives(recorder)
     assert not deleted, f"pods deleted: {sorted(deleted)}"
     assert all(len(u) == 1 for u in uids.values()), f"a pod was re-created: {uids}"
-    assert_no_duplicates(recorder, max_live=3)
+    assert_no_duplicates(recorder.replay(from_start=True), max_live=3)
 
 
 
@@ -525,7 +514,7 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
     for name in ("ex-1-leader-0", "ex-1-worker-0"):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"], (
             f"{name} was replaced")
-    assert_no_duplicates(recorder, max_live=2)
+    assert_no_duplicates(recorder.replay(from_start=True), max_live=2)
     print(f"EXPIRED: {proxy.watches_expired} streams ended with ERROR 410, "
           f"{proxy.injected[('watch', 410)]} watches answered 410, {proxy.counts['list']} lists")
 
