@@ -16,15 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import aiohttp
 import pytest
 import yaml
-from attrs import define, field
+from attrs import define
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
@@ -36,7 +34,6 @@ from omenative_controller.kube.resources import (
     INFERENCE_REPLICAS,
     POD_GROUP_CRD,
     PODS,
-    Resource,
 )
 from omenative_controller.manager import Manager, ManagerOptions
 from omenative_controller.observability import configure_logging
@@ -44,11 +41,20 @@ from omenative_controller.service_controller import ServiceController
 from omenative_devcluster.schedplugins import SchedPluginsError
 from omenative_devcluster.schedplugins import pod_group_crd_file as _module_pod_group_crd
 
+pytest.register_assert_rewrite("pod_recorder")
+from pod_recorder import (  # noqa: E402 - after the rewrite registration
+    PodRecorder,
+    RecorderDied,
+    eventually,
+    not_yet,
+)
+
 __all__ = [
     "REPO",
     "TEST_LIFECYCLE",
     "ManagerHandle",
     "PodRecorder",
+    "RecorderDied",
     "apply_crd",
     "conditions",
     "delete_crd",
@@ -60,6 +66,7 @@ __all__ = [
     "list_pods",
     "live_instances",
     "no_pod_group_crd",
+    "not_yet",
     "patch_replica",
     "pod_group_crd",
     "pod_group_crd_file",
@@ -69,7 +76,6 @@ __all__ = [
     "warning_events",
 ]
 
-T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
@@ -88,32 +94,6 @@ TEST_LIFECYCLE: dict[str, Any] = {
 """A test-sized lifecycle config: short deadlines and backoffs. Gangs use the
 scheduler-plugins PodGroup (when its CRD is installed), as before the cluster served
 Kubernetes' own; tests of another mechanism set ``gangScheduling``."""
-
-
-# ---------------------------------------------------------------------------- waiting
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T]],
-    *,
-    timeout: float = 60.0,
-    interval: float = 0.25,
-    what: str = "condition",
-) -> T:
-    """Poll ``check`` until it returns something truthy; fail with the last value seen."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await check()
-            if last:
-                return last
-        except (ApiError, AssertionError, KeyError, LookupError) as exc:
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: "
-                                 f"{last!r}"[:3000])
-        await asyncio.sleep(interval)
 
 
 # ---------------------------------------------------------------------------- cluster access
@@ -439,82 +419,6 @@ async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JS
     page = await kube.list(EVENTS, namespace,
                            field_selector=f"involvedObject.name={name},type=Warning")
     return list(page.get("items") or ())
-
-
-# ---------------------------------------------------------------------------- recording
-
-
-@define
-class PodRecorder:
-    """Watches the namespace's pods and keeps every change, in resourceVersion order.
-
-    The API server delivers one watch's events in resourceVersion order, so replaying the
-    history shows the namespace as it was at each change: what a user would have seen.
-    """
-
-    kube: KubeClient
-    namespace: str
-    resource: Resource = PODS
-    history: list[tuple[str, JSON]] = field(factory=list)
-    #: how many entries of ``history`` came from the initial LIST (the state at start)
-    baseline: int = 0
-    _task: asyncio.Task[None] | None = None
-    _ready: asyncio.Event = field(factory=asyncio.Event)
-
-    async def start(self) -> PodRecorder:
-        """Begin recording (returns once the watch is open)."""
-        self._task = asyncio.create_task(self._run())
-        await asyncio.wait_for(self._ready.wait(), 30)
-        return self
-
-    async def _run(self) -> None:
-        page = await self.kube.list(self.resource, self.namespace)
-        for obj in page.get("items") or ():
-            self.history.append(("ADDED", obj))
-        self.baseline = len(self.history)
-        rv = page["metadata"]["resourceVersion"]
-        while True:
-            try:
-                async with self.kube.watch(self.resource, self.namespace, resource_version=rv,
-                                           timeout_seconds=600, read_timeout=700) as events:
-                    self._ready.set()
-                    async for ev in events:
-                        if ev.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                            self.history.append((ev["type"], ev["object"]))
-                        new_rv = (ev.get("object") or {}).get("metadata", {}).get(
-                            "resourceVersion")
-                        if new_rv:
-                            rv = new_rv
-            except (ApiError, aiohttp.ClientError, TimeoutError) as exc:
-                if isinstance(exc, ApiError) and exc.gone:
-                    raise
-                await asyncio.sleep(0.2)
-
-    async def stop(self) -> None:
-        """Stop recording."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-
-    def replay(self, *, from_start: bool = False) -> list[tuple[str, JSON, dict[str, JSON]]]:
-        """(event type, object, the namespace's pods after the event) for every change.
-
-        By default the entries of the initial LIST are folded into the first state (a
-        half-listed namespace is not a state anyone saw); ``from_start`` keeps them.
-        """
-        state: dict[str, JSON] = {}
-        out = []
-        for kind, obj in self.history:
-            name = obj["metadata"]["name"]
-            if kind == "DELETED":
-                state.pop(name, None)
-            else:
-                state[name] = obj
-            out.append((kind, obj, dict(state)))
-        if not from_start and self.baseline:
-            return out[self.baseline - 1:]
-        return out
 
 
 # ------------------------------------------------------ the InferenceService controller
