@@ -168,10 +168,13 @@ class PodRecorder:
 
         await eventually(same, timeout=timeout, what="the recorder to catch up with a LIST")
 
-    def assert_never(self, bad: Callable[[dict[str, JSON]], str | None], what: str) -> int:
+    def assert_never(self, bad: Callable[[dict[str, JSON]], str | None], what: str, *,
+                     since: int = 0) -> int:
         """``bad`` (the namespace's objects -> what is wrong, or None) holds at no state of
-        the history; returns how many states were checked."""
-        states = self.replay()
+        the history (``since``: from the state when ``history`` had that many entries on);
+        returns how many states were checked."""
+        states = (self.replay(from_start=True)[since - 1:] if since > self.baseline
+                  else self.replay())
         for kind, obj, state in states:
             problem = bad(state)
             assert problem is None, (

@@ -46,8 +46,8 @@ GPUS_PER_POD = 4
 PODS_PER_INSTANCE = 4  # a leader and 3 workers
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 INDEX_LABEL = "ome.io/instance-index"
-QUIET_CHECKS = 16
-QUIET_INTERVAL = 0.5
+QUIET_SECONDS = 8.0
+"""How long the waiting gang is watched (every change recorded) for a pod that binds."""
 
 
 def lifecycle() -> dict[str, Any]:
@@ -151,12 +151,21 @@ async def test_one_gang_binds_whole_the_other_waits_whole_then_binds_when_a_node
     waiting_pod = next(iter(inst[second].values()))
     show("a waiting pod's PodScheduled condition", scheduled_condition(waiting_pod))
 
-    # 2. the other stays wholly Pending: 8 GPUs are free (two of its pods would fit)
-    for _ in range(QUIET_CHECKS):
-        inst = by_instance(await list_pods(kube, namespace))
-        assert not bound(inst[second]), bound(inst[second])
-        assert len(bound(inst[first])) == PODS_PER_INSTANCE
-        await asyncio.sleep(QUIET_INTERVAL)
+    # 2. the other stays wholly Pending: 8 GPUs are free (two of its pods would fit); every
+    # pod change over QUIET_SECONDS is recorded and none binds one of its pods
+    await recorder.caught_up()
+    quiet_from = len(recorder.history)
+    await asyncio.sleep(QUIET_SECONDS)
+    await recorder.caught_up()
+
+    def partly_bound(state: dict[str, JSON]) -> str | None:
+        now = by_instance(state)
+        if bound(now.get(second, {})) or len(bound(now.get(first, {}))) != PODS_PER_INSTANCE:
+            return f"bound: {bound(now.get(second, {}))} / {bound(now.get(first, {}))}"
+        return None
+
+    recorder.assert_never(partly_bound, "the waiting gang stays wholly unbound",
+                          since=quiet_from)
     ir = await get_replica(kube, namespace, "chat")
     show("the Instance rows while one waits", rows(ir))
     # it waits for room, its readiness deadline parked, and has not failed

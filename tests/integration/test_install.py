@@ -292,7 +292,8 @@ async def _manager(kubeconfig: Path, log: Path, namespace: str) -> AsyncIterator
             stdout=out, stderr=asyncio.subprocess.STDOUT, env=env)
     try:
         async def listening() -> dict[str, Any] | None:
-            assert proc.returncode is None, f"the manager exited:\n{log.read_text()[-3000:]}"
+            if proc.returncode is not None:  # terminal: fail at once, not at the deadline
+                pytest.fail(f"the manager exited:\n{log.read_text()[-3000:]}", pytrace=False)
             for line in log.read_text().splitlines():
                 with contextlib.suppress(ValueError):
                     record = json.loads(line)

@@ -85,7 +85,8 @@ async def wait_ready(kube: KubeClient, namespace: str, name: str, operator: Kopf
                      ready: int) -> dict[str, JSON]:
     """Until ``ready`` Instances are Ready and every pod's gate is True; the pods."""
     async def check() -> dict[str, JSON] | None:
-        assert operator.alive(), f"the operator exited:\n{operator.tail()}"
+        if not operator.alive():  # terminal: fail at once, not at the deadline
+            pytest.fail(f"the operator exited:\n{operator.tail()}", pytrace=False)
         ir = await get_replica(kube, namespace, name)
         status = ir.get("status") or {}
         pods = await list_pods(kube, namespace)
@@ -153,7 +154,8 @@ async def test_kopf_operator_restarts_an_instance_whole_when_a_worker_is_lost(
     await kube.delete(PODS, "kl-0-worker-0", namespace)
 
     async def restarted() -> dict[str, JSON] | None:
-        assert kopf_operator.alive(), f"the operator exited:\n{kopf_operator.tail()}"
+        if not kopf_operator.alive():  # terminal: fail at once, not at the deadline
+            pytest.fail(f"the operator exited:\n{kopf_operator.tail()}", pytrace=False)
         ir = await get_replica(kube, namespace, "kl")
         pods = await list_pods(kube, namespace)
         inst0 = [p for n, p in pods.items() if n.startswith("kl-0-")]

@@ -216,7 +216,9 @@ async def test_gate_waits_for_the_whole_gang(
 ) -> None:
     slow = f"example.com/{namespace}/worker:slow"
     await faults.set(bad_images=[slow])
-    await start_manager()
+    pods_seen = await PodRecorder(kube, namespace).start()
+    replicas_seen = await PodRecorder(kube, namespace, INFERENCE_REPLICAS).start()
+    handle = await start_manager()
     await kube.create(INFERENCE_REPLICAS, replica_body("gang", replicas=1, worker_image=slow),
                       namespace)
 
@@ -232,14 +234,17 @@ async def test_gate_waits_for_the_whole_gang(
 
     await eventually(leader_ready_worker_pulling, timeout=60,
                      what="leader ready while the worker cannot pull")
-    # Over a few passes of the manager (requeue 1s), the leader stays out of rotation.
-    for _ in range(16):
-        pods = await list_pods(kube, namespace)
-        assert gate(pods["gang-0-leader-0"]) != "True", "leader entered rotation alone"
-        ir = await get_replica(kube, namespace, "gang")
-        assert (ir.get("status") or {}).get("readyReplicas", 0) == 0
-        await asyncio.sleep(0.25)
+    # Four more passes of the manager (requeue 1s) over the half-ready gang, every change
+    # of the pods and the replica recorded meanwhile.
+    passes = handle.metrics.sample("omenative_reconcile_duration_seconds_count")
 
+    async def four_more_passes() -> bool:
+        return bool(handle.metrics.sample("omenative_reconcile_duration_seconds_count")
+                    >= passes + 4)
+
+    await eventually(four_more_passes, timeout=60, what="four more reconcile passes")
+    await replicas_seen.caught_up()
+    before_clear = [obj for _, obj in replicas_seen.history]
     await faults.clear()
 
     async def both_serving() -> bool:
@@ -249,6 +254,22 @@ async def test_gate_waits_for_the_whole_gang(
                 and (ir.get("status") or {}).get("readyReplicas") == 1)
 
     await eventually(both_serving, timeout=60, what="both pods serving once the worker pulls")
+    await pods_seen.caught_up()
+    await pods_seen.stop()
+    await replicas_seen.stop()
+
+    def leader_alone(pods: dict[str, JSON]) -> str | None:
+        leader, worker = pods.get("gang-0-leader-0"), pods.get("gang-0-worker-0")
+        if leader is None or gate(leader) != "True":
+            return None
+        if worker is not None and conditions(worker).get("ContainersReady") == "True":
+            return None
+        return "the leader is in rotation, its worker not ready"
+
+    # at no moment, before or after the worker could pull, was the leader serving alone
+    assert pods_seen.assert_never(leader_alone, "the gate waits for the whole gang") > 4
+    ready = [(o.get("status") or {}).get("readyReplicas") for o in before_clear]
+    assert not any(ready), f"readyReplicas while the worker could not pull: {ready}"
 
 
 async def test_pod_group_crd_noticed_without_restart_and_created_first(

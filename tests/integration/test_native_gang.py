@@ -34,6 +34,7 @@ pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402
     TEST_LIFECYCLE,
     ManagerHandle,
+    PodRecorder,
     eventually,
     get_replica,
     list_pods,
@@ -48,6 +49,8 @@ GPU = "nvidia.com/gpu"
 TEST_NODE = "omenative.io/gang-test"
 DOMAIN = "example.com/nvlink-domain"
 WORKERS = 3
+QUIET_SECONDS = 18.0
+"""How long a waiting gang is watched (every pod change recorded): past its 10 s deadline."""
 PODS_PER_INSTANCE = 1 + WORKERS
 LIFECYCLE = {**TEST_LIFECYCLE, "gangScheduling": "Native", "instanceReadyTimeout": "10s",
              "unschedulableGracePeriod": "10m"}
@@ -223,12 +226,19 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
     workloads = (await kube.list(WORKLOADS, namespace)).get("items") or ()
     assert len(workloads) == 1  # one per revision
 
-    # looked at again and again, well past the 10 s readiness deadline: none of the
-    # waiting Instance's pods is bound, and it is not Failed
-    for _ in range(12):
-        live = by_instance(await list_pods(kube, namespace))
-        assert not [p["metadata"]["name"] for p in live[pending] if p["spec"].get("nodeName")]
-        await asyncio.sleep(1.5)
+    # every pod change recorded for well past the 10 s readiness deadline: none of the
+    # waiting Instance's pods is ever bound, and it is not Failed
+    recorder = await PodRecorder(kube, namespace).start()
+    await asyncio.sleep(QUIET_SECONDS)
+    await recorder.caught_up()
+    await recorder.stop()
+
+    def waiting_pod_bound(state: dict[str, JSON]) -> str | None:
+        names = [p["metadata"]["name"] for p in by_instance(state).get(pending, ())
+                 if p["spec"].get("nodeName")]
+        return f"bound: {names}" if names else None
+
+    recorder.assert_never(waiting_pod_bound, "the waiting Instance stays wholly unbound")
     row = rows(await get_replica(kube, namespace, "chat"))[pending]
     show("the waiting Instance's row after its deadline", row)
     assert row["phase"] != "Failed", row
