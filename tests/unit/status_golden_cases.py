@@ -1,8 +1,9 @@
 """Statuses for the wire-format golden tests: uniform, mid-rollout and failure-heavy.
 
-Built from OME's rules (ome-facts.md §1 and §4): every value is one OME writes, so the
-expected bytes beside them (``tests/unit/golden/*.json``) are what OME's Go
-``json.Marshal`` produces for the same status, in compact form.
+Built from OME's rules (ome-facts.md §1 and §4): every value is one OME writes. The
+expected bytes beside them (``tests/unit/golden/*.json``) were written by omenative's own
+encoder and pin its output; the bytes checked against OME's own tests are under
+``tests/unit/golden/ome/`` (sources in ``tests/unit/golden/README.md``).
 """
 
 from __future__ import annotations

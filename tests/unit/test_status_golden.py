@@ -1,9 +1,11 @@
-"""Golden bytes: a status omenative writes reads the same as OME's, byte for byte.
+"""Golden bytes: the statuses omenative writes do not change by accident.
 
-The expected files hold the compact JSON OME's Go ``json.Marshal`` writes for the statuses
-of ``status_golden_cases``: OME's struct order, zero values left out where OME's fields are
-``omitempty``, and ColumnarV2 only when it is strictly smaller. ``*.dense.json`` is the
-DenseV1 spelling of the same status, ``*.written.json`` what the manager sends.
+The expected files hold the compact JSON omenative's encoder wrote for the statuses of
+``status_golden_cases`` (OME's struct order, zero values left out where OME's fields are
+``omitempty``, ColumnarV2 only when it is strictly smaller): ``*.dense.json`` is the DenseV1
+spelling of a status, ``*.written.json`` what the manager sends. They were not produced by
+OME's code; the bytes checked against OME's own tests are in ``test_status_golden_ome``
+(``tests/unit/golden/README.md`` says where each file comes from).
 """
 
 from __future__ import annotations
