@@ -2,9 +2,11 @@
 
 ``make bench-memory`` records real objects with the real manager (``memory_record.py``) and
 replays them at fleet scale; here it records on the test cluster and replays 8 pods per
-shape. Asserted: it exits 0, records what it says (one replica of 2 Instances x leader +
-worker, their native gang objects) and prints its table, one row per case. Never a timing or
-a memory figure: those are the benchmark's to report (``docs/benchmarks.md``).
+shape. ``bench_failover.py`` runs one round of Lease hand-overs on the test cluster,
+``bench_indexsets.py`` 200 members. Asserted: each exits 0, the recording holds what it
+says (one replica of 2 Instances x leader + worker, their native gang objects) and each
+prints its table, one row per case. Never a timing or a memory figure: those are the
+benchmarks' to report.
 """
 
 from __future__ import annotations
