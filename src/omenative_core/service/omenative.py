@@ -40,6 +40,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel, with_model
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -275,8 +276,11 @@ def render_omenative(
     current_replicas: Mapping[str, int],
     peer_hashes: Mapping[str, str],
     collision_count: int | None,
+    *,
+    model: BaseModel | None = None,
 ) -> ComponentPlan:
-    """An OMENative component's plan, or a blocked plan saying what is wrong with it."""
+    """An OMENative component's plan, or a blocked plan saying what is wrong with it;
+    ``model``: the BaseModel / ClusterBaseModel its pods are rendered with."""
     prefix = f"{isvc.name}-{component}"
     multi = (merged.leader is not None or merged.worker is not None) and component != "router"
     problem = pairing_problem(merged) if multi else None
@@ -288,6 +292,7 @@ def render_omenative(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
+    runners = with_model(runners, model, isvc, component, merged)
     if _rollout_groups(isvc):
         env = peer_env_for(isvc, component, peer_hashes)
         runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)

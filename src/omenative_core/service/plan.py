@@ -96,6 +96,16 @@ class ServiceCondition:
 
 
 @frozen(kw_only=True)
+class ServiceEvent:
+    """An Event the shell records on the InferenceService for this pass (the shell sends
+    each once per generation), such as OME's ``RuntimeCompatibilityAdvisory`` Warning."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@frozen(kw_only=True)
 class ComponentPlan:
     """What one component needs. ``blocked``: nothing could be rendered, keep what exists.
 
@@ -132,6 +142,7 @@ class ServicePlan:
     runtime: RuntimeRef | None = None
     components: tuple[ComponentPlan, ...] = ()
     conditions: tuple[ServiceCondition, ...] = ()
+    events: tuple[ServiceEvent, ...] = ()
 
     def component(self, name: str) -> ComponentPlan | None:
         """The plan of ``name``, or None when the ISVC has no such component."""

@@ -41,6 +41,7 @@ from omenative_core.service.model import (
     RuntimeRef,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel
 from omenative_core.service.modes import (
     MODE_MULTI_NODE,
     MODE_OMENATIVE,
@@ -73,10 +74,12 @@ from omenative_core.service.plan import (
     PdbPolicy,
     ServiceCondition,
     ServiceConfig,
+    ServiceEvent,
     ServicePlan,
     blocked_plan,
     condition_type,
 )
+from omenative_core.service.resolve import resolve_sources
 from omenative_core.service.workloads import (
     render_multinode,
     render_raw,
@@ -97,6 +100,7 @@ __all__ = [
     "PdbPolicy",
     "ServiceCondition",
     "ServiceConfig",
+    "ServiceEvent",
     "ServicePlan",
     "condition_type",
     "find_runtime",
@@ -126,6 +130,7 @@ def render_service(
     auto_selected: RuntimeRef | None = None,
     current_replicas: Mapping[str, int] | None = None,
     collision_counts: Mapping[str, int] | None = None,
+    models: Sequence[BaseModel] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -139,7 +144,10 @@ def render_service(
     Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``
     (the decoder's names the engine revision rendered in this same pass). A component
     runs when the ISVC declares it (``engine: {}`` is enough); an ISVC that declares none
-    runs every component its runtime configures.
+    runs every component its runtime configures. ``models``: the BaseModels and
+    ClusterBaseModels the shell can see; with them, ``spec.model`` is rendered into the
+    pods, picks the runtime when ``spec.runtime`` names none, and blocks every component
+    when it is missing or disabled (``resolve_sources``).
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -157,13 +165,9 @@ def render_service(
                 ),
             ),
         )
-    ref = isvc.runtime_ref or auto_selected
-    runtime = find_runtime(isvc, runtimes, ref) if ref is not None else None
-    runtime_problem: tuple[str, str] | None = None
-    if ref is not None and runtime is None:
-        runtime_problem = ("RuntimeNotFound", f"{ref.kind} {ref.name!r} not found")
-    elif runtime is not None and runtime.disabled:
-        runtime_problem = ("RuntimeDisabled", f"{runtime.kind} {runtime.name!r} is disabled")
+    sources = resolve_sources(isvc, runtimes, models, auto_selected)
+    ref, runtime, model = sources.ref, sources.runtime, sources.model
+    runtime_problem = sources.problem
     names = isvc.declared_components if runtime_problem else _active_components(isvc, runtime)
 
     plans: list[ComponentPlan] = []
@@ -203,15 +207,18 @@ def render_service(
                 current,
                 hashes,
                 collisions.get(component),
+                model=model,
             )
             if cp.revision_hash:
                 hashes[component] = cp.revision_hash
             plans.append(cp)
         elif res.mode == MODE_MULTI_NODE:
-            plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config))
+            plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config,
+                                          model=model))
         else:
             assert res.mode == MODE_RAW
-            plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current))
+            plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current,
+                                    model=model))
     conditions: tuple[ServiceCondition, ...] = ()
     if runtime_problem is not None and not plans:
         conditions = (
@@ -225,4 +232,5 @@ def render_service(
         runtime=ref,
         components=tuple(plans),
         conditions=conditions,
+        events=sources.events,
     )

@@ -24,6 +24,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel, with_model
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -69,13 +70,17 @@ def render_raw(
     crds: frozenset[str],
     config: ServiceConfig,
     current_replicas: Mapping[str, int],
+    *,
+    model: BaseModel | None = None,
 ) -> ComponentPlan:
-    """A RawDeployment component's plan: Deployment, Service, PDB, HPA, PodMonitor."""
+    """A RawDeployment component's plan: Deployment, Service, PDB, HPA, PodMonitor
+    (``model``: rendered into the pod template)."""
     prefix = f"{isvc.name}-{component}"
     problem = too_long("Deployment name", prefix)
     if problem is not None:
         return blocked_plan(component, res, "NameTooLong", problem)
-    (runner,) = component_runners(isvc, runtime, component, merged, multi_pod=False)
+    (runner,) = with_model(component_runners(isvc, runtime, component, merged, multi_pod=False),
+                           model, isvc, component, merged)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     selector = {**labels, _RAW_APP_LABEL: prefix}
     template = _with_labels(runner.template, selector)
@@ -154,9 +159,11 @@ def render_multinode(
     res: ModeResolution,
     crds: frozenset[str],
     config: ServiceConfig,
+    *,
+    model: BaseModel | None = None,
 ) -> ComponentPlan:
     """A MultiNode component's plan: a LeaderWorkerSet and its Service, or the condition
-    saying the CRD is missing."""
+    saying the CRD is missing (``model``: rendered into both templates)."""
     prefix = f"{isvc.name}-{component}"
     if CRD_LEADER_WORKER_SET not in crds:
         message = (
@@ -191,7 +198,8 @@ def render_multinode(
     long_name = too_long("LeaderWorkerSet name", name)
     if long_name is not None:
         return blocked_plan(component, res, "NameTooLong", long_name)
-    leader, worker = component_runners(isvc, runtime, component, merged, multi_pod=True)
+    leader, worker = with_model(component_runners(isvc, runtime, component, merged,
+                                                  multi_pod=True), model, isvc, component, merged)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     scale = resolve_scale(
         isvc, merged, component, at_least_one=True, config=config, current_replicas={}

@@ -1,0 +1,86 @@
+"""The model and runtime an InferenceService renders with, resolved as OME resolves them.
+
+``resolve_sources`` (OME v0.1.5 ``inferenceservice/controller.go`` steps 1 and 2, with
+OME v1.3's treatment of a named runtime):
+
+1. ``spec.model`` names a model: it must exist (``ModelNotFound``) and be enabled
+   (``ModelDisabled``), or nothing is rendered.
+2. ``spec.runtime`` names a runtime: it is used. When it does not declare support for the
+   model, the plan carries OME's ``RuntimeCompatibilityAdvisory`` Warning and renders anyway.
+3. No ``spec.runtime`` but a model: the runtime OME auto-selects (``select_runtime``); none
+   is ``RuntimeNotFound`` with OME's ``no runtime found to support model ...`` message.
+4. A named or selected runtime that does not exist is ``RuntimeNotFound``; a disabled one
+   ``RuntimeDisabled``.
+
+``models`` None means the caller does not look models up (the simulator, older callers):
+``spec.model`` is then ignored, as before models were rendered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import frozen
+
+from omenative_core.service.model import InferenceService, RuntimeRef, ServingRuntime
+from omenative_core.service.models import BaseModel, find_model, model_problem, model_ref
+from omenative_core.service.objects import find_runtime
+from omenative_core.service.plan import ServiceEvent
+from omenative_core.service.runtime_select import compatibility_advisory, select_runtime
+
+__all__ = ["ADVISORY", "Sources", "resolve_sources"]
+
+ADVISORY = "RuntimeCompatibilityAdvisory"
+"""OME's Warning reason: a named runtime does not declare support for the model."""
+
+
+@frozen(kw_only=True)
+class Sources:
+    """What the components render from: the model, the runtime (and how it was found),
+    the problem that blocks every component, and Events for the pass."""
+
+    model: BaseModel | None = None
+    ref: RuntimeRef | None = None
+    runtime: ServingRuntime | None = None
+    problem: tuple[str, str] | None = None
+    events: tuple[ServiceEvent, ...] = ()
+
+
+def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[str, str] | None:
+    if runtime is None:
+        return ("RuntimeNotFound", f"{ref.kind} {ref.name!r} not found")
+    if runtime.disabled:
+        return ("RuntimeDisabled", f"{runtime.kind} {runtime.name!r} is disabled")
+    return None
+
+
+def resolve_sources(
+    isvc: InferenceService,
+    runtimes: Sequence[ServingRuntime],
+    models: Sequence[BaseModel] | None,
+    auto_selected: RuntimeRef | None = None,
+) -> Sources:
+    """The model and runtime ``isvc`` renders with, or the problem that stops it."""
+    mref = model_ref(isvc) if models is not None else None
+    model: BaseModel | None = None
+    if mref is not None:
+        assert models is not None
+        model = find_model(mref, isvc.namespace, models)
+        problem = model_problem(mref, model, isvc.namespace)
+        if problem is not None:
+            return Sources(ref=isvc.runtime_ref, problem=problem)
+    ref = isvc.runtime_ref or auto_selected
+    if ref is None and model is not None:
+        selection = select_runtime(isvc, model, runtimes)
+        if selection.ref is None:
+            return Sources(model=model, problem=("RuntimeNotFound", selection.message))
+        ref = selection.ref
+    runtime = find_runtime(isvc, runtimes, ref) if ref is not None else None
+    problem = _runtime_problem(ref, runtime) if ref is not None else None
+    events: tuple[ServiceEvent, ...] = ()
+    if problem is None and model is not None and runtime is not None and isvc.runtime_ref:
+        assert mref is not None
+        advisory = compatibility_advisory(isvc, model, runtime, mref.name)
+        if advisory is not None:
+            events = (ServiceEvent(type="Warning", reason=ADVISORY, message=advisory),)
+    return Sources(model=model, ref=ref, runtime=runtime, problem=problem, events=events)
