@@ -39,6 +39,7 @@ from omenative_core.service.models import BaseModel
 __all__ = [
     "RuntimeSelection",
     "compatibility_advisory",
+    "compatible_runtimes",
     "incompatibility",
     "select_runtime",
 ]
@@ -258,14 +259,11 @@ def _visible(isvc: InferenceService, runtimes: Iterable[ServingRuntime]) -> list
             if rt.kind == "ClusterServingRuntime" or rt.namespace == isvc.namespace]
 
 
-def select_runtime(
-    isvc: InferenceService, model: BaseModel, runtimes: Sequence[ServingRuntime]
-) -> RuntimeSelection:
-    """The runtime OME auto-selects for ``model`` (module docstring), or none with
-    OME's ``no runtime found to support model ...`` message."""
+def _rank(
+    isvc: InferenceService, model: BaseModel, visible: Sequence[ServingRuntime]
+) -> tuple[list[RuntimeSelection], list[str]]:
     ranked: list[tuple[int, int, float, str, ServingRuntime]] = []
     excluded: list[str] = []
-    visible = _visible(isvc, runtimes)
     for rt in visible:
         reason = incompatibility(rt, model, isvc)
         if reason is not None:
@@ -275,13 +273,29 @@ def select_runtime(
         if not any(f.get("autoSelect") is True for f in _formats(rt)):
             continue
         score = _score(rt, model)
-        if score <= 0:
-            continue
-        scope = 0 if rt.kind == "ServingRuntime" else 1
-        ranked.append((scope, -score, _size_distance(rt, model), rt.name, rt))
+        if score > 0:
+            scope = 0 if rt.kind == "ServingRuntime" else 1
+            ranked.append((scope, -score, _size_distance(rt, model), rt.name, rt))
+    ranked.sort(key=lambda t: t[:4])
+    return [RuntimeSelection(runtime=t[4], score=-t[1]) for t in ranked], excluded
+
+
+def compatible_runtimes(
+    isvc: InferenceService, model: BaseModel, runtimes: Sequence[ServingRuntime]
+) -> list[RuntimeSelection]:
+    """OME's ``GetCompatibleRuntimes``: every candidate with its score, best first."""
+    return _rank(isvc, model, _visible(isvc, runtimes))[0]
+
+
+def select_runtime(
+    isvc: InferenceService, model: BaseModel, runtimes: Sequence[ServingRuntime]
+) -> RuntimeSelection:
+    """The runtime OME auto-selects for ``model`` (module docstring), or none with
+    OME's ``no runtime found to support model ...`` message."""
+    visible = _visible(isvc, runtimes)
+    ranked, excluded = _rank(isvc, model, visible)
     if ranked:
-        best = min(ranked, key=lambda t: t[:4])
-        return RuntimeSelection(runtime=best[4], score=-best[1])
+        return ranked[0]
     ns = sum(1 for rt in visible if rt.kind == "ServingRuntime")
     message = (f"no runtime found to support model {model.format_name or 'unknown'} with "
                f"format {model.format_name} in namespace {isvc.namespace}")
