@@ -289,3 +289,37 @@ def test_a_bad_model_field_is_a_codec_error_naming_it() -> None:
     with pytest.raises(CodecError, match=r"spec\.storage\.path"):
         basemodel_from_json({"kind": "BaseModel", "metadata": {"name": "m"},
                              "spec": {"storage": {"path": 3}}})
+
+
+# ---------------------------------------------------------------------------- placeholders
+
+
+def _placeholder_runtime(*args: str) -> Any:
+    return runtime({"engineConfig": {"runner": {"name": "ome-container", "image": "srt:1",
+                                                "args": list(args)}}})
+
+
+def test_runtime_placeholders_are_filled_from_the_isvc_metadata() -> None:
+    """merging.go ReplacePlaceholders: the runner container as a Go template over the ISVC's
+    ObjectMeta; a missing map key renders ``<no value>``."""
+    rt = _placeholder_runtime("--served-model-name={{.Name}}", "--ns={{ .Namespace }}",
+                              "--team={{.Labels.team}}",
+                              '--tier={{index .Annotations "example.com/tier"}}',
+                              "--missing={{.Labels.nope}}", "--trim={{- .Name -}}")
+    i = isvc({"deploymentMode": "OMENative", "runtime": {"name": "srt"}, "engine": {}},
+             labels={"team": "search"},
+             annotations={"example.com/tier": "gold"})
+    plan = render_service(i, [rt], (), models=[])
+    args = main_container(templates(comp(plan, "engine"))["default"])["args"]
+    assert args == ["--served-model-name=test-mn-isvc", "--ns=default", "--team=search",
+                    "--tier=gold", "--missing=<no value>", "--trim=test-mn-isvc"]
+
+
+@pytest.mark.parametrize("arg", ["--x={{ .Spec.Model }}", "--chat-template={{ messages"])
+def test_a_placeholder_omes_template_cannot_fill_blocks_with_render_failed(arg: str) -> None:
+    plan = render_service(isvc({"runtime": {"name": "srt"}, "engine": {}}),
+                          [_placeholder_runtime(arg)], (), models=[])
+    engine = comp(plan, "engine")
+    assert engine.blocked and engine.ready is not None
+    assert engine.ready.reason == "RenderFailed"
+    assert "placeholder" in engine.ready.message

@@ -13,6 +13,7 @@ from omenative_core.service.merge import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
 from omenative_core.service.models import *  # noqa: F403
 from omenative_core.service.modes import *  # noqa: F403
+from omenative_core.service.placeholders import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403
 from omenative_core.service.resolve import *  # noqa: F403
 from omenative_core.service.runtime_select import *  # noqa: F403

@@ -41,6 +41,7 @@ from omenative_core.codec import CodecError
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.service.merge import MAIN_CONTAINER
 from omenative_core.service.model import ComponentSpec, InferenceService
+from omenative_core.service.placeholders import fill_placeholders, placeholder_problem
 
 __all__ = [
     "MODEL_KINDS",
@@ -49,10 +50,11 @@ __all__ = [
     "apply_model",
     "basemodel_from_json",
     "find_model",
+    "finish_runners",
     "model_problem",
     "model_ready_label",
     "model_ref",
-    "with_model",
+    "runner_placeholder_problem",
 ]
 
 MODEL_KINDS: Final = ("BaseModel", "ClusterBaseModel")
@@ -431,14 +433,46 @@ def apply_model(
     return tuple(out)
 
 
-def with_model(
+def runner_placeholder_problem(merged: ComponentSpec) -> str | None:
+    """Why OME's template cannot fill the placeholders of ``merged``'s runner containers
+    (its ``runner``, its ``leader`` / ``worker`` runners), or None."""
+    blocks = [merged.runner]
+    for role in (merged.leader, merged.worker):
+        if role is not None:
+            blocks.append(role.runner)
+    for block in blocks:
+        problem = placeholder_problem(block) if block is not None else None
+        if problem is not None:
+            return problem
+    return None
+
+
+def _main_container_filled(runner: Runner, meta: Mapping[str, Any]) -> Runner:
+    template = dict(runner.template)
+    pod = dict(_obj(template.get("spec")))
+    containers = [dict(c) for c in pod.get("containers") or () if isinstance(c, Mapping)]
+    index = _main_index(containers, None)
+    if index is None:
+        return runner
+    containers[index] = fill_placeholders(containers[index], meta)
+    pod["containers"] = containers
+    template["spec"] = pod
+    return evolve(runner, template=template)
+
+
+def finish_runners(
     runners: tuple[Runner, ...],
     model: BaseModel | None,
     isvc: InferenceService,
     component: str,
     merged: ComponentSpec,
 ) -> tuple[Runner, ...]:
-    """``runners`` rendered with ``model`` (``apply_model``), or unchanged without one."""
+    """``runners`` as OME finishes a component's pods: the runtime placeholders of the main
+    container filled from the ISVC's metadata (``placeholders``), then ``model`` rendered
+    in (``apply_model``) when there is one."""
+    meta = {"name": isvc.name, "namespace": isvc.namespace, "labels": isvc.labels,
+            "annotations": isvc.annotations}
+    runners = tuple(_main_container_filled(r, meta) for r in runners)
     if model is None:
         return runners
     return apply_model(runners, model, component, merged,

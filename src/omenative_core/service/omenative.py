@@ -40,7 +40,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
-from omenative_core.service.models import BaseModel, with_model
+from omenative_core.service.models import BaseModel, finish_runners
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -292,7 +292,7 @@ def render_omenative(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
-    runners = with_model(runners, model, isvc, component, merged)
+    runners = finish_runners(runners, model, isvc, component, merged)
     if _rollout_groups(isvc):
         env = peer_env_for(isvc, component, peer_hashes)
         runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)

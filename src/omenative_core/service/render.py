@@ -41,7 +41,7 @@ from omenative_core.service.model import (
     RuntimeRef,
     ServingRuntime,
 )
-from omenative_core.service.models import BaseModel
+from omenative_core.service.models import BaseModel, runner_placeholder_problem
 from omenative_core.service.modes import (
     MODE_MULTI_NODE,
     MODE_OMENATIVE,
@@ -195,6 +195,10 @@ def render_service(
             continue
         merged = effective_component(isvc, runtime, component)
         assert merged is not None
+        placeholder = runner_placeholder_problem(merged)
+        if placeholder is not None:
+            plans.append(blocked_plan(component, res, "RenderFailed", placeholder))
+            continue
         if res.mode == MODE_OMENATIVE:
             cp = render_omenative(
                 isvc,

@@ -24,7 +24,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
-from omenative_core.service.models import BaseModel, with_model
+from omenative_core.service.models import BaseModel, finish_runners
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -79,7 +79,7 @@ def render_raw(
     problem = too_long("Deployment name", prefix)
     if problem is not None:
         return blocked_plan(component, res, "NameTooLong", problem)
-    (runner,) = with_model(component_runners(isvc, runtime, component, merged, multi_pod=False),
+    (runner,) = finish_runners(component_runners(isvc, runtime, component, merged, multi_pod=False),
                            model, isvc, component, merged)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     selector = {**labels, _RAW_APP_LABEL: prefix}
@@ -198,7 +198,7 @@ def render_multinode(
     long_name = too_long("LeaderWorkerSet name", name)
     if long_name is not None:
         return blocked_plan(component, res, "NameTooLong", long_name)
-    leader, worker = with_model(component_runners(isvc, runtime, component, merged,
+    leader, worker = finish_runners(component_runners(isvc, runtime, component, merged,
                                                   multi_pod=True), model, isvc, component, merged)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     scale = resolve_scale(
