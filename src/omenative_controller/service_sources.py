@@ -14,7 +14,8 @@ ISVC names must exist. A change queues the InferenceServices it can alter:
 
 ``plan_warnings`` lists the Warning Events a pass's plan asks for: a component blocked by
 its model or runtime (``ModelNotFound``, ``ModelDisabled``, ``RuntimeNotFound``,
-``RuntimeDisabled``: the same message for every component, so one Event) and the plan's own
+``RuntimeDisabled``, a broken inheritance chain, a placeholder OME cannot fill: the same
+message for every component, so one Event) and the plan's own
 Events (``RuntimeCompatibilityAdvisory``). The controller sends each once per ISVC
 generation.
 """
@@ -166,7 +167,8 @@ class Sources:
 
 
 _SOURCE_REASONS: Final = frozenset(
-    {"ModelNotFound", "ModelDisabled", "RuntimeNotFound", "RuntimeDisabled"})
+    {"ModelNotFound", "ModelDisabled", "RuntimeNotFound", "RuntimeDisabled",
+     "RuntimeValidationError", "RuntimeFetchError", "RenderFailed"})
 
 
 def plan_warnings(plan: ServicePlan) -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 
 from omenative_core.service.cluster_config import *  # noqa: F403
 from omenative_core.service.handover import *  # noqa: F403
+from omenative_core.service.inheritance import *  # noqa: F403
 from omenative_core.service.merge import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
 from omenative_core.service.models import *  # noqa: F403

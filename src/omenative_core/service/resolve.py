@@ -9,8 +9,12 @@ OME v1.3's treatment of a named runtime):
    model, the plan carries OME's ``RuntimeCompatibilityAdvisory`` Warning and renders anyway.
 3. No ``spec.runtime`` but a model: the runtime OME auto-selects (``select_runtime``); none
    is ``RuntimeNotFound`` with OME's ``no runtime found to support model ...`` message.
-4. A named or selected runtime that does not exist is ``RuntimeNotFound``; a disabled one
-   ``RuntimeDisabled``.
+4. A named runtime is merged with its ``ome.io/inherit-from`` chain (``inheritance``); a
+   chain that does not resolve blocks with ``RuntimeValidationError`` (OME's Event reason;
+   ``Runtime <rt> does not support model <model>: <chain error>``), or
+   ``RuntimeFetchError`` without a model.
+5. A named or selected runtime that does not exist is ``RuntimeNotFound``; a disabled one
+   (after inheritance) ``RuntimeDisabled``.
 
 ``models`` None means the caller does not look models up (the simulator, older callers):
 ``spec.model`` is then ignored, as before models were rendered.
@@ -22,6 +26,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
+from omenative_core.service.inheritance import InheritanceError, inherited_runtime
 from omenative_core.service.model import InferenceService, RuntimeRef, ServingRuntime
 from omenative_core.service.models import BaseModel, find_model, model_problem, model_ref
 from omenative_core.service.objects import find_runtime
@@ -76,6 +81,15 @@ def resolve_sources(
             return Sources(model=model, problem=("RuntimeNotFound", selection.message))
         ref = selection.ref
     runtime = find_runtime(isvc, runtimes, ref) if ref is not None else None
+    if runtime is not None and isvc.runtime_ref is not None:
+        try:
+            runtime = inherited_runtime(runtime, runtimes)
+        except InheritanceError as exc:
+            if mref is None:
+                return Sources(model=model, ref=ref, problem=("RuntimeFetchError", str(exc)))
+            return Sources(model=model, ref=ref, problem=(
+                "RuntimeValidationError",
+                f"Runtime {ref.name} does not support model {mref.name}: {exc}"))
     problem = _runtime_problem(ref, runtime) if ref is not None else None
     events: tuple[ServiceEvent, ...] = ()
     if problem is None and model is not None and runtime is not None and isvc.runtime_ref:
