@@ -89,7 +89,7 @@ def resolve_sources(
                 return Sources(model=model, ref=ref, problem=("RuntimeFetchError", str(exc)))
             return Sources(model=model, ref=ref, problem=(
                 "RuntimeValidationError",
-                f"Runtime {ref.name} does not support model {mref.name}: {exc}"))
+                f"Runtime {runtime.name} does not support model {mref.name}: {exc}"))
     problem = _runtime_problem(ref, runtime) if ref is not None else None
     events: tuple[ServiceEvent, ...] = ()
     if problem is None and model is not None and runtime is not None and isvc.runtime_ref:
