@@ -414,7 +414,8 @@ class ServiceController:
         plan = render_service(isvc, runtimes, self.crds(), self.config,
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned),
-                              models=self.sources.all_models())
+                              models=self.sources.all_models(),
+                              accelerator_classes=self.sources.all_accelerator_classes())
         for reason, message in plan_warnings(plan):  # a missing model or runtime, advisories
             await self._warn(raw, reason, message)
         return plan

@@ -1,14 +1,15 @@
 """Generate the CRDs of OME's InferenceService, ServingRuntime, ClusterServingRuntime,
-BaseModel and ClusterBaseModel.
+BaseModel, ClusterBaseModel and AcceleratorClass.
 
 ``python -m omenative_controller.service_crds`` writes ``config/crd/ome.io_<plural>.yaml``
-for the five kinds (``--check`` only compares and exits 1 when a file is stale). The
+for the six kinds (``--check`` only compares and exits 1 when a file is stale). The
 schemas are deliberately loose: ``spec`` and ``status`` are objects with
 ``x-kubernetes-preserve-unknown-fields: true``, so every OME field survives a round trip
 through the API server (a ``status`` a runtime may carry included); the pure layer
 (``omenative_core.service``) does the checking. The InferenceService has a status
-subresource; the runtimes have none. BaseModel and ClusterBaseModel follow OME's published
-CRDs (ome-projects/ome ``config/crd/minimal/ome.io_{basemodels,clusterbasemodels}.yaml`` at
+subresource; the runtimes have none. BaseModel, ClusterBaseModel and AcceleratorClass follow
+OME's published CRDs (ome-projects/ome
+``config/crd/minimal/ome.io_{basemodels,clusterbasemodels,acceleratorclasses}.yaml`` at
 cfa05c6967648a1bd62e2d96221f06aa1dec95fe: OME's printer columns, a status subresource,
 ``spec`` and ``status`` kept whole) and declare the types of the fields omenative renders
 from (``disabled``, ``storage.path``, ``modelFormat``, ``modelParameterSize``), so a wrong
@@ -36,6 +37,7 @@ import yaml
 from attrs import frozen
 
 __all__ = [
+    "ACCELERATOR_CLASS",
     "ALL_CRDS",
     "BASE_MODEL",
     "CLUSTER_BASE_MODEL",
@@ -126,9 +128,18 @@ CLUSTER_BASE_MODEL = CrdKind(
 """``clusterbasemodels.ome.io`` (cluster-scoped, status subresource)."""
 SERVICE_CRDS: tuple[CrdKind, ...] = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME)
 """The InferenceService and runtime CRDs."""
+ACCELERATOR_CLASS = CrdKind(
+    kind="AcceleratorClass",
+    plural="acceleratorclasses",
+    singular="acceleratorclass",
+    namespaced=False,
+    status_subresource=True,
+    description="AcceleratorClass: a kind of accelerator, how to find its nodes, its resources.",
+)
+"""``acceleratorclasses.ome.io`` (cluster-scoped, status subresource)."""
 MODEL_CRDS: tuple[CrdKind, ...] = (BASE_MODEL, CLUSTER_BASE_MODEL)
 """OME's model CRDs: with them installed, an InferenceService's ``spec.model`` must exist."""
-ALL_CRDS: tuple[CrdKind, ...] = (*SERVICE_CRDS, *MODEL_CRDS)
+ALL_CRDS: tuple[CrdKind, ...] = (*SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS)
 """Every CRD this module generates."""
 
 _FREE: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -324,6 +335,9 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
     """``spec``: free-form, plus the fields the CEL rules read."""
     if crd in MODEL_CRDS:
         return _model_spec_schema()
+    if crd is ACCELERATOR_CLASS:
+        strings = {"type": "object", "additionalProperties": {"type": "string"}}
+        return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
     if crd is INFERENCE_SERVICE:
         spec = _free(
             deploymentMode={"type": "string", "maxLength": 64},
@@ -372,6 +386,12 @@ def _columns(crd: CrdKind) -> list[dict[str, Any]]:
                    ("CompartmentID", "string", ".spec.compartmentID"),
                    ("Ready", "string", ".status.state")]
         return [*({"name": n, "type": t, "jsonPath": p} for n, t, p in columns), age]
+    if crd is ACCELERATOR_CLASS:  # OME's columns
+        return [{"name": "Vendor", "type": "string", "jsonPath": ".spec.vendor"},
+                {"name": "Family", "type": "string", "jsonPath": ".spec.family"},
+                {"name": "Memory", "type": "string", "jsonPath": ".spec.capabilities.memoryGB"},
+                {"name": "Nodes", "type": "integer", "jsonPath": ".status.availableNodes"},
+                age]
     return [{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age]
 
 
@@ -427,7 +447,7 @@ def render_yaml(crd: CrdKind) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write (or with ``--check`` compare) the five CRD files under ``--root``."""
+    """Write (or with ``--check`` compare) the six CRD files under ``--root``."""
     parser = argparse.ArgumentParser(prog="python -m omenative_controller.service_crds")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
     parser.add_argument("--check", action="store_true", help="fail if a file is stale")

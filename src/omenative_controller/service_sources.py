@@ -33,14 +33,17 @@ from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import Resource
 from omenative_core.codec import CodecError
 from omenative_core.service import (
+    AcceleratorClass,
     BaseModel,
     ServicePlan,
     ServingRuntime,
+    accelerator_class_from_json,
     basemodel_from_json,
     runtime_from_json,
 )
 
 __all__ = [
+    "ACCELERATOR_CLASSES",
     "BASE_MODELS",
     "CLUSTER_BASE_MODELS",
     "CLUSTER_SERVING_RUNTIMES",
@@ -63,6 +66,10 @@ CLUSTER_BASE_MODELS: Final = Resource(
     "ome.io", "v1beta1", "clusterbasemodels", "ClusterBaseModel", namespaced=False
 )
 """The cluster-scoped ClusterBaseModel resource."""
+ACCELERATOR_CLASSES: Final = Resource(
+    "ome.io", "v1beta1", "acceleratorclasses", "AcceleratorClass", namespaced=False
+)
+"""The cluster-scoped AcceleratorClass resource."""
 
 
 def _spec(isvc: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -96,9 +103,11 @@ class Sources:
             client, BASE_MODELS, dict, namespaces=namespaces, on_change=self._model_changed)
         self.cluster_models: Informer[JSON] = Informer(
             client, CLUSTER_BASE_MODELS, dict, on_change=self._model_changed)
-        self.served = ServedInformers(client, (self.models, self.cluster_models),
-                                      interval=interval)
-        """Runs the model caches while discovery lists their CRDs (polled)."""
+        self.accelerators: Informer[JSON] = Informer(
+            client, ACCELERATOR_CLASSES, dict, on_change=self._accelerator_changed)
+        self.served = ServedInformers(
+            client, (self.models, self.cluster_models, self.accelerators), interval=interval)
+        """Runs the model and accelerator caches while discovery lists their CRDs (polled)."""
 
     @property
     def runtime_informers(self) -> tuple[Informer[JSON], ...]:
@@ -138,6 +147,26 @@ class Sources:
                     log.info("isvc.bad_model", kind=kind, name=obj["metadata"].get("name"),
                              error=str(exc))
         return out
+
+    def all_accelerator_classes(self) -> list[AcceleratorClass]:
+        """Every cached AcceleratorClass that decodes (a bad one is logged and left out)."""
+        out: list[AcceleratorClass] = []
+        if not self.served.serves(self.accelerators.name):
+            return out
+        for _key, obj in self.accelerators.items():
+            try:
+                out.append(accelerator_class_from_json(obj))
+            except CodecError as exc:
+                log.info("isvc.bad_accelerator_class", name=obj["metadata"].get("name"),
+                         error=str(exc))
+        return out
+
+    def _accelerator_changed(self, namespace: str | None, old: JSON | None,
+                             new: JSON | None) -> None:
+        for key, isvc in self.isvcs.items():  # rare: any ISVC naming a class may use it
+            if _spec(isvc, "acceleratorSelector") or _spec(isvc, "engine").get(
+                    "acceleratorOverride") or _spec(isvc, "decoder").get("acceleratorOverride"):
+                self.enqueue(key)
 
     def _runtime_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
         obj = new if new is not None else old

@@ -7,6 +7,7 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 ``service_status`` returns.
 """
 
+from omenative_core.service.accelerators import *  # noqa: F403
 from omenative_core.service.cluster_config import *  # noqa: F403
 from omenative_core.service.handover import *  # noqa: F403
 from omenative_core.service.inheritance import *  # noqa: F403

@@ -39,6 +39,7 @@ from attrs import evolve, frozen
 
 from omenative_core.codec import CodecError
 from omenative_core.model.spec import JSON, Runner
+from omenative_core.service.accelerators import Accelerator, apply_to_container, apply_to_pod
 from omenative_core.service.merge import MAIN_CONTAINER
 from omenative_core.service.model import ComponentSpec, InferenceService
 from omenative_core.service.placeholders import fill_placeholders, placeholder_problem
@@ -328,6 +329,7 @@ class _Render:
     pods_per_instance: int
     count_leader: bool
     model_init: bool
+    accelerator: Accelerator | None
 
 
 def _render_container(c: dict[str, Any], r: _Render) -> None:
@@ -338,6 +340,9 @@ def _render_container(c: dict[str, Any], r: _Render) -> None:
         if not any(m.get("name") == r.model.name or m.get("mountPath") == path for m in mounts):
             mounts.append({"name": r.model.name, "mountPath": path, "readOnly": True})
         c["volumeMounts"] = mounts
+    if r.accelerator is not None:  # OME sets no PARALLELISM_SIZE with an AcceleratorClass
+        apply_to_container(c, r.accelerator)
+        return
     gpus = _gpus(c)
     pods = r.pods_per_instance - (0 if r.count_leader else 1)
     if gpus > 0 and pods > 0:
@@ -363,6 +368,8 @@ def _render_pod(pod: dict[str, Any], r: _Render, runner_name: str | None, *,
     selector = dict(_obj(pod.get("nodeSelector")))
     selector.setdefault(model_ready_label(r.model), "Ready")
     pod["nodeSelector"] = selector
+    if r.accelerator is not None:
+        apply_to_pod(pod, r.accelerator)
 
 
 def _model_metadata(model: BaseModel) -> tuple[dict[str, str], dict[str, str]]:
@@ -406,19 +413,22 @@ def apply_model(
     component: str,
     merged: ComponentSpec,
     annotations: Mapping[str, str],
+    accelerator: Accelerator | None = None,
 ) -> tuple[Runner, ...]:
     """``runners`` rendered with ``model`` as OME renders a component (module docstring).
 
     ``merged``: the component merged with its runtime (its ``runner``, ``leader`` and
     ``worker`` decide which container is the runner's and how many pods share the model);
-    ``annotations``: the ISVC's and the component's (``ome.io/inject-model-init``).
+    ``annotations``: the ISVC's and the component's (``ome.io/inject-model-init``);
+    ``accelerator``: the engine's or decoder's accelerator class (``accelerators``).
     """
     pods = sum(r.size for r in runners)
     count_leader = component != "decoder" or merged.leader is not None or \
         merged.runner is not None
     render = _Render(model=model, component=component, pods_per_instance=pods,
                      count_leader=count_leader,
-                     model_init=annotations.get(ANNOTATION_MODEL_INIT) == "true")
+                     model_init=annotations.get(ANNOTATION_MODEL_INIT) == "true",
+                     accelerator=accelerator)
     labels, notes = _model_metadata(model)
     out: list[Runner] = []
     for runner in runners:
@@ -466,14 +476,15 @@ def finish_runners(
     isvc: InferenceService,
     component: str,
     merged: ComponentSpec,
+    accelerator: Accelerator | None = None,
 ) -> tuple[Runner, ...]:
     """``runners`` as OME finishes a component's pods: the runtime placeholders of the main
     container filled from the ISVC's metadata (``placeholders``), then ``model`` rendered
-    in (``apply_model``) when there is one."""
+    in (``apply_model``, with the component's ``accelerator`` class) when there is one."""
     meta = {"name": isvc.name, "namespace": isvc.namespace, "labels": isvc.labels,
             "annotations": isvc.annotations}
     runners = tuple(_main_container_filled(r, meta) for r in runners)
     if model is None:
         return runners
     return apply_model(runners, model, component, merged,
-                       {**isvc.annotations, **merged.annotations})
+                       {**isvc.annotations, **merged.annotations}, accelerator)

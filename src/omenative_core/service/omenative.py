@@ -30,6 +30,7 @@ from omenative_core.render import (
     validate_replica,
 )
 from omenative_core.revisions import revision_hash
+from omenative_core.service.accelerators import Accelerator
 from omenative_core.service.merge import (
     component_runners,
     merge_lifecycle,
@@ -278,6 +279,7 @@ def render_omenative(
     collision_count: int | None,
     *,
     model: BaseModel | None = None,
+    accelerator: Accelerator | None = None,
 ) -> ComponentPlan:
     """An OMENative component's plan, or a blocked plan saying what is wrong with it;
     ``model``: the BaseModel / ClusterBaseModel its pods are rendered with."""
@@ -292,7 +294,7 @@ def render_omenative(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
-    runners = finish_runners(runners, model, isvc, component, merged)
+    runners = finish_runners(runners, model, isvc, component, merged, accelerator)
     if _rollout_groups(isvc):
         env = peer_env_for(isvc, component, peer_hashes)
         runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)

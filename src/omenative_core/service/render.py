@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from omenative_core.service.accelerators import AcceleratorClass
 from omenative_core.service.merge import (
     effective_component,
 )
@@ -131,6 +132,7 @@ def render_service(
     current_replicas: Mapping[str, int] | None = None,
     collision_counts: Mapping[str, int] | None = None,
     models: Sequence[BaseModel] | None = None,
+    accelerator_classes: Sequence[AcceleratorClass] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -147,7 +149,8 @@ def render_service(
     runs every component its runtime configures. ``models``: the BaseModels and
     ClusterBaseModels the shell can see; with them, ``spec.model`` is rendered into the
     pods, picks the runtime when ``spec.runtime`` names none, and blocks every component
-    when it is missing or disabled (``resolve_sources``).
+    when it is missing or disabled (``resolve_sources``); ``accelerator_classes``: the
+    AcceleratorClasses, for an engine or decoder whose runtime lists classes.
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -165,7 +168,7 @@ def render_service(
                 ),
             ),
         )
-    sources = resolve_sources(isvc, runtimes, models, auto_selected)
+    sources = resolve_sources(isvc, runtimes, models, auto_selected, accelerator_classes)
     ref, runtime, model = sources.ref, sources.runtime, sources.model
     runtime_problem = sources.problem
     names = isvc.declared_components if runtime_problem else _active_components(isvc, runtime)
@@ -212,17 +215,19 @@ def render_service(
                 hashes,
                 collisions.get(component),
                 model=model,
+                accelerator=sources.accelerators.get(component),
             )
             if cp.revision_hash:
                 hashes[component] = cp.revision_hash
             plans.append(cp)
         elif res.mode == MODE_MULTI_NODE:
             plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config,
-                                          model=model))
+                                          model=model,
+                                          accelerator=sources.accelerators.get(component)))
         else:
             assert res.mode == MODE_RAW
             plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current,
-                                    model=model))
+                                    model=model, accelerator=sources.accelerators.get(component)))
     conditions: tuple[ServiceCondition, ...] = ()
     if runtime_problem is not None and not plans:
         conditions = (

@@ -15,6 +15,8 @@ OME v1.3's treatment of a named runtime):
    ``RuntimeFetchError`` without a model.
 5. A named or selected runtime that does not exist is ``RuntimeNotFound``; a disabled one
    (after inheritance) ``RuntimeDisabled``.
+6. With a model, the engine's and decoder's accelerator class (``accelerators``): a class
+   named that does not exist is ``AcceleratorClassError``, OME's Event reason.
 
 ``models`` None means the caller does not look models up (the simulator, older callers):
 ``spec.model`` is then ignored, as before models were rendered.
@@ -22,16 +24,26 @@ OME v1.3's treatment of a named runtime):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from attrs import frozen
+from attrs import evolve, field, frozen
 
+from omenative_core.service.accelerators import (
+    Accelerator,
+    AcceleratorClass,
+    accelerator_for,
+    accelerator_name,
+)
 from omenative_core.service.inheritance import InheritanceError, inherited_runtime
 from omenative_core.service.model import InferenceService, RuntimeRef, ServingRuntime
 from omenative_core.service.models import BaseModel, find_model, model_problem, model_ref
 from omenative_core.service.objects import find_runtime
 from omenative_core.service.plan import ServiceEvent
-from omenative_core.service.runtime_select import compatibility_advisory, select_runtime
+from omenative_core.service.runtime_select import (
+    compatibility_advisory,
+    select_runtime,
+    supported_format,
+)
 
 __all__ = ["ADVISORY", "Sources", "resolve_sources"]
 
@@ -49,6 +61,7 @@ class Sources:
     runtime: ServingRuntime | None = None
     problem: tuple[str, str] | None = None
     events: tuple[ServiceEvent, ...] = ()
+    accelerators: Mapping[str, Accelerator] = field(factory=dict)
 
 
 def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[str, str] | None:
@@ -59,11 +72,35 @@ def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[s
     return None
 
 
+def _accelerators(
+    isvc: InferenceService, sources: Sources, classes: Sequence[AcceleratorClass] | None
+) -> Sources:
+    """``sources`` with the engine's and decoder's accelerator classes, or the problem."""
+    model, runtime = sources.model, sources.runtime
+    if sources.problem is not None or model is None or runtime is None:
+        return sources
+    found: dict[str, Accelerator] = {}
+    fmt = supported_format(runtime, model, named=isvc.runtime_ref is not None)
+    for component in ("engine", "decoder"):
+        name = accelerator_name(isvc, runtime, component)
+        if name is None:
+            continue
+        cls = next((c for c in classes or () if c.name == name), None)
+        if cls is None:
+            return evolve(sources, problem=(
+                "AcceleratorClassError",
+                f"Failed to get accelerator class for {component}: acceleratorclass "
+                f"{name!r} not found"))
+        found[component] = accelerator_for(isvc, component, cls, fmt)
+    return evolve(sources, accelerators=found)
+
+
 def resolve_sources(
     isvc: InferenceService,
     runtimes: Sequence[ServingRuntime],
     models: Sequence[BaseModel] | None,
     auto_selected: RuntimeRef | None = None,
+    accelerator_classes: Sequence[AcceleratorClass] | None = None,
 ) -> Sources:
     """The model and runtime ``isvc`` renders with, or the problem that stops it."""
     mref = model_ref(isvc) if models is not None else None
@@ -97,4 +134,5 @@ def resolve_sources(
         advisory = compatibility_advisory(isvc, model, runtime, mref.name)
         if advisory is not None:
             events = (ServiceEvent(type="Warning", reason=ADVISORY, message=advisory),)
-    return Sources(model=model, ref=ref, runtime=runtime, problem=problem, events=events)
+    return _accelerators(isvc, Sources(model=model, ref=ref, runtime=runtime, problem=problem,
+                                       events=events), accelerator_classes)

@@ -42,6 +42,7 @@ __all__ = [
     "compatible_runtimes",
     "incompatibility",
     "select_runtime",
+    "supported_format",
 ]
 
 FORMAT_WEIGHT: Final = 10
@@ -199,9 +200,9 @@ def incompatibility(runtime: ServingRuntime, model: BaseModel,
     return None
 
 
-def _entry_score(entry: Mapping[str, Any], model: BaseModel) -> int:
-    """OME's ``CalculateFormatScore`` with the entry's priority."""
-    priority = entry.get("priority")
+def _entry_score(entry: Mapping[str, Any], model: BaseModel, *, own_priority: bool = True) -> int:
+    """OME's ``CalculateFormatScore`` with the entry's priority (or the default one)."""
+    priority = entry.get("priority") if own_priority else None
     prio = priority if isinstance(priority, int) and not isinstance(priority, bool) \
         else DEFAULT_PRIORITY
     fmt = entry.get("modelFormat")
@@ -305,6 +306,23 @@ def select_runtime(
     if excluded:
         message += ". Excluded runtimes: " + "; ".join(sorted(excluded))
     return RuntimeSelection(runtime=None, message=message)
+
+
+def supported_format(
+    runtime: ServingRuntime, model: BaseModel, *, named: bool
+) -> Mapping[str, Any] | None:
+    """OME's ``GetSupportedModelFormat``: the runtime's ``supportedModelFormats`` entry that
+    fits ``model`` best (the default priority for all; the first of equal scores), among
+    all entries for a runtime the ISVC names, else among the ``autoSelect: true`` ones."""
+    best: Mapping[str, Any] | None = None
+    top = 0
+    for entry in _formats(runtime):
+        if not named and entry.get("autoSelect") is not True:
+            continue
+        score = _entry_score(entry, model, own_priority=False)
+        if score > top:
+            best, top = entry, score
+    return best
 
 
 def compatibility_advisory(
