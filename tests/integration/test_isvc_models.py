@@ -1,10 +1,12 @@
-"""OME's "Serve a model on OMENative" on the real manager: the model reaches the pod.
+"""OME's "Serve a model on OMENative" and "Serve a multi-node model" on the real manager: the
+model reaches the pods.
 
-The manifests are OME's, transcribed: the InferenceService from the guide "Serve a model on
-OMENative" (ome-projects/ome-docs, guides/omenative/serve-a-model-on-omenative.md, since
-v1.3), the ClusterBaseModel ``qwen3-0-6b`` (ome-projects/ome
-``config/models/Qwen/Qwen3-0.6B.yaml``) and the ClusterServingRuntime ``srt-qwen3-0-6b``
-(``config/runtimes/srt/Qwen/qwen3-0-6b-rt.yaml``), both at commit
+The manifests are OME's, transcribed: the InferenceServices from the guides "Serve a model
+on OMENative" and "Serve a multi-node model" (ome-projects/ome-docs,
+guides/omenative/serve-a-model-on-omenative.md and serve-a-multi-node-model.md, since v1.3;
+the latter's runtime ``srt-qwen3-0-6b-multi-node`` too), the ClusterBaseModel ``qwen3-0-6b``
+(ome-projects/ome ``config/models/Qwen/Qwen3-0.6B.yaml``) and the ClusterServingRuntime
+``srt-qwen3-0-6b`` (``config/runtimes/srt/Qwen/qwen3-0-6b-rt.yaml``), both at commit
 cfa05c6967648a1bd62e2d96221f06aa1dec95fe. Substituted, as nothing else can exist here: the
 engine image (the kubelet stand-in runs any image), the model's storage path (a directory
 the test makes), the model metadata OME's model agent would record (format, framework,
@@ -57,7 +59,7 @@ async def model_crds(kube: KubeClient, service_crds_applied: list[str]) -> Async
     try:
         yield
     finally:
-        for runtime in ("srt-qwen3-0-6b", "srt-auto"):
+        for runtime in ("srt-qwen3-0-6b", "srt-auto", "srt-qwen3-0-6b-multi-node"):
             with contextlib.suppress(ApiError):
                 await kube.delete(CLUSTER_SERVING_RUNTIMES, runtime)
         for name in names:
@@ -227,3 +229,70 @@ async def test_a_missing_model_blocks_until_it_exists_then_the_runtime_is_auto_s
     container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
     assert container["image"] == IMAGE
     assert {e["name"]: e.get("value") for e in container["env"]}["MODEL_PATH"] == str(weights)
+
+
+def _multi_node_runner() -> JSON:
+    """``leader.runner`` / ``worker.runner`` of the guide's runtime (test image, no probes)."""
+    return {
+        "name": "ome-container", "image": IMAGE,
+        "command": ["python3", "-m", "sglang.launch_server", "--host", "0.0.0.0", "--port",
+                    "8080", "--model-path", "$(MODEL_PATH)", "--served-model-name",
+                    "Qwen/Qwen3-0.6B", "--mem-frac", "0.9", "--tp-size", "$(PARALLELISM_SIZE)",
+                    "--dist-init-addr", "$(OME_LEADER_ADDRESS):5000", "--nnodes",
+                    "$(OME_INSTANCE_POD_COUNT)", "--node-rank", "$(OME_INSTANCE_POD_RANK)"],
+        "volumeMounts": [{"mountPath": "/dev/shm", "name": "dshm"}],
+        "resources": {"requests": {"cpu": "10", "memory": "30Gi", "nvidia.com/gpu": "1"},
+                      "limits": {"cpu": "10", "memory": "30Gi", "nvidia.com/gpu": "1"}},
+    }
+
+
+def multi_node_runtime() -> JSON:
+    """The guide's ``srt-qwen3-0-6b-multi-node``."""
+    body = runtime("srt-qwen3-0-6b-multi-node")
+    leader = _multi_node_runner()
+    leader["ports"] = [{"containerPort": 8080, "name": "http1", "protocol": "TCP"}]
+    body["spec"]["engineConfig"] = {
+        "terminationGracePeriodSeconds": 1,
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        "leader": {"runner": leader},
+        "worker": {"size": 1, "runner": _multi_node_runner()},
+    }
+    return body
+
+
+async def test_serve_a_multi_node_model_gives_both_pods_the_model_and_parallelism(
+    kube: KubeClient, namespace: str, start_manager: Any, model_crds: None, model_node: str,
+    tmp_path: Path,
+) -> None:
+    weights = tmp_path / "qwen3"
+    weights.mkdir()
+    await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
+    await kube.create(CLUSTER_SERVING_RUNTIMES, multi_node_runtime())
+    await start_manager()
+    await kube.create(INFERENCE_SERVICES, {
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "qwen3-multi-node", "namespace": namespace},
+        "spec": {"model": {"name": "qwen3-0-6b"},
+                 "runtime": {"name": "srt-qwen3-0-6b-multi-node"},
+                 "engine": {"minReplicas": 1, "maxReplicas": 1, "leader": {},
+                            "worker": {"size": 1}}},
+    }, namespace)
+
+    async def both_scheduled() -> list[JSON] | None:
+        pods = [await kube.get(PODS, f"qwen3-multi-node-engine-0-{role}-0", namespace)
+                for role in ("leader", "worker")]
+        return pods if all(p["spec"].get("nodeName") for p in pods) else None
+
+    for rank, pod in enumerate(await eventually(both_scheduled, timeout=90,
+                                                what="the leader and the worker scheduled")):
+        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == "ome-container"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["MODEL_PATH"] == str(weights)
+        assert env["PARALLELISM_SIZE"] == "2"  # the guide: 1 GPU x 2 pods
+        assert env["OME_INSTANCE_POD_COUNT"] == "2"
+        assert env["OME_INSTANCE_POD_RANK"] == str(rank)
+        assert {"name": "qwen3-0-6b", "mountPath": str(weights), "readOnly": True} \
+            in container["volumeMounts"]
+        assert pod["spec"]["nodeSelector"][MODEL_LABEL] == "Ready"
+        assert pod["spec"]["nodeName"] == model_node
