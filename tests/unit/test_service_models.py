@@ -323,3 +323,44 @@ def test_a_placeholder_omes_template_cannot_fill_blocks_with_render_failed(arg: 
     assert engine.blocked and engine.ready is not None
     assert engine.ready.reason == "RenderFailed"
     assert "placeholder" in engine.ready.message
+
+
+# ---------------------------------------------------------------------------- the decoder
+
+
+PD_RUNTIME = runtime({
+    "engineConfig": {"runner": {"name": "ome-container", "image": "srt:1",
+                                "resources": {"limits": {"nvidia.com/gpu": "4"}}}},
+    "decoderConfig": {"runner": {"name": "ome-container", "image": "srt:1",
+                                 "resources": {"limits": {"nvidia.com/gpu": "4"}}},
+                      "leader": {}, "worker": {"size": 3}},
+})
+
+
+def test_the_decoder_gets_the_model_and_counts_its_leader_and_workers() -> None:
+    """decoder.go setParallelismEnvVarForDecoder: 4 GPUs x (1 leader + 3 workers); the
+    engine, single-pod, 4 x 1."""
+    spec = {"deploymentMode": "OMENative", "model": {"name": "base-model-2"},
+            "runtime": {"name": "srt"}, "engine": {}, "decoder": {}}
+    plan = render(isvc(spec), [BASE_MODEL_2], (PD_RUNTIME,))
+    decoder = templates(comp(plan, "decoder"))
+    for role in ("leader", "worker"):
+        e = env(main_container(decoder[role]))
+        assert e["PARALLELISM_SIZE"] == "16"
+        assert e["MODEL_PATH"] == "/mnt/models/model2"
+        assert decoder[role]["spec"]["nodeSelector"] == {
+            "models.ome.io/default.basemodel.base-model-2": "Ready"}
+    engine = templates(comp(plan, "engine"))["default"]
+    assert env(main_container(engine))["PARALLELISM_SIZE"] == "4"
+
+
+def test_a_component_without_a_runner_gets_no_model_path_but_the_node_selector() -> None:
+    """engine_test.go "Raw deployment with basic engine spec": without a runner there is no
+    MODEL_PATH; the pod is still placed on a node with the model."""
+    bare = runtime({"engineConfig": {"containers": [{"name": "ome-container",
+                                                     "image": "srt:1"}]}})
+    spec = {"deploymentMode": "OMENative", "model": {"name": "base-model-2"},
+            "runtime": {"name": "srt"}, "engine": {}}
+    t = templates(comp(render(isvc(spec), [BASE_MODEL_2], (bare,)), "engine"))["default"]
+    assert "MODEL_PATH" not in env(main_container(t))
+    assert t["spec"]["nodeSelector"]["models.ome.io/default.basemodel.base-model-2"] == "Ready"
