@@ -70,6 +70,7 @@ class CrdKind:
     short_names: tuple[str, ...] = ()
     status_subresource: bool = False
     description: str = ""
+    folder: str = "crd"
 
     @property
     def name(self) -> str:
@@ -78,8 +79,9 @@ class CrdKind:
 
     @property
     def file(self) -> Path:
-        """Where the CRD is written, relative to the repository root."""
-        return Path("config") / "crd" / f"{GROUP}_{self.plural}.yaml"
+        """Where the CRD is written, relative to the repository root (``config/crd/``, or
+        ``config/ome-crd/`` for OME's CRDs that ``config/`` does not install)."""
+        return Path("config") / self.folder / f"{GROUP}_{self.plural}.yaml"
 
 
 INFERENCE_SERVICE = CrdKind(
@@ -115,6 +117,7 @@ BASE_MODEL = CrdKind(
     namespaced=True,
     status_subresource=True,
     description="BaseModel: a model's weights and metadata, for one namespace.",
+    folder="ome-crd",
 )
 """``basemodels.ome.io`` (namespaced, status subresource)."""
 CLUSTER_BASE_MODEL = CrdKind(
@@ -124,6 +127,7 @@ CLUSTER_BASE_MODEL = CrdKind(
     namespaced=False,
     status_subresource=True,
     description="ClusterBaseModel: a model's weights and metadata, for every namespace.",
+    folder="ome-crd",
 )
 """``clusterbasemodels.ome.io`` (cluster-scoped, status subresource)."""
 SERVICE_CRDS: tuple[CrdKind, ...] = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME)
@@ -135,6 +139,7 @@ ACCELERATOR_CLASS = CrdKind(
     namespaced=False,
     status_subresource=True,
     description="AcceleratorClass: a kind of accelerator, how to find its nodes, its resources.",
+    folder="ome-crd",
 )
 """``acceleratorclasses.ome.io`` (cluster-scoped, status subresource)."""
 MODEL_CRDS: tuple[CrdKind, ...] = (BASE_MODEL, CLUSTER_BASE_MODEL)
