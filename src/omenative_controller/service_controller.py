@@ -149,7 +149,8 @@ class ServiceController:
     Established counts as present, polled every ``crd_poll_seconds``) and runs the ISVC and
     runtime informers only while discovery lists them; given, nothing is polled.
     ``guard``: checked before every write (the manager passes "still the leader"); False
-    skips the write and retries the key later.
+    skips the write and retries the key later. ``revision_namespace``: OME's namespace, where
+    pinned runtimes' revisions live (the manager passes its config namespace).
     """
 
     def __init__(
@@ -167,6 +168,7 @@ class ServiceController:
         sync_timeout: float = 30.0,
         guard: Callable[[], bool] = lambda: True,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        revision_namespace: str = "ome",
     ) -> None:
         self.client = client
         self.namespaces = tuple(namespaces)
@@ -194,7 +196,7 @@ class ServiceController:
         self.isvcs: Informer[JSON] = Informer(
             client, INFERENCE_SERVICES, dict, namespaces=ns, on_change=self._isvc_changed)
         self.sources = Sources(client, ns, self.isvcs, self.queue.add,
-                               interval=crd_poll_seconds)
+                               interval=crd_poll_seconds, revision_namespace=revision_namespace)
         self.sources.served.on_change = lambda _present: self.enqueue_all()  # CRDs come, go
         self.replicas: Informer[JSON] = Informer(
             client, INFERENCE_REPLICAS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
@@ -203,7 +205,7 @@ class ServiceController:
             client, DEPLOYMENTS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
             on_change=self._owned_changed)
         optional = (self.isvcs, *self.sources.runtime_informers)  # no LIST of an absent CRD
-        self._informers = (*optional, self.replicas, self.deployments)
+        self._informers = (*optional, self.replicas, self.deployments, self.sources.revisions)
         self._served = apiwatch.ServedInformers(client, optional, interval=crd_poll_seconds)
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
@@ -415,9 +417,12 @@ class ServiceController:
                               current_replicas=self._current_replicas(isvc, owned),
                               collision_counts=_collision_counts(owned),
                               models=self.sources.all_models(),
-                              accelerator_classes=self.sources.all_accelerator_classes())
+                              accelerator_classes=self.sources.all_accelerator_classes(),
+                              runtime_revisions=self.sources.all_runtime_revisions())
         for reason, message in plan_warnings(plan):  # a missing model or runtime, advisories
             await self._warn(raw, reason, message)
+        if plan.runtime_revisions and self.guard():  # a pinned runtime's snapshot, first
+            await self.sources.create_revisions(plan.runtime_revisions)
         return plan
 
     async def _apply_plan(self, key: str, isvc: InferenceService, plan: ServicePlan,

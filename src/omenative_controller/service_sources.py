@@ -9,6 +9,8 @@ ISVC names must exist. A change queues the InferenceServices it can alter:
 
 * a runtime: those naming it in ``spec.runtime``, and those that name a model and no
   runtime (OME's auto-selection may now pick another one, or find one at last);
+* a runtime revision (a ControllerRevision labelled ``ome.io/runtime-of`` in OME's
+  namespace): those pinning that runtime;
 * a model: those naming it in ``spec.model`` (a BaseModel only in its own namespace), so an
   InferenceService blocked with ``ModelNotFound`` renders as soon as its model exists.
 
@@ -29,18 +31,22 @@ import structlog
 
 from omenative_controller.kube.apiwatch import ServedInformers
 from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
-from omenative_controller.kube.resources import Resource
+from omenative_controller.kube.resources import CONTROLLER_REVISIONS, Resource
 from omenative_core.codec import CodecError
 from omenative_core.service import (
     AcceleratorClass,
     BaseModel,
+    RuntimeRevision,
     ServicePlan,
     ServingRuntime,
     accelerator_class_from_json,
     basemodel_from_json,
     runtime_from_json,
+    runtime_revision_from_json,
 )
+from omenative_core.service.runtime_pin import LABEL_RUNTIME_OF
 
 __all__ = [
     "ACCELERATOR_CLASSES",
@@ -91,9 +97,15 @@ class Sources:
         enqueue: Callable[[str], None],
         *,
         interval: float = 30.0,
+        revision_namespace: str = "ome",
     ) -> None:
+        self.client = client
         self.isvcs = isvcs
         self.enqueue = enqueue
+        self.revision_namespace = revision_namespace
+        self.revisions: Informer[JSON] = Informer(
+            client, CONTROLLER_REVISIONS, dict, namespaces=(revision_namespace,),
+            label_selector=LABEL_RUNTIME_OF, on_change=self._revision_changed)
         self.runtimes: Informer[JSON] = Informer(
             client, SERVING_RUNTIMES, dict, namespaces=namespaces,
             on_change=self._runtime_changed)
@@ -113,6 +125,34 @@ class Sources:
     def runtime_informers(self) -> tuple[Informer[JSON], ...]:
         """The two runtime caches (the controller runs them)."""
         return (self.runtimes, self.cluster_runtimes)
+
+    def all_runtime_revisions(self) -> list[RuntimeRevision]:
+        """The runtime revisions in OME's namespace (pinned runtimes' snapshots)."""
+        found = (runtime_revision_from_json(obj) for _key, obj in self.revisions.items())
+        return [r for r in found if r is not None]
+
+    async def create_revisions(self, bodies: Sequence[Mapping[str, Any]]) -> None:
+        """Store new runtime revisions in OME's namespace (one that exists is kept: a
+        revision is immutable and its name is its content's hash)."""
+        for body in bodies:
+            try:
+                created = await self.client.create(CONTROLLER_REVISIONS, body,
+                                                   self.revision_namespace)
+            except ApiError as exc:
+                if not exc.already_exists:
+                    raise
+                continue
+            self.revisions.upsert_if_newer(created)
+
+    def _revision_changed(self, namespace: str | None, old: JSON | None,
+                          new: JSON | None) -> None:
+        obj = new if new is not None else old
+        assert obj is not None
+        runtime = (obj["metadata"].get("labels") or {}).get(LABEL_RUNTIME_OF)
+        for key, isvc in self.isvcs.items():
+            ref = _spec(isvc, "runtime")
+            if ref.get("autoSync") is False and ref.get("name") == runtime:
+                self.enqueue(key)
 
     def all_runtimes(self) -> list[ServingRuntime]:
         """Every cached runtime that decodes (a bad one is logged and left out)."""
@@ -197,7 +237,8 @@ class Sources:
 
 _SOURCE_REASONS: Final = frozenset(
     {"ModelNotFound", "ModelDisabled", "RuntimeNotFound", "RuntimeDisabled",
-     "RuntimeValidationError", "RuntimeFetchError", "RenderFailed"})
+     "RuntimeValidationError", "RuntimeFetchError", "RenderFailed", "RuntimePinError",
+     "AcceleratorClassError"})
 
 
 def plan_warnings(plan: ServicePlan) -> list[tuple[str, str]]:

@@ -18,6 +18,7 @@ from omenative_core.service.modes import *  # noqa: F403
 from omenative_core.service.placeholders import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403
 from omenative_core.service.resolve import *  # noqa: F403
+from omenative_core.service.runtime_pin import *  # noqa: F403
 from omenative_core.service.runtime_select import *  # noqa: F403
 from omenative_core.service.status import *  # noqa: F403
 from omenative_core.service.validate import *  # noqa: F403

@@ -135,7 +135,13 @@ class ComponentPlan:
 
 @frozen(kw_only=True)
 class ServicePlan:
-    """Everything one InferenceService needs, per component in reconcile order."""
+    """Everything one InferenceService needs, per component in reconcile order.
+
+    ``removed_conditions``: ISVC condition types to drop; ``status_fields``: top-level
+    status fields to write (a pinned runtime's ``pinnedRevisionName``,
+    ``lastRuntimeSyncToken``); ``runtime_revisions``: runtime revisions (ControllerRevision
+    manifests without a namespace) the shell creates in OME's namespace before applying.
+    """
 
     isvc: str
     namespace: str
@@ -143,6 +149,9 @@ class ServicePlan:
     components: tuple[ComponentPlan, ...] = ()
     conditions: tuple[ServiceCondition, ...] = ()
     events: tuple[ServiceEvent, ...] = ()
+    removed_conditions: tuple[str, ...] = ()
+    status_fields: dict[str, Any] = field(factory=dict)
+    runtime_revisions: tuple[dict[str, Any], ...] = ()
 
     def component(self, name: str) -> ComponentPlan | None:
         """The plan of ``name``, or None when the ISVC has no such component."""

@@ -32,6 +32,7 @@ bounds, so a re-render never fights the HPA.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from omenative_core.service.accelerators import AcceleratorClass
 from omenative_core.service.merge import (
@@ -81,6 +82,12 @@ from omenative_core.service.plan import (
     condition_type,
 )
 from omenative_core.service.resolve import resolve_sources
+from omenative_core.service.runtime_pin import (
+    CONDITION_RUNTIME_DRIFTED,
+    Pin,
+    RuntimeRevision,
+    revision_body,
+)
 from omenative_core.service.workloads import (
     render_multinode,
     render_raw,
@@ -108,6 +115,7 @@ __all__ = [
     "isvc_owner_reference",
     "omenative_min_available",
     "peer_env_for",
+    "pin_outputs",
     "render_service",
     "service_selector",
 ]
@@ -133,6 +141,7 @@ def render_service(
     collision_counts: Mapping[str, int] | None = None,
     models: Sequence[BaseModel] | None = None,
     accelerator_classes: Sequence[AcceleratorClass] | None = None,
+    runtime_revisions: Sequence[RuntimeRevision] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -150,7 +159,9 @@ def render_service(
     ClusterBaseModels the shell can see; with them, ``spec.model`` is rendered into the
     pods, picks the runtime when ``spec.runtime`` names none, and blocks every component
     when it is missing or disabled (``resolve_sources``); ``accelerator_classes``: the
-    AcceleratorClasses, for an engine or decoder whose runtime lists classes.
+    AcceleratorClasses, for an engine or decoder whose runtime lists classes;
+    ``runtime_revisions``: the runtime revisions in OME's namespace, for an ISVC that pins
+    its runtime (``spec.runtime.autoSync: false``; ``pin_outputs``).
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -168,7 +179,8 @@ def render_service(
                 ),
             ),
         )
-    sources = resolve_sources(isvc, runtimes, models, auto_selected, accelerator_classes)
+    sources = resolve_sources(isvc, runtimes, models, auto_selected, accelerator_classes,
+                              runtime_revisions)
     ref, runtime, model = sources.ref, sources.runtime, sources.model
     runtime_problem = sources.problem
     names = isvc.declared_components if runtime_problem else _active_components(isvc, runtime)
@@ -235,11 +247,35 @@ def render_service(
                 type="Ready", status="False", reason=runtime_problem[0], message=runtime_problem[1]
             ),
         )
+    drifted, removed, fields, revisions = pin_outputs(sources.pin)
     return ServicePlan(
         isvc=isvc.name,
         namespace=isvc.namespace,
         runtime=ref,
         components=tuple(plans),
-        conditions=conditions,
+        conditions=(*conditions, *drifted),
         events=sources.events,
+        removed_conditions=removed,
+        status_fields=fields,
+        runtime_revisions=revisions,
     )
+
+
+def pin_outputs(pin: Pin | None) -> tuple[
+    tuple[ServiceCondition, ...], tuple[str, ...], dict[str, Any], tuple[dict[str, Any], ...]
+]:
+    """What a pinned runtime writes: the ``RuntimeDrifted`` condition (True) or its removal,
+    the status fields, the revision to create."""
+    if pin is None:
+        return (), (), {}, ()
+    fields: dict[str, Any] = {}
+    if pin.pinned:
+        fields["pinnedRevisionName"] = pin.pinned
+    if pin.token:
+        fields["lastRuntimeSyncToken"] = pin.token
+    created = (revision_body(pin.create),) if pin.create is not None else ()
+    if pin.drift is None:
+        return (), (CONDITION_RUNTIME_DRIFTED,), fields, created
+    drifted = ServiceCondition(type=CONDITION_RUNTIME_DRIFTED, status="True",
+                               reason=pin.drift[0], message=pin.drift[1])
+    return (drifted,), (), fields, created

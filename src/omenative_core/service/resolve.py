@@ -15,7 +15,9 @@ OME v1.3's treatment of a named runtime):
    ``RuntimeFetchError`` without a model.
 5. A named or selected runtime that does not exist is ``RuntimeNotFound``; a disabled one
    (after inheritance) ``RuntimeDisabled``.
-6. With a model, the engine's and decoder's accelerator class (``accelerators``): a class
+6. ``spec.runtime.autoSync: false``: the spec comes from a runtime revision
+   (``runtime_pin``); a pinned ISVC whose runtime is gone keeps serving from it.
+7. With a model, the engine's and decoder's accelerator class (``accelerators``): a class
    named that does not exist is ``AcceleratorClassError``, OME's Event reason.
 
 ``models`` None means the caller does not look models up (the simulator, older callers):
@@ -39,6 +41,7 @@ from omenative_core.service.model import InferenceService, RuntimeRef, ServingRu
 from omenative_core.service.models import BaseModel, find_model, model_problem, model_ref
 from omenative_core.service.objects import find_runtime
 from omenative_core.service.plan import ServiceEvent
+from omenative_core.service.runtime_pin import Pin, RuntimeRevision, pinning, resolve_pin
 from omenative_core.service.runtime_select import (
     compatibility_advisory,
     select_runtime,
@@ -62,6 +65,7 @@ class Sources:
     problem: tuple[str, str] | None = None
     events: tuple[ServiceEvent, ...] = ()
     accelerators: Mapping[str, Accelerator] = field(factory=dict)
+    pin: Pin | None = None
 
 
 def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[str, str] | None:
@@ -95,12 +99,24 @@ def _accelerators(
     return evolve(sources, accelerators=found)
 
 
+def _pinned_runtime(isvc: InferenceService, ref: RuntimeRef, live: ServingRuntime | None,
+                    spec: Mapping[str, object]) -> ServingRuntime:
+    """The runtime rendered from a pinned revision's ``spec`` (the live one's metadata)."""
+    if live is not None:
+        return ServingRuntime({**live.raw, "spec": dict(spec)})
+    meta: dict[str, object] = {"name": ref.name}
+    if ref.kind == "ServingRuntime":
+        meta["namespace"] = isvc.namespace
+    return ServingRuntime({"kind": ref.kind, "metadata": meta, "spec": dict(spec)})
+
+
 def resolve_sources(
     isvc: InferenceService,
     runtimes: Sequence[ServingRuntime],
     models: Sequence[BaseModel] | None,
     auto_selected: RuntimeRef | None = None,
     accelerator_classes: Sequence[AcceleratorClass] | None = None,
+    revisions: Sequence[RuntimeRevision] | None = None,
 ) -> Sources:
     """The model and runtime ``isvc`` renders with, or the problem that stops it."""
     mref = model_ref(isvc) if models is not None else None
@@ -122,11 +138,17 @@ def resolve_sources(
         try:
             runtime = inherited_runtime(runtime, runtimes)
         except InheritanceError as exc:
-            if mref is None:
-                return Sources(model=model, ref=ref, problem=("RuntimeFetchError", str(exc)))
-            return Sources(model=model, ref=ref, problem=(
-                "RuntimeValidationError",
-                f"Runtime {runtime.name} does not support model {mref.name}: {exc}"))
+            reason = "RuntimePinError" if pinning(isvc) else \
+                "RuntimeFetchError" if mref is None else "RuntimeValidationError"
+            message = str(exc) if mref is None or reason == "RuntimePinError" else \
+                f"Runtime {runtime.name} does not support model {mref.name}: {exc}"
+            return Sources(model=model, ref=ref, problem=(reason, message))
+    pin = resolve_pin(isvc, runtime, revisions or ())
+    if pin is not None:
+        assert ref is not None
+        if pin.spec is None:
+            return Sources(model=model, ref=ref, pin=pin, problem=pin.problem)
+        runtime = _pinned_runtime(isvc, ref, runtime, pin.spec)
     problem = _runtime_problem(ref, runtime) if ref is not None else None
     events: tuple[ServiceEvent, ...] = ()
     if problem is None and model is not None and runtime is not None and isvc.runtime_ref:
@@ -135,4 +157,4 @@ def resolve_sources(
         if advisory is not None:
             events = (ServiceEvent(type="Warning", reason=ADVISORY, message=advisory),)
     return _accelerators(isvc, Sources(model=model, ref=ref, runtime=runtime, problem=problem,
-                                       events=events), accelerator_classes)
+                                       events=events, pin=pin), accelerator_classes)
