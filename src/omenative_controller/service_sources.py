@@ -238,7 +238,7 @@ class Sources:
 _SOURCE_REASONS: Final = frozenset(
     {"ModelNotFound", "ModelDisabled", "RuntimeNotFound", "RuntimeDisabled",
      "RuntimeValidationError", "RuntimeFetchError", "RenderFailed", "RuntimePinError",
-     "AcceleratorClassError"})
+     "AcceleratorClassError", "RuntimePieceMissing"})
 
 
 def plan_warnings(plan: ServicePlan) -> list[tuple[str, str]]:

@@ -364,3 +364,15 @@ def test_a_component_without_a_runner_gets_no_model_path_but_the_node_selector()
     t = templates(comp(render(isvc(spec), [BASE_MODEL_2], (bare,)), "engine"))["default"]
     assert "MODEL_PATH" not in env(main_container(t))
     assert t["spec"]["nodeSelector"]["models.ome.io/default.basemodel.base-model-2"] == "Ready"
+
+
+def test_a_component_the_runtime_has_no_piece_for_is_runtime_piece_missing() -> None:
+    """OME v1.3's reason for a component its runtime cannot render (``RuntimePieceMissing``),
+    in place of the template's ``ContainersRequired``."""
+    engine_only = runtime({"engineConfig": {"runner": {"image": "srt:1"}}})
+    spec = {"deploymentMode": "OMENative", "runtime": {"name": "srt"}, "engine": {},
+            "decoder": {}}
+    decoder = comp(render(isvc(spec), [], (engine_only,)), "decoder")
+    assert decoder.blocked and decoder.ready is not None
+    assert decoder.ready.reason == "RuntimePieceMissing"
+    assert "has no decoder piece" in decoder.ready.message

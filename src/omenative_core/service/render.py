@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from attrs import evolve
+
 from omenative_core.service.accelerators import AcceleratorClass
 from omenative_core.service.merge import (
     effective_component,
@@ -231,7 +233,7 @@ def render_service(
             )
             if cp.revision_hash:
                 hashes[component] = cp.revision_hash
-            plans.append(cp)
+            plans.append(_piece_missing(cp, runtime))
         elif res.mode == MODE_MULTI_NODE:
             plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config,
                                           model=model,
@@ -259,6 +261,18 @@ def render_service(
         status_fields=fields,
         runtime_revisions=revisions,
     )
+
+
+def _piece_missing(cp: ComponentPlan, runtime: ServingRuntime | None) -> ComponentPlan:
+    """A component with no containers because its runtime has no piece for it reports OME's
+    ``RuntimePieceMissing`` rather than the template's ``ContainersRequired``."""
+    if cp.ready is None or cp.ready.reason != "ContainersRequired" or runtime is None:
+        return cp
+    if runtime.config(cp.component) is not None:
+        return cp
+    message = (f"{runtime.kind} {runtime.name!r} has no {cp.component} piece and "
+               f"spec.{cp.component} sets no containers; a {cp.component} cannot render from it")
+    return evolve(cp, ready=evolve(cp.ready, reason="RuntimePieceMissing", message=message))
 
 
 def pin_outputs(pin: Pin | None) -> tuple[
