@@ -190,3 +190,36 @@ def test_a_named_runtime_that_does_not_declare_the_model_renders_with_an_advisor
     assert plan.events[0].type == "Warning"
     assert plan.events[0].message.startswith("Runtime srt does not declare support for model m")
     assert plan.events[0].message.endswith("proceeding because the runtime was named explicitly")
+
+
+def test_the_advisory_is_omes_text_from_the_prefill_decode_guide() -> None:
+    """OME v1.3's guide "Serve a prefill-decode model" prints this for its catalog runtime
+    ``srt-llama-3-2-1b-instruct-pd`` (formats as in ome-projects/ome
+    ``config/runtimes/srt/meta/llama-3-2-1b-instruct-pd-rt.yaml`` at cfa05c69) and the model
+    as OME's agent records it."""
+    pd = rt("srt-llama-3-2-1b-instruct-pd", [{
+        "modelFramework": {"name": "transformers", "version": "4.43.0"},
+        "modelFormat": {"name": "safetensors", "version": "1.0.0"},
+        "modelArchitecture": "LlamaForCausalLM", "autoSelect": False, "priority": 1}],
+        ("500M", "2B"), cluster=True, engineConfig={"runner": {"image": "srt:1"}})
+    llama = basemodel_from_json({"kind": "ClusterBaseModel",
+                                 "metadata": {"name": "llama-3-2-1b-instruct"},
+                                 "spec": {"modelFormat": {"name": "safetensors",
+                                                          "version": "1.0.0"},
+                                          "modelArchitecture": "LlamaForCausalLM",
+                                          "modelFramework": {"name": "transformers",
+                                                             "version": "4.45.0.dev0"},
+                                          "modelParameterSize": "1.24B",
+                                          "storage": {"path": "/raid/models/llama"}}})
+    plan = render_service(isvc({"deploymentMode": "OMENative",
+                                "model": {"name": "llama-3-2-1b-instruct"},
+                                "runtime": {"name": "srt-llama-3-2-1b-instruct-pd"},
+                                "engine": {}}), [pd], (), models=[llama])
+    (event,) = plan.events
+    assert event.message == (
+        "Runtime srt-llama-3-2-1b-instruct-pd does not declare support for model "
+        "llama-3-2-1b-instruct (runtime srt-llama-3-2-1b-instruct-pd does not support model "
+        "safetensors: model format 'mt:safetensors:1.0.0:LlamaForCausalLM:transformers:"
+        "4.45.0.dev0' not in supported formats: framework version mismatch "
+        "(model=4.45.0.dev0, runtime=4.43.0)); proceeding because the runtime was named "
+        "explicitly")

@@ -188,8 +188,10 @@ def incompatibility(runtime: ServingRuntime, model: BaseModel,
     formats = _formats(runtime)
     mismatches = [_entry_mismatch(f, model) for f in formats]
     if not formats or all(m is not None for m in mismatches):
+        fw = model.framework or {}
         label = ":".join(p for p in ("mt:" + model.format_name, model.format_version,
-                                     model.architecture, model.quantization) if p)
+                                     model.architecture, model.quantization,
+                                     _str(fw, "name"), _str(fw, "version")) if p)
         why = "; ".join(m for m in mismatches if m) or "no supported formats defined"
         return f"model format '{label}' not in supported formats: {why}"
     size, rng = parse_size(model.parameter_size), _size_range(runtime)
