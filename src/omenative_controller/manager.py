@@ -362,7 +362,8 @@ class Manager:
             isvc = ServiceController(
                 self.client, opts.namespaces, lambda: self.service_config,
                 guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
-                backoff_base=opts.backoff_base, backoff_max=opts.backoff_max)
+                backoff_base=opts.backoff_base, backoff_max=opts.backoff_max,
+                revision_namespace=opts.config_namespace)
             self._isvc = isvc
             self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
         if opts.advisor != "off" and self.client is not None and self.events is not None:

@@ -3,19 +3,21 @@
 Per InferenceService key ``namespace/name`` a pass: decode the cached ISVC (a bad field is
 a ``SpecValid=False`` condition plus a Warning Event, nothing else), check it with
 ``validate_isvc`` (a rejection is reported the same way and nothing is applied), call
-``render_service`` with every cached ServingRuntime / ClusterServingRuntime, the CRDs
-present and the live replica counts, server-side apply every object of every component
-that is not blocked (``application/apply-patch+yaml``, field manager ``omenative-isvc``,
-``force=true``), and write ``status`` (``with_status(isvc, service_status(...))``) through
-the status subresource when it changed, with the cached ``resourceVersion`` as the
-precondition. A blocked component keeps its objects: nothing is ever deleted here (owned
-objects go with the ISVC through garbage collection), except an owned LeaderWorkerSet at
-the end of its hand-over to OMENative (``lws_handover.py``: its leader pods are labelled
-before the Service's selector changes, it is scaled down one group at a time after the
-status is written, and no multi-pod OMENative component is applied before the
-LeaderWorkerSet CRD and cache are known). The InferenceReplica spec is written
-only by this controller; the IR manager writes the IR status, which brings the ISVC back
-here (the owned InferenceReplicas and Deployments are watched).
+``render_service`` with every cached ServingRuntime / ClusterServingRuntime and BaseModel
+/ ClusterBaseModel (``service_sources.Sources``; a missing model or runtime blocks the
+components and is a Warning Event), the CRDs present and the live replica counts,
+server-side apply every object of every component that is not blocked
+(``application/apply-patch+yaml``, field manager ``omenative-isvc``, ``force=true``), and
+write ``status`` (``with_status(isvc, service_status(...))``) through the status
+subresource when it changed, with the cached ``resourceVersion`` as the precondition. A
+blocked component keeps its objects: nothing is ever deleted here (owned objects go with
+the ISVC through garbage collection), except an owned LeaderWorkerSet at the end of its
+hand-over to OMENative (``lws_handover.py``: its leader pods are labelled before the
+Service's selector changes, it is scaled down one group at a time after the status is
+written, and no multi-pod OMENative component is applied before the LeaderWorkerSet CRD
+and cache are known). The InferenceReplica spec is written only by this controller; the IR
+manager writes the IR status, which brings the ISVC back here (the owned InferenceReplicas
+and Deployments are watched).
 
 With ``spec.rollout`` groups, ``rollout_controller.RolloutController`` decides before the
 writes (its pacing is added to each member's InferenceReplica apply body), shapes the
@@ -59,6 +61,12 @@ from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
 from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
+from omenative_controller.service_sources import (
+    CLUSTER_SERVING_RUNTIMES,
+    SERVING_RUNTIMES,
+    Sources,
+    plan_warnings,
+)
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
 from omenative_core.model.spec import InferenceReplica
@@ -77,7 +85,6 @@ from omenative_core.service import (
     isvc_from_json,
     isvc_to_json,
     render_service,
-    runtime_from_json,
     service_status,
     validate_isvc,
     with_handovers,
@@ -100,12 +107,6 @@ log = structlog.get_logger("omenative.isvc")
 
 INFERENCE_SERVICES: Final = Resource("ome.io", "v1beta1", "inferenceservices", "InferenceService")
 """The InferenceService resource."""
-SERVING_RUNTIMES: Final = Resource("ome.io", "v1beta1", "servingruntimes", "ServingRuntime")
-"""The namespaced ServingRuntime resource."""
-CLUSTER_SERVING_RUNTIMES: Final = Resource(
-    "ome.io", "v1beta1", "clusterservingruntimes", "ClusterServingRuntime", namespaced=False
-)
-"""The cluster-scoped ClusterServingRuntime resource."""
 DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 """RawDeployment components' Deployments."""
 FIELD_MANAGER: Final = "omenative-isvc"
@@ -148,7 +149,8 @@ class ServiceController:
     Established counts as present, polled every ``crd_poll_seconds``) and runs the ISVC and
     runtime informers only while discovery lists them; given, nothing is polled.
     ``guard``: checked before every write (the manager passes "still the leader"); False
-    skips the write and retries the key later.
+    skips the write and retries the key later. ``revision_namespace``: OME's namespace, where
+    pinned runtimes' revisions live (the manager passes its config namespace).
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class ServiceController:
         sync_timeout: float = 30.0,
         guard: Callable[[], bool] = lambda: True,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        revision_namespace: str = "ome",
     ) -> None:
         self.client = client
         self.namespaces = tuple(namespaces)
@@ -192,20 +195,18 @@ class ServiceController:
         ns: Sequence[str] | None = self.namespaces or None
         self.isvcs: Informer[JSON] = Informer(
             client, INFERENCE_SERVICES, dict, namespaces=ns, on_change=self._isvc_changed)
-        self.runtimes: Informer[JSON] = Informer(
-            client, SERVING_RUNTIMES, dict, namespaces=ns, on_change=self._runtime_changed)
-        self.cluster_runtimes: Informer[JSON] = Informer(
-            client, CLUSTER_SERVING_RUNTIMES, dict, on_change=self._runtime_changed)
+        self.sources = Sources(client, ns, self.isvcs, self.queue.add,
+                               interval=crd_poll_seconds, revision_namespace=revision_namespace)
+        self.sources.served.on_change = lambda _present: self.enqueue_all()  # CRDs come, go
         self.replicas: Informer[JSON] = Informer(
             client, INFERENCE_REPLICAS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
             on_change=self._owned_changed)
         self.deployments: Informer[JSON] = Informer(
             client, DEPLOYMENTS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
             on_change=self._owned_changed)
-        self._informers = (self.isvcs, self.runtimes, self.cluster_runtimes, self.replicas,
-                           self.deployments)
-        self._served = apiwatch.ServedInformers(  # their CRDs may be absent: no LIST of a 404
-            client, self._informers[:3], interval=crd_poll_seconds)
+        optional = (self.isvcs, *self.sources.runtime_informers)  # no LIST of an absent CRD
+        self._informers = (*optional, self.replicas, self.deployments, self.sources.revisions)
+        self._served = apiwatch.ServedInformers(client, optional, interval=crd_poll_seconds)
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
                                     window=0, now=self.now)
@@ -242,21 +243,6 @@ class ServiceController:
             return
         self.queue.add(key)
 
-    def _runtime_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
-        obj = new if new is not None else old
-        assert obj is not None
-        name = obj["metadata"]["name"]
-        kind = "ClusterServingRuntime" if namespace is None else "ServingRuntime"
-        for key, isvc in self.isvcs.items():
-            ref = (isvc.get("spec") or {}).get("runtime") or {}
-            if ref.get("name") != name:
-                continue
-            if (ref.get("kind") or "ClusterServingRuntime") != kind:
-                continue
-            if namespace is not None and isvc["metadata"].get("namespace") != namespace:
-                continue
-            self.queue.add(key)
-
     def _owned_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
         for obj in (old, new):
             if obj is not None:
@@ -282,6 +268,7 @@ class ServiceController:
         polled = self._crds_present is None
         direct = [i for i in self._informers if not (polled and i.name in self._served.wanted)]
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}") for i in direct]
+        tasks.append(asyncio.create_task(self.sources.served.run(), name="isvc-models-served"))
         if polled:
             tasks.append(asyncio.create_task(self._served.run(), name="isvc-crds-served"))
             tasks.extend(asyncio.create_task(w.run(), name=f"isvc-crd-{name}")
@@ -291,6 +278,7 @@ class ServiceController:
                 await self._served.wait_synced(self.sync_timeout)
             for i in direct:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
+            await self.sources.served.wait_synced(self.sync_timeout)
             self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
             tasks.extend(asyncio.create_task(self._worker(), name=f"isvc-worker-{n}")
@@ -342,20 +330,6 @@ class ServiceController:
 
     # ------------------------------------------------------------------ one pass
 
-    def _all_runtimes(self) -> list[ServingRuntime]:
-        out: list[ServingRuntime] = []
-        for informer, kind in ((self.runtimes, "ServingRuntime"),
-                               (self.cluster_runtimes, "ClusterServingRuntime")):
-            for _key, obj in informer.items():
-                body = dict(obj)
-                body.setdefault("kind", kind)
-                try:
-                    out.append(runtime_from_json(body))
-                except CodecError as exc:
-                    log.info("isvc.bad_runtime", kind=kind, name=obj["metadata"].get("name"),
-                             error=str(exc))
-        return out
-
     def _owned_replicas(self, isvc: InferenceService) -> dict[str, JSON]:
         out: dict[str, JSON] = {}
         for _key, obj in self.replicas.items():
@@ -396,7 +370,7 @@ class ServiceController:
         except CodecError as exc:
             await self._report_invalid(raw, "InvalidSpec", str(exc))
             return True
-        runtimes = self._all_runtimes()
+        runtimes = self.sources.all_runtimes()
         runtime = find_runtime(isvc, runtimes)
         rejections = validate_isvc(isvc, runtime=runtime)
         if rejections:
@@ -406,9 +380,7 @@ class ServiceController:
         owned = self._owned_replicas(isvc)
         decoded = self._decoded(isvc, owned)
         raw, isvc = await self._take_migrations(raw, isvc, decoded)
-        plan = render_service(isvc, runtimes, self.crds(), self.config,
-                              current_replicas=self._current_replicas(isvc, owned),
-                              collision_counts=_collision_counts(owned))
+        plan = await self._render(raw, isvc, runtimes, owned)
         if self._lws_unknown(plan):  # never decide "no LeaderWorkerSet" before we can see them
             self.queue.add_after(key, 1.0)
             return True
@@ -437,6 +409,21 @@ class ServiceController:
             if delay is not None:
                 self.queue.add_after(key, delay)
         return ok
+
+    async def _render(self, raw: JSON, isvc: InferenceService,
+                      runtimes: Sequence[ServingRuntime], owned: Mapping[str, JSON]) -> ServicePlan:
+        """``render_service`` over the caches; the Warnings it asks for are sent."""
+        plan = render_service(isvc, runtimes, self.crds(), self.config,
+                              current_replicas=self._current_replicas(isvc, owned),
+                              collision_counts=_collision_counts(owned),
+                              models=self.sources.all_models(),
+                              accelerator_classes=self.sources.all_accelerator_classes(),
+                              runtime_revisions=self.sources.all_runtime_revisions())
+        for reason, message in plan_warnings(plan):  # a missing model or runtime, advisories
+            await self._warn(raw, reason, message)
+        if plan.runtime_revisions and self.guard():  # a pinned runtime's snapshot, first
+            await self.sources.create_revisions(plan.runtime_revisions)
+        return plan
 
     async def _apply_plan(self, key: str, isvc: InferenceService, plan: ServicePlan,
                           rollout: RolloutPass | None, owned: dict[str, JSON]) -> None:

@@ -1,12 +1,19 @@
-"""Generate the CRDs of OME's InferenceService, ServingRuntime and ClusterServingRuntime.
+"""Generate the CRDs of OME's InferenceService, ServingRuntime, ClusterServingRuntime,
+BaseModel, ClusterBaseModel and AcceleratorClass.
 
 ``python -m omenative_controller.service_crds`` writes ``config/crd/ome.io_<plural>.yaml``
-for the three kinds (``--check`` only compares and exits 1 when a file is stale). The
+for the six kinds (``--check`` only compares and exits 1 when a file is stale). The
 schemas are deliberately loose: ``spec`` and ``status`` are objects with
 ``x-kubernetes-preserve-unknown-fields: true``, so every OME field survives a round trip
 through the API server (a ``status`` a runtime may carry included); the pure layer
 (``omenative_core.service``) does the checking. The InferenceService has a status
-subresource; the runtimes have none.
+subresource; the runtimes have none. BaseModel, ClusterBaseModel and AcceleratorClass follow
+OME's published CRDs (ome-projects/ome
+``config/crd/minimal/ome.io_{basemodels,clusterbasemodels,acceleratorclasses}.yaml`` at
+cfa05c6967648a1bd62e2d96221f06aa1dec95fe: OME's printer columns, a status subresource,
+``spec`` and ``status`` kept whole) and declare the types of the fields omenative renders
+from (``disabled``, ``storage.path``, ``modelFormat``, ``modelParameterSize``), so a wrong
+type is refused at admission with its path.
 
 A few fields are declared (each object keeps ``x-kubernetes-preserve-unknown-fields``) so
 that CEL ``x-kubernetes-validations`` can reject, at admission and with OME's reason at the
@@ -30,8 +37,13 @@ import yaml
 from attrs import frozen
 
 __all__ = [
+    "ACCELERATOR_CLASS",
+    "ALL_CRDS",
+    "BASE_MODEL",
+    "CLUSTER_BASE_MODEL",
     "CLUSTER_SERVING_RUNTIME",
     "INFERENCE_SERVICE",
+    "MODEL_CRDS",
     "SERVICE_CRDS",
     "SERVING_RUNTIME",
     "CrdKind",
@@ -58,6 +70,7 @@ class CrdKind:
     short_names: tuple[str, ...] = ()
     status_subresource: bool = False
     description: str = ""
+    folder: str = "crd"
 
     @property
     def name(self) -> str:
@@ -66,8 +79,9 @@ class CrdKind:
 
     @property
     def file(self) -> Path:
-        """Where the CRD is written, relative to the repository root."""
-        return Path("config") / "crd" / f"{GROUP}_{self.plural}.yaml"
+        """Where the CRD is written, relative to the repository root (``config/crd/``, or
+        ``config/ome-crd/`` for OME's CRDs that ``config/`` does not install)."""
+        return Path("config") / self.folder / f"{GROUP}_{self.plural}.yaml"
 
 
 INFERENCE_SERVICE = CrdKind(
@@ -96,7 +110,41 @@ CLUSTER_SERVING_RUNTIME = CrdKind(
     description="ClusterServingRuntime: cluster-wide component defaults for InferenceServices.",
 )
 """``clusterservingruntimes.ome.io`` (cluster-scoped)."""
+BASE_MODEL = CrdKind(
+    kind="BaseModel",
+    plural="basemodels",
+    singular="basemodel",
+    namespaced=True,
+    status_subresource=True,
+    description="BaseModel: a model's weights and metadata, for one namespace.",
+    folder="ome-crd",
+)
+"""``basemodels.ome.io`` (namespaced, status subresource)."""
+CLUSTER_BASE_MODEL = CrdKind(
+    kind="ClusterBaseModel",
+    plural="clusterbasemodels",
+    singular="clusterbasemodel",
+    namespaced=False,
+    status_subresource=True,
+    description="ClusterBaseModel: a model's weights and metadata, for every namespace.",
+    folder="ome-crd",
+)
+"""``clusterbasemodels.ome.io`` (cluster-scoped, status subresource)."""
 SERVICE_CRDS: tuple[CrdKind, ...] = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME)
+"""The InferenceService and runtime CRDs."""
+ACCELERATOR_CLASS = CrdKind(
+    kind="AcceleratorClass",
+    plural="acceleratorclasses",
+    singular="acceleratorclass",
+    namespaced=False,
+    status_subresource=True,
+    description="AcceleratorClass: a kind of accelerator, how to find its nodes, its resources.",
+    folder="ome-crd",
+)
+"""``acceleratorclasses.ome.io`` (cluster-scoped, status subresource)."""
+MODEL_CRDS: tuple[CrdKind, ...] = (BASE_MODEL, CLUSTER_BASE_MODEL)
+"""OME's model CRDs: with them installed, an InferenceService's ``spec.model`` must exist."""
+ALL_CRDS: tuple[CrdKind, ...] = (*SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS)
 """Every CRD this module generates."""
 
 _FREE: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -272,8 +320,29 @@ def _rollout_schema() -> dict[str, Any]:
     )
 
 
+def _model_spec_schema() -> dict[str, Any]:
+    """A (Cluster)BaseModel's ``spec``: free-form, the fields omenative reads typed."""
+    text = {"type": "string"}
+    versioned = _free(name=text, version=text, operator=text, weight={"type": "integer"})
+    return _free(
+        disabled={"type": "boolean"},
+        storage=_free(path=text, storageUri=text),
+        modelFormat=versioned,
+        modelFramework=versioned,
+        modelArchitecture=text,
+        quantization=text,
+        modelParameterSize=text,
+        vendor=text,
+    )
+
+
 def _spec_schema(crd: CrdKind) -> dict[str, Any]:
     """``spec``: free-form, plus the fields the CEL rules read."""
+    if crd in MODEL_CRDS:
+        return _model_spec_schema()
+    if crd is ACCELERATOR_CLASS:
+        strings = {"type": "object", "additionalProperties": {"type": "string"}}
+        return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
     if crd is INFERENCE_SERVICE:
         spec = _free(
             deploymentMode={"type": "string", "maxLength": 64},
@@ -309,6 +378,25 @@ def _columns(crd: CrdKind) -> list[dict[str, Any]]:
             {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtime.name"},
             age,
         ]
+    if crd in MODEL_CRDS:  # OME's columns
+        columns = [("Disabled", "boolean", ".spec.disabled"),
+                   ("Version", "string", ".spec.version"),
+                   ("Vendor", "string", ".spec.vendor"),
+                   ("Framework", "string", ".spec.modelFramework.name"),
+                   ("FrameworkVersion", "string", ".spec.modelFramework.version"),
+                   ("ModelFormat", "string", ".spec.modelFormat.name"),
+                   ("Architecture", "string", ".spec.modelArchitecture"),
+                   ("Capabilities", "string", ".spec.modelCapabilities[*]"),
+                   ("Size", "string", ".spec.modelParameterSize"),
+                   ("CompartmentID", "string", ".spec.compartmentID"),
+                   ("Ready", "string", ".status.state")]
+        return [*({"name": n, "type": t, "jsonPath": p} for n, t, p in columns), age]
+    if crd is ACCELERATOR_CLASS:  # OME's columns
+        return [{"name": "Vendor", "type": "string", "jsonPath": ".spec.vendor"},
+                {"name": "Family", "type": "string", "jsonPath": ".spec.family"},
+                {"name": "Memory", "type": "string", "jsonPath": ".spec.capabilities.memoryGB"},
+                {"name": "Nodes", "type": "integer", "jsonPath": ".status.availableNodes"},
+                age]
     return [{"name": "Disabled", "type": "boolean", "jsonPath": ".spec.disabled"}, age]
 
 
@@ -364,13 +452,13 @@ def render_yaml(crd: CrdKind) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write (or with ``--check`` compare) the three CRD files under ``--root``."""
+    """Write (or with ``--check`` compare) the six CRD files under ``--root``."""
     parser = argparse.ArgumentParser(prog="python -m omenative_controller.service_crds")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
     parser.add_argument("--check", action="store_true", help="fail if a file is stale")
     args = parser.parse_args(argv)
     stale = 0
-    for crd in SERVICE_CRDS:
+    for crd in ALL_CRDS:
         path = args.root / crd.file
         text = render_yaml(crd)
         if args.check:

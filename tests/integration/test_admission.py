@@ -640,12 +640,13 @@ async def test_bad_inference_service_input_gets_a_clear_answer_at_apply_time(
     exc = await rejected(kube.create(INFERENCE_SERVICES, body, namespace))
     assert "MigrationRequestRejected: instance must be an integer >= 0" in exc.message
 
-    # warnings admit: no runtime named, more Instances than are decoded
+    # warnings admit: no runtime (nor model to select one for), more Instances than decoded
     big = isvc_body(namespace, "big", engine={"minReplicas": 1, "maxReplicas": 20_001,
                                               "leader": {}, "worker": {"size": 1}})
+    del big["spec"]["model"]
     warnings = await _write_with_warnings(kube, "POST", INFERENCE_SERVICES.path(namespace), big)
-    assert any("RuntimeNotNamed: spec.runtime names no runtime and automatic runtime "
-               "selection is not supported" in w for w in warnings), warnings
+    assert any("RuntimeNotNamed: spec.runtime names no runtime and spec.model names no "
+               "model to select one for" in w for w in warnings), warnings
     assert any("TooManyInstances: spec.engine.maxReplicas is 20001" in w for w in warnings), \
         warnings
 

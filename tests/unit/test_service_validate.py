@@ -419,14 +419,16 @@ def test_lowering_replicas_below_a_kept_partition_only_warns() -> None:
     assert w.warning and "no Instance is updated" in w.message
 
 
-def test_no_runtime_warns_that_automatic_selection_is_not_supported() -> None:
+def test_no_runtime_and_no_model_warns_that_no_runtime_can_be_selected() -> None:
     warnings = isvc_warnings(isvc({"deploymentMode": "OMENative", "engine": LW}))
     (w,) = [w for w in warnings if w.reason == "RuntimeNotNamed"]
     assert w.warning and w.field == "spec.runtime"
     assert "names no runtime" in w.message
-    assert "automatic runtime selection is not supported" in w.message
+    assert "spec.model names no model to select one for" in w.message
     named = isvc({"runtime": {"name": "srt"}, "engine": LW})
     assert [w.reason for w in isvc_warnings(named)] == []
+    auto = isvc({"model": {"name": "llama"}, "engine": LW})  # OME selects the runtime
+    assert [w.reason for w in isvc_warnings(auto)] == []
 
 
 def test_replica_bounds_above_the_decode_limit_warn() -> None:

@@ -305,7 +305,7 @@ def test_an_inference_service_without_a_runtime_is_admitted_with_a_clear_warning
     assert response["allowed"] is True
     (warning,) = [w for w in response["warnings"] if w.startswith("RuntimeNotNamed:")]
     assert "names no runtime" in warning
-    assert "automatic runtime selection is not supported" in warning
+    assert "spec.model names no model to select one for" in warning
 
 
 def test_a_bad_migration_request_on_a_standalone_replica_is_denied_like_on_a_service() -> None:

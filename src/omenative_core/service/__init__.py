@@ -7,12 +7,19 @@ the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status t
 ``service_status`` returns.
 """
 
+from omenative_core.service.accelerators import *  # noqa: F403
 from omenative_core.service.cluster_config import *  # noqa: F403
 from omenative_core.service.handover import *  # noqa: F403
+from omenative_core.service.inheritance import *  # noqa: F403
 from omenative_core.service.merge import *  # noqa: F403
 from omenative_core.service.model import *  # noqa: F403
+from omenative_core.service.models import *  # noqa: F403
 from omenative_core.service.modes import *  # noqa: F403
+from omenative_core.service.placeholders import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403
+from omenative_core.service.resolve import *  # noqa: F403
+from omenative_core.service.runtime_pin import *  # noqa: F403
+from omenative_core.service.runtime_select import *  # noqa: F403
 from omenative_core.service.status import *  # noqa: F403
 from omenative_core.service.validate import *  # noqa: F403
 from omenative_core.service.validate_lws import *  # noqa: F403

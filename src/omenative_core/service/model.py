@@ -82,6 +82,7 @@ COMPONENT_KEYS: Final = frozenset(
         "kedaConfig",
         "autoscaler",
         "podDisruptionBudget",
+        "acceleratorOverride",
         # OMENative component settings
         "lifecycle",
         "topologyKey",

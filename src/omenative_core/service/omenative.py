@@ -30,6 +30,7 @@ from omenative_core.render import (
     validate_replica,
 )
 from omenative_core.revisions import revision_hash
+from omenative_core.service.accelerators import Accelerator
 from omenative_core.service.merge import (
     component_runners,
     merge_lifecycle,
@@ -40,6 +41,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel, finish_runners
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -275,8 +277,12 @@ def render_omenative(
     current_replicas: Mapping[str, int],
     peer_hashes: Mapping[str, str],
     collision_count: int | None,
+    *,
+    model: BaseModel | None = None,
+    accelerator: Accelerator | None = None,
 ) -> ComponentPlan:
-    """An OMENative component's plan, or a blocked plan saying what is wrong with it."""
+    """An OMENative component's plan, or a blocked plan saying what is wrong with it;
+    ``model``: the BaseModel / ClusterBaseModel its pods are rendered with."""
     prefix = f"{isvc.name}-{component}"
     multi = (merged.leader is not None or merged.worker is not None) and component != "router"
     problem = pairing_problem(merged) if multi else None
@@ -288,6 +294,7 @@ def render_omenative(
             f"InvalidLeaderWorkerPairing: {component}: {problem}",
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
+    runners = finish_runners(runners, model, isvc, component, merged, accelerator)
     if _rollout_groups(isvc):
         env = peer_env_for(isvc, component, peer_hashes)
         runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)

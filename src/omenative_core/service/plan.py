@@ -96,6 +96,16 @@ class ServiceCondition:
 
 
 @frozen(kw_only=True)
+class ServiceEvent:
+    """An Event the shell records on the InferenceService for this pass (the shell sends
+    each once per generation), such as OME's ``RuntimeCompatibilityAdvisory`` Warning."""
+
+    type: str
+    reason: str
+    message: str
+
+
+@frozen(kw_only=True)
 class ComponentPlan:
     """What one component needs. ``blocked``: nothing could be rendered, keep what exists.
 
@@ -125,13 +135,23 @@ class ComponentPlan:
 
 @frozen(kw_only=True)
 class ServicePlan:
-    """Everything one InferenceService needs, per component in reconcile order."""
+    """Everything one InferenceService needs, per component in reconcile order.
+
+    ``removed_conditions``: ISVC condition types to drop; ``status_fields``: top-level
+    status fields to write (a pinned runtime's ``pinnedRevisionName``,
+    ``lastRuntimeSyncToken``); ``runtime_revisions``: runtime revisions (ControllerRevision
+    manifests without a namespace) the shell creates in OME's namespace before applying.
+    """
 
     isvc: str
     namespace: str
     runtime: RuntimeRef | None = None
     components: tuple[ComponentPlan, ...] = ()
     conditions: tuple[ServiceCondition, ...] = ()
+    events: tuple[ServiceEvent, ...] = ()
+    removed_conditions: tuple[str, ...] = ()
+    status_fields: dict[str, Any] = field(factory=dict)
+    runtime_revisions: tuple[dict[str, Any], ...] = ()
 
     def component(self, name: str) -> ComponentPlan | None:
         """The plan of ``name``, or None when the ISVC has no such component."""

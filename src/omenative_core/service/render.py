@@ -32,7 +32,11 @@ bounds, so a re-render never fights the HPA.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from attrs import evolve
+
+from omenative_core.service.accelerators import AcceleratorClass
 from omenative_core.service.merge import (
     effective_component,
 )
@@ -41,6 +45,7 @@ from omenative_core.service.model import (
     RuntimeRef,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel, runner_placeholder_problem
 from omenative_core.service.modes import (
     MODE_MULTI_NODE,
     MODE_OMENATIVE,
@@ -73,9 +78,17 @@ from omenative_core.service.plan import (
     PdbPolicy,
     ServiceCondition,
     ServiceConfig,
+    ServiceEvent,
     ServicePlan,
     blocked_plan,
     condition_type,
+)
+from omenative_core.service.resolve import resolve_sources
+from omenative_core.service.runtime_pin import (
+    CONDITION_RUNTIME_DRIFTED,
+    Pin,
+    RuntimeRevision,
+    revision_body,
 )
 from omenative_core.service.workloads import (
     render_multinode,
@@ -97,12 +110,14 @@ __all__ = [
     "PdbPolicy",
     "ServiceCondition",
     "ServiceConfig",
+    "ServiceEvent",
     "ServicePlan",
     "condition_type",
     "find_runtime",
     "isvc_owner_reference",
     "omenative_min_available",
     "peer_env_for",
+    "pin_outputs",
     "render_service",
     "service_selector",
 ]
@@ -126,6 +141,9 @@ def render_service(
     auto_selected: RuntimeRef | None = None,
     current_replicas: Mapping[str, int] | None = None,
     collision_counts: Mapping[str, int] | None = None,
+    models: Sequence[BaseModel] | None = None,
+    accelerator_classes: Sequence[AcceleratorClass] | None = None,
+    runtime_revisions: Sequence[RuntimeRevision] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -139,7 +157,13 @@ def render_service(
     Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``
     (the decoder's names the engine revision rendered in this same pass). A component
     runs when the ISVC declares it (``engine: {}`` is enough); an ISVC that declares none
-    runs every component its runtime configures.
+    runs every component its runtime configures. ``models``: the BaseModels and
+    ClusterBaseModels the shell can see; with them, ``spec.model`` is rendered into the
+    pods, picks the runtime when ``spec.runtime`` names none, and blocks every component
+    when it is missing or disabled (``resolve_sources``); ``accelerator_classes``: the
+    AcceleratorClasses, for an engine or decoder whose runtime lists classes;
+    ``runtime_revisions``: the runtime revisions in OME's namespace, for an ISVC that pins
+    its runtime (``spec.runtime.autoSync: false``; ``pin_outputs``).
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -157,13 +181,10 @@ def render_service(
                 ),
             ),
         )
-    ref = isvc.runtime_ref or auto_selected
-    runtime = find_runtime(isvc, runtimes, ref) if ref is not None else None
-    runtime_problem: tuple[str, str] | None = None
-    if ref is not None and runtime is None:
-        runtime_problem = ("RuntimeNotFound", f"{ref.kind} {ref.name!r} not found")
-    elif runtime is not None and runtime.disabled:
-        runtime_problem = ("RuntimeDisabled", f"{runtime.kind} {runtime.name!r} is disabled")
+    sources = resolve_sources(isvc, runtimes, models, auto_selected, accelerator_classes,
+                              runtime_revisions)
+    ref, runtime, model = sources.ref, sources.runtime, sources.model
+    runtime_problem = sources.problem
     names = isvc.declared_components if runtime_problem else _active_components(isvc, runtime)
 
     plans: list[ComponentPlan] = []
@@ -191,6 +212,10 @@ def render_service(
             continue
         merged = effective_component(isvc, runtime, component)
         assert merged is not None
+        placeholder = runner_placeholder_problem(merged)
+        if placeholder is not None:
+            plans.append(blocked_plan(component, res, "RenderFailed", placeholder))
+            continue
         if res.mode == MODE_OMENATIVE:
             cp = render_omenative(
                 isvc,
@@ -203,15 +228,20 @@ def render_service(
                 current,
                 hashes,
                 collisions.get(component),
+                model=model,
+                accelerator=sources.accelerators.get(component),
             )
             if cp.revision_hash:
                 hashes[component] = cp.revision_hash
-            plans.append(cp)
+            plans.append(_piece_missing(cp, runtime))
         elif res.mode == MODE_MULTI_NODE:
-            plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config))
+            plans.append(render_multinode(isvc, runtime, component, merged, res, crds, config,
+                                          model=model,
+                                          accelerator=sources.accelerators.get(component)))
         else:
             assert res.mode == MODE_RAW
-            plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current))
+            plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current,
+                                    model=model, accelerator=sources.accelerators.get(component)))
     conditions: tuple[ServiceCondition, ...] = ()
     if runtime_problem is not None and not plans:
         conditions = (
@@ -219,10 +249,47 @@ def render_service(
                 type="Ready", status="False", reason=runtime_problem[0], message=runtime_problem[1]
             ),
         )
+    drifted, removed, fields, revisions = pin_outputs(sources.pin)
     return ServicePlan(
         isvc=isvc.name,
         namespace=isvc.namespace,
         runtime=ref,
         components=tuple(plans),
-        conditions=conditions,
+        conditions=(*conditions, *drifted),
+        events=sources.events,
+        removed_conditions=removed,
+        status_fields=fields,
+        runtime_revisions=revisions,
     )
+
+
+def _piece_missing(cp: ComponentPlan, runtime: ServingRuntime | None) -> ComponentPlan:
+    """A component with no containers because its runtime has no piece for it reports OME's
+    ``RuntimePieceMissing`` rather than the template's ``ContainersRequired``."""
+    if cp.ready is None or cp.ready.reason != "ContainersRequired" or runtime is None:
+        return cp
+    if runtime.config(cp.component) is not None:
+        return cp
+    message = (f"{runtime.kind} {runtime.name!r} has no {cp.component} piece and "
+               f"spec.{cp.component} sets no containers; a {cp.component} cannot render from it")
+    return evolve(cp, ready=evolve(cp.ready, reason="RuntimePieceMissing", message=message))
+
+
+def pin_outputs(pin: Pin | None) -> tuple[
+    tuple[ServiceCondition, ...], tuple[str, ...], dict[str, Any], tuple[dict[str, Any], ...]
+]:
+    """What a pinned runtime writes: the ``RuntimeDrifted`` condition (True) or its removal,
+    the status fields, the revision to create."""
+    if pin is None:
+        return (), (), {}, ()
+    fields: dict[str, Any] = {}
+    if pin.pinned:
+        fields["pinnedRevisionName"] = pin.pinned
+    if pin.token:
+        fields["lastRuntimeSyncToken"] = pin.token
+    created = (revision_body(pin.create),) if pin.create is not None else ()
+    if pin.drift is None:
+        return (), (CONDITION_RUNTIME_DRIFTED,), fields, created
+    drifted = ServiceCondition(type=CONDITION_RUNTIME_DRIFTED, status="True",
+                               reason=pin.drift[0], message=pin.drift[1])
+    return (drifted,), (), fields, created

@@ -229,8 +229,10 @@ def service_status(
         wanted.append(overall)
     present = {cp.component for cp in plan.components}
     remove = {condition_type(c) for c in COMPONENT_ORDER if c not in present}
+    remove |= set(plan.removed_conditions)
     out: dict[str, Any] = {
         "conditions": _merge_conditions(isvc.status.get("conditions"), wanted, remove, now),
+        **plan.status_fields,
     }
     if components:
         out["components"] = components

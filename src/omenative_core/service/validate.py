@@ -385,22 +385,23 @@ def validate_isvc(
 def isvc_warnings(new: InferenceService, old: InferenceService | None = None) -> list[Rejection]:
     """What admits ``new`` with a warning (each ``Rejection.warning``).
 
-    ``RuntimeNotNamed``: ``spec.runtime`` names no runtime; OME would select one
-    automatically, omenative does not, so components without containers of their own
-    cannot be rendered. ``TooManyInstances``: a replica bound above
+    ``RuntimeNotNamed``: ``spec.runtime`` names no runtime and ``spec.model`` no model
+    to select one from (OME selects a runtime from the model), so components without
+    containers of their own cannot be rendered. ``TooManyInstances``: a replica bound above
     ``maxDecodedInstances``. ``PartitionAboveReplicas``: an unchanged partition that a
     lowered replica bound left above it.
     """
     out: list[Rejection] = []
-    if new.runtime_ref is None:
+    if new.runtime_ref is None and new.model_name is None:
         out.append(
             warn(
                 "RuntimeNotNamed",
                 "spec.runtime",
-                "spec.runtime names no runtime and automatic runtime selection is not "
-                "supported: set spec.runtime.name to a ServingRuntime or "
-                "ClusterServingRuntime (a component without containers of its own "
-                "cannot be rendered)",
+                "spec.runtime names no runtime and spec.model names no model to select "
+                "one for: set spec.runtime.name to a ServingRuntime or "
+                "ClusterServingRuntime, or spec.model.name to a BaseModel or "
+                "ClusterBaseModel (a component without containers of its own cannot be "
+                "rendered)",
             )
         )
     for c in new.declared_components:

@@ -16,6 +16,7 @@ from omenative_core.model.spec import (
     IntOrStr,
 )
 from omenative_core.replica_rules import too_long
+from omenative_core.service.accelerators import Accelerator
 from omenative_core.service.merge import (
     component_runners,
 )
@@ -24,6 +25,7 @@ from omenative_core.service.model import (
     InferenceService,
     ServingRuntime,
 )
+from omenative_core.service.models import BaseModel, finish_runners
 from omenative_core.service.modes import (
     ModeResolution,
 )
@@ -69,13 +71,19 @@ def render_raw(
     crds: frozenset[str],
     config: ServiceConfig,
     current_replicas: Mapping[str, int],
+    *,
+    model: BaseModel | None = None,
+    accelerator: Accelerator | None = None,
 ) -> ComponentPlan:
-    """A RawDeployment component's plan: Deployment, Service, PDB, HPA, PodMonitor."""
+    """A RawDeployment component's plan: Deployment, Service, PDB, HPA, PodMonitor
+    (``model``: rendered into the pod template)."""
     prefix = f"{isvc.name}-{component}"
     problem = too_long("Deployment name", prefix)
     if problem is not None:
         return blocked_plan(component, res, "NameTooLong", problem)
-    (runner,) = component_runners(isvc, runtime, component, merged, multi_pod=False)
+    (runner,) = finish_runners(
+        component_runners(isvc, runtime, component, merged, multi_pod=False),
+        model, isvc, component, merged, accelerator)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     selector = {**labels, _RAW_APP_LABEL: prefix}
     template = _with_labels(runner.template, selector)
@@ -154,9 +162,12 @@ def render_multinode(
     res: ModeResolution,
     crds: frozenset[str],
     config: ServiceConfig,
+    *,
+    model: BaseModel | None = None,
+    accelerator: Accelerator | None = None,
 ) -> ComponentPlan:
     """A MultiNode component's plan: a LeaderWorkerSet and its Service, or the condition
-    saying the CRD is missing."""
+    saying the CRD is missing (``model``: rendered into both templates)."""
     prefix = f"{isvc.name}-{component}"
     if CRD_LEADER_WORKER_SET not in crds:
         message = (
@@ -191,7 +202,9 @@ def render_multinode(
     long_name = too_long("LeaderWorkerSet name", name)
     if long_name is not None:
         return blocked_plan(component, res, "NameTooLong", long_name)
-    leader, worker = component_runners(isvc, runtime, component, merged, multi_pod=True)
+    leader, worker = finish_runners(
+        component_runners(isvc, runtime, component, merged, multi_pod=True),
+        model, isvc, component, merged, accelerator)
     labels = {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component}
     scale = resolve_scale(
         isvc, merged, component, at_least_one=True, config=config, current_replicas={}
