@@ -33,6 +33,9 @@ HOST_ADDRESS = "10.250.0.1"
 #: Node ``i``'s bridge is ``omn-br<i>`` with pods in 10.244.<i>.0/24 (gateway .1).
 BRIDGE_PREFIX = "omn-br"
 POD_CIDR = "10.244.0.0/16"
+#: Service ClusterIPs (the API server's ``--service-cluster-ip-range``); the host routes
+#: them to our dummy interface, so even before kube-proxy's DNAT nothing heads for eth0
+SERVICE_CIDR = "10.0.0.0/24"
 CGROUP_PREFIX = "omenative-node-"
 CGROUP_FS = Path("/sys/fs/cgroup")
 
@@ -138,6 +141,7 @@ def set_up_host(nodes: int) -> None:
     sh("ip", "link", "add", HOST_LINK, "type", "dummy")
     sh("ip", "addr", "add", f"{HOST_ADDRESS}/32", "dev", HOST_LINK)
     sh("ip", "link", "set", HOST_LINK, "up")
+    sh("ip", "route", "add", SERVICE_CIDR, "dev", HOST_LINK, "src", HOST_ADDRESS)
     for i in range(nodes):
         for hierarchy in cgroup_hierarchies():
             (hierarchy / f"{CGROUP_PREFIX}{i}").mkdir(exist_ok=True)
