@@ -170,7 +170,7 @@ class RealNodes:
                                      f"{cluster.state_dir / 'logs'}")
             time.sleep(0.1)
         for ref, archive in archives.items():
-            out = subprocess.run([*cmd, "images", "import", "--no-unpack=false", str(archive)],
+            out = subprocess.run([*cmd, "images", "import", str(archive)],
                                  capture_output=True, text=True, check=False)
             if out.returncode:
                 raise RealNodesError(f"importing {ref} ({archive}) into {node.name}'s containerd "
