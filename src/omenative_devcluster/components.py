@@ -214,15 +214,15 @@ def source_hash(module: LocalGoModule) -> str:
     return h.hexdigest()
 
 
-def build_local(module: LocalGoModule = MODEL_SERVER) -> Path:
+def build_local(module: LocalGoModule = MODEL_SERVER, *, into: Path | None = None) -> Path:
     """Build (or find) ``module`` and return its binary's path.
 
     The binary is static (``CGO_ENABLED=0``) and reproducible (``-trimpath``, no build id,
-    no VCS stamp): it lands in ``$OMENATIVE_CACHE/local/<name>/<source hash>/<name>``, built
-    from a copy of the sources under the shared build lock.
+    no VCS stamp): it lands in ``<into>/<name>/<source hash>/<name>`` (``into`` defaults to
+    ``$OMENATIVE_CACHE/local``), built from a copy of the sources under the shared build lock.
     """
     key = source_hash(module)[:16]
-    vdir = cache_root() / "local" / module.name / key
+    vdir = (into or cache_root() / "local") / module.name / key
     binary = vdir / module.name
     if os.access(binary, os.X_OK):
         return binary

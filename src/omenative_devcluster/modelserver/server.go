@@ -194,6 +194,7 @@ func (s *server) drainAndStop(sig os.Signal) int {
 	s.http.SetKeepAlivesEnabled(false)
 	logEvent(s.cfg.pod, "draining", map[string]any{"signal": sig.String(), "drain_s": s.cfg.drain.Seconds()})
 	time.Sleep(s.cfg.drain)
+	logEvent(s.cfg.pod, "shutting-down", map[string]any{"timeout_s": s.cfg.shutdown.Seconds()})
 	close(s.closing)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdown)
 	defer cancel()
