@@ -80,17 +80,11 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt",
                     "io.containerd.snapshotter.v1.blockfile",
                     "io.containerd.tracing.processor.v1.otlp"]
 
-[grpc]
+[plugins."io.containerd.server.v1.grpc"]
   address = "{node.socket}"
 
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "{node.socket}.ttrpc"
-
-[debug]
-  address = ""
-
-[metrics]
-  address = ""
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs"

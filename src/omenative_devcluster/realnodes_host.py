@@ -346,7 +346,7 @@ def host_snapshot() -> dict[str, list[str]]:
         "cgroups": [str(c) for c in _our_cgroups()],
         "processes": [str(p) for p in Path("/proc").iterdir()
                       if p.name.isdigit() and _ours(_cmdline(int(p.name)))],
-        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH) if p.exists()],
+        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH, *SHARED_PATHS) if p.exists()],
     }
 
 

@@ -38,6 +38,8 @@ def _server(name: str, node: str, rank: int, extra_env: dict[str, str]) -> dict[
         "spec": {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "terminationGracePeriodSeconds": 5,
+            # no docker-link variables: a Service named `leader` would set LEADER_PORT
+            "enableServiceLinks": False,
             "containers": [{
                 "name": "server", "image": MODEL_SERVER_IMAGE, "imagePullPolicy": "Never",
                 "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {
@@ -96,7 +98,7 @@ def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealClust
     rc = real_cluster
     ns = rc.namespace()
     service = {
-        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "leader"},
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "engine"},
         # the leader is not ready until its worker joined: the worker must reach it anyway
         "spec": {"selector": {"app": "leader"}, "publishNotReadyAddresses": True,
                  "ports": [{"port": PORT, "targetPort": PORT}]},
@@ -104,7 +106,7 @@ def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealClust
     rc.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(service))
     leader = _server("leader", "node-0", 0, {})
     # a DNS name only the cluster DNS answers (the pod's search path completes it)
-    worker = _server("worker", "node-1", 1, {"OME_LEADER_ADDRESS": f"leader.{ns}"})
+    worker = _server("worker", "node-1", 1, {"OME_LEADER_ADDRESS": f"engine.{ns}"})
     for pod in (leader, worker):
         rc.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(pod))
     ready = _wait_ready(rc, ns, ["leader", "worker"])
@@ -120,7 +122,7 @@ def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealClust
         datetime.fromisoformat(joined[0]["ts"].replace("Z", "+00:00"))
 
     # from the host, through the ClusterIP (kube-proxy's rules)
-    ip = rc.get("service", "leader", "-n", ns)["spec"]["clusterIP"]
+    ip = rc.get("service", "engine", "-n", ns)["spec"]["clusterIP"]
     with urllib.request.urlopen(f"http://{ip}:{PORT}/v1/completions", timeout=5) as resp:
         answer = json.loads(resp.read())
     assert answer["pod"] == "leader"
