@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -56,6 +57,8 @@ SAVED_SYSCTLS = "sysctls.saved.json"
 #: ``teardown`` when absent before ``up`` (recorded in ``created.json``).
 SHARED_PATHS = (Path("/var/lib/kubelet"), Path("/run/containerd"), Path("/var/log/pods"))
 CREATED_FILE = "created.json"
+#: where every containerd's shims put their sockets (a fixed path in containerd)
+SHIM_SOCKETS = Path("/run/containerd/s")
 
 
 def log(msg: str) -> None:
@@ -178,6 +181,20 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
+def shim_socket(cmdline: list[str]) -> Path | None:
+    """The socket a containerd shim with this command line serves (``/run/containerd/s/...``).
+
+    containerd names it by the SHA-256 of ``<containerd address>/<namespace>/<id>``, whatever
+    its own state dir; a killed shim leaves it behind.
+    """
+    args = dict(zip(cmdline[1::2], cmdline[2::2], strict=False))
+    try:
+        key = f"{args['-address']}/{args['-namespace']}/{args['-id']}"
+    except KeyError:
+        return None
+    return SHIM_SOCKETS / hashlib.sha256(key.encode()).hexdigest()
+
+
 def kill_leftovers() -> list[int]:
     """SIGKILL every process in our cgroups and every shim of our containerds; return PIDs."""
     killed: list[int] = []
@@ -189,11 +206,15 @@ def kill_leftovers() -> list[int]:
         pids.discard(os.getpid())
         if not pids:
             break
+        sockets = [shim_socket(_cmdline(pid)) for pid in pids]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         killed.extend(pids)
         time.sleep(0.3)
+        for sock in sockets:
+            if sock is not None:
+                sock.unlink(missing_ok=True)
     return sorted(set(killed))
 
 
@@ -346,7 +367,8 @@ def host_snapshot() -> dict[str, list[str]]:
         "cgroups": [str(c) for c in _our_cgroups()],
         "processes": [str(p) for p in Path("/proc").iterdir()
                       if p.name.isdigit() and _ours(_cmdline(int(p.name)))],
-        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH, *SHARED_PATHS) if p.exists()],
+        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH, *SHARED_PATHS) if p.exists()]
+        + sorted(str(p) for p in SHIM_SOCKETS.glob("*")),
     }
 
 
