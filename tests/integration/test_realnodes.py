@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from realnode_fixtures import REAL_NODES, RealCluster
 
-from omenative_devcluster.images import MODEL_SERVER_IMAGE
-from omenative_devcluster.kubelet_api import GPU
-from omenative_devcluster.realnodes_host import host_snapshot
+pytest.register_assert_rewrite("realnode_fixtures")
+from realnode_fixtures import REAL_NODES, RealCluster  # noqa: E402
+
+from omenative_devcluster.images import MODEL_SERVER_IMAGE  # noqa: E402
+from omenative_devcluster.kubelet_api import GPU  # noqa: E402
+from omenative_devcluster.realnodes_host import host_snapshot  # noqa: E402
 
 pytest_plugins = ["realnode_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns")]
