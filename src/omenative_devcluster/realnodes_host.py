@@ -173,7 +173,8 @@ def _ours(cmdline: list[str]) -> bool:
     return str(BASE_DIR) in text
 
 
-def _cmdline(pid: int) -> list[str]:
+def process_cmdline(pid: int) -> list[str]:
+    """The argv of process ``pid`` (empty when it is gone or unreadable)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -201,12 +202,12 @@ def kill_leftovers() -> list[int]:
     for _ in range(5):
         pids = set(_cgroup_pids())
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and _ours(_cmdline(int(entry.name))):
+            if entry.name.isdigit() and _ours(process_cmdline(int(entry.name))):
                 pids.add(int(entry.name))
         pids.discard(os.getpid())
         if not pids:
             break
-        sockets = [shim_socket(_cmdline(pid)) for pid in pids]
+        sockets = [shim_socket(process_cmdline(pid)) for pid in pids]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -366,7 +367,7 @@ def host_snapshot() -> dict[str, list[str]]:
         "links": our_links(),
         "cgroups": [str(c) for c in _our_cgroups()],
         "processes": [str(p) for p in Path("/proc").iterdir()
-                      if p.name.isdigit() and _ours(_cmdline(int(p.name)))],
+                      if p.name.isdigit() and _ours(process_cmdline(int(p.name)))],
         "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH, *SHARED_PATHS) if p.exists()]
         + sorted(str(p) for p in SHIM_SOCKETS.glob("*")),
     }
