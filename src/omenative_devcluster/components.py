@@ -14,12 +14,17 @@ the cache, so two processes (a test session and ``make``) never compile at once 
 
 ``python -m omenative_devcluster build --with kueue,helm`` builds the control plane and the
 named components; ``--with all`` builds every one.
+
+Our own Go programs (``LocalGoModule``: the model server) build the same way from a folder of
+this source tree, cached by a hash of their sources, statically and reproducibly (the same
+sources and Go give the same bytes, so the images packed from them keep their digests).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -43,7 +48,41 @@ class GoComponent:
     #: binary name -> package path inside the module (``.`` for the module root)
     commands: Mapping[str, str]
     why: str
+    #: Go build tags (``-tags``), comma-separated
+    tags: str = ""
+    #: build with cgo (runc links libseccomp); the default is a static, cgo-free build
+    cgo: bool = False
+    #: a ``main.go`` of our own, built in a wrapper module that requires ``module``: picks
+    #: the parts of a big program we run (CoreDNS with only the plugins cluster DNS needs)
+    wrapper_main: str = ""
 
+
+#: CoreDNS with only the plugins cluster DNS needs, in CoreDNS's own directive order; no
+#: ``forward``, so it answers cluster names only and never asks a server off this machine.
+COREDNS_MAIN = """package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{
+		"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes",
+	}
+}
+
+func main() { coremain.Run() }
+"""
 
 COMPONENTS: Mapping[str, GoComponent] = {
     c.name: c
@@ -69,6 +108,32 @@ COMPONENTS: Mapping[str, GoComponent] = {
             version="v0.7.0",
             commands={"lws-manager": "cmd"},
             why="LeaderWorkerSet: the MultiNode mode and the move off it",
+        ),
+        GoComponent(
+            name="containerd",
+            module="github.com/containerd/containerd/v2",
+            version="v2.4.2",
+            commands={"containerd": "cmd/containerd", "ctr": "cmd/ctr",
+                      "containerd-shim-runc-v2": "cmd/containerd-shim-runc-v2"},
+            why="real nodes: one container runtime per node",
+            tags="no_btrfs,no_devmapper,no_zfs",
+        ),
+        GoComponent(
+            name="runc",
+            module="github.com/opencontainers/runc",
+            version="v1.5.3",
+            commands={"runc": "."},
+            why="real nodes: the OCI runtime containerd starts containers with (seccomp on)",
+            tags="seccomp",
+            cgo=True,
+        ),
+        GoComponent(
+            name="coredns",
+            module="github.com/coredns/coredns",
+            version="v1.15.0",
+            commands={"coredns": "."},
+            why="real nodes: cluster DNS (Service names, OME_LEADER_ADDRESS); no upstream",
+            wrapper_main=COREDNS_MAIN,
         ),
         GoComponent(
             name="helm",
@@ -130,6 +195,28 @@ def _writable_copy(src: Path, dst: Path) -> None:
                 p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+def _prepare_source(component: GoComponent) -> Path:
+    """The folder to build in: a writable copy of the module, or our wrapper module."""
+    src = component_dir(component) / "src"
+    if component.wrapper_main:
+        if src.exists():
+            shutil.rmtree(src)
+        src.mkdir(parents=True)
+        _run(["go", "mod", "init", f"local/{component.name}"], src)
+        (src / "main.go").write_text(component.wrapper_main)
+        _run(["go", "get", f"{component.module}@{component.version}"], src)
+        _run(["go", "mod", "tidy"], src)
+        return src
+    work = component_dir(component) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    info = json.loads(
+        _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
+             work, capture=True)
+    )
+    _writable_copy(Path(info["Dir"]), src)
+    return src
+
+
 def build_component(name: str) -> Path:
     """Build (or find) component ``name`` and return its bin directory."""
     if name not in COMPONENTS:
@@ -147,27 +234,96 @@ def build_component(name: str) -> Path:
             raise RuntimeError(f"no `go` command on PATH: Go is needed to build {name}")
         started = time.monotonic()
         log(f"building {name} {component.version} ({component.why}): {', '.join(todo)}")
-        work = component_dir(component) / "work"
-        work.mkdir(parents=True, exist_ok=True)
-        info = json.loads(
-            _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
-                 work, capture=True)
-        )
-        src = component_dir(component) / "src"
-        _writable_copy(Path(info["Dir"]), src)
+        src = _prepare_source(component)
         partial = component_dir(component) / "bin.partial"
         partial.mkdir(parents=True, exist_ok=True)
         bdir.mkdir(parents=True, exist_ok=True)
+        env = {"CGO_ENABLED": "1" if component.cgo else "0"}
+        tags = ["-tags", component.tags] if component.tags else []
         for cmd in todo:
             pkg = component.commands[cmd]
-            _run(["go", "build", "-mod=mod", "-v", "-p", "2", "-trimpath", "-ldflags", "-s -w",
-                  "-o", str(partial / cmd), "./" + pkg if pkg != "." else "."],
-                 src, progress=True)
+            _run(["go", "build", "-mod=mod", "-v", "-p", "2", "-trimpath", *tags,
+                  "-ldflags", "-s -w", "-o", str(partial / cmd),
+                  "./" + pkg if pkg != "." else "."],
+                 src, progress=True, env=env)
             os.replace(partial / cmd, bdir / cmd)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(src, ignore_errors=True)
         log(f"BUILD TIME {name} {component.version}: {time.monotonic() - started:.1f} s")
     return bdir
+
+
+# ------------------------------------------------------------------ our own Go modules
+
+
+@frozen
+class LocalGoModule:
+    """A Go module of ours (standard library only) in this source tree, built to one binary."""
+
+    name: str
+    #: the module's folder (``go.mod`` and its ``*.go`` files)
+    source: Path
+    why: str
+
+
+MODEL_SERVER = LocalGoModule(
+    name="model-server",
+    source=Path(__file__).resolve().parent / "modelserver",
+    why="the test model server and pause process the real nodes' images carry",
+)
+"""The model server (``omenative_devcluster/modelserver``), also the pods' pause process."""
+
+
+def module_sources(module: LocalGoModule) -> dict[str, bytes]:
+    """The module's ``go.mod``, ``go.sum`` and ``*.go`` files, by name, read once."""
+    files = {p.name: p.read_bytes() for p in sorted(module.source.iterdir())
+             if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))}
+    if "go.mod" not in files:
+        raise RuntimeError(f"{module.name}: no go.mod in {module.source}")
+    return files
+
+
+def source_hash(sources: Mapping[str, bytes]) -> str:
+    """Hex SHA-256 over the file names and contents: the binary's cache key."""
+    h = hashlib.sha256()
+    for name, data in sorted(sources.items()):
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def build_local(module: LocalGoModule = MODEL_SERVER, *, into: Path | None = None) -> Path:
+    """Build (or find) ``module`` and return its binary's path.
+
+    The binary is static (``CGO_ENABLED=0``) and reproducible (``-trimpath``, no build id,
+    no VCS stamp): it lands in ``<into>/<name>/<source hash>/<name>`` (``into`` defaults to
+    ``$OMENATIVE_CACHE/local``), built from a copy of the sources under the shared build lock.
+    """
+    sources = module_sources(module)  # what is hashed is what is built
+    key = source_hash(sources)[:16]
+    vdir = (into or cache_root() / "local") / module.name / key
+    binary = vdir / module.name
+    if os.access(binary, os.X_OK):
+        return binary
+    with build_lock():
+        if os.access(binary, os.X_OK):
+            return binary
+        if shutil.which("go") is None:
+            raise RuntimeError(f"no `go` command on PATH: Go is needed to build {module.name}")
+        started = time.monotonic()
+        log(f"building {module.name} {key} ({module.why})")
+        src = vdir / "src"
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        for name, data in sources.items():
+            (src / name).write_bytes(data)
+        partial = vdir / f"{module.name}.partial"
+        _run(["go", "build", "-p", "2", "-trimpath", "-ldflags", "-s -w -buildid=",
+              "-o", str(partial), "."], src)
+        os.replace(partial, binary)
+        shutil.rmtree(src, ignore_errors=True)
+        log(f"BUILD TIME {module.name}: {time.monotonic() - started:.1f} s")
+    return binary
 
 
 # ---------------------------------------------------------------------- background builds
