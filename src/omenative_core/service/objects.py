@@ -184,7 +184,8 @@ def pod_monitor(
     template: Mapping[str, Any],
     config: ServiceConfig,
 ) -> dict[str, Any]:
-    """The PodMonitor that scrapes the component's pods."""
+    """The PodMonitor that scrapes the component's pods, with the cluster's ``podMonitor``
+    labels (under omenative's own, which select nothing) and relabelings on its endpoint."""
     ports = container_ports(template)
     named = [p for p in ports if isinstance(p.get("name"), str) and p["name"]]
     metrics = next((p for p in named if p["name"] == "metrics"), named[0] if named else None)
@@ -193,10 +194,15 @@ def pod_monitor(
         endpoint["port"] = metrics["name"]
     else:
         endpoint["targetPort"] = int(ports[0]["containerPort"]) if ports else config.default_port
+    extra = config.pod_monitor
+    if extra.relabelings:
+        endpoint["relabelings"] = [dict(r) for r in extra.relabelings]
+    if extra.metric_relabelings:
+        endpoint["metricRelabelings"] = [dict(r) for r in extra.metric_relabelings]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": object_meta(isvc, prefix, labels),
+        "metadata": object_meta(isvc, prefix, {**extra.labels, **labels}),
         "spec": {
             "selector": {"matchLabels": dict(selector)},
             "podMetricsEndpoints": [endpoint],
