@@ -343,7 +343,13 @@ class ServiceController:
 
     # ------------------------------------------------------------------ one pass
 
-    def _all_runtimes(self) -> list[ServingRuntime]:
+    def runtimes_synced(self) -> bool:
+        """Both runtime caches have listed (so a runtime not in them does not exist)."""
+        return self.runtimes.synced.is_set() and self.cluster_runtimes.synced.is_set()
+
+    def all_runtimes(self) -> list[ServingRuntime]:
+        """Every cached ServingRuntime and ClusterServingRuntime (standalone replicas that
+        render from ``spec.runtimeRef`` read them too: ``replica_refs.py``)."""
         out: list[ServingRuntime] = []
         for informer, kind in ((self.runtimes, "ServingRuntime"),
                                (self.cluster_runtimes, "ClusterServingRuntime")):
@@ -397,7 +403,7 @@ class ServiceController:
         except CodecError as exc:
             await self._report_invalid(raw, "InvalidSpec", str(exc))
             return True
-        runtimes = self._all_runtimes()
+        runtimes = self.all_runtimes()
         runtime = find_runtime(isvc, runtimes)
         rejections = validate_isvc(isvc, runtime=runtime)
         if rejections:
