@@ -32,6 +32,7 @@ on its own). One pass:
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -170,6 +171,10 @@ def _wanted_revision_services(
     return wanted
 
 
+_REVISION_MEMOS: Final = 4096
+"""ISVCs whose per-revision Services are remembered as done; past it, all are looked at again."""
+
+
 class RolloutController:
     """Runs the rollout decisions for the InferenceService controller.
 
@@ -196,6 +201,8 @@ class RolloutController:
         self.source = source
         self.events = EventRecorder(client, component=source, guard=guard, window=0, now=now)
         self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
+        #: per ISVC uid, the revision Services last made to match (``revision_services``)
+        self._revision_memo: dict[str, str] = {}
 
     # ------------------------------------------------------------------ before writing
 
@@ -350,6 +357,9 @@ class RolloutController:
         the rest (a blocked component's are kept)."""
         wanted = _wanted_revision_services(isvc, plan, decoded, rp)
         kept = {cp.component for cp in plan.components if cp.blocked}
+        memo = json.dumps([sorted(kept), wanted], sort_keys=True)
+        if self._revision_memo.get(isvc.uid) == memo:
+            return  # done for this set already: no LIST on every pass of every ISVC
         page = await self.client.list(SERVICES, isvc.namespace, label_selector=(
             f"{LABEL_ISVC}={isvc.name},{LABEL_REVISION_HASH}"))
         existing = {s["metadata"]["name"]: s for s in page.get("items") or ()}
@@ -367,19 +377,26 @@ class RolloutController:
                     body=svc, content_type="application/apply-patch+yaml")
             except ApiError as exc:
                 log.info("rollout.service_failed", name=name, error=exc.message)
+                return
         for name, have in sorted(existing.items()):
             component = (have["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
             if name in wanted or "-rev-" not in name or component in kept:
                 continue
             refs = have["metadata"].get("ownerReferences") or ()
-            if not any(r.get("uid") == isvc.uid for r in refs) or not self.guard():
+            if not any(r.get("uid") == isvc.uid for r in refs):
                 continue
+            if not self.guard():
+                return
             try:
                 await self.client.delete(SERVICES, name, isvc.namespace,
                                          uid=have["metadata"].get("uid"))
             except ApiError as exc:
                 if not exc.not_found:
                     log.info("rollout.service_delete_failed", name=name, error=exc.message)
+                    return
+        if len(self._revision_memo) > _REVISION_MEMOS:
+            self._revision_memo.clear()
+        self._revision_memo[isvc.uid] = memo
 
     async def _run_queries(self, isvc: InferenceService, rp: RolloutPass) -> bool:
         """Run the due queries not answered yet; True when some got an answer."""

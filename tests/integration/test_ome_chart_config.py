@@ -14,7 +14,12 @@ from tests.ome_chart_config import OME_CHART_COMMIT, ome_chart_data
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import CONFIG_MAPS, INFERENCE_REPLICAS, Resource
+from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    INFERENCE_REPLICAS,
+    SERVICES,
+    Resource,
+)
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures")
@@ -115,3 +120,25 @@ async def test_the_manager_runs_on_omes_chart_configmap_with_omes_meaning(
         found["spec"])
     router = await get_replica(kube, namespace, "omecfg-router")
     assert router["spec"]["replicas"] == 1
+
+    # the objects OME creates: the external {isvc} Service on the router, and the Services
+    # of the router's revision although it is in no rollout group
+    async def revised() -> str | None:
+        status = (await get_replica(kube, namespace, "omecfg-router")).get("status") or {}
+        return status.get("updateRevision") or None
+
+    rev_hash = str(await eventually(revised, timeout=60, what="the router's revision")
+                   ).rpartition("-")[2]
+    expected = sorted(["omecfg", "omecfg-router", "omecfg-router-headless",
+                       f"omecfg-router-rev-{rev_hash}", f"omecfg-router-rev-{rev_hash}-headless"])
+
+    async def services() -> list[str] | None:
+        page = await kube.list(SERVICES, namespace,
+                               label_selector="ome.io/inferenceservice=omecfg")
+        names = sorted(s["metadata"]["name"] for s in page.get("items") or ())
+        return names if names == expected else None
+
+    await eventually(services, timeout=60, what=f"the Services {expected}")
+    external = await kube.get(SERVICES, "omecfg", namespace)
+    assert external["spec"]["selector"] == {"ome.io/inferenceservice": "omecfg",
+                                            "component": "router"}
