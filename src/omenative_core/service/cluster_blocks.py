@@ -40,19 +40,24 @@ __all__ = [
 OME_UNUSED_KEYS: Final = (
     "acceleratorResources",
     "autoscalerPolicy",
+    "benchmarkjob",
     "canaryAnalysis",
     "inferenceReplica",
     "ingress",
+    "kedaConfig",
     "metricProviders",
     "metricsAggregator",
     "modelInit",
     "multicluster",
+    "multinodeProber",
     "omeAgent",
     "servingSidecar",
     "tpuSliceProvisioning",
 )
 """Keys of OME's ``inferenceservice-config`` (its chart's ``ome-controller/configmap.yaml``
-and its ``controllerconfig`` loaders) that omenative accepts and does not use."""
+and its ``controllerconfig`` loaders at 4ff3b6e3; ``benchmarkjob``, ``kedaConfig`` and
+``multinodeProber`` from its earlier chart, at cfa05c69) that omenative accepts and does
+not use."""
 
 UPDATE_STRATEGY_TYPES: Final = ("SurgeThenDrain", "RecreatePod", "InPlaceIfPossible",
                                 "InPlaceOnly")
