@@ -85,6 +85,13 @@ IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
 # ---------------------------------------------------------------------------- watching
 
 
+def chart_lifecycle() -> dict[str, Any]:
+    """The ``lifecycle`` entry of config/manager/config.yaml (the chart's values): a key left
+    out of a ConfigMap is off, as in OME, so a partial entry would change what is measured."""
+    docs = yaml.safe_load((REPO / "config" / "manager" / "config.yaml").read_text())
+    return dict(json.loads(docs["data"]["lifecycle"]))
+
+
 def replica_ready(ir: JSON) -> bool:
     """Every Instance the InferenceReplica asks for is Ready."""
     want = (ir.get("spec") or {}).get("replicas", 1)
@@ -229,11 +236,12 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         # ------------------------------------------------------------ 1. the manager
         ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
-        if args.gang_scheduling != "Auto":  # the manager's lifecycle config (else defaults)
+        if args.gang_scheduling != "Auto":  # the chart's lifecycle config, this mechanism
             await kube.create(CONFIG_MAPS, {
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "inferenceservice-config"},
-                "data": {"lifecycle": json.dumps({"gangScheduling": args.gang_scheduling})},
+                "data": {"lifecycle": json.dumps({**chart_lifecycle(),
+                                                  "gangScheduling": args.gang_scheduling})},
             }, ns_mgr)
         await manager.start(kubeconfig, ns_mgr, manager_flags(args))
         say(f"manager pid {manager.proc.pid if manager.proc else '?'} leads in namespace "

@@ -62,6 +62,7 @@ from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics, ProbeServer
 from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
+from omenative_controller.replica_refs import needs_refs, with_rendered_runners
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -74,6 +75,7 @@ from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
     kube_runtime_lookup,
+    kube_service_lookup,
     serve_webhook,
 )
 from omenative_core import planner
@@ -88,8 +90,10 @@ from omenative_core.model.plan import (
     Plan,
     RecordAudit,
 )
+from omenative_core.model.spec import InferenceReplica
 from omenative_core.render import validate_replica
 from omenative_core.service import ServiceConfig
+from omenative_core.service.replica_refs import RefsRender
 
 __all__ = ["LIFECYCLE_KEY", "Manager", "ManagerOptions", "StartupError", "WorkQueue",
            "default_identity"]
@@ -259,7 +263,8 @@ class Manager:
             self.webhook = await serve_webhook(
                 opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
                 str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
-                revision_lookup=kube_revision_lookup(self.client))
+                revision_lookup=kube_revision_lookup(self.client),
+                service_lookup=kube_service_lookup(self.client))
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)
@@ -493,6 +498,11 @@ class Manager:
                 "InvalidSpec")
             await self._reject(ctx, where, str(exc))
             return "rejected"
+        if needs_refs(replica, raw):  # rendered from spec.runtimeRef, this pass only
+            rendered = with_rendered_runners(replica, raw, self._isvc, self.service_config)
+            if not isinstance(rendered, InferenceReplica):
+                return await self._refs_blocked(ctx, rendered, queue)
+            replica = rendered
         ctx.prefix = replica.prefix
         ctx.observed_status = replica.status
         ctx.log = lg = lg.bind(isvc=replica.isvc_name, component=replica.spec.component)
@@ -562,6 +572,14 @@ class Manager:
             queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
         if result.status_due is not None:  # a held status: look again when it is due
             queue.add_after(key, result.status_due)
+
+    async def _refs_blocked(self, ctx: PassContext, block: RefsRender | None,
+                            queue: WorkQueue[str]) -> str:
+        if block is None:  # the runtime caches have not listed yet
+            queue.add_after(ctx.key, 1.0)
+            return "waiting"
+        await self._reject(ctx, block.reason, block.message)
+        return "rejected"
 
     async def _reject(self, ctx: PassContext, reason: str, message: str) -> None:
         """Report an InferenceReplica we will not act on: Ready=False + a Warning Event."""

@@ -1,9 +1,12 @@
 """What the manager is configured with: its options (the CLI flags) and the lifecycle config.
 
 The lifecycle config is the ``lifecycle`` key of the ``inferenceservice-config`` ConfigMap
-(absent means chart defaults; invalid is a :class:`StartupError` at startup, and on a reload
-keeps the previous settings with one Warning Event per bad version), together with the
-InferenceService blocks of the same ConfigMap.
+(no ConfigMap means the chart's defaults; in a ConfigMap, an absent key means what OME's
+binary makes of it, ``UNCONFIGURED``; invalid is a :class:`StartupError` at startup, and on a
+reload keeps the previous settings with one Warning Event per bad version), together with
+the InferenceService blocks of the same ConfigMap. OME's keys that omenative does not use
+are accepted and reported once at start-up (a log line and a Normal Event
+``OMEConfigKeysIgnored``); a key neither reads is refused, naming it.
 """
 
 from __future__ import annotations
@@ -29,11 +32,17 @@ from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.resources import CONFIG_MAPS
 from omenative_controller.leader import LeaderConfig
 from omenative_controller.observability import Metrics
-from omenative_core.model.config import ConfigError, LifecycleConfig, parse_lifecycle_config
-from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
+from omenative_core.model.config import (
+    UNCONFIGURED,
+    ConfigError,
+    LifecycleConfig,
+    parse_lifecycle_config,
+)
+from omenative_core.service import ServiceConfig, ignored_ome_keys, parse_service_config
 
 __all__ = [
     "CONFIG_INVALID_REASON",
+    "IGNORED_KEYS_REASON",
     "LIFECYCLE_KEY",
     "SERVICE_CONFIG_INVALID_REASON",
     "ConfigSource",
@@ -50,6 +59,8 @@ CONFIG_INVALID_REASON = "InvalidLifecycleConfig"
 """The Warning Event on ``inferenceservice-config`` when its ``lifecycle`` entry is refused."""
 SERVICE_CONFIG_INVALID_REASON = "InvalidServiceConfig"
 """The Warning Event on ``inferenceservice-config`` when an InferenceService block is refused."""
+IGNORED_KEYS_REASON = "OMEConfigKeysIgnored"
+"""The Normal Event on ``inferenceservice-config`` naming OME's keys omenative does not use."""
 
 
 class StartupError(RuntimeError):
@@ -154,14 +165,21 @@ class ConfigSource:
         self._ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": opts.config_name,
                             "namespace": opts.config_namespace, "uid": meta.get("uid")}
         data = cm.get("data") or {}
-        return {k: v for k in (LIFECYCLE_KEY, *SERVICE_CONFIG_KEYS)
-                if isinstance(v := data.get(k), str)}
+        return {k: v for k, v in data.items() if isinstance(v, str)}
 
     @staticmethod
     def parse_all(data: Mapping[str, str] | None) -> tuple[LifecycleConfig, ServiceConfig]:
-        """The lifecycle entry and the InferenceService blocks; ConfigError names the key."""
-        lifecycle = parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
-        return lifecycle, parse_service_config(data or {}, lifecycle)
+        """The lifecycle entry and the InferenceService blocks; ConfigError names the key.
+
+        With a ConfigMap, an absent ``lifecycle`` key or key in it means OME's reading
+        (``UNCONFIGURED``); with none at all, the chart's defaults. ``omenativeStatus``
+        sets the status encoding of the returned lifecycle config."""
+        if data is None:
+            lifecycle = LifecycleConfig()
+            return lifecycle, parse_service_config({}, lifecycle)
+        lifecycle = parse_lifecycle_config(data.get(LIFECYCLE_KEY, ""), absent=UNCONFIGURED)
+        service = parse_service_config(data, lifecycle)
+        return service.lifecycle, service
 
     async def report_invalid(self, data: Mapping[str, str] | None, exc: ConfigError,
                                      consequence: str) -> None:
@@ -169,7 +187,7 @@ class ConfigSource:
         if self._ref is None or self.events is None:
             return
         try:
-            parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY))
+            parse_lifecycle_config((data or {}).get(LIFECYCLE_KEY), absent=UNCONFIGURED)
             reason = SERVICE_CONFIG_INVALID_REASON
         except ConfigError:
             reason = CONFIG_INVALID_REASON
@@ -210,7 +228,21 @@ class ConfigSource:
         self._data = data
         log.info("config.loaded", source=f"{opts.config_namespace}/{opts.config_name}",
                  defaults=data is None, keys=sorted(data or ()))
+        await self.report_ignored(data)
         return cfg
+
+    async def report_ignored(self, data: Mapping[str, str] | None) -> None:
+        """Once, at start-up: a log line and a Normal Event naming OME's keys not used."""
+        ignored = ignored_ome_keys(data or {})
+        if not ignored:
+            return
+        log.info("config.ome_keys_ignored", keys=list(ignored))
+        if self._ref is None or self.events is None:
+            return
+        message = ("OME settings omenative accepts and does not use: " + ", ".join(ignored)
+                   + " (docs/ome-compatibility.md)")
+        self.metrics.events.labels("Normal", IGNORED_KEYS_REASON).inc()
+        await self.events.record(self._ref, "Normal", IGNORED_KEYS_REASON, message)
 
     async def reload(self) -> tuple[LifecycleConfig, ServiceConfig] | None:
         """Read the ConfigMap again: the new settings, or None when unchanged, unreadable

@@ -32,6 +32,7 @@ on its own). One pass:
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -67,12 +68,13 @@ from omenative_core.rollout import (
     decide,
     member_view,
     parse_rollout,
-    render_revision_service,
     state_from_json,
     validate_rollout,
 )
+from omenative_core.rollout.services import component_revision_services, live_revision_hashes
 from omenative_core.rollout.validate import errors as rollout_errors
 from omenative_core.service import InferenceService, ServicePlan
+from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.render import isvc_owner_reference
 from omenative_core.service.rollout_writes import (
     member_replica_body,
@@ -148,28 +150,29 @@ def _live_revisions(component: str, view: MemberView, state: RolloutState) -> se
 
 
 def _wanted_revision_services(
-    isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
+    isvc: InferenceService, plan: ServicePlan, decoded: Mapping[str, InferenceReplica],
+    rp: RolloutPass | None,
 ) -> dict[str, JSON]:
-    """By name, the traffic and headless Service of every live revision of every member
-    (the traffic one selects the member's pods of that revision)."""
-    wanted: dict[str, JSON] = {}
+    """By name, the traffic and headless Service of every live revision of every OMENative
+    component, as in OME (a rollout group's stable and canary revisions included)."""
     owner = isvc_owner_reference(isvc)
-    for c, view in sorted(rp.members.items()):
-        cp = plan.component(c)
-        main = cp.object("Service") if cp is not None else None
-        ports = list((main or {}).get("spec", {}).get("ports") or []) or None
-        for rev in sorted(_live_revisions(c, view, rp.decision.state)):
-            h = hash_of(rev)
-            if not h:
-                continue
-            for headless in (False, True):
-                svc = render_revision_service(isvc.name, c, h, isvc.namespace,
-                                              ports=ports, headless=headless, owner=owner)
-                if not headless and main is not None:
-                    svc["spec"]["selector"] = {**main["spec"].get("selector", {}),
-                                               LABEL_REVISION_HASH: h}
-                wanted[svc["metadata"]["name"]] = svc
+    wanted: dict[str, JSON] = {}
+    for cp in plan.components:
+        if cp.mode != MODE_OMENATIVE or cp.blocked or cp.replica is None:
+            continue
+        hashes = live_revision_hashes(decoded.get(cp.component), cp.revision_hash)
+        view = rp.members.get(cp.component) if rp is not None else None
+        if rp is not None and view is not None:
+            hashes |= {hash_of(r) for r in _live_revisions(cp.component, view,
+                                                            rp.decision.state)}
+        wanted.update(component_revision_services(
+            isvc.name, isvc.namespace, cp.component, {h for h in hashes if h},
+            main_service=cp.object("Service"), owner=owner))
     return wanted
+
+
+_REVISION_MEMOS: Final = 4096
+"""ISVCs whose per-revision Services are remembered as done; past it, all are looked at again."""
 
 
 class RolloutController:
@@ -198,6 +201,8 @@ class RolloutController:
         self.source = source
         self.events = EventRecorder(client, component=source, guard=guard, window=0, now=now)
         self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
+        #: per ISVC uid, the revision Services last made to match (``revision_services``)
+        self._revision_memo: dict[str, str] = {}
 
     # ------------------------------------------------------------------ before writing
 
@@ -292,7 +297,6 @@ class RolloutController:
         if d.remove_annotations:
             await self._remove_annotations(raw, d.remove_annotations)
         await self._mirror_traffic(isvc, rp)
-        await self._revision_services(isvc, plan, rp)
         answered = await self._run_queries(isvc, rp)
         delays = []
         if d.requeue_after is not None:
@@ -345,11 +349,17 @@ class RolloutController:
             except ApiError as exc:
                 log.info("rollout.traffic_not_mirrored", component=c, error=exc.message)
 
-    async def _revision_services(
-        self, isvc: InferenceService, plan: ServicePlan, rp: RolloutPass
+    async def revision_services(
+        self, isvc: InferenceService, plan: ServicePlan,
+        decoded: Mapping[str, InferenceReplica], rp: RolloutPass | None,
     ) -> None:
-        """Create the Services of every live revision of every member; delete the rest."""
-        wanted = _wanted_revision_services(isvc, plan, rp)
+        """Create the Services of every live revision of every OMENative component; delete
+        the rest (a blocked component's are kept)."""
+        wanted = _wanted_revision_services(isvc, plan, decoded, rp)
+        kept = {cp.component for cp in plan.components if cp.blocked}
+        memo = json.dumps([sorted(kept), wanted], sort_keys=True)
+        if self._revision_memo.get(isvc.uid) == memo:
+            return  # done for this set already: no LIST on every pass of every ISVC
         page = await self.client.list(SERVICES, isvc.namespace, label_selector=(
             f"{LABEL_ISVC}={isvc.name},{LABEL_REVISION_HASH}"))
         existing = {s["metadata"]["name"]: s for s in page.get("items") or ()}
@@ -367,18 +377,26 @@ class RolloutController:
                     body=svc, content_type="application/apply-patch+yaml")
             except ApiError as exc:
                 log.info("rollout.service_failed", name=name, error=exc.message)
+                return
         for name, have in sorted(existing.items()):
-            if name in wanted or "-rev-" not in name:
+            component = (have["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
+            if name in wanted or "-rev-" not in name or component in kept:
                 continue
             refs = have["metadata"].get("ownerReferences") or ()
-            if not any(r.get("uid") == isvc.uid for r in refs) or not self.guard():
+            if not any(r.get("uid") == isvc.uid for r in refs):
                 continue
+            if not self.guard():
+                return
             try:
                 await self.client.delete(SERVICES, name, isvc.namespace,
                                          uid=have["metadata"].get("uid"))
             except ApiError as exc:
                 if not exc.not_found:
                     log.info("rollout.service_delete_failed", name=name, error=exc.message)
+                    return
+        if len(self._revision_memo) > _REVISION_MEMOS:
+            self._revision_memo.clear()
+        self._revision_memo[isvc.uid] = memo
 
     async def _run_queries(self, isvc: InferenceService, rp: RolloutPass) -> bool:
         """Run the due queries not answered yet; True when some got an answer."""

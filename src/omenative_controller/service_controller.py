@@ -22,8 +22,9 @@ and Deployments are watched).
 With ``spec.rollout`` groups, ``rollout_controller.RolloutController`` decides before the
 writes (its pacing is added to each member's InferenceReplica apply body), shapes the
 status (``status.rollout``, traffic, holds) and, once the status is written, emits the
-rollout Events, removes consumed annotations, mirrors traffic, keeps the per-revision
-Services and runs the analysis queries (docs/rollout-groups.md, "What the shell does").
+rollout Events, removes consumed annotations, mirrors traffic and runs the analysis queries
+(docs/rollout-groups.md, "What the shell does"). Every OMENative component, in a group or
+not, gets the per-revision Services of its live revisions (``revision_services``).
 
 The manager (``manager.py``) runs it while it leads, next to the IR workers, with its
 client, namespaces and the settings of ``inferenceservice-config`` (``lifecycle`` and the
@@ -330,6 +331,15 @@ class ServiceController:
 
     # ------------------------------------------------------------------ one pass
 
+    def runtimes_synced(self) -> bool:
+        """Both runtime caches have listed (so a runtime not in them does not exist)."""
+        return all(i.synced.is_set() for i in self.sources.runtime_informers)
+
+    def all_runtimes(self) -> list[ServingRuntime]:
+        """Every cached ServingRuntime and ClusterServingRuntime (standalone replicas that
+        render from ``spec.runtimeRef`` read them too: ``replica_refs.py``)."""
+        return self.sources.all_runtimes()
+
     def _owned_replicas(self, isvc: InferenceService) -> dict[str, JSON]:
         out: dict[str, JSON] = {}
         for _key, obj in self.replicas.items():
@@ -397,18 +407,30 @@ class ServiceController:
             return True
         await self._apply_plan(key, isvc, plan, rollout, owned)
         ok = await self._write_status(isvc, plan, owned, rollout)
-        if ok and self.guard():
+        if ok:
+            await self._after_status(key, raw, isvc, plan, handovers, rollout, decoded)
+        return ok
+
+    async def _after_status(
+        self, key: str, raw: JSON, isvc: InferenceService, plan: ServicePlan,
+        handovers: Sequence[Any], rollout: RolloutPass | None,
+        decoded: Mapping[str, InferenceReplica],
+    ) -> None:
+        """Once the status is written: finish hand-overs, the rollout pass, and keep the
+        per-revision Services of every OMENative component (as OME does)."""
+        if self.guard():
             for step in handovers:
                 await self.lws.finish(isvc.namespace, step)
                 for event in handover_events(step):
                     await self._event(raw, event.type, event.reason, event.message)
                 if step.recheck_after is not None:  # a trade may be due then
                     self.queue.add_after(key, step.recheck_after + 0.5)
-        if ok and rollout is not None:
+        if rollout is not None:
             delay = await self.rollout.finish(raw, isvc, plan, rollout)
             if delay is not None:
                 self.queue.add_after(key, delay)
-        return ok
+        if self.guard():
+            await self.rollout.revision_services(isvc, plan, decoded, rollout)
 
     async def _render(self, raw: JSON, isvc: InferenceService,
                       runtimes: Sequence[ServingRuntime], owned: Mapping[str, JSON]) -> ServicePlan:

@@ -18,7 +18,9 @@ validators of the core:
   ``validate_standalone_replica`` when a standalone replica's spec changes (budgets,
   partition, name lengths, the rest of the core's spec checks) and ``replica_warnings``
   (more Instances than are decoded, a ``rollbackToRevision`` that names no stored
-  ControllerRevision: ``revision_lookup`` lists them).
+  ControllerRevision: ``revision_lookup`` lists them). A new standalone replica whose name
+  an InferenceService's projected replicas would share (``name_collision``; OME's rule) is
+  refused: ``service_lookup`` GETs the InferenceServices it could collide with.
 
 A denial carries OME's reason in ``status.reason`` and a message that starts with it. An
 update that leaves ``spec`` and the annotations as they were (finalizers, labels, owner
@@ -60,6 +62,8 @@ from omenative_core.service.validate import (
 )
 from omenative_core.service.validate_lws import lws_variable_warnings
 from omenative_core.service.validate_replica import (
+    colliding_service_names,
+    name_collision,
     replica_warnings,
     validate_replica_annotations,
     validate_standalone_replica,
@@ -70,10 +74,12 @@ __all__ = [
     "REPLICA_PATH",
     "RevisionLookup",
     "RuntimeLookup",
+    "ServiceLookup",
     "Verdict",
     "WebhookServer",
     "kube_revision_lookup",
     "kube_runtime_lookup",
+    "kube_service_lookup",
     "review_response",
     "serve_webhook",
     "validate_request",
@@ -93,9 +99,15 @@ RevisionLookup = Callable[[str, str], Awaitable[Sequence[str] | None]]
 """List the ControllerRevision names of InferenceReplica (namespace, name); None when the
 list failed (the ``rollbackToRevision`` check is then skipped)."""
 
+ServiceLookup = Callable[[str, Sequence[str]], Awaitable[Sequence[str] | None]]
+"""Which of the InferenceService names exist in a namespace; None when a read failed (the
+name-collision check is then skipped)."""
+
 _MAX_WARNING: Final = 240
 _RUNTIME_REASONS: Final = frozenset({"LeaderRequiresWorker", "WorkerRequiresLeader"})
 _SERVING_RUNTIMES: Final = Resource("ome.io", "v1beta1", "servingruntimes", "ServingRuntime")
+_INFERENCE_SERVICES: Final = Resource("ome.io", "v1beta1", "inferenceservices",
+                                      "InferenceService")
 _CLUSTER_SERVING_RUNTIMES: Final = Resource(
     "ome.io", "v1beta1", "clusterservingruntimes", "ClusterServingRuntime", namespaced=False
 )
@@ -233,7 +245,8 @@ def _projected(obj: Mapping[str, Any]) -> bool:
 
 
 def _replica_verdict(
-    request: Mapping[str, Any], revisions: Sequence[str] | None = None
+    request: Mapping[str, Any], revisions: Sequence[str] | None = None,
+    services: Sequence[str] | None = None,
 ) -> Verdict:
     obj = request.get("object")
     if not isinstance(obj, Mapping) or not isinstance(obj.get("spec"), Mapping):
@@ -250,6 +263,11 @@ def _replica_verdict(
         return _verdict(rejections, [])
     if spec_changed:
         rejections += validate_standalone_replica(obj, old)
+    name = (obj.get("metadata") or {}).get("name")
+    collision = name_collision(name, services) if old is None and services and \
+        isinstance(name, str) else None
+    if collision is not None:
+        rejections.append(collision)
     return _verdict(rejections, replica_warnings(obj, old, revisions))
 
 
@@ -273,13 +291,15 @@ def validate_request(
     *,
     runtime: ServingRuntime | None = None,
     revisions: Sequence[str] | None = None,
+    services: Sequence[str] | None = None,
 ) -> Verdict:
     """The verdict on one AdmissionRequest (its ``kind`` picks the checks); pure.
 
     Operations other than CREATE and UPDATE, and kinds other than InferenceService and
     InferenceReplica, are admitted. A validator that fails is an admission with a warning.
     ``revisions``: the InferenceReplica's ControllerRevision names, when the caller listed
-    them (for the ``rollbackToRevision`` warning).
+    them (for the ``rollbackToRevision`` warning); ``services``: the existing
+    InferenceServices a new standalone replica's name could collide with.
     """
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return Verdict(True)
@@ -289,7 +309,7 @@ def validate_request(
         if name == "InferenceService":
             return _isvc_verdict(request, runtime)
         if name == "InferenceReplica":
-            return _replica_verdict(request, revisions)
+            return _replica_verdict(request, revisions, services)
     except Exception as exc:  # a validator bug must not lock users out
         log.exception("webhook.validator_failed", kind=name, error=str(exc))
         return Verdict(True, warnings=(_warning(f"omenative webhook: not validated ({exc!r})"),))
@@ -301,6 +321,7 @@ def review_response(
     *,
     runtime: ServingRuntime | None = None,
     revisions: Sequence[str] | None = None,
+    services: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview (``admission.k8s.io/v1``) answering ``review``; pure, never raises.
 
@@ -314,7 +335,8 @@ def review_response(
         uid: object = ""
     else:
         uid = request.get("uid", "")
-        verdict = validate_request(request, runtime=runtime, revisions=revisions)
+        verdict = validate_request(request, runtime=runtime, revisions=revisions,
+                                   services=services)
     response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "",
                                 "allowed": verdict.allowed}
     if not verdict.allowed:
@@ -382,6 +404,42 @@ def _rollback_target(review: object) -> tuple[str, str] | None:
     return namespace, name
 
 
+def _new_standalone(review: object) -> tuple[str, str] | None:
+    """(namespace, name) of a standalone InferenceReplica being created."""
+    request = review.get("request") if isinstance(review, Mapping) else None
+    if not isinstance(request, Mapping) or request.get("operation") != "CREATE":
+        return None
+    kind, obj = request.get("kind"), request.get("object")
+    if not isinstance(kind, Mapping) or kind.get("kind") != "InferenceReplica" or \
+            not isinstance(obj, Mapping) or _projected(obj):
+        return None
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    namespace = request.get("namespace")
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        return None
+    return namespace, name
+
+
+def kube_service_lookup(client: KubeClient) -> ServiceLookup:
+    """A ``ServiceLookup`` that GETs each InferenceService by name (None on a read error)."""
+
+    async def lookup(namespace: str, names: Sequence[str]) -> Sequence[str] | None:
+        found: list[str] = []
+        for name in names:
+            try:
+                await client.get(_INFERENCE_SERVICES, name, namespace)
+            except ApiError as exc:
+                if exc.not_found:
+                    continue
+                log.info("webhook.services_unavailable", name=name, error=str(exc))
+                return None
+            found.append(name)
+        return found
+
+    return lookup
+
+
 def kube_revision_lookup(client: KubeClient) -> RevisionLookup:
     """A ``RevisionLookup`` that LISTs the replica's ControllerRevisions by its
     ``ome.io/inferencereplica`` label (None when the list fails)."""
@@ -423,7 +481,8 @@ class WebhookServer:
 
 
 def _app(
-    runtime_lookup: RuntimeLookup | None, revision_lookup: RevisionLookup | None
+    runtime_lookup: RuntimeLookup | None, revision_lookup: RevisionLookup | None,
+    service_lookup: ServiceLookup | None,
 ) -> web.Application:
     async def handle(req: web.Request) -> web.Response:
         try:
@@ -432,16 +491,22 @@ def _app(
             return web.json_response(review_response(None), status=400)
         runtime: ServingRuntime | None = None
         revisions: Sequence[str] | None = None
+        services: Sequence[str] | None = None
         isvc = _request_isvc(review)
         replica = _rollback_target(review)
+        created = _new_standalone(review)
         try:  # the lookups are best effort
             if isvc is not None and runtime_lookup is not None:
                 runtime = await runtime_lookup(isvc)
             if replica is not None and revision_lookup is not None:
                 revisions = await revision_lookup(*replica)
+            if created is not None and service_lookup is not None:
+                services = await service_lookup(created[0],
+                                                colliding_service_names(created[1]))
         except Exception as exc:
             log.info("webhook.lookup_failed", error=str(exc))
-        return web.json_response(review_response(review, runtime=runtime, revisions=revisions))
+        return web.json_response(review_response(review, runtime=runtime, revisions=revisions,
+                                                 services=services))
 
     async def healthz(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -461,15 +526,18 @@ async def serve_webhook(
     *,
     runtime_lookup: RuntimeLookup | None = None,
     revision_lookup: RevisionLookup | None = None,
+    service_lookup: ServiceLookup | None = None,
 ) -> WebhookServer:
     """Start the webhook on ``host:port`` (0: any free port) with the given TLS key pair.
 
     ``runtime_lookup`` fetches the runtime an InferenceService names; ``revision_lookup``
-    lists an InferenceReplica's ControllerRevisions (for ``rollbackToRevision``).
+    lists an InferenceReplica's ControllerRevisions (for ``rollbackToRevision``);
+    ``service_lookup`` finds the InferenceServices a new standalone replica collides with.
     """
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
-    runner = web.AppRunner(_app(runtime_lookup, revision_lookup), access_log=None)
+    runner = web.AppRunner(_app(runtime_lookup, revision_lookup, service_lookup),
+                           access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()

@@ -19,6 +19,7 @@ __all__ = [
     "RECREATE_ON_RESTART",
     "STRATEGIES",
     "Policy",
+    "desired_instances",
     "resolve_budget",
     "resolve_policy",
 ]
@@ -28,6 +29,12 @@ STRATEGIES = ("SurgeThenDrain", "RecreatePod", "InPlaceIfPossible", "InPlaceOnly
 
 RECREATE_ON_RESTART = "RecreateInstanceOnPodRestart"
 """Restart policy that recreates the whole Instance when one of its pods fails."""
+
+
+def desired_instances(replicas: int | None) -> int:
+    """The Instances ``spec.replicas`` asks for: as in OME, unset or 0 runs one Instance
+    (ome-projects/ome, ``InferenceReplicaSpec.Replicas``: "nil or 0 runs one Instance")."""
+    return 1 if replicas is None or replicas <= 0 else replicas
 
 
 class BudgetError(ValueError):
@@ -78,7 +85,7 @@ def resolve_policy(
     spec: InferenceReplicaSpec, config: LifecycleConfig, *, multi_pod: bool
 ) -> Policy:
     """Fill in every setting from the spec, the cluster config and OME's fallbacks."""
-    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    desired = desired_instances(spec.replicas)
     lc = spec.lifecycle
     strategy_spec = lc.update_strategy if lc else None
     rolling = strategy_spec.rolling_update if strategy_spec else None

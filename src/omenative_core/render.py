@@ -53,6 +53,7 @@ from omenative_core.labels import (
 )
 from omenative_core.model.spec import COMPONENTS, InferenceReplica, Runner
 from omenative_core.placement import place_pod
+from omenative_core.policy import desired_instances
 from omenative_core.replica_rules import (
     DNS_1035_LABEL,
     DNS_LABEL,
@@ -492,7 +493,7 @@ def _name_problems(
     prefix = replica.prefix
     errors: list[str] = []
     if shape_ok:
-        desired = 1 if not spec.replicas or spec.replicas < 0 else spec.replicas
+        desired = desired_instances(spec.replicas)
         top = max(2 * desired - 1, 0) if max_index is None else max_index
         longest = _longest_pod_name(prefix, spec.runners, top)
         msg = too_long("pod name", longest)

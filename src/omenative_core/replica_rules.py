@@ -42,9 +42,9 @@ def too_long(what: str, value: str) -> str | None:
 def _runner_set_problems(names: Sequence[str]) -> list[str]:
     errors: list[str] = []
     if not names:
-        errors.append(
-            "NoRunners: spec.runners is empty; give a 'default' runner, "
-            "or a 'leader' and a 'worker'"
+        errors.append(  # OME's reason and message (inferencereplica/render.go)
+            "TemplateSourceMissing: spec sets neither runners nor modelRef or runtimeRef; "
+            "one template source is required"
         )
     for n in sorted(set(names)):
         if names.count(n) > 1:

@@ -86,14 +86,18 @@ TEST_LIFECYCLE: dict[str, Any] = {
     "unschedulableGracePeriod": "60s",
     "updateRetry": {"maxAttempts": 2, "initialDelay": "1s", "maxDelay": "2s", "multiplier": 2.0},
     "teardown": {"deadline": "2m"},
+    "autoMigrate": {"maxAttempts": 3},
+    "audit": {"maxInFlightMigrations": 3, "maxMigrationsPerWindow": 10, "window": "1h"},
+    "revisionHistoryLimit": 10,
     "gangScheduleTimeout": {"min": "10s", "max": "60s"},
     "requeue": {"operation": "1s", "gate": "1s"},
     "instanceStatusEncoding": "DenseV1",
     "gangScheduling": "PodGroup",
 }
-"""A test-sized lifecycle config: short deadlines and backoffs. Gangs use the
-scheduler-plugins PodGroup (when its CRD is installed), as before the cluster served
-Kubernetes' own; tests of another mechanism set ``gangScheduling``."""
+"""A test-sized lifecycle config: short deadlines and backoffs, and the chart's relocation
+budget, migration caps and history limit (a key left out of a ConfigMap is off, as in
+OME). Gangs use the scheduler-plugins PodGroup (when its CRD is installed), as before the
+cluster served Kubernetes' own; tests of another mechanism set ``gangScheduling``."""
 
 
 # ---------------------------------------------------------------------------- cluster access

@@ -42,6 +42,7 @@ from omenative_controller.webhook import (
     WebhookServer,
     kube_revision_lookup,
     kube_runtime_lookup,
+    kube_service_lookup,
     serve_webhook,
 )
 
@@ -410,7 +411,8 @@ async def webhook(
     cert, key = _self_signed(tmp_path)
     server = await serve_webhook("127.0.0.1", 0, str(cert), str(key),
                                  runtime_lookup=kube_runtime_lookup(kube),
-                                 revision_lookup=kube_revision_lookup(kube))
+                                 revision_lookup=kube_revision_lookup(kube),
+                                 service_lookup=kube_service_lookup(kube))
     name = f"omenative-test-{namespace}"
     try:
         await kube.create(WEBHOOKS, _webhook_config(name, namespace, server, cert.read_bytes()))
@@ -704,3 +706,18 @@ async def test_bad_inference_replica_input_gets_a_clear_answer_at_apply_time(
         kube, "PATCH", path, {"spec": {"pacing": {"rollbackToRevision": "5f7c9d2a1b"}}},
         "application/merge-patch+json")
     assert not any("RollbackRevisionNotFound" in w for w in warnings), warnings
+
+
+async def test_a_standalone_replica_may_not_take_an_inference_services_names(
+    kube: KubeClient, namespace: str, webhook: WebhookServer
+) -> None:
+    """OME's rule (guide "Run a standalone InferenceReplica", ome-docs@8c764098): the name
+    of an existing InferenceService, or one plus -engine/-decoder/-router, is refused."""
+    await _webhook_in_force(kube, namespace)
+    await kube.create(INFERENCE_SERVICES, isvc_body(namespace, "llama"), namespace)
+    for name in ("llama", "llama-decoder"):
+        exc = await rejected(kube.create(INFERENCE_REPLICAS, replica_body(namespace, name),
+                                         namespace))
+        assert "NameCollidesWithInferenceService: InferenceReplica name " \
+            f"{name!r} collides with InferenceService 'llama'" in exc.message, exc.message
+    await kube.create(INFERENCE_REPLICAS, replica_body(namespace, "llama-pool"), namespace)

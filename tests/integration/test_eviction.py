@@ -228,7 +228,9 @@ async def test_the_eviction_api_refuses_evictions_beyond_the_instance_budget(
     engine = await chat_ready(kube, namespace)
     pdb = await pdb_settled(kube, namespace)
     budget = _budget_text(pdb)
-    assert pdb["spec"]["selector"] == {"matchLabels": {"ome.io/inferencereplica": ENGINE}}
+    assert pdb["spec"]["selector"] == {"matchLabels": {  # OME's: the component's pods
+        "ome.io/inferenceservice": "chat", "component": "engine",
+        "ome.io/managed-by": "OMENative"}}
 
     recorder = await PodRecorder(kube, namespace).start()
     try:

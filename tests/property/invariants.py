@@ -21,7 +21,7 @@ from omenative_core.model import (
     Snapshot,
 )
 from omenative_core.planner import plan as make_plan
-from omenative_core.policy import resolve_policy
+from omenative_core.policy import desired_instances, resolve_policy
 from omenative_core.revisions import hash_of
 
 NEW_WORK_REASONS = frozenset(
@@ -135,7 +135,7 @@ def identity(snap: Snapshot, plan: Plan) -> None:
 def surge_ceiling(snap: Snapshot, plan: Plan, max_surge: int) -> None:
     """4. Live Instances never exceed desired + maxSurge (+ migrations in flight)."""
     spec = snap.replica.spec
-    desired = 1 if spec.replicas is None else spec.replicas
+    desired = desired_instances(spec.replicas)
     rows = plan.status.instances
     members = [
         r
@@ -274,7 +274,7 @@ def quiescent(snap: Snapshot, plan: Plan) -> None:
 def converged(snap: Snapshot, plan: Plan) -> None:
     """11. Every Instance Ready on the update revision at the desired count; plan empty."""
     spec = snap.replica.spec
-    desired = 1 if spec.replicas is None else spec.replicas
+    desired = desired_instances(spec.replicas)
     status = plan.status
     rows = status.instances
     assert len(rows) == desired, f"converged: {len(rows)} Instances, desired {desired}"

@@ -20,6 +20,7 @@ from omenative_controller.coalesce import status_may_wait
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.model.config import ForceDeleteConfig, UpdateRetry
 from omenative_core.planner import plan as make_plan
+from omenative_core.policy import desired_instances
 from omenative_sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
@@ -125,8 +126,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         for check in ALL_STEP_INVARIANTS:
             check(snap, plan)
         spec = snap.replica.spec
-        desired = 1 if spec.replicas is None else spec.replicas
-        surge = max(1, -(-desired * 25 // 100)) if desired else 0
+        desired = desired_instances(spec.replicas)  # OME: unset or 0 runs one Instance
+        surge = max(1, -(-desired * 25 // 100))
         surge_ceiling(snap, plan, surge)
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
@@ -198,8 +199,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.world.patch_replica({"spec": {"replicas": replicas}})
 
     def _replicas(self) -> int:
-        replicas = self.world.replica.spec.replicas
-        return 1 if replicas is None else replicas
+        return desired_instances(self.world.replica.spec.replicas)
 
     def _rolling_out(self) -> bool:
         """Some Instances may still be on the old revision: the update is not finished."""

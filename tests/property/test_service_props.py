@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from omenative_core.codec import spec_from_json
-from omenative_core.policy import resolve_budget
 from omenative_core.revisions import revision_hash
 from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
@@ -187,19 +186,20 @@ budgets = st.integers(0, 25) | st.integers(0, 100).map(lambda p: f"{p}%")
 
 
 @given(instances=st.integers(1, 30), pods=st.integers(1, 9), budget=budgets, as_max=st.booleans())
-def test_pdb_never_lets_a_drain_take_more_instances_than_allowed(
+def test_pdb_min_available_is_omes_pod_count(
     instances: int, pods: int, budget: int | str, as_max: bool
 ) -> None:
+    """As OME's ``NormalizeOMENativeBudget``: the budget counted in pods of the desired
+    Instances, percentages rounded up; never more than can be evicted."""
     policy = PdbPolicy(max_unavailable=budget) if as_max else PdbPolicy(min_available=budget)
     min_available = omenative_min_available(policy, instances, pods)
-    assert 0 <= min_available <= instances * pods
-    # each evicted pod can come from a different gang: pods evictable = Instances that may go
-    evictable = instances * pods - min_available
+    desired = instances * pods
+    scaled = math.ceil(desired * int(budget[:-1]) / 100) if isinstance(budget, str) else budget
     if as_max:
-        assert evictable == min(resolve_budget(budget, instances), instances)
+        assert min_available == max(desired - scaled, 0)
+        assert 0 <= min_available <= desired
     else:
-        keep = math.ceil(instances * int(budget[:-1]) / 100) if isinstance(budget, str) else budget
-        assert evictable == instances - min(keep, instances)
+        assert min_available == scaled
 
 
 trees = st.recursive(

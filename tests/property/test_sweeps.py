@@ -16,7 +16,7 @@ import pytest
 
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.planner import plan as make_plan
-from omenative_core.policy import resolve_budget
+from omenative_core.policy import desired_instances, resolve_budget
 from omenative_sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
@@ -86,8 +86,9 @@ CASES = [
 def test_change_image_and_count(workers: int, start: int, target: int, strategy: str) -> None:
     """From ``start`` Ready Instances, a new image and ``replicas: target`` converge safely."""
     pods_per = 1 + workers
-    surge = resolve_budget("25%", max(start, target))
-    nodes = (max(start, target) + max(surge, 1)) * pods_per  # 1 GPU per pod, 1 GPU per node
+    most = max(desired_instances(start), desired_instances(target))  # 0 runs one (OME)
+    surge = resolve_budget("25%", most)
+    nodes = (most + max(surge, 1)) * pods_per  # 1 GPU per pod, 1 GPU per node
     world = World(
         ClusterSpec(nodes=nodes, gpus_per_node=1, pod_start_seconds=START, pod_ready_seconds=READY),
         _manifest(workers, start, "img:1", strategy),
@@ -98,7 +99,7 @@ def test_change_image_and_count(workers: int, start: int, target: int, strategy:
         for inv in ALL_STEP_INVARIANTS:
             inv(snap, p)
         spec = snap.replica.spec
-        desired = 1 if spec.replicas is None else spec.replicas
+        desired = desired_instances(spec.replicas)
         surge_ceiling(snap, p, resolve_budget("25%", desired))
         assert (
             not p.actions

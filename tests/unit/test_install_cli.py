@@ -19,7 +19,7 @@ from omenative_controller.cli.install import (
     plan_uninstall,
     strip_helm_marks,
 )
-from omenative_core.model.config import LifecycleConfig, parse_lifecycle_config
+from omenative_core.model.config import UNCONFIGURED, LifecycleConfig, parse_lifecycle_config
 from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +147,12 @@ def test_the_config_map_holds_the_chart_defaults() -> None:
     (cm,) = _docs("manager", "config.yaml")
     assert (cm["metadata"]["name"], cm["metadata"]["namespace"]) == (
         "inferenceservice-config", "ome")
-    assert parse_lifecycle_config(cm["data"]["lifecycle"]) == LifecycleConfig()
-    assert set(cm["data"]) == {"lifecycle", *SERVICE_CONFIG_KEYS}
+    # read as OME reads a ConfigMap (a key left out is off), it is still the chart
+    assert parse_lifecycle_config(cm["data"]["lifecycle"], absent=UNCONFIGURED) == (
+        LifecycleConfig())
+    assert set(cm["data"]) == {"lifecycle", "deploy", "podDisruptionBudget", "coordination",
+                               "rollout"}
+    assert set(cm["data"]) <= {"lifecycle", *SERVICE_CONFIG_KEYS}
     assert parse_service_config(cm["data"], LifecycleConfig()) == ServiceConfig()
 
 

@@ -121,13 +121,14 @@ def test_invalid_spec_gets_a_condition_and_touches_no_pod() -> None:
     assert world.pod_count == before
 
 
-def test_zero_replicas_means_no_instances() -> None:
+def test_zero_replicas_runs_one_instance_as_in_ome() -> None:
+    # OME's InferenceReplicaSpec.Replicas: "nil or 0 runs one Instance"
     world = _world(_manifest(replicas=0))
-    _run(world, 10)
+    _run(world, 60)
     status = world.status
-    assert status is not None and status.instances == ()
+    assert status is not None and [r.index for r in status.instances] == [0]
     ready = next(c for c in status.conditions if c.type == "Ready")
-    assert (ready.status, ready.reason) == ("False", "NoReplicas")
+    assert (ready.status, ready.reason) == ("True", "AllInstancesReady")
 
 
 def test_scale_down_drains_the_highest_index_before_deleting_it() -> None:

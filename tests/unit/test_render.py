@@ -521,7 +521,7 @@ def test_valid_replicas(runners: tuple[Runner, ...]) -> None:
 @pytest.mark.parametrize(
     ("runners", "reason"),
     [
-        ((), "NoRunners"),
+        ((), "TemplateSourceMissing"),
         ((Runner(name="leader", template=template()),), "LeaderRequiresWorker"),
         ((Runner(name="worker", size=2, template=template()),), "WorkerRequiresLeader"),
         (

@@ -264,25 +264,28 @@ def test_headless_service_lists_unready_pods_of_the_replica() -> None:
     }
 
 
-def test_pdb_min_available_counts_pods_of_instances_that_must_stay() -> None:
-    # 2 Instances of 2 pods, maxUnavailable 1 Instance -> one pod of the 4 may be evicted
-    # (a second eviction, from the other gang, would disrupt two Instances)
+def test_pdb_min_available_counts_pods_as_ome_writes_it() -> None:
+    # OME's NormalizeOMENativeBudget: 2 Instances of 2 pods, the chart's maxUnavailable 1
+    # -> minAvailable 4 - 1 pods, so one pod (one Instance) may be evicted at a time; the
+    # selector is OME's: the component's OMENative pods
     pdb = comp(render(seed_isvc()), "engine").object("PodDisruptionBudget")
     assert pdb is not None
     assert pdb["spec"] == {
         "minAvailable": 3,
-        "selector": {"matchLabels": {"ome.io/inferencereplica": "chat-engine"}},
+        "selector": {"matchLabels": {"ome.io/inferenceservice": "chat", "component": "engine",
+                                     "ome.io/managed-by": "OMENative"}},
     }
 
 
 @pytest.mark.parametrize(
     ("policy", "expected"),
-    [({"maxUnavailable": "25%"}, 7), ({"minAvailable": "50%"}, 6), ({"minAvailable": 1}, 5)],
+    [({"maxUnavailable": "25%"}, 6), ({"minAvailable": "50%"}, 4), ({"minAvailable": 1}, 1)],
 )
 def test_pdb_from_the_component_policy_rounds_percentages_up(
     policy: dict[str, Any], expected: int
 ) -> None:
-    # 4 Instances of 2 pods: 25% unavailable -> 1 Instance may go: 1 of the 8 pods
+    # 4 Instances of 2 pods = 8 pods; OME scales the budget against the pods, rounding up:
+    # 25% unavailable -> 2 pods may go; 50% available -> 4 must stay; 1 available -> 1
     isvc = seed_isvc(minReplicas=4, podDisruptionBudget=policy)
     pdb = comp(render(isvc), "engine").object("PodDisruptionBudget")
     assert pdb is not None and pdb["spec"]["minAvailable"] == expected
@@ -519,6 +522,7 @@ def test_raw_deployment_component() -> None:
         ("PodDisruptionBudget", "chat-router"),
         ("HorizontalPodAutoscaler", "chat-router"),
         ("PodMonitor", "chat-router"),
+        ("Service", "chat"),  # the external Service, in front of the router
     ]
     deployment = cp.object("Deployment")
     assert deployment is not None
@@ -546,7 +550,8 @@ def test_multinode_component_needs_the_leaderworkerset_crd() -> None:
     assert missing.ready is not None and missing.ready.type == "EngineReady"
 
     cp = comp(render(isvc, crds=(CRD_LEADER_WORKER_SET, CRD_POD_MONITOR)), "engine")
-    assert kinds(cp) == [("LeaderWorkerSet", "lws-chat-engine"), ("Service", "chat-engine")]
+    assert kinds(cp) == [("LeaderWorkerSet", "lws-chat-engine"), ("Service", "chat-engine"),
+                         ("Service", "chat")]
     lws = cp.objects[0]
     assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
     svc = cp.objects[1]

@@ -80,10 +80,10 @@ def status(serving: int, ready: int | None = None, **kw: Any) -> InferenceReplic
             status(2),
             ("False", "InsufficientAvailable", "2/4 Instances serving, need 3"),
         ),
-        (
+        (  # OME: 0 runs one Instance
             spec(replicas=0),
             status(0),
-            ("False", "NoReplicas", "Component has no desired Instances"),
+            ("False", "InsufficientAvailable", "0/1 Instances serving, need 1"),
         ),
         (
             spec(replicas=None),

@@ -27,6 +27,7 @@ from omenative_core.model.plan import (
     UpdateStatus,
 )
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.policy import desired_instances
 from omenative_sim import (
     ClusterSpec,
     ScenarioError,
@@ -702,7 +703,7 @@ def toy_planner(snap: Snapshot) -> Plan:
     Enough to drive the runner's loop without depending on the real planner's policies.
     """
     replica = snap.replica
-    desired = 1 if replica.spec.replicas is None else replica.spec.replicas
+    desired = desired_instances(replica.spec.replicas)
     image = replica.spec.runners[0].template["spec"]["containers"][0]["image"]
     rev = f"m-{image}"
     pods = {p.name: p for p in snap.pods}

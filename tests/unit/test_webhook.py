@@ -20,6 +20,7 @@ from omenative_controller.webhook import (
     serve_webhook,
 )
 from omenative_core.service.model import ServingRuntime, runtime_from_json
+from omenative_core.service.validate_replica import colliding_service_names
 
 MIGRATION_KEY = "ome.io/migration-request-v1-0b7d6a52-9c3e-4f7e-8d2a-1f0e5c4b3a29"
 
@@ -371,3 +372,29 @@ def test_a_rollback_to_a_revision_that_is_not_stored_warns_with_the_stored_ones(
     out = review_response(review(known, kind="InferenceReplica"),
                           revisions=["solo-5f7c9d2a1b"])["response"]
     assert "warnings" not in out
+
+
+# ---------------------------------------------------------------------------- name collisions
+
+
+def test_a_standalone_replica_named_like_an_inference_service_is_denied() -> None:
+    """OME's rule: an InferenceService's name, or its name plus -engine/-decoder/-router,
+    would share pod and Service names with that InferenceService's projected replicas."""
+    for name in ("chat", "chat-engine", "chat-router"):
+        out = review_response(review(replica(name), kind="InferenceReplica"),
+                              services=["chat"])["response"]
+        message = denied(out, "NameCollidesWithInferenceService")
+        assert "InferenceService 'chat'" in message and repr(name) in message
+
+
+def test_a_standalone_replica_with_a_free_name_or_an_update_is_admitted() -> None:
+    assert colliding_service_names("chat-pool") == ("chat-pool",)
+    assert colliding_service_names("chat-decoder") == ("chat-decoder", "chat")
+    out = review_response(review(replica("chat-pool"), kind="InferenceReplica"),
+                          services=[])["response"]
+    assert out["allowed"] is True
+    stored = replica("chat")  # an update keeps the name it was admitted with
+    changed = replica("chat", replicas=3)
+    out = review_response(review(changed, stored, kind="InferenceReplica"),
+                          services=["chat"])["response"]
+    assert out["allowed"] is True

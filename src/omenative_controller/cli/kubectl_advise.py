@@ -49,7 +49,12 @@ from omenative_core.advisor import (
     advise,
     cluster_view_from_json,
 )
-from omenative_core.model.config import AuditConfig, ConfigError, parse_lifecycle_config
+from omenative_core.model.config import (
+    UNCONFIGURED,
+    AuditConfig,
+    ConfigError,
+    parse_lifecycle_config,
+)
 
 # ------------------------------------------------------------------ advise
 
@@ -85,7 +90,8 @@ def _advise_once(target: Target, namespace: str | None, config_namespace: str,
                      "the default audit caps apply")
     else:
         try:
-            audit = parse_lifecycle_config((cm.get("data") or {}).get("lifecycle")).audit
+            audit = parse_lifecycle_config((cm.get("data") or {}).get("lifecycle", ""),
+                                           absent=UNCONFIGURED).audit
         except ConfigError as exc:
             notes.append(f"the lifecycle block of inferenceservice-config is invalid ({exc}): "
                          "the default audit caps apply")

@@ -133,8 +133,8 @@ def scale_refusal(ir: Mapping[str, Any], status: InferenceReplicaStatus,
                   replicas: int) -> str | None:
     """Why ``scale`` must not write ``replicas`` now (None: it may)."""
     if replicas <= 0:
-        return "refusing to scale to 0: that removes every Instance (delete the " \
-               "InferenceReplica, or set spec.replicas explicitly, if you mean it)"
+        return "refusing to scale to 0: OME reads 0 as one Instance, as an unset count " \
+               "(scale to 1, or delete the InferenceReplica to remove every Instance)"
     if status.updated_replicas != status.replicas or (
             status.update_revision and status.update_revision != status.current_revision):
         return (f"a rollout is in progress ({status.updated_replicas}/{status.replicas} "

@@ -23,6 +23,7 @@ from omenative_core.advisor.model import (
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REPLICA
 from omenative_core.model.config import AuditConfig
+from omenative_core.policy import desired_instances
 from omenative_core.status.wire import replica_from_json
 
 __all__ = ["GPU_RESOURCE", "cluster_view_from_json", "gpu_quantity"]
@@ -101,7 +102,7 @@ def _replica(obj: JSON, now: datetime, audit: AuditConfig | None) -> ReplicaView
     return ReplicaView(
         namespace=ir.metadata.namespace,
         name=ir.metadata.name,
-        desired=1 if spec.replicas is None else spec.replicas,
+        desired=desired_instances(spec.replicas),
         ready=frozenset(r.index for r in rows if r.phase == "Ready" and r.operation is None),
         migration_never=policy is not None and policy.mode == "Never",
         topology_key=spec.topology_key,

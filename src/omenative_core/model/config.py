@@ -1,8 +1,11 @@
 """The cluster-wide ``lifecycle`` entry of the ``inferenceservice-config`` ConfigMap.
 
-Absent configuration means OME's chart defaults, not "off": ``LifecycleConfig()`` is the
-chart. A key present with JSON ``null`` turns that feature off explicitly (for example
-``"updateRetry": null`` holds a revision on its first failure of its own).
+``LifecycleConfig()`` is OME's chart (what a manager with no ConfigMap at all runs with).
+Inside a ConfigMap, a key that is absent means what OME's binary makes of it, which for
+most keys is "off" (``UNCONFIGURED``: no readiness deadline, no stuck-pod escalation, the
+first failure of a revision holds, no relocation, no teardown deadline, migration requests
+wait, no revision pruning; OME's ``controllerconfig`` package, ``lifecycle_test.go`` at
+ome-projects/ome@4dfb96b1). A key present with JSON ``null`` turns that feature off too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from omenative_core.model.timefmt import DurationError, parse_duration
 
 __all__ = [
     "GANG_SCHEDULING_SETTINGS",
+    "UNCONFIGURED",
     "AuditConfig",
     "AutoMigrateConfig",
     "ConfigError",
@@ -132,6 +136,22 @@ class LifecycleConfig:
     retry_block_history_limit: int | None = None
     instance_status_encoding: str = "ColumnarV2"
     max_decoded_instances: int = 20000
+
+
+UNCONFIGURED = LifecycleConfig(
+    instance_ready_timeout=None,
+    stuck_pod_grace_period=None,
+    unschedulable_grace_period=None,
+    update_retry=None,
+    auto_migrate=None,
+    teardown=TeardownConfig(deadline=None),
+    audit=None,
+    revision_history_limit=None,
+)
+"""What each absent key of a present ``lifecycle`` entry means, as OME's binary reads it.
+``gangScheduleTimeout`` and ``requeue`` keep the chart's values (omenative needs a PodGroup
+timeout and a cadence; OME falls back to no clamp and to rate-limited backoff), and
+``gangScheduling`` / ``lwsHandoverTradeAfter`` are omenative's own keys."""
 
 
 class _Problems:
@@ -399,15 +419,19 @@ def _load(raw: str | Mapping[str, Any]) -> Mapping[str, Any] | None:
     return data
 
 
-def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConfig:
+def parse_lifecycle_config(
+    raw: str | Mapping[str, Any] | None, *, absent: LifecycleConfig | None = None
+) -> LifecycleConfig:
     """Parse the ``lifecycle`` entry (JSON text or an object); None means chart defaults.
 
+    ``absent`` gives what a key left out means: the chart's value (None, the default,
+    e.g. for a simulator scenario) or ``UNCONFIGURED`` (how OME reads its ConfigMap).
     Every bad key is reported at once: the :class:`ConfigError` lists each one with its
     rule (``problems``), unknown keys included.
     """
     data = None if raw is None else _load(raw)
     if data is None:
-        return LifecycleConfig()
+        return LifecycleConfig() if absent is None else absent
     problems = _Problems()
     problems.keys("", data, set(_BLOCKS))
     kw: dict[str, Any] = {}
@@ -417,7 +441,7 @@ def parse_lifecycle_config(raw: str | Mapping[str, Any] | None) -> LifecycleConf
     error = problems.error()
     if error is not None:
         raise error
-    base = LifecycleConfig()
+    base = LifecycleConfig() if absent is None else absent
     return LifecycleConfig(
         **{**{a.name: getattr(base, a.name) for a in LifecycleConfig.__attrs_attrs__}, **kw}
     )

@@ -94,6 +94,8 @@ class _Guards(_Pinning):
             return None
         tol = group.maintain_ratio.tolerance
         tolerance = tol if tol is not None else self.config.default_ratio_tolerance
+        if tolerance is None:  # OME: no configured default, the group has no drift bound
+            return None
 
         def worst(view: MemberView) -> int:
             c = view.component

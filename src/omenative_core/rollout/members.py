@@ -15,6 +15,7 @@ from attrs import field, frozen
 
 from omenative_core.model.spec import InferenceReplica, IntOrStr
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, TrafficTarget
+from omenative_core.policy import desired_instances
 from omenative_core.render import is_multi_pod
 
 __all__ = ["AnalysisMeasurement", "MemberView", "member_view"]
@@ -114,7 +115,7 @@ def member_view(
     """
     spec = replica.spec
     status = replica.status if isinstance(replica.status, InferenceReplicaStatus) else None
-    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    desired = desired_instances(spec.replicas)
     instances: dict[str, int] = {}
     ready: dict[str, int] = {}
     serving: dict[str, int] = {}

@@ -72,7 +72,7 @@ class _PassState:
         self.token = plan_token(spec)
         self.plan_json = rollout_to_json(spec)
         self.plan_bytes = len(canonical_json(self.plan_json))
-        self.too_big = self.plan_bytes > config.max_pinned_plan_bytes
+        self.too_big = 0 < config.max_pinned_plan_bytes < self.plan_bytes
         self.events: list[RolloutEvent] = []
         self.remove: list[str] = []
         self.queries: list[AnalysisQuery] = []

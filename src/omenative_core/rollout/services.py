@@ -1,15 +1,16 @@
 """Per-revision Services and peer endpoints of rollout groups, as pure functions.
 
-Each revision of a component gets a Service ``{isvc}-{component}-rev-{hash}`` (and its
-``-headless`` twin) selecting only that revision's pods: drains, canary analysis and peer
-pairing address it. A pod finds its peers through ``OME_<PEER>_ENDPOINT`` (the peer's main
-Service) and ``OME_<PEER>_REVISION_ENDPOINT`` (the peer revision it pairs with: a canary
-decoder talks to the canary engine, a stable decoder to the stable engine).
+Each live revision of every OMENative component (as in OME: not only rollout-group members)
+gets a Service ``{isvc}-{component}-rev-{hash}`` (and its ``-headless`` twin) selecting only
+that revision's pods: drains, canary analysis and peer pairing address it
+(``component_revision_services``). A pod finds its peers through ``OME_<PEER>_ENDPOINT``
+(the peer's main Service) and ``OME_<PEER>_REVISION_ENDPOINT`` (the peer revision it pairs
+with: a canary decoder talks to the canary engine, a stable decoder to the stable engine).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from omenative_core.labels import (
@@ -19,11 +20,15 @@ from omenative_core.labels import (
     LABEL_REVISION_HASH,
     MANAGED_BY,
 )
+from omenative_core.model.spec import InferenceReplica
+from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.revisions import hash_of
 
 __all__ = [
     "PEERS",
     "component_endpoint",
+    "component_revision_services",
+    "live_revision_hashes",
     "paired_peer_revisions",
     "peer_env",
     "render_revision_service",
@@ -159,3 +164,43 @@ def peer_env(
                 isvc, peer, hash_of(rev) or rev, namespace
             )
     return env
+
+
+def live_revision_hashes(replica: InferenceReplica | None, rendered_hash: str) -> set[str]:
+    """The revision hashes of a component that need Services: the one just rendered, the
+    replica's current and update revisions, and every Instance's running and target one."""
+    names: set[str] = set()
+    status = replica.status if replica is not None else None
+    if isinstance(status, InferenceReplicaStatus):
+        names |= {status.current_revision, status.update_revision}
+        for row in status.instances:
+            names |= {row.running_revision, row.target_revision}
+    hashes = {hash_of(n) for n in names if n}
+    if rendered_hash:
+        hashes.add(rendered_hash)
+    return {h for h in hashes if h}
+
+
+def component_revision_services(
+    isvc: str,
+    namespace: str,
+    component: str,
+    hashes: Iterable[str],
+    *,
+    main_service: Mapping[str, Any] | None,
+    owner: Mapping[str, Any] | None,
+) -> dict[str, dict[str, Any]]:
+    """By name, the traffic and headless Service of each revision in ``hashes``: the
+    traffic one selects what the component's main Service selects, of that revision."""
+    spec = (main_service or {}).get("spec") or {}
+    ports = list(spec.get("ports") or []) or None
+    out: dict[str, dict[str, Any]] = {}
+    for h in sorted(set(hashes)):
+        for headless in (False, True):
+            svc = render_revision_service(isvc, component, h, namespace, ports=ports,
+                                          headless=headless, owner=owner)
+            if not headless and main_service is not None:
+                svc["spec"]["selector"] = {**(spec.get("selector") or {}),
+                                           LABEL_REVISION_HASH: h}
+            out[svc["metadata"]["name"]] = svc
+    return out

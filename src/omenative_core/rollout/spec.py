@@ -309,10 +309,11 @@ class RolloutConfig:
     ``default_ready_timeout``: ``rollout.defaultReadyTimeout``; ``default_ratio_tolerance``:
     ``coordination.defaultRatioTolerancePercent``; ``traffic_deadband``:
     ``coordination.trafficWeightDeadbandPercent``; ``max_pinned_plan_bytes``:
-    ``rollout.maxPinnedPlanBytes``.
+    ``rollout.maxPinnedPlanBytes``. A None tolerance means no drift bound for a group
+    that sets none, and 0 bytes no cap on a pinned plan (OME's meanings).
     """
 
     default_ready_timeout: timedelta = timedelta(minutes=15)
-    default_ratio_tolerance: int = 5
+    default_ratio_tolerance: int | None = 5
     traffic_deadband: int = 0
     max_pinned_plan_bytes: int = 16384

@@ -4,7 +4,7 @@ and headless Services, the PodMonitor, the HPA and the PodDisruptionBudget."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from omenative_core.labels import (
     LABEL_COMPONENT,
@@ -160,6 +160,44 @@ def traffic_service(
     }
 
 
+EXTERNAL_SERVICE_COMPONENT: Final = "external-service"
+"""The ``component`` label of the external ``{isvc}`` Service."""
+_SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
+_SERVICE_ANNOTATION_PREFIXES: Final = (
+    "service.beta.kubernetes.io/", "cloud.google.com/", "service.kubernetes.io/")
+
+
+def external_service(
+    isvc: InferenceService, component: str, port: int
+) -> dict[str, Any] | None:
+    """The external Service ``{isvc}`` in front of ``component`` (the router, else the
+    engine), as OME's external-service reconciler writes it when it creates no ingress
+    (ome-projects/ome@58a57f25, ``reconcilers/external_service``): selector
+    ``ome.io/inferenceservice`` + ``component``, one ``http`` port (the component's traffic
+    port), type from ``ome.io/service-type``, the ISVC's cloud load-balancer annotations.
+    None for an ISVC labelled ``networking.knative.dev/visibility: cluster-local``."""
+    if isvc.labels.get("networking.knative.dev/visibility") == "cluster-local":
+        return None
+    kind = isvc.annotations.get("ome.io/service-type")
+    annotations = {k: v for k, v in sorted(isvc.annotations.items())
+                   if any(k.startswith(p) and len(k) > len(p)
+                          for p in _SERVICE_ANNOTATION_PREFIXES)}
+    meta = object_meta(isvc, isvc.name,
+                       {LABEL_ISVC: isvc.name, LABEL_COMPONENT: EXTERNAL_SERVICE_COMPONENT})
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "selector": {LABEL_ISVC: isvc.name, LABEL_COMPONENT: component},
+            "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}],
+            "type": kind if kind in _SERVICE_TYPES else "ClusterIP",
+        },
+    }
+
+
 def headless_service_object(
     isvc: InferenceService, prefix: str, labels: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -184,7 +222,8 @@ def pod_monitor(
     template: Mapping[str, Any],
     config: ServiceConfig,
 ) -> dict[str, Any]:
-    """The PodMonitor that scrapes the component's pods."""
+    """The PodMonitor that scrapes the component's pods, with the cluster's ``podMonitor``
+    labels (under omenative's own, which select nothing) and relabelings on its endpoint."""
     ports = container_ports(template)
     named = [p for p in ports if isinstance(p.get("name"), str) and p["name"]]
     metrics = next((p for p in named if p["name"] == "metrics"), named[0] if named else None)
@@ -193,10 +232,15 @@ def pod_monitor(
         endpoint["port"] = metrics["name"]
     else:
         endpoint["targetPort"] = int(ports[0]["containerPort"]) if ports else config.default_port
+    extra = config.pod_monitor
+    if extra.relabelings:
+        endpoint["relabelings"] = [dict(r) for r in extra.relabelings]
+    if extra.metric_relabelings:
+        endpoint["metricRelabelings"] = [dict(r) for r in extra.metric_relabelings]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": object_meta(isvc, prefix, labels),
+        "metadata": object_meta(isvc, prefix, {**extra.labels, **labels}),
         "spec": {
             "selector": {"matchLabels": dict(selector)},
             "podMetricsEndpoints": [endpoint],
@@ -266,21 +310,20 @@ def pdb_policy(merged: ComponentSpec, fallback: PdbPolicy | None) -> PdbPolicy |
 
 
 def omenative_min_available(policy: PdbPolicy, instances: int, pods_per_instance: int) -> int:
-    """OMENative PDB ``minAvailable`` in pods, so that evictions disrupt at most the budget
-    of *Instances*: every pod but one per Instance that may go. Losing one pod disrupts a
-    whole gang, so the pods an eviction may take must be counted in Instances, not
-    ``budget x pods per Instance`` (which lets two pods of two different gangs go at once).
-    Percentages round up (of the unavailable Instances for ``max_unavailable``, of the
-    available ones for ``min_available``). ``BudgetError`` on a bad value."""
+    """OMENative PDB ``minAvailable``, an integer count of pods, as OME's PDB reconciler
+    writes it (ome-projects/ome, ``reconcilers/pdb``, ``NormalizeOMENativeBudget``): with
+    ``desired`` = Instances x pods per Instance, ``maxUnavailable`` gives ``desired -
+    budget`` (never below 0) and ``minAvailable`` gives ``budget``, a percentage of
+    ``desired`` rounded up in both. The chart's ``maxUnavailable: 1`` lets one pod, so one
+    Instance, be evicted at a time. ``BudgetError`` on a bad value."""
     if policy.min_available is not None and policy.max_unavailable is not None:
         raise BudgetError("set only one of minAvailable and maxUnavailable")
+    desired = instances * pods_per_instance
     if policy.min_available is not None:
-        keep = min(resolve_budget(policy.min_available, instances), instances)
-    elif policy.max_unavailable is not None:
-        keep = max(instances - resolve_budget(policy.max_unavailable, instances), 0)
-    else:
-        raise BudgetError("set one of minAvailable and maxUnavailable")
-    return instances * pods_per_instance - (instances - keep)
+        return resolve_budget(policy.min_available, desired)
+    if policy.max_unavailable is not None:
+        return max(desired - resolve_budget(policy.max_unavailable, desired), 0)
+    raise BudgetError("set one of minAvailable and maxUnavailable")
 
 
 def pdb_object(

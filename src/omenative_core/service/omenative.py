@@ -252,8 +252,8 @@ def _extras(
                 )
             )
         else:
-            objects.append(
-                pdb_object(isvc, prefix, labels, own_selector, {"minAvailable": min_available})
+            objects.append(  # OME's selector: the component's OMENative pods
+                pdb_object(isvc, prefix, labels, labels, {"minAvailable": min_available})
             )
     if scale.hpa:
         target = {"apiVersion": API_VERSION, "kind": "InferenceReplica", "name": prefix}

@@ -7,6 +7,7 @@ a ``{Component}Ready=False`` condition saying why; the shell keeps its existing 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from attrs import field, frozen
@@ -16,6 +17,7 @@ from omenative_core.model.spec import (
     IntOrStr,
 )
 from omenative_core.rollout.spec import RolloutConfig
+from omenative_core.service.cluster_blocks import PodMonitorConfig
 from omenative_core.service.merge import (
     OperatorDefaults,
 )
@@ -70,8 +72,12 @@ class ServiceConfig:
     """The operator settings rendering reads; the defaults are the ome-resources chart's.
 
     ``pdb_omenative`` / ``pdb_raw_deployment`` None means no PodDisruptionBudget unless
-    the component sets one. ``rollout``: the settings rollout groups read. All of it comes
-    from the ``inferenceservice-config`` ConfigMap (``parse_service_config``).
+    the component sets one. ``default_min_replicas`` / ``default_max_replicas`` fill a
+    component's unset ``minReplicas`` / ``maxReplicas`` (OME's ``deploy.replicas``; with no
+    ConfigMap there is no max default, so no HPA unless the component asks for one).
+    ``pod_monitor``: labels and relabelings for every PodMonitor. ``rollout``: the settings
+    rollout groups read. All of it comes from the ``inferenceservice-config`` ConfigMap
+    (``parse_service_config``).
     """
 
     lifecycle: LifecycleConfig = field(factory=LifecycleConfig)
@@ -79,6 +85,8 @@ class ServiceConfig:
     pdb_omenative: PdbPolicy | None = field(factory=_default_pdb)
     pdb_raw_deployment: PdbPolicy | None = field(factory=_default_pdb)
     default_min_replicas: int = 1
+    default_max_replicas: Mapping[str, int] = field(factory=dict)
+    pod_monitor: PodMonitorConfig = field(factory=PodMonitorConfig)
     hpa_cpu_utilization: int = 80
     default_port: int = 8080
     rollout: RolloutConfig = field(factory=RolloutConfig)

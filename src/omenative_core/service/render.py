@@ -54,6 +54,7 @@ from omenative_core.service.modes import (
     explain_mode,
 )
 from omenative_core.service.objects import (
+    external_service,
     find_runtime,
     isvc_owner_reference,
     omenative_min_available,
@@ -130,6 +131,23 @@ def _active_components(isvc: InferenceService, runtime: ServingRuntime | None) -
     if declared or runtime is None:
         return declared
     return tuple(c for c in ("engine", "decoder", "router") if runtime.config(c) is not None)
+
+
+def _with_external_service(
+    isvc: InferenceService, plans: list[ComponentPlan], config: ServiceConfig
+) -> list[ComponentPlan]:
+    """The external ``{isvc}`` Service added to the plan of the component it fronts: the
+    router when it runs, else the engine (a blocked one keeps what exists)."""
+    target = next((p for c in ("router", "engine") for p in plans if p.component == c), None)
+    if target is None or target.blocked:
+        return plans
+    own = target.object("Service")
+    ports = (own or {}).get("spec", {}).get("ports") or ()
+    port = int(ports[0]["port"]) if ports else config.default_port
+    service = external_service(isvc, target.component, port)
+    if service is None:
+        return plans
+    return [evolve(p, objects=(*p.objects, service)) if p is target else p for p in plans]
 
 
 def render_service(
@@ -242,6 +260,7 @@ def render_service(
             assert res.mode == MODE_RAW
             plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current,
                                     model=model, accelerator=sources.accelerators.get(component)))
+    plans = _with_external_service(isvc, plans, config)
     conditions: tuple[ServiceCondition, ...] = ()
     if runtime_problem is not None and not plans:
         conditions = (

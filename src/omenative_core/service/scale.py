@@ -56,8 +56,8 @@ def resolve_scale(
     """The replica count to render for ``component`` and whether an HPA owns it."""
     low = merged.min_replicas if merged.min_replicas is not None else config.default_min_replicas
     low = max(low, 1 if at_least_one else 0)
-    high = merged.max_replicas or 0
-    high = max(high, low)
+    high = merged.max_replicas or config.default_max_replicas.get(component, 0)
+    high = max(high, low)  # as OME's defaulter: a filled max is raised to the min
     replicas, source = low, "minReplicas"
     if high > low:
         current = current_replicas.get(component)

@@ -8,7 +8,6 @@ whether it serves:
 =========================  ======  ================================================
 reason                     status  message
 =========================  ======  ================================================
-``NoReplicas``             False   ``Component has no desired Instances``
 ``Ready``                  True    ``All Instances are Ready``
 ``MinimumAvailable``       True    ``{serving}/{total} Instances serving (min {minimum})``
 ``InsufficientAvailable``  False   ``{serving}/{total} Instances serving, need {minimum}``
@@ -32,7 +31,7 @@ from omenative_core.codec import spec_from_json, to_json
 from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.model.timefmt import format_time
-from omenative_core.policy import BudgetError, resolve_budget
+from omenative_core.policy import BudgetError, desired_instances, resolve_budget
 from omenative_core.service.model import COMPONENT_ORDER, InferenceService
 from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.render import (
@@ -75,10 +74,10 @@ def lifecycle_status(status: InferenceReplicaStatus) -> dict[str, Any]:
 def minimum_serving(spec: InferenceReplicaSpec) -> int:
     """Instances that must serve for ``MinimumAvailable``: desired less the update
     strategy's ``maxUnavailable`` (at least 1), or all desired when it is unset."""
-    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
+    desired = desired_instances(spec.replicas)
     strategy = spec.lifecycle.update_strategy if spec.lifecycle else None
     rolling = strategy.rolling_update if strategy else None
-    if desired == 0 or rolling is None or rolling.max_unavailable is None:
+    if rolling is None or rolling.max_unavailable is None:
         return desired
     try:
         budget = resolve_budget(rolling.max_unavailable, desired)
@@ -93,14 +92,7 @@ def component_ready(
     """The ``{Component}Ready`` condition of an OMENative component (``status`` None: the
     InferenceReplica has no status yet, so nothing serves)."""
     kind = condition_type(component)
-    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
-    if desired == 0:
-        return ServiceCondition(
-            type=kind,
-            status="False",
-            reason="NoReplicas",
-            message="Component has no desired Instances",
-        )
+    desired = desired_instances(spec.replicas)  # OME: 0 runs one Instance
     serving = status.serving_replicas if status is not None else 0
     ready = status.ready_replicas if status is not None else 0
     minimum = minimum_serving(spec)

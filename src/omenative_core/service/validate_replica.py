@@ -27,6 +27,8 @@ from omenative_core.service.rejection import Rejection, reject, warn
 __all__ = [
     "ANNOTATION_RELEASE_HELD",
     "MAX_DECODED_INSTANCES",
+    "colliding_service_names",
+    "name_collision",
     "partition_rejections",
     "replica_warnings",
     "too_many_instances",
@@ -258,6 +260,35 @@ def validate_standalone_replica(
         for e in validate_replica(view)
     ]
     return out
+
+
+# ---------------------------------------------------------------------------- name collisions
+
+_COMPONENT_SUFFIXES: Final = ("-engine", "-decoder", "-router")
+
+
+def colliding_service_names(name: str) -> tuple[str, ...]:
+    """The InferenceService names whose projected replicas a standalone replica called
+    ``name`` would share names with: ``name`` itself, and ``name`` less an ``-engine``,
+    ``-decoder`` or ``-router`` suffix (OME's guide "Run a standalone InferenceReplica",
+    ome-projects/ome-docs@8c764098, "What the webhook rejects")."""
+    stems = [name[: -len(s)] for s in _COMPONENT_SUFFIXES if name.endswith(s) and name != s]
+    return (name, *stems)
+
+
+def name_collision(name: str, existing: Sequence[str]) -> Rejection | None:
+    """``NameCollidesWithInferenceService`` when an InferenceService in ``existing`` (the
+    ones of ``colliding_service_names`` that exist) would collide with ``name``."""
+    hits = [n for n in colliding_service_names(name) if n in existing]
+    if not hits:
+        return None
+    isvc = hits[0]
+    why = ("it is that InferenceService's name" if isvc == name
+           else f"it is the name of InferenceService {isvc!r}'s projected replica")
+    return reject(
+        "NameCollidesWithInferenceService", "metadata.name",
+        f"InferenceReplica name {name!r} collides with InferenceService {isvc!r}: {why}, so "
+        "their pods and Services would share names; choose another name")
 
 
 # ---------------------------------------------------------------------------- annotations

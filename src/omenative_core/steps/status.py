@@ -430,8 +430,6 @@ def _count_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str,
     minimum = max(desired - st.policy.max_unavailable, 0)
     if rolling:
         return ("Unknown", "RolloutInProgress", f"rolling out {st.target}")
-    if desired == 0:
-        return ("False", "NoReplicas", "spec.replicas is 0")
     if ready_members == desired and members == desired:
         return ("True", "AllInstancesReady", f"{desired}/{desired} Instances Ready")
     if ready_members >= minimum > 0:
