@@ -25,6 +25,8 @@ from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
     converged,
     determinism,
+    instances_holding_pods,
+    pod_ceiling,
     surge_ceiling,
 )
 
@@ -79,6 +81,11 @@ def replica_json(
     }
 
 
+def _max_surge(desired: int) -> int:
+    """The default maxSurge (25%, rounded up, at least 1) of ``desired`` Instances."""
+    return max(1, -(-desired * 25 // 100)) if desired else 0
+
+
 def _stamp(world: World) -> str:
     return world.time(world.now).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -114,6 +121,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.faults = 0
         self.migrations = 0
         self.node_failed = False
+        self.ceiling_desired = replicas
+        """The larger desired count of the scale changes whose condemned may still drain."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -126,8 +135,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             check(snap, plan)
         spec = snap.replica.spec
         desired = 1 if spec.replicas is None else spec.replicas
-        surge = max(1, -(-desired * 25 // 100)) if desired else 0
-        surge_ceiling(snap, plan, surge)
+        surge_ceiling(snap, plan, _max_surge(desired))
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
         world_rv = self.world.replica.metadata.resource_version
@@ -138,6 +146,19 @@ class LifecycleMachine(RuleBasedStateMachine):
         ):
             return  # the status write carries a stale resourceVersion: 409, nothing applied
         self.world.apply(plan, limit=limit)
+        self._check_pods()
+
+    def _check_pods(self) -> None:
+        """Invariant 4 counted from the world's pods, after every (partial) apply."""
+        after = self.world.snapshot()
+        pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired))
+        desired = self._replicas()
+        if instances_holding_pods(after) <= desired + _max_surge(desired):
+            self.ceiling_desired = desired  # what the older counts left has drained
+
+    def _set_replicas(self, replicas: int) -> None:
+        self.ceiling_desired = max(self.ceiling_desired, self._replicas(), replicas)
+        self.world.patch_replica({"spec": {"replicas": replicas}})
 
     def reconcile(self, rounds: int = 12) -> Plan:
         plan = None
@@ -195,7 +216,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(replicas=st.integers(0, 3))
     def scale(self, replicas: int) -> None:
-        self.world.patch_replica({"spec": {"replicas": replicas}})
+        self._set_replicas(replicas)
 
     def _replicas(self) -> int:
         replicas = self.world.replica.spec.replicas
@@ -236,7 +257,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.world.advance(self.world.now + 5)
                 self.reconcile()
         lower = data.draw(st.integers(0, self._replicas() - 1))
-        self.world.patch_replica({"spec": {"replicas": lower}})
+        self._set_replicas(lower)
         self.reconcile()
 
     @rule()
