@@ -178,20 +178,25 @@ def instances_holding_pods(snap: Snapshot) -> int:
     return len({_index(p) for p in live})
 
 
-def pod_ceiling(after: Snapshot, desired: int, max_surge: int) -> None:
-    """4'. Counted from the world's pods (not from status rows): Instances holding pods
-    never exceed ``desired`` + maxSurge + migrations in flight, where ``desired`` is the
-    larger of the counts before and after a scale change (condemned Instances drain
-    while the new count applies)."""
-    status = after.replica.status
-    in_flight = sum(
+def migrations_in_flight(snap: Snapshot) -> int:
+    """Migrations whose replacement is being built, serves, or whose source drains."""
+    status = snap.replica.status
+    return sum(
         1 for m in (status.migrations if status else ())
         if m.phase in ("SurgePending", "SurgeReady", "Draining")
     )
+
+
+def pod_ceiling(after: Snapshot, desired: int, max_surge: int, migrations: int) -> None:
+    """4'. Counted from the world's pods (not from status rows): Instances holding pods
+    never exceed ``desired`` + maxSurge + ``migrations`` in flight, where ``desired`` is
+    the larger of the counts before and after a scale change and ``migrations`` counts
+    those whose pods may still drain (condemned Instances drain while the new count
+    applies)."""
     holding = instances_holding_pods(after)
-    assert holding <= desired + max_surge + in_flight, (
+    assert holding <= desired + max_surge + migrations, (
         f"pod_ceiling: {holding} Instances hold pods > desired {desired} + maxSurge "
-        f"{max_surge} + {in_flight} migration(s) in flight")
+        f"{max_surge} + {migrations} migration(s) in flight")
 
 
 def drain_before_delete(snap: Snapshot, plan: Plan) -> None:

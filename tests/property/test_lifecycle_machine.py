@@ -26,6 +26,7 @@ from tests.property.invariants import (
     converged,
     determinism,
     instances_holding_pods,
+    migrations_in_flight,
     pod_ceiling,
     surge_ceiling,
 )
@@ -123,6 +124,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.node_failed = False
         self.ceiling_desired = replicas
         """The larger desired count of the scale changes whose condemned may still drain."""
+        self.ceiling_migrations = 0
+        """The most migrations in flight since then (a condemned surge drains after its
+        migration ended)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -151,10 +155,14 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _check_pods(self) -> None:
         """Invariant 4 counted from the world's pods, after every (partial) apply."""
         after = self.world.snapshot()
-        pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired))
+        flying = migrations_in_flight(after)
+        self.ceiling_migrations = max(self.ceiling_migrations, flying)
+        pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired),
+                    self.ceiling_migrations)
         desired = self._replicas()
-        if instances_holding_pods(after) <= desired + _max_surge(desired):
-            self.ceiling_desired = desired  # what the older counts left has drained
+        if instances_holding_pods(after) <= desired + _max_surge(desired) + flying:
+            # what the older counts and migrations left has drained
+            self.ceiling_desired, self.ceiling_migrations = desired, flying
 
     def _set_replicas(self, replicas: int) -> None:
         self.ceiling_desired = max(self.ceiling_desired, self._replicas(), replicas)
