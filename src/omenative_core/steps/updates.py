@@ -74,8 +74,13 @@ def _in_place(
 ) -> list[InstanceStatus]:
     """Start in-place updates where only images change; return the rest."""
     target = st.target
+    # a placement change (topologyKey, topologySpread...) cannot be patched into running
+    # pods: those Instances are replaced, as for any change beyond images
+    placement = st.placement_by_rev.get(target, {})
     possible = [
-        r for r in candidates if images_only(st.runners(r.running_revision), st.runners(target))
+        r for r in candidates
+        if images_only(st.runners(r.running_revision), st.runners(target))
+        and st.placement_by_rev.get(r.running_revision, {}) == placement
     ]
     if strategy == Strategy.IN_PLACE_ONLY and len(possible) < len(candidates):
         st.extra_conditions["FailedUpdate"] = (
