@@ -12,8 +12,9 @@ Theory of operation:
    worker failed two minutes after every start restart 88 times in 3 hours.
 3. ``max_restarts`` restarts within one ``window`` (a window opens at the first restart
    after the last one closed) make the Instance Failed (``RestartLimitExceeded``) instead
-   of restarted again; a Failed Instance keeps its pods until they are Ready, a reset or
-   a new revision, so it stops churning pods.
+   of restarted again; a Failed Instance is out of rotation and keeps its pods until a
+   reset or a new revision, so it stops churning pods. A reset or a rebuild at another
+   revision starts a new series.
 4. The series lives in the row (everything the core remembers is in the status), as a
    ``metav1.Condition`` in the row's ``conditions``: OME's row already carries a list of
    conditions, so no field is added to OME's wire format. Type ``RestartBackoff``,

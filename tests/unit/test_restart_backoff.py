@@ -12,7 +12,7 @@ from sim_helpers import engine_manifest, run_world
 from omenative_core.model import Event, LifecycleConfig
 from omenative_core.model.config import RestartBackoff, parse_lifecycle_config
 from omenative_core.planner import plan
-from omenative_core.restarts import CONDITION, LIMIT_REASON
+from omenative_core.restarts import CONDITION, LIMIT_REASON, read
 from omenative_sim.world import ClusterSpec, World
 
 
@@ -129,3 +129,25 @@ def test_restart_backoff_is_configured_cluster_wide_and_per_component() -> None:
     assert parse_lifecycle_config({"restartBackoff": None}).restart_backoff is None
     p = plan(_world(config).snapshot())
     assert p.status is not None  # a plan with the component's settings
+
+
+def test_a_reset_or_a_new_revision_starts_a_failed_instance_afresh() -> None:
+    for fix in ("reset", "new revision"):
+        world = _world()
+        run_world(world, 30)
+        _crash_after_ready(world, 3600, 30, [])
+        status = world.status
+        assert status is not None and status.instances[0].phase == "Failed"
+        if fix == "reset":
+            world.set_annotation("ome.io/reset-instances", "0")
+        else:
+            world.patch_replica({"spec": {"runners": engine_manifest(image="img:2")["spec"][
+                "runners"]}})
+        events: list[Event] = []
+        run_world(world, 120, events)
+        status = world.status
+        assert status is not None
+        row = status.instances[0]
+        assert row.phase == "Ready", fix
+        series = read(row)  # a new series (the reset's drain may count as its first)
+        assert series is None or series.count == 1, (fix, series)

@@ -304,13 +304,13 @@ def _cause(why: str) -> str:
 
 def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> InstanceStatus:
     """``maxRestarts`` within the window: Failed, out of rotation, its pods kept (no churn)
-    until they are Ready, a reset or a new revision."""
+    until a reset or a new revision."""
     cfg = st.policy.restart_backoff
     series = restarts.read(row)
     times = series.in_window if series is not None else 0
     within = f"{format_duration(cfg.window)} (maxRestarts {cfg.max_restarts})" if cfg else ""
     message = (f"Instance {row.index} restarted {times} times within {within}; it stays "
-               "Failed with its pods until they are Ready, a reset or a new revision")
+               "Failed, out of rotation, with its pods until a reset or a new revision")
     st.warn(restarts.LIMIT_REASON, message, row.index)
     for pod in mine.values():
         if pod.serving_gate and not pod.terminating:
@@ -421,6 +421,8 @@ def rebuilds(st: PassState) -> None:
                 st.wake.append(nxt)
             continue
         reloc = relocation(st, index)
+        if target != row.running_revision:
+            row = restarts.clear(row)  # a new revision starts a new restart series
         st.rows[index] = evolve(
             row,
             phase=Phase.CREATING,
