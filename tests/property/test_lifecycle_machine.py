@@ -160,8 +160,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired),
                     self.ceiling_migrations)
         desired = self._replicas()
-        if instances_holding_pods(after) <= desired + _max_surge(desired) + flying:
-            # what the older counts and migrations left has drained
+        room = desired + _max_surge(desired) + flying
+        status = after.replica.status
+        rows = len(status.instances) if status is not None else 0
+        if instances_holding_pods(after) <= room and rows <= room:
+            # what the older counts and migrations left has drained, and no row of theirs
+            # (a Create not yet condemned, say) is left to bring pods up
             self.ceiling_desired, self.ceiling_migrations = desired, flying
 
     def _set_replicas(self, replicas: int) -> None:
