@@ -54,7 +54,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import structlog
-from attrs import define
+from attrs import define, field
 
 from omenative_controller.action_requests import (
     create_resource,
@@ -90,6 +90,7 @@ from omenative_controller.runs import (
     position,
     status_first,
 )
+from omenative_controller.sent_deletes import SentDeletes
 from omenative_controller.slots import Slots, in_lanes
 from omenative_core.model.observed import CreateError, PodView
 from omenative_core.model.plan import (
@@ -196,6 +197,9 @@ class Executor:
     on_creates_failed: Callable[[str], None] | None = None
     #: a replica whose creates waited for its batches has a place again: queue the key
     on_creates_free: Callable[[str], None] | None = None
+    #: pod deletes the API server accepted, so a pass planned before the watch shows the
+    #: pod terminating does not delete the same UID again (sent_deletes.py)
+    sent_deletes: SentDeletes = field(factory=SentDeletes)
     _budget: Slots | None = None
     _kueue: KueueGroups | None = None
     _pipeline: CreatePipeline | None = None
@@ -363,8 +367,11 @@ class Executor:
         elif isinstance(action, DeletePod):
             if not action.uid:  # only an expected pod has none: its create is still out
                 return
+            if self.sent_deletes.already(action.name, action.uid, force=action.force):
+                return  # accepted before; the watch has not shown it yet (sent_deletes.py)
             await self._delete(PODS, action.name, action.uid, ctx, action.kind,
                                grace=0 if action.force else None, reason=action.reason)
+            self.sent_deletes.accepted(action.name, action.uid, force=action.force)
         elif isinstance(action, DeletePodGroup | DeleteRevision | DeleteObject):
             await self._delete(delete_resource(action), action.name,
                                "" if isinstance(action, DeleteObject) else action.uid,

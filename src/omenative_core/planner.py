@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from attrs import evolve
+
 from omenative_core import lifecycle
 from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import CreateObject, Plan, SetFinalizer
 from omenative_core.model.timefmt import to_second
-from omenative_core.policy import BudgetError, resolve_policy
+from omenative_core.policy import BudgetError, Policy, resolve_policy
 from omenative_core.render import is_multi_pod, render_headless_service, validate_replica
 from omenative_core.steps import (
     capacity,
@@ -146,6 +148,20 @@ PASSES: tuple[Pass, ...] = (
 """The passes of a live InferenceReplica, in order (a deleted one runs ``teardown``)."""
 
 
+def _policy(snapshot: Snapshot, *, deleting: bool) -> Policy:
+    """The replica's policy; for a deleted replica whose budgets do not parse, the
+    defaults' (teardown reads no budget, so a bad one must not keep it from running)."""
+    spec = snapshot.replica.spec
+    multi = is_multi_pod(spec.runners)
+    try:
+        return resolve_policy(spec, snapshot.config, multi_pod=multi)
+    except BudgetError:
+        if not deleting:
+            raise
+        bare = evolve(spec, lifecycle=None, pacing=None)
+        return resolve_policy(bare, snapshot.config, multi_pod=multi)
+
+
 def plan(snapshot: Snapshot) -> Plan:
     """Compute the next step for one InferenceReplica from what is observed."""
     return plan_pass(snapshot)[0]
@@ -169,12 +185,13 @@ def plan_pass(
     one-loop checks of steady rows and every kept verdict (tests compare both ways).
     """
     ir = snapshot.replica
-    invalid = validate_replica(ir)
+    deleting = ir.metadata.deletion_timestamp is not None
+    # teardown never depends on a valid spec: a replica scaled (``/scale``) until its pod
+    # names pass 63 characters, then deleted, still drains and releases its finalizer
+    invalid = () if deleting else validate_replica(ir)
     if not invalid:
         try:
-            policy = resolve_policy(
-                ir.spec, snapshot.config, multi_pod=is_multi_pod(ir.spec.runners)
-            )
+            policy = _policy(snapshot, deleting=deleting)
         except BudgetError as exc:
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from attrs import frozen
 
-from omenative_core.model.config import LifecycleConfig
+from omenative_core.model.config import LifecycleConfig, RestartBackoff
 from omenative_core.model.spec import InferenceReplicaSpec, IntOrStr
 
 __all__ = [
@@ -79,6 +79,8 @@ class Policy:
     paused: bool
     freeze: bool
     revision_history_limit: int | None
+    restart_backoff: RestartBackoff | None = None
+    """The component's restart spacing and limit (``lifecycle.restartBackoff``; None: off)."""
 
 
 def resolve_policy(
@@ -131,4 +133,7 @@ def resolve_policy(
         paused=spec.paused,
         freeze=spec.paused and spec.pause_mode == "Freeze",
         revision_history_limit=history,
+        restart_backoff=config.restart_backoff.for_component(spec.component)
+        if config.restart_backoff is not None
+        else None,
     )

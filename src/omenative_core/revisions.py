@@ -1,11 +1,14 @@
 """Revision hashing, ControllerRevision rendering and revision history.
 
 A revision is one version of an InferenceReplica's pod templates: every runner
-(``name``, ``size``, ``template``) plus ``pairingProtocol``. Its hash is the first 10 hex
-digits of a sha256 over canonical JSON, so it is the same in every process and on every
-Python version (``hash()`` is salted per process and never used). Only the user's templates
-go in: the env vars, labels and readiness gate that rendering injects are not hashed, so a
-scale (``OME_COMPONENT_REPLICAS``) never starts a rollout.
+(``name``, ``size``, ``template``) plus ``pairingProtocol``, plus the placement fields
+(``topologyKey``, ``topologySpread``, ``topologySpreadKey``) *when set*: a change of where
+a gang may run rolls through the update strategy like an image change, and a spec that
+sets none of them hashes exactly as before (upgrading the manager rolls nothing). Its hash
+is the first 10 hex digits of a sha256 over canonical JSON, so it is the same in every
+process and on every Python version (``hash()`` is salted per process and never used).
+Only the user's templates go in: the env vars, labels and readiness gate that rendering
+injects are not hashed, so a scale (``OME_COMPONENT_REPLICAS``) never starts a rollout.
 
 Canonical JSON here means: object keys sorted, compact separators, ASCII only, runners
 sorted by name, and object members whose value is ``null`` dropped (the API server prunes
@@ -22,7 +25,7 @@ from typing import Any
 
 from omenative_core.labels import LABEL_REVISION_HASH, owner_reference, replica_labels
 from omenative_core.model.observed import RevisionView
-from omenative_core.model.spec import InferenceReplica, Runner
+from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec, Runner
 
 __all__ = [
     "HASH_LENGTH",
@@ -31,12 +34,15 @@ __all__ = [
     "hash_of",
     "next_revision_number",
     "pairing_from_revision",
+    "placement_from_revision",
+    "placement_of",
     "revision_body",
     "revision_hash",
     "revision_name",
     "revisions_to_prune",
     "runners_from_revision",
     "runners_json",
+    "spec_revision_hash",
 ]
 
 HASH_LENGTH = 10
@@ -69,8 +75,24 @@ def runners_json(runners: Iterable[Runner]) -> list[dict[str, Any]]:
     ]
 
 
+def placement_of(spec: InferenceReplicaSpec) -> dict[str, str]:
+    """The spec's placement fields that are set, by their JSON names (``{}``: none)."""
+    fields = (("topologyKey", spec.topology_key), ("topologySpread", spec.topology_spread),
+              ("topologySpreadKey", spec.topology_spread_key))
+    return {k: v for k, v in fields if v}
+
+
+def spec_revision_hash(spec: InferenceReplicaSpec, collision_count: int | None) -> str:
+    """The hash of the spec's own revision: runners, pairing protocol and placement."""
+    return revision_hash(spec.runners, spec.pairing_protocol, collision_count,
+                         placement_of(spec))
+
+
 def revision_hash(
-    runners: Sequence[Runner], pairing_protocol: str | None, collision_count: int | None
+    runners: Sequence[Runner],
+    pairing_protocol: str | None,
+    collision_count: int | None,
+    placement: Mapping[str, str] | None = None,
 ) -> str:
     """The 10-hex-digit hash of a runner set and pairing protocol, salted by collisions.
 
@@ -83,6 +105,8 @@ def revision_hash(
     }
     if collision_count:
         doc["collisionCount"] = int(collision_count)
+    if placement:  # only when set, so a spec without placement hashes as it always did
+        doc["placement"] = dict(placement)
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:HASH_LENGTH]
 
@@ -104,8 +128,10 @@ def revision_body(
     pairing_protocol: str | None,
     hash: str,
     number: int,
+    placement: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ``apps/v1`` ControllerRevision storing ``runners`` and ``pairing_protocol``."""
+    """The ``apps/v1`` ControllerRevision storing ``runners``, ``pairing_protocol`` and the
+    placement fields that are set."""
     labels = replica_labels(replica)
     labels[LABEL_REVISION_HASH] = hash
     return {
@@ -118,7 +144,8 @@ def revision_body(
             "ownerReferences": [owner_reference(replica)],
         },
         "revision": number,
-        "data": {"runners": runners_json(runners), "pairingProtocol": pairing_protocol},
+        "data": {"runners": runners_json(runners), "pairingProtocol": pairing_protocol,
+                 **({"placement": dict(placement)} if placement else {})},
     }
 
 
@@ -158,6 +185,14 @@ def pairing_from_revision(view: RevisionView) -> str | None:
     """The pairing protocol stored in a ControllerRevision (None when unset)."""
     value = view.data.get("pairingProtocol") if isinstance(view.data, Mapping) else None
     return value if isinstance(value, str) else None
+
+
+def placement_from_revision(view: RevisionView) -> dict[str, str]:
+    """The placement fields stored in a ControllerRevision (``{}``: none, or malformed)."""
+    raw = view.data.get("placement") if isinstance(view.data, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, str) and v}
 
 
 def revisions_to_prune(

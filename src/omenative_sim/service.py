@@ -49,7 +49,7 @@ from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import JSON
 from omenative_core.planner import plan
-from omenative_core.revisions import hash_of, revision_hash, revision_name
+from omenative_core.revisions import hash_of, revision_name, spec_revision_hash
 from omenative_core.rollout import (
     ANNOTATION_OVERRIDE_ANALYSIS,
     ANNOTATION_PROMOTE,
@@ -371,8 +371,7 @@ class ServiceWorld:
             replica = w.replica
             spec = replica.spec
             collision = w.status.collision_count if w.status is not None else None
-            rev = revision_name(replica.metadata.name,
-                                revision_hash(spec.runners, spec.pairing_protocol, collision))
+            rev = revision_name(replica.metadata.name, spec_revision_hash(spec, collision))
             out[comp] = member_view(replica, rev)
         return out
 

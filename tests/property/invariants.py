@@ -166,6 +166,39 @@ def surge_ceiling(snap: Snapshot, plan: Plan, max_surge: int) -> None:
     )
 
 
+def instances_holding_pods(snap: Snapshot) -> int:
+    """Instances' worth of pods the world holds: a gang's pods count once per index, a
+    single-pod Instance's each (its surge slot is an Instance's worth of GPUs). Pods on a
+    node that is not Ready hold nothing the scheduler can use and are left out."""
+    live = [p for p in snap.pods if not p.node_name
+            or (snap.nodes.get(p.node_name) is not None
+                and snap.nodes[p.node_name].ready is True)]
+    if _single_pod(snap):
+        return len(live)
+    return len({_index(p) for p in live})
+
+
+def migrations_in_flight(snap: Snapshot) -> int:
+    """Migrations whose replacement is being built, serves, or whose source drains."""
+    status = snap.replica.status
+    return sum(
+        1 for m in (status.migrations if status else ())
+        if m.phase in ("SurgePending", "SurgeReady", "Draining")
+    )
+
+
+def pod_ceiling(after: Snapshot, desired: int, max_surge: int, migrations: int) -> None:
+    """4'. Counted from the world's pods (not from status rows): Instances holding pods
+    never exceed ``desired`` + maxSurge + ``migrations`` in flight, where ``desired`` is
+    the larger of the counts before and after a scale change and ``migrations`` counts
+    those whose pods may still drain (condemned Instances drain while the new count
+    applies)."""
+    holding = instances_holding_pods(after)
+    assert holding <= desired + max_surge + migrations, (
+        f"pod_ceiling: {holding} Instances hold pods > desired {desired} + maxSurge "
+        f"{max_surge} + {migrations} migration(s) in flight")
+
+
 def drain_before_delete(snap: Snapshot, plan: Plan) -> None:
     """5. No pod is deleted while its serving gate is True (unless lost or force-deleted)."""
     pods = {p.name: p for p in snap.pods}

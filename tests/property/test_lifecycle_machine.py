@@ -26,6 +26,9 @@ from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
     converged,
     determinism,
+    instances_holding_pods,
+    migrations_in_flight,
+    pod_ceiling,
     surge_ceiling,
 )
 
@@ -80,6 +83,11 @@ def replica_json(
     }
 
 
+def _max_surge(desired: int) -> int:
+    """The default maxSurge (25%, rounded up, at least 1) of ``desired`` Instances."""
+    return max(1, -(-desired * 25 // 100)) if desired else 0
+
+
 def _stamp(world: World) -> str:
     return world.time(world.now).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -115,6 +123,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.faults = 0
         self.migrations = 0
         self.node_failed = False
+        self.ceiling_desired = replicas
+        """The larger desired count of the scale changes whose condemned may still drain."""
+        self.ceiling_migrations = 0
+        """The most migrations in flight since then (a condemned surge drains after its
+        migration ended)."""
 
     # ------------------------------------------------------------------ the loop
 
@@ -127,8 +140,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             check(snap, plan)
         spec = snap.replica.spec
         desired = desired_instances(spec.replicas)  # OME: unset or 0 runs one Instance
-        surge = max(1, -(-desired * 25 // 100))
-        surge_ceiling(snap, plan, surge)
+        surge_ceiling(snap, plan, _max_surge(desired))
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
         world_rv = self.world.replica.metadata.resource_version
@@ -139,6 +151,27 @@ class LifecycleMachine(RuleBasedStateMachine):
         ):
             return  # the status write carries a stale resourceVersion: 409, nothing applied
         self.world.apply(plan, limit=limit)
+        self._check_pods()
+
+    def _check_pods(self) -> None:
+        """Invariant 4 counted from the world's pods, after every (partial) apply."""
+        after = self.world.snapshot()
+        flying = migrations_in_flight(after)
+        self.ceiling_migrations = max(self.ceiling_migrations, flying)
+        pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired),
+                    self.ceiling_migrations)
+        desired = self._replicas()
+        room = desired + _max_surge(desired) + flying
+        status = after.replica.status
+        rows = len(status.instances) if status is not None else 0
+        if instances_holding_pods(after) <= room and rows <= room:
+            # what the older counts and migrations left has drained, and no row of theirs
+            # (a Create not yet condemned, say) is left to bring pods up
+            self.ceiling_desired, self.ceiling_migrations = desired, flying
+
+    def _set_replicas(self, replicas: int) -> None:
+        self.ceiling_desired = max(self.ceiling_desired, self._replicas(), replicas)
+        self.world.patch_replica({"spec": {"replicas": replicas}})
 
     def reconcile(self, rounds: int = 12) -> Plan:
         plan = None
@@ -196,7 +229,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(replicas=st.integers(0, 3))
     def scale(self, replicas: int) -> None:
-        self.world.patch_replica({"spec": {"replicas": replicas}})
+        self._set_replicas(replicas)
 
     def _replicas(self) -> int:
         return desired_instances(self.world.replica.spec.replicas)
@@ -236,7 +269,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                 self.world.advance(self.world.now + 5)
                 self.reconcile()
         lower = data.draw(st.integers(0, self._replicas() - 1))
-        self.world.patch_replica({"spec": {"replicas": lower}})
+        self._set_replicas(lower)
         self.reconcile()
 
     @rule()

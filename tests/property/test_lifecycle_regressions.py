@@ -50,3 +50,16 @@ def test_an_in_place_patch_cut_short_converges_without_serving_a_mixed_gang() ->
     m.partial_apply(limit=2)
     m.controller_pass()
     m.teardown()
+
+
+def test_a_scale_to_zero_before_a_create_is_condemned_stays_under_the_pod_ceiling() -> None:
+    """Only the status of a scale-up was applied, then replicas 0: the next pass brings
+    the Create's pod up and condemns it at once, so the pod counts against the count from
+    before the scale (``pod_ceiling``), which must not be forgotten while the row lives."""
+    m = LifecycleMachine()
+    m.setup(multi=False, size=1, replicas=1, strategy="SurgeThenDrain", spare_nodes=0)
+    m.partial_apply(limit=1)
+    m.scale(replicas=0)
+    m.partial_apply(limit=0)
+    m.controller_pass()
+    m.teardown()

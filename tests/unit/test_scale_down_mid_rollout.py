@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sim_helpers import engine_manifest, run_world
 
+from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model import LifecycleConfig, Plan, SetServingGate
 from omenative_core.model.status import InstanceStatus
 from omenative_core.planner import plan
@@ -192,3 +194,57 @@ def test_below_the_partition_the_prior_revision_is_kept_as_asked() -> None:
     assert status is not None
     assert {r.index for r in status.instances} == {0, 1}
     assert {r.running_revision for r in status.instances} == {status.current_revision}
+
+
+def _holding(world: World) -> int:
+    """Instances holding pods in the world (any pod, terminating or not): GPUs in use."""
+    return len({p.labels.get(LABEL_INSTANCE_INDEX) for p in world.snapshot().pods})
+
+
+def _peak_holding(world: World, seconds: float) -> int:
+    """Run ``seconds`` one pass at a time; the most Instances that held pods at once."""
+    peak = 0
+    end = world.now + seconds
+    while world.now < end:
+        p = plan(world.snapshot())
+        if p.actions:
+            world.apply(p)
+        else:
+            world.advance(world.now + 1)
+        peak = max(peak, _holding(world))
+    return peak
+
+
+@pytest.mark.parametrize("settle", [0, 6])
+def test_scale_down_mid_surge_opens_no_surge_while_the_condemned_drain(settle: int) -> None:
+    # issue 30: replicas 4 -> 2 with maxSurge 1 mid SurgeThenDrain reached 6 Instances
+    # holding pods (12 pods); the ceiling is max(4, 2) + maxSurge 1 = 5
+    world = _world(4)
+    run_world(world, 60)
+    _new_image(world, "img:2")
+    first = _step_until(world, lambda p: any(
+        r.operation is not None and r.operation.replaces is not None
+        for r in p.status.instances))
+    world.apply(first)
+    for _ in range(settle):
+        world.advance(world.now + 5)
+        p = plan(world.snapshot())
+        if p.actions:
+            world.apply(p)
+    world.patch_replica({"spec": {"replicas": 2}})
+    assert _peak_holding(world, 300) <= 4 + 1
+    status = world.status
+    assert status is not None and len(status.instances) == 2
+    assert status.current_revision == status.update_revision
+
+
+def test_scale_up_right_after_a_scale_down_waits_for_the_condemned_to_drain() -> None:
+    world = _world(4)
+    run_world(world, 60)
+    world.patch_replica({"spec": {"replicas": 2}})
+    world.apply(plan(world.snapshot()))  # Instances 2 and 3 condemned: gates off
+    world.patch_replica({"spec": {"replicas": 4}})
+    # max(4, 2, 4) + maxSurge 1, never 2 kept + 2 draining + 2 new
+    assert _peak_holding(world, 120) <= 4 + 1
+    status = world.status
+    assert status is not None and status.ready_replicas == 4

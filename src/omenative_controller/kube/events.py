@@ -8,6 +8,7 @@ their aggregation identical, so ``kubectl describe`` reads the same everywhere.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections.abc import Callable, Mapping
@@ -73,14 +74,31 @@ def event_body(
     return body
 
 
+def _micro(value: datetime) -> str:
+    """A ``metav1.MicroTime`` (``series.lastObservedTime``)."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _repeat_patch(count: int, now: datetime) -> JSON:
+    """What a repeat writes: ``count`` and ``lastTimestamp`` (core/v1, as client-go's
+    correlator) and ``series`` (as the events.k8s.io series: count, lastObservedTime)."""
+    return {"count": count, "lastTimestamp": format_time(now),
+            "series": {"count": count, "lastObservedTime": _micro(now)}}
+
+
 @define
 class EventRecorder:
-    """The one Event writer of the shell: Events on any object, aggregated like client-go's
-    correlator.
+    """The one Event writer of the shell: Events on any object, aggregated as Kubernetes'
+    event series.
 
-    The same (type, reason, message) on the same object within ``window`` seconds bumps
-    ``count`` on the existing Event instead of creating another (``window=0``: every call
-    creates one). ``guard`` (the leader's write guard) is checked first. Failures are
+    The same (type, reason, message) on the same object is one Event while it repeats:
+    the first is created, each repeat raises its ``count`` and ``series`` (``count``,
+    ``lastObservedTime``) and moves ``lastTimestamp``. Its name is derived from what it
+    says (``{object}.{digest}``), so a repeat after a lost answer, an API server restart
+    or a manager restart (the in-memory memo is gone) finds the Event by name (409) and
+    counts on it instead of creating a second one; repeats of one Event are serialized,
+    so concurrent passes cannot create two either. ``window=0``: every call creates its
+    own Event. ``guard`` (the leader's write guard) is checked first. Failures are
     logged, never raised: an Event is a courtesy, not part of a reconcile.
     """
 
@@ -92,46 +110,87 @@ class EventRecorder:
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], datetime] = lambda: datetime.now(UTC)
     _seen: dict[tuple[str, ...], tuple[str, int, float]] = field(factory=dict)
+    _locks: dict[tuple[str, ...], asyncio.Lock] = field(factory=dict)
 
     async def record(self, involved: Mapping[str, Any], type_: str, reason: str,
                      message: str, *, lg: Any = None) -> bool:
         """Create the Event on ``involved`` (an ``involvedObject`` reference), or count a
-        repeat within ``window``; False when not sent (guard, API error)."""
+        repeat; False when not sent (guard, API error)."""
         lg = lg if lg is not None else log
         if not self.guard():
             return False
-        now = self.clock()
-        namespace = str(involved.get("namespace") or "")
-        key = (namespace, str(involved.get("name")), str(involved.get("uid")), type_, reason,
-               message)
-        stamp = format_time(self.now())
-        seen = self._seen.get(key) if self.window > 0 else None
+        key = (str(involved.get("namespace") or ""), str(involved.get("name")),
+               str(involved.get("uid")), type_, reason, message[:MESSAGE_LIMIT])
+        if self.window <= 0:
+            digest = hashlib.sha256(f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
+            return await self._create(involved, key, f"{involved.get('name')}.{digest}", lg)
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            return await self._record(involved, key, lg)
+
+    async def _record(self, involved: Mapping[str, Any], key: tuple[str, ...],
+                      lg: Any) -> bool:
+        """One Event per key: count on the one this process knows, else create it (or
+        count on the one already there under its name)."""
+        namespace, now = key[0], self.clock()
+        seen = self._seen.get(key)
         if seen is not None and now - seen[2] < self.window:
-            name, count, _ = seen
-            try:
-                await self.client.patch(
-                    EVENTS, name, {"count": count + 1, "lastTimestamp": stamp}, namespace,
-                    patch_type="strategic",
-                )
-                self._seen[key] = (name, count + 1, now)
+            known, times, _ = seen
+            if await self._count(known, times + 1, namespace, lg):
+                self._seen[key] = (known, times + 1, now)
                 return True
-            except ApiError as exc:
-                if not exc.not_found:
-                    lg.warning("event.patch_failed", reason=exc.reason, error=exc.message)
-                    return False
-        digest = hashlib.sha256(f"{key}{time.time_ns()}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
         name = f"{involved.get('name')}.{digest}"
-        body = event_body(involved, type_=type_, reason=reason, message=message,
-                          component=self.component, stamp=stamp, name=name,
-                          instance=self.identity)
+        count: int | None = 1
         try:
-            await self.client.create(EVENTS, body, namespace)
+            await self.client.create(EVENTS, self._body(involved, key, name), namespace)
+        except ApiError as exc:
+            if exc.status != 409:
+                lg.warning("event.create_failed", reason=exc.reason, error=exc.message)
+                return False
+            count = await self._count_existing(name, namespace, lg)
+        if count is None:
+            return False
+        self._remember(key, name, count, now)
+        return True
+
+    async def _count_existing(self, name: str, namespace: str, lg: Any) -> int | None:
+        """The Event ``name`` exists already (an earlier process, a lost answer): count on."""
+        try:
+            existing = await self.client.get(EVENTS, name, namespace)
+        except ApiError as exc:
+            lg.warning("event.get_failed", reason=exc.reason, error=exc.message)
+            return None
+        count = int(existing.get("count") or 1) + 1
+        return count if await self._count(name, count, namespace, lg) else None
+
+    async def _count(self, name: str, count: int, namespace: str, lg: Any) -> bool:
+        try:
+            await self.client.patch(EVENTS, name, _repeat_patch(count, self.now()), namespace,
+                                    patch_type="strategic")
+        except ApiError as exc:
+            if not exc.not_found:
+                lg.warning("event.patch_failed", reason=exc.reason, error=exc.message)
+            return False
+        return True
+
+    def _body(self, involved: Mapping[str, Any], key: tuple[str, ...], name: str) -> JSON:
+        return event_body(involved, type_=key[3], reason=key[4], message=key[5],
+                          component=self.component, stamp=format_time(self.now()), name=name,
+                          instance=self.identity)
+
+    async def _create(self, involved: Mapping[str, Any], key: tuple[str, ...], name: str,
+                      lg: Any) -> bool:
+        try:
+            await self.client.create(EVENTS, self._body(involved, key, name), key[0])
         except ApiError as exc:
             lg.warning("event.create_failed", reason=exc.reason, error=exc.message)
             return False
-        if self.window > 0:
-            self._seen[key] = (name, 1, now)
-            if len(self._seen) > 4096:
-                cutoff = now - self.window
-                self._seen = {k: v for k, v in self._seen.items() if v[2] >= cutoff}
         return True
+
+    def _remember(self, key: tuple[str, ...], name: str, count: int, now: float) -> None:
+        self._seen[key] = (name, count, now)
+        if len(self._seen) > 4096:
+            cutoff = now - self.window
+            self._seen = {k: v for k, v in self._seen.items() if v[2] >= cutoff}
+            self._locks = {k: v for k, v in self._locks.items() if k in self._seen or v.locked()}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from omenative_core.model.timefmt import DurationError, parse_duration
 
@@ -29,6 +29,7 @@ __all__ = [
     "GangScheduleTimeout",
     "LifecycleConfig",
     "RequeueConfig",
+    "RestartBackoff",
     "TeardownConfig",
     "UpdateRetry",
     "parse_lifecycle_config",
@@ -67,6 +68,36 @@ class AutoMigrateConfig:
     """Relocation budget for failed attempts that sat on one node."""
 
     max_attempts: int = 3
+
+
+@frozen(kw_only=True)
+class RestartBackoff:
+    """How whole-Instance restarts and pre-Ready pod recycling are spaced out (kubelet's
+    crash-loop defaults), and when a crash-looping Instance is given up on.
+
+    The n-th restart of a series waits ``initial_delay * 2**(n-1)``, capped at
+    ``max_delay``; a series ends once the Instance has stayed Ready for ``reset_after``.
+    ``max_restarts`` restarts within one ``window`` make the Instance Failed
+    (``RestartLimitExceeded``; None: never). ``components`` overrides any of these per
+    component (``engine``, ``decoder``, ``router``).
+    """
+
+    initial_delay: timedelta = timedelta(seconds=10)
+    max_delay: timedelta = timedelta(minutes=5)
+    reset_after: timedelta = timedelta(minutes=10)
+    max_restarts: int | None = 6
+    window: timedelta = timedelta(hours=1)
+    components: tuple[tuple[str, RestartBackoff], ...] = ()
+    """(component, its settings) pairs: a tuple, so the config stays hashable."""
+
+    def delay(self, n: int) -> timedelta:
+        """The wait before the ``n``-th restart (1-based) of a series."""
+        seconds = self.initial_delay.total_seconds() * 2.0 ** min(max(n - 1, 0), 40)
+        return min(timedelta(seconds=seconds), self.max_delay)
+
+    def for_component(self, component: str) -> RestartBackoff:
+        """The settings for ``component``: its override, else these."""
+        return next((b for name, b in self.components if name == component), self)
 
 
 @frozen(kw_only=True)
@@ -132,6 +163,7 @@ class LifecycleConfig:
     gang_scheduling: str = "Auto"
     lws_handover_trade_after: timedelta = timedelta(seconds=15)
     requeue: RequeueConfig = field(factory=RequeueConfig)
+    restart_backoff: RestartBackoff | None = field(factory=RestartBackoff)
     revision_history_limit: int | None = 10
     retry_block_history_limit: int | None = None
     instance_status_encoding: str = "ColumnarV2"
@@ -262,6 +294,43 @@ def _force_delete(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     )
 
 
+_BACKOFF_KEYS = {"initialDelay", "maxDelay", "resetAfter", "maxRestarts", "window"}
+
+
+def _backoff_fields(p: _Problems, path: str, obj: Mapping[str, Any],
+                    base: RestartBackoff) -> RestartBackoff:
+    """``base`` with the keys of ``obj`` applied (``path`` names them in problems)."""
+    kw: dict[str, Any] = {}
+    for key, attr in (("initialDelay", "initial_delay"), ("maxDelay", "max_delay"),
+                      ("resetAfter", "reset_after"), ("window", "window")):
+        if key in obj:
+            kw[attr] = p.duration(f"{path}.{key}", obj[key])
+    if "maxRestarts" in obj:
+        raw = obj["maxRestarts"]
+        kw["max_restarts"] = None if raw is None else p.count(f"{path}.maxRestarts", raw)
+    return evolve(base, **kw)
+
+
+def _restart_backoff(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    if value is None:
+        kw["restart_backoff"] = None
+        return
+    obj = p.obj("restartBackoff", value, _BACKOFF_KEYS | {"components"})
+    if obj is None:
+        return
+    base = _backoff_fields(p, "restartBackoff", obj, RestartBackoff())
+    per: list[tuple[str, RestartBackoff]] = []
+    comps = obj.get("components", {})
+    if p.obj("restartBackoff.components", comps, set(comps) if isinstance(comps, Mapping)
+             else set()) is not None:
+        for name, sub in comps.items():
+            path = f"restartBackoff.components.{name}"
+            got = p.obj(path, sub, _BACKOFF_KEYS)
+            if got is not None:
+                per.append((str(name), _backoff_fields(p, path, got, base)))
+    kw["restart_backoff"] = evolve(base, components=tuple(sorted(per, key=lambda t: t[0])))
+
+
 def _teardown(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     if value is None:
         kw["teardown"] = TeardownConfig(deadline=None)
@@ -390,6 +459,7 @@ _BLOCKS: dict[str, _Block] = {
     "gangScheduling": _gang_scheduling,
     "lwsHandoverTradeAfter": _lws_handover_trade_after,
     "requeue": _requeue,
+    "restartBackoff": _restart_backoff,
     "revisionHistoryLimit": _history_limit,
     "retryBlockHistoryLimit": _retry_block_history_limit,
     "scaleUpPodBatchSize": _checked_only("scaleUpPodBatchSize", "count"),

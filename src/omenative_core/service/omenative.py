@@ -29,7 +29,7 @@ from omenative_core.render import (
     pods_per_instance,
     validate_replica,
 )
-from omenative_core.revisions import revision_hash
+from omenative_core.revisions import spec_revision_hash
 from omenative_core.service.accelerators import Accelerator
 from omenative_core.service.merge import (
     component_runners,
@@ -352,5 +352,5 @@ def render_omenative(
         multi_pod=multi,
         conditions=tuple(conditions),
         notes=(f"replicas {scale.replicas} from {scale.source}",),
-        revision_hash=revision_hash(spec.runners, spec.pairing_protocol, collision_count),
+        revision_hash=spec_revision_hash(spec, collision_count),
     )

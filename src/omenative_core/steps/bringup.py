@@ -46,6 +46,8 @@ class _Scan:
     all_containers_ready: bool = True
     admitted: bool = True
     unschedulable: bool = False
+    recycled: int = 0
+    """Terminal pods recycled in this look (``op.retryCount`` counts them per attempt)."""
 
     def fail(self, failure: Failure) -> None:
         self.failure = self.failure or failure
@@ -91,6 +93,8 @@ def bring_up(
         else:
             _look_at(st, scan, pod, row, op, revision)
     op = _unschedulable(st, scan, op, index)
+    if scan.recycled:
+        op = evolve(op, retry_count=op.retry_count + scan.recycled)
     if scan.failure is not None:
         return Outcome.FAILED, op, scan.failure
     if scan.all_containers_ready and len(pods) == len(expected):
@@ -144,12 +148,8 @@ def _look_at(
         maybe_force_delete(st, pod)
         return
     if pod.phase in ("Failed", "Succeeded"):
-        # terminal pods during bring-up are recycled until the deadline
         scan.not_ready()
-        st.out.add(DeletePod(name=pod.name, uid=pod.uid, reason="TerminalPod"))
-        st.note(
-            "TerminalPodRecycled", f"pod {pod.name} ended {pod.phase}; recreating it", row.index
-        )
+        _recycle(st, scan, pod, row, op)
         return
     if pod.scheduling_gates:
         scan.admitted = False
@@ -163,6 +163,31 @@ def _look_at(
         scan.not_ready()
     elif not pod.ready:
         scan.all_ready = False
+
+
+def _recycle(
+    st: PassState, scan: _Scan, pod: PodView, row: InstanceStatus, op: InstanceOperation
+) -> None:
+    """A terminal pod during bring-up is recreated until the deadline, spaced out.
+
+    The attempt's n-th recycle (``op.retryCount`` + 1) waits ``restartBackoff.delay(n)``
+    after the pod it replaces was created (10 s doubling to 5 min), so a pod that dies
+    before Ready is recreated ever more slowly rather than as fast as it fails.
+    """
+    n = op.retry_count + scan.recycled + 1
+    cfg = st.policy.restart_backoff
+    if cfg is not None:
+        due = (pod.creation_timestamp or op.started_at or st.now) + cfg.delay(n)
+        if st.now < due:
+            st.wake.append(due)
+            return
+    scan.recycled += 1
+    st.out.add(DeletePod(name=pod.name, uid=pod.uid, reason="TerminalPod"))
+    st.note(
+        "TerminalPodRecycled",
+        f"pod {pod.name} ended {pod.phase}; recreating it (recycle {n} of this attempt)",
+        row.index,
+    )
 
 
 def _stuck_containers(st: PassState, scan: _Scan, pod: PodView, op: InstanceOperation) -> None:

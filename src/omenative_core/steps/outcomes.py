@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
+from omenative_core import restarts
 from omenative_core.failures import Failure
 from omenative_core.model.status import InstanceStatus, InstanceTermination, MigrationStatus
 from omenative_core.model.timefmt import format_time
@@ -146,6 +147,8 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
     if reloc is not None:
         st.migrations[reloc.request_uuid] = evolve(reloc, succeeded=True, completed_at=st.now)
     ready_since = st.ready_stamp(row)
+    if row.conditions:
+        row = _series_on_ready(st, row)
     if (
         row.phase == Phase.READY
         and row.operation is None
@@ -162,6 +165,22 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
         target_revision=revision,
         ready_since=ready_since,
     )
+
+
+def _series_on_ready(st: PassState, row: InstanceStatus) -> InstanceStatus:
+    """A Ready Instance's restart series: its reset clock runs from the first Ready after
+    the last restart; the series ends after ``resetAfter`` (``omenative_core.restarts``)."""
+    series = restarts.read(row)
+    cfg = st.policy.restart_backoff
+    if series is None or cfg is None:
+        return restarts.clear(row)
+    series = restarts.mark_ready(series, st.now)
+    end = restarts.expires_at(series, cfg)
+    if end is not None and st.now >= end:
+        return restarts.clear(row)
+    if end is not None:
+        st.wake.append(end)
+    return restarts.write(row, series)
 
 
 def abandon_surge(

@@ -9,16 +9,23 @@
   Restart; a crash loop past ``stuckPodGracePeriod`` does so under either policy, paced by
   ``maxUnavailable`` (``RepairHeld``). Under ``None`` only the lost pods are replaced.
 - ``rebuilds``: Failed or Pending members get a new attempt when their RetryBlock allows.
+
+Restarts and lost-pod replacements are spaced out (``omenative_core.restarts``): each one
+is counted in the row's restart series and in its Event, the new pods wait the series'
+backoff, and ``maxRestarts`` within the window make the Instance Failed
+(``RestartLimitExceeded``) instead of restarted again.
 """
 
 from __future__ import annotations
 
 from attrs import evolve
 
+from omenative_core import restarts
 from omenative_core.failures import CRASH_REASONS
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import SetServingGate
-from omenative_core.model.status import InstanceOperation, InstanceStatus
+from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
+from omenative_core.model.timefmt import format_duration
 from omenative_core.phases import OpType, Outcome, Phase, Step
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps import steady
@@ -48,8 +55,9 @@ LABEL_RESTART_BASELINE = "internal.ome.io/in-place-restarts"
 def create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Create/CreatePods: bring the attempt up at ``op.targetRevision``."""
     revision = op.target_revision
-    if st.policy.freeze and op.reason == "Repair":
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    waits = _repair_waits(st, row, op)
+    if waits is not None:
+        return waits
     outcome, op, failure = bring_up(
         st, row, op, revision, row.active_ordinal, paused_applies=op.reason != "Repair"
     )
@@ -65,6 +73,32 @@ def create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveRes
         return fail_row(st, row, revision, failure)
     phase = Phase.RESTARTING if op.reason == "Repair" else Phase.CREATING
     return evolve(row, phase=phase, operation=op, target_revision=revision)
+
+
+def _repair_waits(
+    st: PassState, row: InstanceStatus, op: InstanceOperation
+) -> InstanceStatus | None:
+    """The row as it waits, when a repair must not bring pods up yet (Freeze, or its
+    restart series' backoff), else None."""
+    if st.policy.freeze and op.reason == "Repair":
+        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    if op.reason in ("Repair", "Rebuild") and _backing_off(st, row, op):
+        return row
+    return None
+
+
+def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> bool:
+    """Whether the new pods of a restart still wait out its series' backoff (the readiness
+    clock stays parked, ``deadline`` empty, until then)."""
+    cfg = st.policy.restart_backoff
+    series = restarts.read(row)
+    if cfg is None or series is None or series.ready_since is not None or op.deadline:
+        return False
+    due = series.last + cfg.delay(series.count)
+    if st.now >= due:
+        return False
+    st.wake.append(due)
+    return True
 
 
 def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
@@ -83,6 +117,8 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
     """Restart/CreatePods: bring the new incarnation up on the running revision."""
     if st.policy.freeze:
         return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    if _backing_off(st, row, op):
+        return evolve(row, phase=Phase.RESTARTING, operation=op)
     outcome, op, failure = bring_up(
         st, row, op, op.target_revision, row.active_ordinal, paused_applies=False
     )
@@ -227,9 +263,14 @@ def _restart(
         )
         st.poll = True
         return evolve(row, phase=st.steady_phase(row))
+    counted = _count_restart(st, row, mine, why)
+    if counted is None:
+        return _give_up(st, row, mine)
+    row, told = counted
     st.note(
         "InstanceRestart",
-        f"restarting Instance {index} whole ({why}) at incarnation {row.incarnation + 1}",
+        f"restarting Instance {index} whole ({why}) at incarnation {row.incarnation + 1}"
+        + told,
         index,
     )
     drain(st, [p for p in pods if p.name in mine], "InstanceRestart")
@@ -239,6 +280,43 @@ def _restart(
         ready_since=None,
         operation=st.op(OpType.RESTART, Step.DRAIN, row.running_revision, why),
     )
+
+
+def _count_restart(
+    st: PassState, row: InstanceStatus, mine: dict[str, PodView], why: str
+) -> tuple[InstanceStatus, str] | None:
+    """One more restart of the row's series: (the row recording it, the Event's count
+    text), or None when it would pass ``maxRestarts`` within the window."""
+    cfg = st.policy.restart_backoff
+    if cfg is None:
+        return row, ""
+    series = restarts.read(row)
+    if restarts.exhausted(series, cfg, st.now):
+        return None
+    series = restarts.record(series, cfg, st.now, _cause(why))
+    return restarts.write(row, series), f": {restarts.describe(series, cfg)}"
+
+
+def _cause(why: str) -> str:
+    """The condition reason (CamelCase) of a restart's cause."""
+    return "".join(w.capitalize() for w in why.split())
+
+
+def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> InstanceStatus:
+    """``maxRestarts`` within the window: Failed, out of rotation, its pods kept (no churn)
+    until a reset or a new revision."""
+    cfg = st.policy.restart_backoff
+    series = restarts.read(row)
+    times = series.in_window if series is not None else 0
+    within = f"{format_duration(cfg.window)} (maxRestarts {cfg.max_restarts})" if cfg else ""
+    message = (f"Instance {row.index} restarted {times} times within {within}; it stays "
+               "Failed, out of rotation, with its pods until a reset or a new revision")
+    st.warn(restarts.LIMIT_REASON, message, row.index)
+    for pod in mine.values():
+        if pod.serving_gate and not pod.terminating:
+            st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=False))
+    return evolve(row, phase=Phase.FAILED, ready_since=None, last_failure=InstanceTermination(
+        reason=restarts.LIMIT_REASON, message=message, time=st.now))
 
 
 def _replace_lost(
@@ -252,6 +330,12 @@ def _replace_lost(
     if not st.may_open():
         st.poll = True  # the repair waits for room in the status budget
         return row
+    counted = _count_restart(st, row, mine, "pod lost")
+    if counted is None:
+        return _give_up(st, row, mine)
+    row, told = counted
+    if told:
+        st.note("PodReplaced", f"replacing lost pod(s) of Instance {row.index}{told}", row.index)
     for name in lost:
         pod = mine.get(name)
         if pod is not None:
@@ -337,6 +421,8 @@ def rebuilds(st: PassState) -> None:
                 st.wake.append(nxt)
             continue
         reloc = relocation(st, index)
+        if target != row.running_revision:
+            row = restarts.clear(row)  # a new revision starts a new restart series
         st.rows[index] = evolve(
             row,
             phase=Phase.CREATING,

@@ -20,11 +20,14 @@ from omenative_core.phases import Phase
 from omenative_core.revisions import (
     hash_of,
     next_revision_number,
+    placement_from_revision,
+    placement_of,
     revision_body,
     revision_hash,
     revision_name,
     revisions_to_prune,
     runners_from_revision,
+    spec_revision_hash,
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState
@@ -42,21 +45,26 @@ def resolve_revisions(st: PassState) -> None:
         try:
             st.runners_by_rev[view.name] = runners_from_revision(view)
             st.pairing_by_rev[view.name] = view.data.get("pairingProtocol")
+            st.placement_by_rev[view.name] = placement_from_revision(view)
         except ValueError:
             continue
     collision = st.prev.collision_count
-    spec_hash = revision_hash(spec.runners, spec.pairing_protocol, collision)
+    placement = placement_of(spec)
+    spec_hash = spec_revision_hash(spec, collision)
     spec_rev = revision_name(st.prefix, spec_hash)
     if spec_rev in revision_views and spec_rev in st.runners_by_rev:
         stored = st.runners_by_rev[spec_rev]
-        if revision_hash(stored, st.pairing_by_rev.get(spec_rev), collision) != spec_hash:
+        stored_hash = revision_hash(stored, st.pairing_by_rev.get(spec_rev), collision,
+                                    st.placement_by_rev.get(spec_rev))
+        if stored_hash != spec_hash:
             collision = (collision or 0) + 1
-            spec_hash = revision_hash(spec.runners, spec.pairing_protocol, collision)
+            spec_hash = spec_revision_hash(spec, collision)
             spec_rev = revision_name(st.prefix, spec_hash)
     st.collision_count = collision
     st.spec_revision = spec_rev
     st.runners_by_rev[spec_rev] = spec.runners
     st.pairing_by_rev[spec_rev] = spec.pairing_protocol
+    st.placement_by_rev[spec_rev] = placement
     if spec_rev not in revision_views:
         st.out.add(
             CreateRevision(
@@ -66,6 +74,7 @@ def resolve_revisions(st: PassState) -> None:
                     spec.pairing_protocol,
                     spec_hash,
                     next_revision_number(st.snap.revisions),
+                    placement,
                 )
             )
         )

@@ -12,11 +12,15 @@ the way the ReplicaSet controller ranks pods to delete, so serving stays highest
 highest index first within each group, so a replica at rest still loses its highest
 indexes. A condemned source takes its replacement in flight with it. Then any surge still
 in flight beyond the new ``maxSurge`` is cancelled (the source keeps serving), so live
-Instances never exceed the new ``replicas`` + ``maxSurge``.
+Instances never exceed the new ``replicas`` + ``maxSurge``, and no new surge opens while
+condemned Instances still hold pods (``updates.draining_condemned``): Instances holding pods
+never exceed the larger of the old and new ``replicas``, plus ``maxSurge``.
 
-Scale-up takes the lowest free indexes; below ``partition`` a new Instance starts on the
-prior revision, so a staged rollout (a canary step) never grows by scaling. A new Instance
-needs an attempt from its revision's RetryBlock; without one the rollout holds.
+Scale-up takes the lowest free indexes, within the surge ceiling (members, surges in
+flight and condemned Instances still draining hold at most ``replicas`` + ``maxSurge``);
+below ``partition`` a new Instance starts on the prior revision, so a staged rollout (a
+canary step) never grows by scaling. A new Instance needs an attempt from its revision's
+RetryBlock; without one the rollout holds.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from omenative_core.phases import OpType, Phase, Step
 from omenative_core.steps.state import PassState
 from omenative_core.steps.teardown import condemn
 from omenative_core.steps.update_moves import cancel_surge
-from omenative_core.steps.updates import surges_in_flight
+from omenative_core.steps.updates import draining_condemned, surges_in_flight
 
 __all__ = [
     "SCALE_UP",
@@ -52,7 +56,11 @@ def scale(st: PassState) -> None:
         return
     if st.policy.paused:
         return
-    for _ in range(desired - count):
+    # the surge ceiling: members, surges and condemned Instances still draining together
+    # hold at most desired + maxSurge Instances' worth of pods (a scale-up right after a
+    # scale-down waits for the condemned to drain as far as that needs)
+    room = desired + st.policy.max_surge - count - surges_in_flight(st) - draining_condemned(st)
+    for _ in range(min(desired - count, room)):
         index = st.free_index()
         revision = new_instance_revision(st, index)
         if not st.may_open():

@@ -208,6 +208,8 @@ class PassState:
     # revisions (steps/revisions.py fills these first)
     runners_by_rev: dict[str, tuple[Runner, ...]] = field(factory=dict)
     pairing_by_rev: dict[str, str | None] = field(factory=dict)
+    placement_by_rev: dict[str, dict[str, str]] = field(factory=dict)
+    """Revision -> its placement fields (``revisions.placement_of``; ``{}``: none)."""
     collision_count: int | None = None
     spec_revision: str = ""
     target: str = ""

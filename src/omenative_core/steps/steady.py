@@ -135,6 +135,7 @@ def _match(
             not pods
             or row.phase != _READY
             or row.operation is not None
+            or row.conditions  # a restart series is looked at in full (``restarts``)
             or not row.running_revision
             or row.target_revision != row.running_revision
         ):

@@ -8,23 +8,30 @@
   PodGroups and Workloads go, and the ``ome.io/ir-teardown`` finalizer is released when
   nothing is left or after ``teardown.deadline`` (``TeardownDeadlineExceeded``); with no
   deadline, pods stuck on unreachable nodes that nothing will remove are reported
-  (``TeardownBlocked``).
+  (``TeardownBlocked``, condition and Warning; the condition alone while a deadline will
+  end the wait). Teardown never depends on a valid spec (``planner.plan_pass``).
 - ``cleanup_orphan_pod_groups``: PodGroups no attempt or pod uses (an old attempt's goes
   with its pods), Workloads of revisions nothing uses.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from attrs import evolve
 
 from omenative_core.model.plan import SetFinalizer
 from omenative_core.model.status import InstanceOperation, InstanceStatus
+from omenative_core.model.timefmt import format_time
 from omenative_core.phases import OpType, Phase, Step
 from omenative_core.steps.native_gang import cleanup, delete_all, delete_pod_group
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
 
 __all__ = ["FINALIZER", "cleanup_orphan_pod_groups", "condemn", "delete", "teardown"]
+
+BLOCKED = "TeardownBlocked"
+"""The condition type and Warning reason of a delete that waits on stuck pods."""
 
 FINALIZER = "ome.io/ir-teardown"
 """Held on every InferenceReplica until its Instances have drained and gone."""
@@ -69,32 +76,40 @@ def teardown(st: PassState) -> None:
                     "teardown.deadline passed; releasing the finalizer with pods still present",
                 )
             st.out.add(SetFinalizer(present=False))
-        elif deadline is not None and deleted_at is not None:
-            st.wake.append(deleted_at + deadline)
-        elif deadline is None:
-            _blocked(st)
+        else:
+            if deadline is not None and deleted_at is not None:
+                st.wake.append(deleted_at + deadline)
+            _blocked(st, deleted_at + deadline if deadline and deleted_at else None)
     st.poll = st.poll or not clean
 
 
-def _blocked(st: PassState) -> None:
-    """Say so when no deadline will end a teardown that cannot finish on its own.
+def _blocked(st: PassState, ends_at: datetime | None) -> None:
+    """Say why a delete waits on pods that nothing will remove (condition + Event).
 
     A pod stuck Terminating on an unreachable node is never confirmed gone by its kubelet;
-    without ``lifecycle.forceDelete`` nothing removes it, and without ``teardown.deadline``
-    the finalizer would be held forever with no word to the user.
+    without ``lifecycle.forceDelete`` nothing removes it. The ``TeardownBlocked``
+    condition names the pods (and the deadline that will end the wait, if any); with no
+    ``teardown.deadline`` either, the finalizer would be held forever, so each pass also
+    says so with a Warning.
     """
     if st.config.force_delete is not None:
         return
     stuck = sorted(
         f"{p.name} on {p.node_name}" for p in st.snap.pods if p.terminating and st.node_lost(p)
     )
-    if stuck:
-        st.warn(
-            "TeardownBlocked",
-            f"the ome.io/ir-teardown finalizer is held: pod(s) {', '.join(stuck)} are stuck "
-            "Terminating on unreachable nodes, and neither teardown.deadline nor forceDelete "
-            "is configured in lifecycle; configure one, or delete those pods by hand",
-        )
+    if not stuck:
+        return
+    held = f"the ome.io/ir-teardown finalizer is held: pod(s) {', '.join(stuck)} are stuck " \
+        "Terminating on unreachable nodes"
+    if ends_at is not None:
+        st.extra_conditions[BLOCKED] = (
+            "True", "PodsStuckTerminating",
+            f"{held}; teardown.deadline releases it at {format_time(ends_at)}")
+        return
+    message = (f"{held}, and neither teardown.deadline nor forceDelete is configured in "
+               "lifecycle; configure one, or delete those pods by hand")
+    st.extra_conditions[BLOCKED] = ("True", "PodsStuckTerminating", message)
+    st.warn(BLOCKED, message)
 
 
 def cleanup_orphan_pod_groups(st: PassState) -> None:

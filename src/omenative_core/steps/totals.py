@@ -234,6 +234,7 @@ def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
             and row.phase == ready
             and row.ready_since is None
             and row.last_failure is None
+            and not row.conditions
             and row.running_revision == target
             and row.target_revision == target
             and row.index in steady

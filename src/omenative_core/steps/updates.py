@@ -25,7 +25,7 @@ from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
 from omenative_core.steps.update_moves import images_only
 
-__all__ = ["start", "surges_in_flight"]
+__all__ = ["draining_condemned", "start", "surges_in_flight"]
 
 
 def start(st: PassState) -> None:
@@ -74,8 +74,13 @@ def _in_place(
 ) -> list[InstanceStatus]:
     """Start in-place updates where only images change; return the rest."""
     target = st.target
+    # a placement change (topologyKey, topologySpread...) cannot be patched into running
+    # pods: those Instances are replaced, as for any change beyond images
+    placement = st.placement_by_rev.get(target, {})
     possible = [
-        r for r in candidates if images_only(st.runners(r.running_revision), st.runners(target))
+        r for r in candidates
+        if images_only(st.runners(r.running_revision), st.runners(target))
+        and st.placement_by_rev.get(r.running_revision, {}) == placement
     ]
     if strategy == Strategy.IN_PLACE_ONLY and len(possible) < len(candidates):
         st.extra_conditions["FailedUpdate"] = (
@@ -152,8 +157,29 @@ def surges_in_flight(st: PassState) -> int:
     )
 
 
+def draining_condemned(st: PassState) -> int:
+    """Instances' worth of pods that condemned rows (a ``Delete`` open) still hold.
+
+    A condemned Instance keeps its GPUs until its last pod is gone, so it counts against
+    the surge ceiling as a surge does: a scale-down in the middle of a rollout opens no
+    new surge (and no new Instance) while the Instances it condemned drain. A gang counts
+    once; a single pod counts each pod (its surge slot is an Instance's worth too). Pods
+    on a lost node hold nothing the scheduler can use and never finish terminating
+    unless forced, so they do not count.
+    """
+    gang = st.policy.multi_pod
+    total = 0
+    for row in st.odd_rows():  # a condemned row is never plain
+        op = row.operation
+        if op is None or op.type != OpType.DELETE:
+            continue
+        held = sum(1 for p in st.pods_of(row.index) if not st.node_lost(p))
+        total += min(held, 1) if gang else held
+    return total
+
+
 def _surge_room(st: PassState) -> int:
-    return st.policy.max_surge - surges_in_flight(st)
+    return st.policy.max_surge - surges_in_flight(st) - draining_condemned(st)
 
 
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
@@ -162,18 +188,7 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
     room = _surge_room(st)
     for row in candidates:
         if room <= 0:
-            stuck = any(
-                r.operation is not None
-                and r.operation.waiting == "Unschedulable"
-                and st.is_surge_target(r)
-                for r in st.rows.values()
-            )
-            st.set_hold(
-                "Budget",
-                "no room to surge: replacement pods are unschedulable"
-                if stuck
-                else f"maxSurge {st.policy.max_surge} replacement(s) in flight",
-            )
+            st.set_hold("Budget", _no_room_reason(st))
             return
         gang = st.policy.multi_pod or is_multi_pod(st.runners(target) or ())
         if not st.may_open(2 if gang else 1):  # a gang surge opens two operations
@@ -199,6 +214,23 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
                 ),
             )
             st.advance(row.index)
+
+
+def _no_room_reason(st: PassState) -> str:
+    """Why no surge opens: unschedulable replacements, condemned Instances, or maxSurge."""
+    stuck = any(
+        r.operation is not None
+        and r.operation.waiting == "Unschedulable"
+        and st.is_surge_target(r)
+        for r in st.rows.values()
+    )
+    if stuck:
+        return "no room to surge: replacement pods are unschedulable"
+    draining = draining_condemned(st)
+    if draining:
+        return (f"maxSurge {st.policy.max_surge}: {draining} condemned Instance(s) still "
+                "draining")
+    return f"maxSurge {st.policy.max_surge} replacement(s) in flight"
 
 
 def _open_gang_surge(st: PassState, row: InstanceStatus) -> None:

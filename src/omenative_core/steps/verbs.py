@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from attrs import evolve
 
+from omenative_core import restarts
 from omenative_core.model.plan import RemoveAnnotations
 from omenative_core.phases import OpType, Phase
 from omenative_core.revisions import hash_of
@@ -108,7 +109,9 @@ def _reset(st: PassState, value: str) -> None:
             skipped.append(f"{index}: owned by {row.operation.type}")
             continue
         drain(st, st.pods_of(index), "Reset")
-        st.rows[index] = evolve(row, phase=Phase.PENDING, operation=None, last_failure=None)
+        # a reset starts the Instance afresh: its restart series too (``restarts``)
+        st.rows[index] = restarts.clear(
+            evolve(row, phase=Phase.PENDING, operation=None, last_failure=None))
         block = st.book.blocks.get(row.target_revision or st.target)
         if block is not None and block.state == "Backoff":
             st.book.blocks[block.target_revision] = evolve(block, next_retry_at=st.now)
