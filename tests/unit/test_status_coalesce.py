@@ -368,7 +368,10 @@ def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], A
         p = make_plan(snap)
         hold = status_hold(snap.replica.status, p.status, p.actions) in kinds_held
         actions = [a for a in p.actions if not (hold and isinstance(a, UpdateStatus))]
+        wake = None if p.requeue_after is None else world.now + p.requeue_after.total_seconds()
         due = [t for t in (world.next_event_time(), *later) if t is not None]
+        if not actions and not due and wake is not None and steps == []:
+            due = [wake]  # a restart's backoff: the planner asked to look again then
         if not actions and not due:
             actions = [a for a in p.actions if isinstance(a, UpdateStatus)]  # window ends
         for a in actions:
