@@ -15,6 +15,7 @@ from attrs import field, frozen
 
 from omenative_core.model.spec import InferenceReplica, IntOrStr
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, TrafficTarget
+from omenative_core.phases import OpType, Phase, Step, Strategy
 from omenative_core.render import is_multi_pod
 
 __all__ = ["AnalysisMeasurement", "MemberView", "member_view"]
@@ -43,7 +44,7 @@ class MemberView:
     held: bool = False
     failed: bool = False
     pairing: Mapping[str, str | None] = field(factory=dict)
-    strategy: str = "SurgeThenDrain"
+    strategy: str = Strategy.SURGE_THEN_DRAIN
     max_surge: IntOrStr | None = None
     max_unavailable: IntOrStr | None = None
     traffic: tuple[TrafficTarget, ...] = ()
@@ -89,14 +90,18 @@ class AnalysisMeasurement:
     error: str = ""
 
 
+HELD_BLOCK = "Held"
+"""``RetryBlock.state`` of a revision held until released: its member stops the group."""
+
+
 def _slot_surge(row: InstanceStatus) -> bool:
     """The row is a SurgeThenDrain update of a single-pod Instance in its other slot."""
     op = row.operation
     return (
-        row.phase == "Updating"
+        row.phase == Phase.UPDATING
         and op is not None
-        and op.type == "Update"
-        and op.step in ("Surge", "SurgeDrain")
+        and op.type == OpType.UPDATE
+        and op.step in (Step.SURGE, Step.SURGE_DRAIN)
     )
 
 
@@ -134,14 +139,18 @@ def member_view(
                 # on the running revision until the old pod is gone
                 all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
             if row.running_revision and (
-                row.phase == "Ready" or (row.phase in ("Updating", "Migrating") and all_up)
+                row.phase == Phase.READY
+                or (row.phase in (Phase.UPDATING, Phase.MIGRATING) and all_up)
             ):
                 ready[row.running_revision] = ready.get(row.running_revision, 0) + 1
             if row.running_revision and all_up:
                 serving[row.running_revision] = serving.get(row.running_revision, 0) + 1
-            if row.phase == "Failed" and revision in (row.running_revision, row.target_revision):
+            failed_row = row.phase == Phase.FAILED
+            if failed_row and revision in (row.running_revision, row.target_revision):
                 failed = True
-        held = any(b.target_revision == revision and b.state == "Held" for b in status.retry_blocks)
+        held = any(
+            b.target_revision == revision and b.state == HELD_BLOCK for b in status.retry_blocks
+        )
     lc = spec.lifecycle
     us = lc.update_strategy if lc else None
     ru = us.rolling_update if us else None
@@ -157,7 +166,7 @@ def member_view(
         held=held,
         failed=failed,
         pairing=dict(pairing) if pairing is not None else {revision: spec.pairing_protocol},
-        strategy=(us.type if us and us.type else "SurgeThenDrain"),
+        strategy=(us.type if us and us.type else Strategy.SURGE_THEN_DRAIN),
         max_surge=ru.max_surge if ru else None,
         max_unavailable=ru.max_unavailable if ru else None,
         traffic=traffic if traffic is not None else (status.traffic if status else ()),
