@@ -105,6 +105,64 @@ def _slot_surge(row: InstanceStatus) -> bool:
     )
 
 
+@frozen
+class RowCounts:
+    """A member's Instance rows counted per revision, and whether any row of ``revision``
+    (the member's new one) is Failed."""
+
+    instances: dict[str, int] = field(factory=dict)
+    ready: dict[str, int] = field(factory=dict)
+    serving: dict[str, int] = field(factory=dict)
+    failed: bool = False
+
+
+_IN_ROTATION_BUSY = (Phase.UPDATING, Phase.MIGRATING)
+"""Phases in which a row with every pod serving counts as ready."""
+
+
+def count_rows(status: InferenceReplicaStatus, revision: str, *, single_pod: bool) -> RowCounts:
+    """Count ``status``'s rows per revision: Instances (by running, else target revision),
+    ready and serving Instances (by running revision), and Failed rows of ``revision``.
+
+    One loop, no call per row but a single-pod surge check: ``member_view`` runs it over
+    every row of a member each rollout pass.
+    """
+    instances: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    serving: dict[str, int] = {}
+    failed = False
+    for row in status.instances:
+        running = row.running_revision
+        rev = running or row.target_revision
+        if not rev:
+            continue
+        instances[rev] = instances.get(rev, 0) + 1
+        all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
+        if single_pod and _slot_surge(row):
+            # a single-pod Instance brings its replacement up in its other slot: the row
+            # counts both pods, and one serving pod is the whole Instance serving (the old
+            # one until the replacement serves, then the replacement), still on the running
+            # revision until the old pod is gone
+            all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
+        if running and all_up:
+            serving[running] = serving.get(running, 0) + 1
+        if running and (row.phase == Phase.READY or (all_up and row.phase in _IN_ROTATION_BUSY)):
+            ready[running] = ready.get(running, 0) + 1
+        if row.phase == Phase.FAILED and revision in (running, row.target_revision):
+            failed = True
+    return RowCounts(instances, ready, serving, failed)
+
+
+def _update_strategy(replica: InferenceReplica) -> tuple[str, IntOrStr | None, IntOrStr | None]:
+    """The member's update strategy type (SurgeThenDrain when unset), maxSurge and
+    maxUnavailable."""
+    lc = replica.spec.lifecycle
+    us = lc.update_strategy if lc else None
+    ru = us.rolling_update if us else None
+    kind = us.type if us and us.type else Strategy.SURGE_THEN_DRAIN
+    return kind, (ru.max_surge if ru else None), (ru.max_unavailable if ru else None)
+
+
 def member_view(
     replica: InferenceReplica,
     revision: str,
@@ -119,55 +177,29 @@ def member_view(
     """
     spec = replica.spec
     status = replica.status if isinstance(replica.status, InferenceReplicaStatus) else None
-    desired = 1 if spec.replicas is None else max(spec.replicas, 0)
-    instances: dict[str, int] = {}
-    ready: dict[str, int] = {}
-    serving: dict[str, int] = {}
-    held = failed = False
-    single_pod = not is_multi_pod(spec.runners)  # a gang surges at a new index instead
+    counts = RowCounts()
+    held = False
     if status is not None:
-        for row in status.instances:
-            rev = row.running_revision or row.target_revision
-            if not rev:
-                continue
-            instances[rev] = instances.get(rev, 0) + 1
-            all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
-            if single_pod and _slot_surge(row):
-                # a single-pod Instance brings its replacement up in its other slot: the
-                # row counts both pods, and one serving pod is the whole Instance serving
-                # (the old one until the replacement serves, then the replacement), still
-                # on the running revision until the old pod is gone
-                all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
-            if row.running_revision and (
-                row.phase == Phase.READY
-                or (row.phase in (Phase.UPDATING, Phase.MIGRATING) and all_up)
-            ):
-                ready[row.running_revision] = ready.get(row.running_revision, 0) + 1
-            if row.running_revision and all_up:
-                serving[row.running_revision] = serving.get(row.running_revision, 0) + 1
-            failed_row = row.phase == Phase.FAILED
-            if failed_row and revision in (row.running_revision, row.target_revision):
-                failed = True
+        # a gang surges at a new index instead of in its own slot
+        counts = count_rows(status, revision, single_pod=not is_multi_pod(spec.runners))
         held = any(
             b.target_revision == revision and b.state == HELD_BLOCK for b in status.retry_blocks
         )
-    lc = spec.lifecycle
-    us = lc.update_strategy if lc else None
-    ru = us.rolling_update if us else None
+    strategy, max_surge, max_unavailable = _update_strategy(replica)
     return MemberView(
         component=spec.component,
-        desired=desired,
+        desired=1 if spec.replicas is None else max(spec.replicas, 0),
         revision=revision,
         current_revision=status.current_revision if status else "",
         update_revision=status.update_revision if status else "",
-        instances=instances,
-        ready=ready,
-        serving=serving,
+        instances=counts.instances,
+        ready=counts.ready,
+        serving=counts.serving,
         held=held,
-        failed=failed,
+        failed=counts.failed,
         pairing=dict(pairing) if pairing is not None else {revision: spec.pairing_protocol},
-        strategy=(us.type if us and us.type else Strategy.SURGE_THEN_DRAIN),
-        max_surge=ru.max_surge if ru else None,
-        max_unavailable=ru.max_unavailable if ru else None,
+        strategy=strategy,
+        max_surge=max_surge,
+        max_unavailable=max_unavailable,
         traffic=traffic if traffic is not None else (status.traffic if status else ()),
     )
