@@ -236,17 +236,16 @@ def odd_of(st: TotalsPass, tallied: list[Tally]) -> list[Tally]:
     for i in gone:
         del steady[i]
     target, ready = st.target, Phase.READY
-    # (row in, row out, serving, available, was Ready): inlined, with no call per row, as a
-    # cold pass runs this over every row
+    # inlined, with no call per row, as a cold pass runs this over every row
     return [
         t
         for t in tallied
         if not (
-            t[1] is t[0]
-            and t[2]
-            and t[3]
-            and t[4]
-            and (row := t[0]).operation is None
+            t.row_out is t.row_in
+            and t.serving
+            and t.available
+            and t.was_ready
+            and (row := t.row_in).operation is None
             and row.phase == ready
             and row.ready_since is None
             and row.last_failure is None

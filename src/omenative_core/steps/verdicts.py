@@ -36,9 +36,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from itertools import compress
-from operator import and_, attrgetter, eq, is_, is_not, itemgetter
+from operator import and_, attrgetter, eq, is_, is_not
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from attrs import Factory, frozen
 
@@ -70,8 +70,24 @@ __all__ = [
     "was_steady",
 ]
 
-Tally = tuple[InstanceStatus, InstanceStatus, bool, bool, bool]
-"""(row in, row out with its pod counts, serving, available, was Ready before the pass)."""
+class Tally(NamedTuple):
+    """What a pass found of one row: the row in, the row out with its pod counts, whether
+    it serves, whether it is available, and whether it was Ready before the pass."""
+
+    row_in: InstanceStatus
+    row_out: InstanceStatus
+    serving: bool
+    available: bool
+    was_ready: bool
+
+    @classmethod
+    def plain(cls, row: InstanceStatus) -> Tally:
+        """A plain row's tally: unchanged, serving, available, Ready before."""
+        return cls(row, row, True, True, True)
+
+
+_row_in = attrgetter("row_in")
+_was_ready = attrgetter("was_ready")
 
 RowGroups = tuple[list[InstanceStatus], frozenset[str]]
 """The rows of a pass (in order) and the PodGroup names of their attempts."""
@@ -365,16 +381,15 @@ def unchanged_tallies(st: VerdictsPass, was_ready: set[int]) -> dict[int, Tally]
     tallies = kept.tallies
     keys = list(tallies.keys() - dirty)
     olds = list(map(tallies.__getitem__, keys))
-    same_row = map(is_, map(st.rows.get, keys), map(itemgetter(0), olds))
-    same_was = map(eq, map(was_ready.__contains__, keys), map(itemgetter(4), olds))
+    same_row = map(is_, map(st.rows.get, keys), map(_row_in, olds))
+    same_was = map(eq, map(was_ready.__contains__, keys), map(_was_ready, olds))
     good = list(compress(keys, map(and_, same_row, same_was)))
     out = dict(zip(good, map(tallies.__getitem__, good), strict=True))
-    plain = kept.plain  # (row, row, True, True, True): the same row, and Ready before
+    plain = kept.plain  # Tally.plain(row): the same row, and Ready before
     keys = list(plain.keys() - dirty)
     same_row = map(is_, map(st.rows.get, keys), map(plain.__getitem__, keys))
     for i in compress(keys, map(and_, same_row, map(was_ready.__contains__, keys))):
-        row = plain[i]
-        out[i] = (row, row, True, True, True)
+        out[i] = Tally.plain(plain[i])
     return out
 
 
@@ -382,8 +397,7 @@ def tally_of(kept: Verdicts, index: int) -> Tally | None:
     """The last pass's tally of Instance ``index``, spelled out if it was kept plain."""
     got = kept.tallies.get(index)
     if got is None and index in kept.plain:
-        row = kept.plain[index]
-        return (row, row, True, True, True)
+        return Tally.plain(kept.plain[index])
     return got
 
 
@@ -393,7 +407,7 @@ def kept_tally(st: VerdictsPass, row: InstanceStatus, was_ready: bool) -> Tally 
     if kept is None or dirty is None or row.index in dirty:
         return None
     old = tally_of(kept, row.index)
-    if old is None or old[4] != was_ready or not (old[0] is row or old[0] == row):
+    if old is None or old.was_ready != was_ready or not (old.row_in is row or old.row_in == row):
         return None
     return old
 
