@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import compress
-from operator import and_, attrgetter, is_
+from operator import and_, attrgetter, is_, itemgetter
 from typing import Any
 
 from attrs import evolve, frozen
@@ -40,12 +40,19 @@ from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
 from omenative_core.steps.totals import was_ready as was_ready_of
-from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
+from omenative_core.steps.verdicts import (
+    AVAILABLE,
+    ROW_OUT,
+    SERVING,
+    Tally,
+    kept_tally,
+    unchanged_tallies,
+)
 
 __all__ = ["finish", "invalid_plan"]
 
 _AUDIT_SUFFIX = "-ome-migration-audit"
-_row_out = attrgetter("row_out")  # of a Tally
+_row_out = itemgetter(ROW_OUT)
 _index = attrgetter("index")
 
 
@@ -78,35 +85,35 @@ def finish(st: PassState) -> Plan:
     tallied, rows, same_keys = _tallied(st)
     target = st.target
     odd = odd_of(st, tallied)  # every other row is plain: counted, not read
-    st.totals_out = totals_of(st, rows, frozenset(t.row_out.index for t in odd), same_keys)
+    st.totals_out = totals_of(st, rows, frozenset(t[ROW_OUT].index for t in odd), same_keys)
     busy = (Phase.UPDATING, Phase.MIGRATING)
     ready_t = [
         t
         for t in odd
-        if t.row_out.phase == Phase.READY
-        or (t.row_out.phase in busy and st.all_ready(t.row_out))
+        if t[ROW_OUT].phase == Phase.READY
+        or (t[ROW_OUT].phase in busy and st.all_ready(t[ROW_OUT]))
     ]
     window = st.policy.min_ready
     st.wake.extend(
         [
-            t.row_out.ready_since + window
+            t[ROW_OUT].ready_since + window
             for t in ready_t
-            if not t.available and t.row_out.ready_since is not None
+            if not t[AVAILABLE] and t[ROW_OUT].ready_since is not None
         ]
     )
-    odd_rows = [t.row_out for t in odd]
+    odd_rows = [t[ROW_OUT] for t in odd]
     sums = _Sums(
         plain=len(rows) - len(odd),
         rows=odd_rows,
         members=[r for r in odd_rows if r.operation is None or st.is_member(r)],
-        available=[t.row_out for t in ready_t if t.available],
+        available=[t[ROW_OUT] for t in ready_t if t[AVAILABLE]],
         updated=[r for r in odd_rows if r.running_revision == target],
     )
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
         replicas=len(rows),
         ready_replicas=sums.plain + len(ready_t),
-        serving_replicas=sums.plain + len([t for t in odd if t.serving]),
+        serving_replicas=sums.plain + len([t for t in odd if t[SERVING]]),
         available_replicas=sums.plain + len(sums.available),
         updated_replicas=sums.plain + len(sums.updated),
         updated_ready_replicas=sums.plain
@@ -177,7 +184,7 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         plain = _still_plain(st)
         if not plain:
             tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in order]
-            return tallied, tuple([t.row_out for t in tallied]), False
+            return tallied, tuple(map(_row_out, tallied)), False
         # the plain steady rows (a cold pass: nearly all) are tallied unread, and kept as
         # rows, not tuples (no kept tallies then: ``plain`` is found only when every
         # Instance is rederived)
@@ -199,9 +206,9 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     if len(by_row) == len(kept.rows) and all(i in positions for i in odd):
         out = list(kept.rows)
         for t in tallied:
-            out[positions[t.row_out.index]] = t.row_out
+            out[positions[t[ROW_OUT].index]] = t[ROW_OUT]
         return tallied, tuple(out), True
-    changed = {t.row_out.index: t.row_out for t in tallied}
+    changed = {t[ROW_OUT].index: t[ROW_OUT] for t in tallied}
     return tallied, tuple([changed.get(i) or by_row[i] for i in sorted(by_row)]), False
 
 
@@ -303,15 +310,14 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
         return kept
     steady = st.steady_counts.get(row.index)
     if steady is None or st.steady_rows.get(row.index) is not row:
-        tally = Tally(row, *_count_pods(st, row, was_ready), was)
+        tally = (row, *_count_pods(st, row, was_ready), was)
     elif row.ready_since is None and was:  # the common steady row: available, no window
         pods = len(st.pods_by_index[row.index])
         serving = steady[0]
         is_serving = serving == pods if st.policy.multi_pod else serving > 0
-        out = _counts(row, pods, serving, pods, steady[1], None)
-        tally = Tally(row, out, is_serving, True, was)
+        tally = (row, _counts(row, pods, serving, pods, steady[1], None), is_serving, True, was)
     else:
-        tally = Tally(row, *_steady_counts(st, row, was_ready, steady[0], admitted=steady[1]), was)
+        tally = (row, *_steady_counts(st, row, was_ready, steady[0], admitted=steady[1]), was)
     if row.phase != Phase.READY or (row.ready_since is None and was):
         st.tallies[row.index] = tally
     return tally

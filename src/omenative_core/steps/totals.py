@@ -47,7 +47,14 @@ from attrs import frozen
 
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.phases import Phase
-from omenative_core.steps.verdicts import VerdictsPass
+from omenative_core.steps.verdicts import (
+    AVAILABLE,
+    ROW_IN,
+    ROW_OUT,
+    SERVING,
+    WAS_READY,
+    VerdictsPass,
+)
 
 if TYPE_CHECKING:
     from omenative_core.steps.verdicts import Tally
@@ -241,11 +248,11 @@ def odd_of(st: TotalsPass, tallied: list[Tally]) -> list[Tally]:
         t
         for t in tallied
         if not (
-            t.row_out is t.row_in
-            and t.serving
-            and t.available
-            and t.was_ready
-            and (row := t.row_in).operation is None
+            t[ROW_OUT] is t[ROW_IN]
+            and t[SERVING]
+            and t[AVAILABLE]
+            and t[WAS_READY]
+            and (row := t[ROW_IN]).operation is None
             and row.phase == ready
             and row.ready_since is None
             and row.last_failure is None
