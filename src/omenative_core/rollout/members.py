@@ -94,14 +94,20 @@ HELD_BLOCK = "Held"
 """``RetryBlock.state`` of a revision held until released: its member stops the group."""
 
 
+# the members ``count_rows`` compares with, bound once: an enum member's attribute lookup
+# costs about 0.1 us in Python 3.11, several times a row
+_READY, _FAILED, _UPDATING = Phase.READY, Phase.FAILED, Phase.UPDATING
+_UPDATE, _SURGE_STEPS = OpType.UPDATE, (Step.SURGE, Step.SURGE_DRAIN)
+
+
 def _slot_surge(row: InstanceStatus) -> bool:
     """The row is a SurgeThenDrain update of a single-pod Instance in its other slot."""
     op = row.operation
     return (
-        row.phase == Phase.UPDATING
+        row.phase == _UPDATING
         and op is not None
-        and op.type == OpType.UPDATE
-        and op.step in (Step.SURGE, Step.SURGE_DRAIN)
+        and op.type == _UPDATE
+        and op.step in _SURGE_STEPS
     )
 
 
@@ -146,9 +152,9 @@ def count_rows(status: InferenceReplicaStatus, revision: str, *, single_pod: boo
             all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
         if running and all_up:
             serving[running] = serving.get(running, 0) + 1
-        if running and (row.phase == Phase.READY or (all_up and row.phase in _IN_ROTATION_BUSY)):
+        if running and (row.phase == _READY or (all_up and row.phase in _IN_ROTATION_BUSY)):
             ready[running] = ready.get(running, 0) + 1
-        if row.phase == Phase.FAILED and revision in (running, row.target_revision):
+        if row.phase == _FAILED and revision in (running, row.target_revision):
             failed = True
     return RowCounts(instances, ready, serving, failed)
 
