@@ -5,7 +5,7 @@ is 1,000 pod creates in chunks of ``creates_per_pass``; with every chunk answere
 the next pass could plan, each chunk ended with lanes of the in-flight budget idle while
 its slowest creates finished, then waited for a new pass (queue, snapshot, plan, status
 write) before the next chunk went out: 32 passes of 0.8-1.4 s, 1.3-1.7x the bare client
-loop that keeps its 32 lanes busy (docs/benchmarks.md, runs Z and C).
+loop that keeps its 32 lanes busy (docs/benchmarks-history.md, runs Z and C).
 
 How (the ReplicaSet controller's "expectations", made concrete): when a pass leaves
 creates for the next one (``creates_per_pass``) and its last run holds pod creates, or
@@ -21,7 +21,7 @@ queued again, rate limited, with the refusal carried to its next snapshot
 (:class:`CreateErrorStore`).
 A pass whose creates all fit answers them itself: with no next chunk to plan there is
 nothing to gain, and 250 replicas of one gang each, ending their passes early, flooded
-the budget with their status writes ahead of the creates (run M, docs/benchmarks.md).
+the budget with their status writes ahead of the creates (run M, docs/benchmarks-history.md).
 
 Bounds and safety:
 

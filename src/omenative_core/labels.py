@@ -9,15 +9,14 @@ replica of the same name).
 
 from __future__ import annotations
 
-from typing import Any
-
-from omenative_core.model.spec import InferenceReplica
+from typing import Any, Protocol
 
 __all__ = [
     "ANNOTATION_IN_PLACE",
     "ANNOTATION_KUEUE_POD_GROUP_NAME",
     "ANNOTATION_KUEUE_POD_GROUP_SERVING",
     "ANNOTATION_KUEUE_POD_GROUP_TOTAL_COUNT",
+    "ANNOTATION_MIGRATION_PREFIX",
     "ANNOTATION_TOPOLOGY_KEY",
     "KUEUE_ADMISSION_GATE",
     "LABEL_COMPONENT",
@@ -39,6 +38,7 @@ __all__ = [
     "OWNER_KIND",
     "PAIRED_COMPONENTS",
     "SERVING_GATE",
+    "Owner",
     "owner_reference",
     "replica_labels",
 ]
@@ -114,6 +114,10 @@ ANNOTATION_IN_PLACE = "internal.ome.io/in-place-image-transition"
 ANNOTATION_TOPOLOGY_KEY = "ome.io/topology-key"
 """On a PodGroup: the replica's ``topologyKey``."""
 
+ANNOTATION_MIGRATION_PREFIX = "ome.io/migration-request-v1-"
+"""A migration request, on an InferenceService and forwarded to the component's
+InferenceReplica; the rest of the key is the request's UUID."""
+
 NODE_HOSTNAME_LABEL = "kubernetes.io/hostname"
 """The well-known node label that node (anti-)affinity terms match on."""
 
@@ -127,7 +131,31 @@ PAIRED_COMPONENTS = ("engine", "decoder")
 """Components whose pods carry ``LABEL_PAIRING`` when a pairing protocol is set."""
 
 
-def owner_reference(replica: InferenceReplica) -> dict[str, Any]:
+class _Meta(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+class _Spec(Protocol):
+    @property
+    def component(self) -> str: ...
+
+
+class Owner(Protocol):
+    """What the two functions below read of an ``InferenceReplica`` (a protocol, so the
+    names at the bottom of the core do not import the model, which imports them)."""
+
+    @property
+    def metadata(self) -> _Meta: ...
+    @property
+    def spec(self) -> _Spec: ...
+    @property
+    def isvc_name(self) -> str: ...
+
+
+def owner_reference(replica: Owner) -> dict[str, Any]:
     """The controller owner reference to ``replica`` (blocks owner deletion)."""
     return {
         "apiVersion": OWNER_API_VERSION,
@@ -139,7 +167,7 @@ def owner_reference(replica: InferenceReplica) -> dict[str, Any]:
     }
 
 
-def replica_labels(replica: InferenceReplica) -> dict[str, str]:
+def replica_labels(replica: Owner) -> dict[str, str]:
     """The labels every object owned by ``replica`` carries (a fresh dict)."""
     return {
         LABEL_ISVC: replica.isvc_name,

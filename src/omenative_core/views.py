@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from omenative_core.advisor.observe import GPU_RESOURCE, gpu_quantity
 from omenative_core.codec import CodecError
+from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
 from omenative_core.model.observed import (
     ContainerView,
     NodeView,

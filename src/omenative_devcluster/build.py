@@ -11,6 +11,8 @@ Run as ``python -m omenative_devcluster.build`` (or ``... devcluster build``).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -18,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 #: The Kubernetes release we build (its go.mod says ``go 1.26.0``: builds with Go 1.26.x).
@@ -29,8 +31,12 @@ ETCD_VERSION = "v3.6.16"
 #: The control plane, and the kubelet and kube-proxy that real nodes run (one ``go build``:
 #: they share most packages, so building them together costs a few minutes, not a second build).
 K8S_COMMANDS = (
-    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
-    "kubelet", "kube-proxy",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+    "kubelet",
+    "kube-proxy",
 )
 BINARIES = (*K8S_COMMANDS, "etcd")
 
@@ -47,6 +53,24 @@ def cache_root() -> Path:
     """Root of our cache: ``$OMENATIVE_CACHE`` or ``~/.cache/omenative``."""
     env = os.environ.get("OMENATIVE_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "omenative"
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """Hold the cache's build lock: one Go build at a time on this machine (the control
+    plane here, the other components in ``components``; both take it)."""
+    root = cache_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "build.lock").open("w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("another build holds the cache's build lock: waiting for it")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def version_dir(version: str = K8S_VERSION) -> Path:
@@ -185,8 +209,6 @@ def build(version: str = K8S_VERSION, etcd_version: str = ETCD_VERSION) -> Path:
     if not missing:
         log(f"all binaries present in {bdir}: nothing to build")
         return bdir
-    from omenative_devcluster.components import build_lock  # noqa: PLC0415 - no cycle at import
-
     with build_lock():
         return _build_locked(version, etcd_version)
 

@@ -122,8 +122,8 @@ class ClusterOptions:
     controller_manager_qps: float | None = None
     controller_manager_burst: int | None = None
     #: kube-scheduler's client limits; it binds every pod, so its rate can set the pace of a
-    #: big bring-up without gangs (with Kubernetes' own gangs it did not: docs/benchmarks.md,
-    #: runs Y4). None keeps its defaults (50 QPS / burst 100).
+    #: big bring-up without gangs (with Kubernetes' own gangs it did not:
+    #: docs/benchmarks-history.md, runs Y4). None keeps its defaults (50 QPS / burst 100).
     scheduler_qps: float | None = None
     scheduler_burst: int | None = None
     #: build missing binaries instead of failing (takes tens of minutes when cold)

@@ -30,12 +30,12 @@ import os
 import shutil
 import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
 
-from omenative_devcluster.build import _run, cache_root, log
+from omenative_devcluster.build import _run, build_lock, cache_root, log
 
 
 @frozen
@@ -165,23 +165,6 @@ def missing(component: GoComponent) -> list[str]:
     """The commands of ``component`` not yet in the cache."""
     bdir = component_dir(component) / "bin"
     return [c for c in component.commands if not os.access(bdir / c, os.X_OK)]
-
-
-@contextlib.contextmanager
-def build_lock() -> Iterator[None]:
-    """Hold the cache's build lock: one Go build at a time on this machine."""
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / "build.lock").open("w") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            log("another build holds the cache's build lock: waiting for it")
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _writable_copy(src: Path, dst: Path) -> None:

@@ -31,7 +31,7 @@ import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from attrs import frozen
 
@@ -123,6 +123,43 @@ class SimResult:
         return out
 
 
+class _Sample(NamedTuple):
+    """What the timeline records of the world at one time (an entry when it changes)."""
+
+    replicas: int
+    ready: int
+    serving: int
+    updated: int
+    pods: int
+    gpus_in_use: int
+
+    @classmethod
+    def of(cls, world: World) -> _Sample:
+        """The world's sample now (zeros for the counters before the first status)."""
+        status = world.status
+        if status is None:
+            return cls(0, 0, 0, 0, world.pod_count, world.gpus_in_use)
+        return cls(
+            status.replicas,
+            status.ready_replicas,
+            status.serving_replicas,
+            status.updated_replicas,
+            world.pod_count,
+            world.gpus_in_use,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        """The timeline entry's counters, as the result JSON names them."""
+        return {
+            "replicas": self.replicas,
+            "readyReplicas": self.ready,
+            "servingReplicas": self.serving,
+            "updatedReplicas": self.updated,
+            "pods": self.pods,
+            "gpusInUse": self.gpus_in_use,
+        }
+
+
 class _Run:
     """One run's loop state (private: ``run_scenario`` is the interface)."""
 
@@ -139,7 +176,7 @@ class _Run:
         self.notes: list[str] = []
         self._noted: set[str] = set()
         self.timeline: list[dict[str, Any]] = []
-        self._last_key: tuple[int, ...] | None = None
+        self._last_key: _Sample | None = None
         # convergence and summary
         self.converged_from: float | None = None
         self.last_event_at = max((e.at for e in scenario.events), default=0.0)
@@ -348,43 +385,47 @@ class _Run:
     # ---------------------------------------------------------------- recording
 
     def record(self, t: float, nonempty: bool, settled: bool, *, force: bool = False) -> None:
+        """Record the world at ``t``: the timeline, peaks, serving, rollouts, convergence."""
         world = self.world
         status: InferenceReplicaStatus | None = world.status
         rt = self.rel(t)
-        sample = (
-            status.replicas if status else 0,
-            status.ready_replicas if status else 0,
-            status.serving_replicas if status else 0,
-            status.updated_replicas if status else 0,
-            world.pod_count,
-            world.gpus_in_use,
-        )
-        self.peak_pods = max(self.peak_pods, sample[4])
-        self.peak_gpus = max(self.peak_gpus, sample[5])
+        sample = _Sample.of(world)
+        self.peak_pods = max(self.peak_pods, sample.pods)
+        self.peak_gpus = max(self.peak_gpus, sample.gpus_in_use)
         if force or sample != self._last_key:
-            entry = {
-                "t": _num(rt),
-                "replicas": sample[0],
-                "readyReplicas": sample[1],
-                "servingReplicas": sample[2],
-                "updatedReplicas": sample[3],
-                "pods": sample[4],
-                "gpusInUse": sample[5],
-            }
-            if self.timeline and self.timeline[-1]["t"] == entry["t"]:
-                self.timeline[-1] = entry
-            else:
-                self.timeline.append(entry)
-            self._last_key = sample
+            self._timeline_entry(rt, sample)
         desired = _desired(world)
-        serving = sample[2]
+        self._track_serving(rt, desired, sample.serving)
+        self._track_rollouts(rt, status, desired)
+        # convergence
+        ok = settled and self.world_converged()
+        if rt + _EPS < self.last_event_at or not ok:
+            self.converged_from = None
+        elif self.converged_from is None or nonempty:
+            self.converged_from = rt
+
+    def _timeline_entry(self, rt: float, sample: _Sample) -> None:
+        """Add ``sample`` to the timeline (replacing an entry of the same second)."""
+        entry: dict[str, Any] = {"t": _num(rt), **sample.to_json()}
+        if self.timeline and self.timeline[-1]["t"] == entry["t"]:
+            self.timeline[-1] = entry
+        else:
+            self.timeline.append(entry)
+        self._last_key = sample
+
+    def _track_serving(self, rt: float, desired: int, serving: int) -> None:
+        """When every desired Instance first served, and the fewest serving since."""
         if self.all_served_at is None and desired > 0 and serving >= desired:
             self.all_served_at = rt
         if self.all_served_at is not None:
             self.min_serving = (
                 serving if self.min_serving is None else min(self.min_serving, serving)
             )
-        # rollouts: a change of updateRevision until updated == desired and all Ready
+
+    def _track_rollouts(
+        self, rt: float, status: InferenceReplicaStatus | None, desired: int
+    ) -> None:
+        """Rollouts: a change of updateRevision until updated == desired and all Ready."""
         revision = status.update_revision if status else ""
         if revision != self.update_revision:
             if self.rollouts and self.rollouts[-1]["completedAtSeconds"] is None:
@@ -410,12 +451,6 @@ class _Run:
             ):
                 current["completedAtSeconds"] = _num(rt)
                 current["durationSeconds"] = _num(rt - float(current["startedAtSeconds"]))
-        # convergence
-        ok = settled and self.world_converged()
-        if rt + _EPS < self.last_event_at or not ok:
-            self.converged_from = None
-        elif self.converged_from is None or nonempty:
-            self.converged_from = rt
 
     # ---------------------------------------------------------------- loops
 

@@ -21,6 +21,7 @@ from omenative_core.advisor.model import (
     ReplicaView,
 )
 from omenative_core.codec import CodecError
+from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_REPLICA
 from omenative_core.model.config import AuditConfig
 from omenative_core.policy import desired_instances
@@ -28,24 +29,11 @@ from omenative_core.status.wire import replica_from_json
 
 __all__ = ["GPU_RESOURCE", "cluster_view_from_json", "gpu_quantity"]
 
-GPU_RESOURCE = "nvidia.com/gpu"
-"""The extended resource the advisor counts."""
 
 _ACTIVE_MIGRATIONS = ("Accepted", "SurgePending", "SurgeReady", "Draining")
 _HARD_TAINTS = ("NoSchedule", "NoExecute")
 
 JSON = Mapping[str, Any]
-
-
-def gpu_quantity(value: object) -> int:
-    """A GPU quantity (``"8"``, ``8``) as an int; anything else (``"500m"``, junk) is 0."""
-    if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return max(value, 0)
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return 0
 
 
 def _node(obj: JSON) -> GpuNode:

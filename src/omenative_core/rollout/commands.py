@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from attrs import evolve
 
 from omenative_core.revisions import hash_of
+from omenative_core.rollout.machine import Move, enter
 from omenative_core.rollout.members import MemberView
 from omenative_core.rollout.passstate import _PassState, group_label
+from omenative_core.rollout.phases import Failure, GroupPhase, StepGate
 from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.verbs import (
     ANNOTATION_OVERRIDE_ANALYSIS,
@@ -24,6 +26,13 @@ from omenative_core.rollout.verbs import (
 
 __all__: list[str] = []
 
+PROMOTABLE = frozenset(
+    {GroupPhase.PENDING, GroupPhase.CANARYING, GroupPhase.PAUSED, GroupPhase.PROMOTING}
+)
+"""Phases in which a promote may name the group's canary."""
+
+_ROLLBACK_PHASES = frozenset({GroupPhase.ROLLING_BACK, GroupPhase.ROLLED_BACK})
+
 
 class _Commands(_PassState):
     def rollback_verb(self) -> None:
@@ -33,15 +42,15 @@ class _Commands(_PassState):
         # A group rolled back earlier does not make the request spent: a group that started
         # a run since (a new revision) is rolled back too, or the annotation would stay,
         # refusing every promote and repin, while that run waits forever.
-        active = [g for g in self.groups if g.canary and g.phase not in ("Stable",)]
+        active = [g for g in self.groups if g.canary and g.phase != GroupPhase.STABLE]
         if active:
             for gs in active:
                 i = self.groups.index(gs)
                 self.groups[i] = self.start_rollback(
-                    gs, "Rollback", f"requested by {ANNOTATION_ROLLBACK}"
+                    gs, Move.ROLLBACK, Failure.ROLLBACK, f"requested by {ANNOTATION_ROLLBACK}"
                 )
             return
-        if any(g.phase in ("RollingBack", "RolledBack") for g in self.groups):
+        if any(g.phase in _ROLLBACK_PHASES for g in self.groups):
             return  # already acted on; it stays until a new revision appears
         self.drop(ANNOTATION_ROLLBACK)
         self.event(
@@ -66,7 +75,7 @@ class _Commands(_PassState):
             reject("expected the canary revision hash (at least 6 lowercase letters or digits)")
             return
         for i, gs in enumerate(self.groups):
-            if gs.phase not in ("Pending", "Canarying", "Paused", "Promoting"):
+            if gs.phase not in PROMOTABLE:
                 continue
             if any(hash_of(rev).startswith(value) for rev in gs.canary.values()):
                 override = self.annotations.get(ANNOTATION_OVERRIDE_ANALYSIS) == "true"
@@ -97,8 +106,9 @@ class _Commands(_PassState):
             return (False, False)
         return (True, self.promote[1])
 
-    def start_rollback(self, gs: GroupState, failure: str, why: str) -> GroupState:
-        """Send the group back to its stable revisions; its canary becomes rejected."""
+    def start_rollback(self, gs: GroupState, move: Move, failure: Failure, why: str) -> GroupState:
+        """Send the group back to its stable revisions (``move``: asked for, or after a
+        failure); its canary becomes rejected."""
         rejected = dict(gs.rejected)
         rejected.update(gs.canary)
         self.again = True
@@ -109,13 +119,14 @@ class _Commands(_PassState):
             f"{group_label(gs)}: rolling back to "
             f"{', '.join(gs.stable[c] for c in gs.components if c in rejected)} ({why})",
         )
-        return evolve(
+        return enter(
             gs,
-            phase="RollingBack",
+            move,
+            GroupPhase.ROLLING_BACK,
             canary={},
             rejected=rejected,
             failure=failure,
-            gate="",
+            gate=StepGate.NONE,
             hold=None,
             analysis=None,
             step_ready_at=None,
@@ -130,7 +141,7 @@ class _Commands(_PassState):
             for c in gs.rejected
             if c in views
         )
-        if gs.phase == "RollingBack" and done:
+        if gs.phase == GroupPhase.ROLLING_BACK and done:
             self.group_event(
                 gs,
                 "Normal",
@@ -138,7 +149,9 @@ class _Commands(_PassState):
                 f"{group_label(gs)}: rolled back; rejected "
                 f"{', '.join(sorted(gs.rejected.values()))} (held until a new revision)",
             )
-            return evolve(gs, phase="RolledBack", hold=None, gate="")
-        if gs.phase == "RolledBack" and not done:
-            return evolve(gs, phase="RollingBack", gate="Drain")
-        return evolve(gs, gate="" if done else "Drain")
+            return enter(
+                gs, Move.ROLLED_BACK, GroupPhase.ROLLED_BACK, hold=None, gate=StepGate.NONE
+            )
+        if gs.phase == GroupPhase.ROLLED_BACK and not done:
+            return enter(gs, Move.DRAIN_AGAIN, GroupPhase.ROLLING_BACK, gate=StepGate.DRAIN)
+        return evolve(gs, gate=StepGate.NONE if done else StepGate.DRAIN)

@@ -33,8 +33,10 @@ from attrs import evolve
 
 from omenative_core.model.spec import Pacing, RollingUpdate
 from omenative_core.model.status import TrafficTarget
+from omenative_core.rollout.commands import PROMOTABLE
 from omenative_core.rollout.decision import ComponentDecision, RolloutDecision
 from omenative_core.rollout.members import AnalysisMeasurement, MemberView
+from omenative_core.rollout.phases import FORWARD, GroupPhase, HoldGate
 from omenative_core.rollout.progress import _Progress
 from omenative_core.rollout.services import traffic_revision_name
 from omenative_core.rollout.spec import RolloutConfig, RolloutGroup, RolloutSpec
@@ -43,6 +45,8 @@ from omenative_core.rollout.steps import step_allowance
 from omenative_core.rollout.verbs import ANNOTATION_OVERRIDE_ANALYSIS, ANNOTATION_PROMOTE
 
 __all__ = ["decide"]
+
+_ROLLING_BACK = frozenset({GroupPhase.ROLLING_BACK, GroupPhase.ROLLED_BACK})
 
 
 def _percentages(weights: Mapping[str, int]) -> dict[str, int]:
@@ -73,11 +77,11 @@ class _Decider(_Progress):
         for c, v in views.items():
             if c not in gs.canary:
                 alloc[c] = v.desired
-            elif gs.phase == "Pending":
+            elif gs.phase == GroupPhase.PENDING:
                 alloc[c] = 0
             else:
                 alloc[c] = step_allowance(group, gs.step, v)
-        if gs.phase in ("Canarying", "Paused", "Promoting", "Failed"):
+        if gs.phase in FORWARD or gs.phase == GroupPhase.FAILED:
             capped, reason, stuck = self.pairing_cap(gs, alloc)
             if reason is not None:
                 named, _ = self.promote_for(gs)
@@ -92,7 +96,7 @@ class _Decider(_Progress):
                                 "; no Instance can move without breaking the last pair: "
                                 "promote to accept a gap, or run 2 or more Instances"
                             )
-                        gs = self.hold(gs, "Pairing", reason)
+                        gs = self.hold(gs, HoldGate.PAIRING, reason)
         self.allowed.update(alloc)
         return gs
 
@@ -101,7 +105,7 @@ class _Decider(_Progress):
         c = view.component
         stable = gs.stable.get(c, view.revision)
         canary = gs.canary.get(c)
-        rejected = gs.rejected.get(c) if gs.phase in ("RollingBack", "RolledBack") else None
+        rejected = gs.rejected.get(c) if gs.phase in _ROLLING_BACK else None
         weights = {r: n for r, n in view.ready.items() if n > 0 and r != rejected}
         pct = _percentages(weights) if weights else {}
         if not weights:
@@ -157,7 +161,7 @@ class _Decider(_Progress):
                     continue
                 allowed = self.allowed.get(c, view.desired)
                 rollback = None
-                if gs.phase in ("RollingBack", "RolledBack") and c in gs.rejected:
+                if gs.phase in _ROLLING_BACK and c in gs.rejected:
                     rollback = gs.stable.get(c)
                     allowed = view.desired
                 ru = None
@@ -201,7 +205,7 @@ class _Decider(_Progress):
             self.groups[i] = gs
         if self.promote is not None and not self.promote_used:
             gs = self.groups[self.promote[0]]
-            if gs.phase not in ("Pending", "Canarying", "Paused", "Promoting"):
+            if gs.phase not in PROMOTABLE:
                 self.drop(ANNOTATION_PROMOTE)
                 self.drop(ANNOTATION_OVERRIDE_ANALYSIS)
         active = any(g.active for g in self.groups)

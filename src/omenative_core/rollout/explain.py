@@ -8,13 +8,16 @@ from omenative_core.model.timefmt import to_second
 from omenative_core.revisions import hash_of
 from omenative_core.rollout.decision import RolloutDecision
 from omenative_core.rollout.passstate import group_label, short_duration
+from omenative_core.rollout.phases import FORWARD, GroupPhase, HoldGate, StepGate
 from omenative_core.rollout.spec import CanaryStep, RolloutGroup, RolloutSpec
 from omenative_core.rollout.state import GroupState, RolloutState
 from omenative_core.rollout.verbs import ANNOTATION_PROMOTE, ANNOTATION_REPIN
 
 __all__ = ["explain", "explain_decision", "explain_group"]
 
-_RUNNING = ("Pending", "Canarying", "Paused", "Promoting", "Failed", "RollingBack")
+_RUNNING = frozenset(
+    {*FORWARD, GroupPhase.PENDING, GroupPhase.FAILED, GroupPhase.ROLLING_BACK}
+)
 
 
 def _promote_hint(gs: GroupState) -> str:
@@ -23,15 +26,15 @@ def _promote_hint(gs: GroupState) -> str:
     return f"kubectl ome rollout promote ({ANNOTATION_PROMOTE}={value})"
 
 
-_RELEASE = {
-    "Plan": "releases when the reason clears (resume the rollout, or the member appears)",
-    "Pairing": "releases when a new-token engine/decoder pair is ready",
-    "Ratio": "releases when ready engine:decoder is back within tolerance (or raise "
+_RELEASE: dict[str, str] = {
+    HoldGate.PLAN: "releases when the reason clears (resume the rollout, or the member appears)",
+    HoldGate.PAIRING: "releases when a new-token engine/decoder pair is ready",
+    HoldGate.RATIO: "releases when ready engine:decoder is back within tolerance (or raise "
     "maintainRatio.tolerance)",
-    "Sequential": "releases when the earlier group is Stable and the soak has passed",
-    "Budget": "releases when surge room or unavailability budget frees up",
-    "RetryBlock": "releases when the failed Instances recover or are retried",
-    "Held": "release with ome.io/release-held-revision, push a new revision, or "
+    HoldGate.SEQUENTIAL: "releases when the earlier group is Stable and the soak has passed",
+    HoldGate.BUDGET: "releases when surge room or unavailability budget frees up",
+    HoldGate.RETRY_BLOCK: "releases when the failed Instances recover or are retried",
+    HoldGate.HELD: "release with ome.io/release-held-revision, push a new revision, or "
     "kubectl ome rollout rollback",
 }
 """What releases each rollout hold, by gate."""
@@ -41,18 +44,18 @@ def _settled(gs: GroupState) -> str | None:
     """The line for a group outside a forward run (Stable, RolledBack, RollingBack,
     Failed), or None."""
     label = group_label(gs)
-    if gs.phase == "Stable":
+    if gs.phase == GroupPhase.STABLE:
         return f"{label} Stable: nothing to roll out"
-    if gs.phase == "RolledBack":
+    if gs.phase == GroupPhase.ROLLED_BACK:
         rejected = ", ".join(sorted(gs.rejected.values()))
         return f"{label} RolledBack: {rejected} rejected; push a new revision to start again"
-    if gs.phase == "RollingBack":
+    if gs.phase == GroupPhase.ROLLING_BACK:
         return (
             f"{label} RollingBack: returning to "
             f"{', '.join(sorted(gs.stable[c] for c in gs.rejected if c in gs.stable))}; "
             "finishes when every Instance is back"
         )
-    if gs.phase == "Failed":
+    if gs.phase == GroupPhase.FAILED:
         return f"{label} Failed ({gs.failure or 'unknown'}): rolling back on the next pass"
     return None
 
@@ -78,20 +81,25 @@ def _analysis_line(gs: GroupState, step: CanaryStep, now: datetime) -> str:
 
 def _gate_line(gs: GroupState, step: CanaryStep | None, now: datetime) -> str:
     """The gate in force on a running group with no hold, and what releases it."""
-    if gs.gate == "Capacity":
+    if gs.gate == StepGate.CAPACITY:
         return "waiting for the step's Instances to be ready on the new revision"
-    if gs.gate == "Drain":
+    if gs.gate == StepGate.DRAIN:
         return "waiting for the old revision's Instances to drain"
-    if gs.gate == "Manual":
+    if gs.gate == StepGate.MANUAL:
         return f"manual pause; release with {_promote_hint(gs)}"
     pause = step.pause if step is not None else None
-    if gs.gate == "Pause" and pause is not None and pause.duration is not None and gs.step_ready_at:
+    if (
+        gs.gate == StepGate.PAUSE
+        and pause is not None
+        and pause.duration is not None
+        and gs.step_ready_at
+    ):
         until = gs.step_ready_at + pause.duration
         return (
             f"timed pause, {short_duration(until - now)} left; releases by itself "
             "(promote does not shorten it)"
         )
-    if gs.gate == "Analysis" and step is not None and step.analysis is not None:
+    if gs.gate == StepGate.ANALYSIS and step is not None and step.analysis is not None:
         return _analysis_line(gs, step, now)
     return "advancing"
 
@@ -101,14 +109,14 @@ def explain_group(gs: GroupState, group: RolloutGroup | None, now: datetime) -> 
     now = to_second(now)
     steps = len(group.canary.steps) if group is not None and group.canary is not None else 0
     where = f"{group_label(gs)} {gs.phase}"
-    if gs.phase in ("Canarying", "Paused", "Promoting") and steps:
+    if gs.phase in FORWARD and steps:
         where += f" at step {gs.step + 1}/{steps}"
-    elif gs.phase == "Promoting":
+    elif gs.phase == GroupPhase.PROMOTING:
         where += f" at batch {gs.step + 1}"
     hold = gs.hold
     if hold is not None:
         release = _RELEASE.get(hold.gate, "")
-        if hold.gate == "Pairing" and "promote" in hold.reason:
+        if hold.gate == HoldGate.PAIRING and "promote" in hold.reason:
             release = f"release with {_promote_hint(gs)} or scale to 2+ Instances"
         return f"{where}: {hold.gate} gate: {hold.reason}; {release}".rstrip("; ")
     settled = _settled(gs)
@@ -135,15 +143,15 @@ def explain(
         return "no rollout groups"
     pinned = spec if spec is not None else state.pinned
     running = [g for g in state.groups if g.phase in _RUNNING]
-    moving = [g for g in running if g.phase != "Pending"]
+    moving = [g for g in running if g.phase != GroupPhase.PENDING]
     order = (
         [g for g in moving if g.hold is not None]
         + [g for g in moving if g.hold is None]
-        + [g for g in running if g.phase == "Pending"]
+        + [g for g in running if g.phase == GroupPhase.PENDING]
     )
     pick = order[0] if order else None
     if pick is None:
-        rolled = [g for g in state.groups if g.phase == "RolledBack"]
+        rolled = [g for g in state.groups if g.phase == GroupPhase.ROLLED_BACK]
         line = (
             explain_group(rolled[0], None, now)
             if rolled

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
+from omenative_core.phases import Strategy
 from omenative_core.rollout.members import MemberView
+from omenative_core.rollout.phases import SETTLED, GroupPhase
 from omenative_core.rollout.pinning import _Pinning
 from omenative_core.rollout.spec import RolloutGroup
 from omenative_core.rollout.state import GroupState
@@ -21,7 +23,9 @@ from omenative_core.rollout.steps import dip_budget, step_allowance
 
 __all__: list[str] = []
 
-NO_DIP = ("SurgeThenDrain", "InPlaceIfPossible", "InPlaceOnly")
+NO_DIP = frozenset(
+    {Strategy.SURGE_THEN_DRAIN, Strategy.IN_PLACE_IF_POSSIBLE, Strategy.IN_PLACE_ONLY}
+)
 """Strategies that never take a ready Instance down while it moves."""
 
 
@@ -59,7 +63,7 @@ class _Guards(_Pinning):
         for j in seq[:pos]:
             earlier = self.groups[j]
             name = earlier.components[0] if earlier.components else f"group {j}"
-            if earlier.phase not in ("Stable", "RolledBack"):
+            if earlier.phase not in SETTLED:
                 return (name, None)  # rolling, or stopped by a held member
             if earlier.stable_at is not None and (latest is None or earlier.stable_at > latest[0]):
                 latest = (earlier.stable_at, name)
@@ -78,7 +82,7 @@ class _Guards(_Pinning):
                 view = self.members.get(component)
                 if view is None:
                     return None
-                if gs.phase == "Pending":
+                if gs.phase == GroupPhase.PENDING:
                     return 0
                 return step_allowance(group, gs.step, view)
         return None
@@ -155,7 +159,8 @@ class _Guards(_Pinning):
             c = view.component
             if c not in gs.canary or view.token(new) == keep:
                 continue
-            base = view.ready_on(new) if view.strategy == "SurgeThenDrain" else view.on(new)
+            surge = view.strategy == Strategy.SURGE_THEN_DRAIN
+            base = view.ready_on(new) if surge else view.on(new)
             keep_ready = (re_ if c == "engine" else rd).get(keep, 0)
             out[c] = max(0, min(alloc[c], base + keep_ready - 1))
         if out == alloc:

@@ -15,6 +15,7 @@ from attrs import field, frozen
 
 from omenative_core.model.spec import InferenceReplica, IntOrStr
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, TrafficTarget
+from omenative_core.phases import OpType, Phase, Step, Strategy
 from omenative_core.policy import desired_instances
 from omenative_core.render import is_multi_pod
 
@@ -44,7 +45,7 @@ class MemberView:
     held: bool = False
     failed: bool = False
     pairing: Mapping[str, str | None] = field(factory=dict)
-    strategy: str = "SurgeThenDrain"
+    strategy: str = Strategy.SURGE_THEN_DRAIN
     max_surge: IntOrStr | None = None
     max_unavailable: IntOrStr | None = None
     traffic: tuple[TrafficTarget, ...] = ()
@@ -90,15 +91,83 @@ class AnalysisMeasurement:
     error: str = ""
 
 
+HELD_BLOCK = "Held"
+"""``RetryBlock.state`` of a revision held until released: its member stops the group."""
+
+
+# the members ``count_rows`` compares with, bound once: an enum member's attribute lookup
+# costs about 0.1 us in Python 3.11, several times a row
+_READY, _FAILED, _UPDATING = Phase.READY, Phase.FAILED, Phase.UPDATING
+_UPDATE, _SURGE_STEPS = OpType.UPDATE, (Step.SURGE, Step.SURGE_DRAIN)
+
+
 def _slot_surge(row: InstanceStatus) -> bool:
     """The row is a SurgeThenDrain update of a single-pod Instance in its other slot."""
     op = row.operation
     return (
-        row.phase == "Updating"
+        row.phase == _UPDATING
         and op is not None
-        and op.type == "Update"
-        and op.step in ("Surge", "SurgeDrain")
+        and op.type == _UPDATE
+        and op.step in _SURGE_STEPS
     )
+
+
+@frozen
+class RowCounts:
+    """A member's Instance rows counted per revision, and whether any row of ``revision``
+    (the member's new one) is Failed."""
+
+    instances: dict[str, int] = field(factory=dict)
+    ready: dict[str, int] = field(factory=dict)
+    serving: dict[str, int] = field(factory=dict)
+    failed: bool = False
+
+
+_IN_ROTATION_BUSY = (Phase.UPDATING, Phase.MIGRATING)
+"""Phases in which a row with every pod serving counts as ready."""
+
+
+def count_rows(status: InferenceReplicaStatus, revision: str, *, single_pod: bool) -> RowCounts:
+    """Count ``status``'s rows per revision: Instances (by running, else target revision),
+    ready and serving Instances (by running revision), and Failed rows of ``revision``.
+
+    One loop, no call per row but a single-pod surge check: ``member_view`` runs it over
+    every row of a member each rollout pass.
+    """
+    instances: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    serving: dict[str, int] = {}
+    failed = False
+    for row in status.instances:
+        running = row.running_revision
+        rev = running or row.target_revision
+        if not rev:
+            continue
+        instances[rev] = instances.get(rev, 0) + 1
+        all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
+        if single_pod and _slot_surge(row):
+            # a single-pod Instance brings its replacement up in its other slot: the row
+            # counts both pods, and one serving pod is the whole Instance serving (the old
+            # one until the replacement serves, then the replacement), still on the running
+            # revision until the old pod is gone
+            all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
+        if running and all_up:
+            serving[running] = serving.get(running, 0) + 1
+        if running and (row.phase == _READY or (all_up and row.phase in _IN_ROTATION_BUSY)):
+            ready[running] = ready.get(running, 0) + 1
+        if row.phase == _FAILED and revision in (running, row.target_revision):
+            failed = True
+    return RowCounts(instances, ready, serving, failed)
+
+
+def _update_strategy(replica: InferenceReplica) -> tuple[str, IntOrStr | None, IntOrStr | None]:
+    """The member's update strategy type (SurgeThenDrain when unset), maxSurge and
+    maxUnavailable."""
+    lc = replica.spec.lifecycle
+    us = lc.update_strategy if lc else None
+    ru = us.rolling_update if us else None
+    kind = us.type if us and us.type else Strategy.SURGE_THEN_DRAIN
+    return kind, (ru.max_surge if ru else None), (ru.max_unavailable if ru else None)
 
 
 def member_view(
@@ -115,51 +184,29 @@ def member_view(
     """
     spec = replica.spec
     status = replica.status if isinstance(replica.status, InferenceReplicaStatus) else None
-    desired = desired_instances(spec.replicas)
-    instances: dict[str, int] = {}
-    ready: dict[str, int] = {}
-    serving: dict[str, int] = {}
-    held = failed = False
-    single_pod = not is_multi_pod(spec.runners)  # a gang surges at a new index instead
+    counts = RowCounts()
+    held = False
     if status is not None:
-        for row in status.instances:
-            rev = row.running_revision or row.target_revision
-            if not rev:
-                continue
-            instances[rev] = instances.get(rev, 0) + 1
-            all_up = row.pod_count > 0 and row.serving_pod_count >= row.pod_count
-            if single_pod and _slot_surge(row):
-                # a single-pod Instance brings its replacement up in its other slot: the
-                # row counts both pods, and one serving pod is the whole Instance serving
-                # (the old one until the replacement serves, then the replacement), still
-                # on the running revision until the old pod is gone
-                all_up = 0 < row.pod_count <= 2 * row.serving_pod_count
-            if row.running_revision and (
-                row.phase == "Ready" or (row.phase in ("Updating", "Migrating") and all_up)
-            ):
-                ready[row.running_revision] = ready.get(row.running_revision, 0) + 1
-            if row.running_revision and all_up:
-                serving[row.running_revision] = serving.get(row.running_revision, 0) + 1
-            if row.phase == "Failed" and revision in (row.running_revision, row.target_revision):
-                failed = True
-        held = any(b.target_revision == revision and b.state == "Held" for b in status.retry_blocks)
-    lc = spec.lifecycle
-    us = lc.update_strategy if lc else None
-    ru = us.rolling_update if us else None
+        # a gang surges at a new index instead of in its own slot
+        counts = count_rows(status, revision, single_pod=not is_multi_pod(spec.runners))
+        held = any(
+            b.target_revision == revision and b.state == HELD_BLOCK for b in status.retry_blocks
+        )
+    strategy, max_surge, max_unavailable = _update_strategy(replica)
     return MemberView(
         component=spec.component,
-        desired=desired,
+        desired=desired_instances(spec.replicas),
         revision=revision,
         current_revision=status.current_revision if status else "",
         update_revision=status.update_revision if status else "",
-        instances=instances,
-        ready=ready,
-        serving=serving,
+        instances=counts.instances,
+        ready=counts.ready,
+        serving=counts.serving,
         held=held,
-        failed=failed,
+        failed=counts.failed,
         pairing=dict(pairing) if pairing is not None else {revision: spec.pairing_protocol},
-        strategy=(us.type if us and us.type else "SurgeThenDrain"),
-        max_surge=ru.max_surge if ru else None,
-        max_unavailable=ru.max_unavailable if ru else None,
+        strategy=strategy,
+        max_surge=max_surge,
+        max_unavailable=max_unavailable,
         traffic=traffic if traffic is not None else (status.traffic if status else ()),
     )

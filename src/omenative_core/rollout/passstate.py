@@ -19,6 +19,7 @@ from omenative_core.revisions import canonical_json
 from omenative_core.rollout.decision import AnalysisQuery, RolloutEvent
 from omenative_core.rollout.members import AnalysisMeasurement, MemberView
 from omenative_core.rollout.model import plan_token, rollout_to_json
+from omenative_core.rollout.phases import CLOCK_HOLDS, GroupPhase, HoldGate
 from omenative_core.rollout.spec import RolloutConfig, RolloutGroup, RolloutSpec
 from omenative_core.rollout.state import GroupState, RolloutState
 from omenative_core.rollout.steps import last_step
@@ -26,12 +27,6 @@ from omenative_core.rollout.validate import ANNOTATION_READY_TIMEOUT
 from omenative_core.rollout.verbs import ANNOTATION_PAUSED, ANNOTATION_ROLLBACK
 
 __all__: list[str] = []
-
-AUTO_ROLLBACK = ("AnalysisFailed", "AnalysisInconclusive", "AnalysisStalled", "ReadyTimeout")
-"""Failures that roll the group back on the next pass without being asked."""
-
-CLOCK_HOLDS = ("Plan", "Ratio", "Sequential", "Pairing")
-"""Holds that stop the readyTimeout clock (the group is waiting by design, not failing)."""
 
 
 def group_label(gs: GroupState) -> str:
@@ -104,7 +99,7 @@ class _PassState:
         if key in self.annotations and key not in self.remove:
             self.remove.append(key)
 
-    def hold(self, gs: GroupState, gate: str, reason: str) -> GroupState:
+    def hold(self, gs: GroupState, gate: HoldGate, reason: str) -> GroupState:
         """Set the group's rollout hold; ``since`` survives while gate and target stay."""
         target = ",".join(gs.canary[c] for c in gs.components if c in gs.canary)
         since = self.now
@@ -114,7 +109,7 @@ class _PassState:
         clock = self.now if gate in CLOCK_HOLDS else gs.ready_clock
         return evolve(
             gs,
-            hold=RolloutHold(gate=gate, reason=reason, target=target, since=since),
+            hold=RolloutHold(gate=gate.value, reason=reason, target=target, since=since),
             ready_clock=clock,
         )
 
@@ -122,11 +117,13 @@ class _PassState:
         """The views of the group's members that exist."""
         return {c: self.members[c] for c in gs.components if c in self.members}
 
-    def running_phase(self, group: RolloutGroup, step: int, views: Sequence[MemberView]) -> str:
+    def running_phase(
+        self, group: RolloutGroup, step: int, views: Sequence[MemberView]
+    ) -> GroupPhase:
         """``Canarying`` before the last canary step, else ``Promoting``."""
         if group.canary is not None and step < last_step(group, views):
-            return "Canarying"
-        return "Promoting"
+            return GroupPhase.CANARYING
+        return GroupPhase.PROMOTING
 
     def ready_timeout(self, group: RolloutGroup) -> timedelta:
         """How long a step may take to be ready: the annotation, the group's, the cluster's."""

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from attrs import evolve
 
 from omenative_core.rollout.commands import _Commands
-from omenative_core.rollout.passstate import AUTO_ROLLBACK
+from omenative_core.rollout.machine import Move, enter
+from omenative_core.rollout.phases import AUTO_ROLLBACK, GroupPhase
 from omenative_core.rollout.spec import RolloutSpec
 from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.steps import last_step, step_allowance
@@ -41,16 +42,11 @@ class _Pinning(_Commands):
             if same is not None and not same.active:
                 out.append(evolve(same, index=i, stable=st, rejected=rj))
                 continue
-            out.append(
-                GroupState(
-                    index=i,
-                    components=comps,
-                    progression=group.progression,
-                    phase="RolledBack" if rj else "Stable",
-                    stable=st,
-                    rejected=rj,
-                )
+            fresh = GroupState(
+                index=i, components=comps, progression=group.progression, stable=st, rejected=rj
             )
+            idle = GroupPhase.ROLLED_BACK if rj else GroupPhase.STABLE
+            out.append(enter(fresh, Move.NEW_PLAN, idle))
         return out
 
     def pin(self) -> None:
@@ -103,10 +99,11 @@ class _Pinning(_Commands):
                 rejected=rejected,
             )
             if not canary:
-                out.append(evolve(gs, phase="RolledBack" if rejected else "Stable"))
+                idle = GroupPhase.ROLLED_BACK if rejected else GroupPhase.STABLE
+                out.append(enter(gs, Move.REPIN, idle))
                 continue
-            if all(per[c].phase == "Pending" for c in comps if c in per):
-                out.append(evolve(gs, phase="Pending"))
+            if all(per[c].phase == GroupPhase.PENDING for c in comps if c in per):
+                out.append(enter(gs, Move.REPIN, GroupPhase.PENDING))
                 continue
             views = [self.members[c] for c in canary if c in self.members]
             last = last_step(group, views)
@@ -119,9 +116,10 @@ class _Pinning(_Commands):
                 last,
             )
             out.append(
-                evolve(
+                enter(
                     gs,
-                    phase=self.running_phase(group, step, views),
+                    Move.REPIN,
+                    self.running_phase(group, step, views),
                     step=step,
                     step_entered_at=self.now,
                     ready_clock=self.now,
@@ -133,7 +131,8 @@ class _Pinning(_Commands):
         """Why the repin ``value`` cannot move the run now (the first reason that applies),
         or None when it can."""
         rolling_back = self.rollback_requested or any(
-            g.phase in ("RollingBack",) or (g.phase == "Failed" and g.failure in AUTO_ROLLBACK)
+            g.phase == GroupPhase.ROLLING_BACK
+            or (g.phase == GroupPhase.FAILED and g.failure in AUTO_ROLLBACK)
             for g in self.groups
         )
         missing = [c for g in self.groups for c in g.canary if self.spec.group_of(c) is None]

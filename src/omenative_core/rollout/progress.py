@@ -23,8 +23,17 @@ from collections.abc import Callable, Mapping, Sequence
 from attrs import evolve
 
 from omenative_core.rollout.analysisgate import _AnalysisGate
+from omenative_core.rollout.machine import Move, enter
 from omenative_core.rollout.members import MemberView
-from omenative_core.rollout.passstate import AUTO_ROLLBACK, group_label, short_duration
+from omenative_core.rollout.passstate import group_label, short_duration
+from omenative_core.rollout.phases import (
+    AUTO_ROLLBACK,
+    Failure,
+    GateVerdict,
+    GroupPhase,
+    HoldGate,
+    StepGate,
+)
 from omenative_core.rollout.spec import RolloutGroup
 from omenative_core.rollout.state import GroupState
 from omenative_core.rollout.steps import last_step, step_allowance
@@ -36,19 +45,20 @@ _Step = tuple[GroupState, bool]
 """A step's result: the group, and whether its pass ends here."""
 
 
-def _idle(gs: GroupState, phase: str, *, keep_hold: bool = False) -> GroupState:
-    """``gs`` with no run: every run field cleared."""
-    return evolve(
+def _idle(gs: GroupState, move: Move, phase: GroupPhase, *, keep_hold: bool = False) -> GroupState:
+    """``gs`` with no run (``move`` to ``phase``): every run field cleared."""
+    return enter(
         gs,
-        phase=phase,
+        move,
+        phase,
         canary={},
         step=0,
         step_entered_at=None,
         step_ready_at=None,
         ready_clock=None,
         analysis=None,
-        failure="",
-        gate="",
+        failure=Failure.NONE,
+        gate=StepGate.NONE,
         hold=gs.hold if keep_hold else None,
         pairing_override=None,
     )
@@ -78,7 +88,8 @@ class _Progress(_AnalysisGate):
         gs = evolve(old, stable={c: s for c, s in stable.items() if s})
         missing = [c for c in gs.components if c not in views]
         if missing:
-            return self.hold(gs, "Plan", f"waiting for the {', '.join(missing)} InferenceReplica")
+            why = f"waiting for the {', '.join(missing)} InferenceReplica"
+            return self.hold(gs, HoldGate.PLAN, why)
         steps: Sequence[Callable[[GroupState, RolloutGroup], _Step]] = (
             self._leave_rollback,
             self._follow_revisions,
@@ -97,7 +108,7 @@ class _Progress(_AnalysisGate):
 
     def _leave_rollback(self, gs: GroupState, group: RolloutGroup) -> _Step:
         """Rolling back, or rolled back: until a newer revision appears."""
-        if gs.phase not in ("RollingBack", "RolledBack"):
+        if gs.phase not in (GroupPhase.ROLLING_BACK, GroupPhase.ROLLED_BACK):
             return gs, False
         views = self.views(gs)
         newer = [
@@ -116,23 +127,31 @@ class _Progress(_AnalysisGate):
                 "RolloutReverted",
                 f"{group_label(gs)}: the spec is back on the stable revision",
             )
-        return evolve(
-            gs, phase="Stable", rejected={}, canary={}, failure="", hold=None, gate=""
-        ), False
+        left = enter(
+            gs,
+            Move.LEAVE_ROLLBACK,
+            GroupPhase.STABLE,
+            rejected={},
+            canary={},
+            failure=Failure.NONE,
+            hold=None,
+            gate=StepGate.NONE,
+        )
+        return left, False
 
     def _follow_revisions(self, gs: GroupState, group: RolloutGroup) -> _Step:
         """What changed: a new run, a restarted run, or no run any more."""
         canary, restart = _canary_of(gs, self.views(gs))
         if not canary:
-            if gs.phase != "Stable":
+            if gs.phase != GroupPhase.STABLE:
                 self.group_event(
                     gs,
                     "Normal",
                     "RolloutAbandoned",
                     f"{group_label(gs)}: no member has a new revision any more",
                 )
-            return _idle(gs, "Stable"), True
-        if not (restart or gs.phase == "Stable"):
+            return _idle(gs, Move.ABANDON, GroupPhase.STABLE), True
+        if not (restart or gs.phase == GroupPhase.STABLE):
             return evolve(gs, canary=canary), False
         self.drop(ANNOTATION_ROLLBACK)  # a new revision: the rollback is over
         if restart:
@@ -143,7 +162,8 @@ class _Progress(_AnalysisGate):
                 f"{group_label(gs)}: a member moved to a new revision; the run "
                 "starts again from the first step",
             )
-        return evolve(_idle(gs, "Pending", keep_hold=True), canary=canary), False
+        move = Move.RESTART if restart else Move.NEW_RUN
+        return evolve(_idle(gs, move, GroupPhase.PENDING, keep_hold=True), canary=canary), False
 
     def _start_blocker(self, gs: GroupState, group: RolloutGroup) -> GroupState | None:
         """The hold that keeps a Pending run from starting, or None."""
@@ -151,30 +171,30 @@ class _Progress(_AnalysisGate):
         if wait is not None:
             name, until = wait
             if until is None:
-                return self.hold(gs, "Sequential", f"Sequential waiting on {name}")
+                return self.hold(gs, HoldGate.SEQUENTIAL, f"Sequential waiting on {name}")
             self.timers.append(until)
             left = until - self.now
             return self.hold(
                 gs,
-                "Sequential",
+                HoldGate.SEQUENTIAL,
                 f"Sequential waiting on {name} (soak, {short_duration(left)} left)",
             )
         if self.too_big:
             return self.hold(
                 gs,
-                "Plan",
+                HoldGate.PLAN,
                 f"the plan is {self.plan_bytes} bytes, above the "
                 f"{self.config.max_pinned_plan_bytes}-byte pinned-plan limit",
             )
         if self.paused:
-            return self.hold(gs, "Plan", "rollout paused")
+            return self.hold(gs, HoldGate.PLAN, "rollout paused")
         proposed = {v.component: step_allowance(group, 0, v) for v in self._changed(gs)}
         why = self.ratio_check(gs, group, proposed)
-        return None if why is None else self.hold(gs, "Ratio", why)
+        return None if why is None else self.hold(gs, HoldGate.RATIO, why)
 
     def _try_start(self, gs: GroupState, group: RolloutGroup) -> _Step:
         """Waiting to start: start the run at its first step when nothing holds it."""
-        if gs.phase != "Pending":
+        if gs.phase != GroupPhase.PENDING:
             return gs, False
         blocked = self._start_blocker(gs, group)
         if blocked is not None:
@@ -188,28 +208,29 @@ class _Progress(_AnalysisGate):
             f"{', '.join(gs.canary[c] for c in gs.components if c in gs.canary)} "
             f"({group.progression}, plan {self.pinned_token})",
         )
-        started = evolve(
+        started = enter(
             gs,
-            phase=self.running_phase(group, 0, self._changed(gs)),
+            Move.START,
+            self.running_phase(group, 0, self._changed(gs)),
             step=0,
             step_entered_at=self.now,
             ready_clock=self.now,
             step_ready_at=None,
             hold=None,
-            gate="Capacity",
+            gate=StepGate.CAPACITY,
         )
         return started, False
 
     def _check_members(self, gs: GroupState, group: RolloutGroup) -> _Step:
         """A failure rolls back; a held or failing member stops the whole group; so does a
         step whose Instances are not ready yet."""
-        if gs.phase == "Failed" and gs.failure in AUTO_ROLLBACK:
-            return self.start_rollback(gs, gs.failure, gs.failure), True
+        if gs.phase == GroupPhase.FAILED and gs.failure in AUTO_ROLLBACK:
+            return self.start_rollback(gs, Move.AUTO_ROLLBACK, gs.failure, gs.failure), True
         views = self.views(gs)
         changed = self._changed(gs)
         held = [c for c in gs.canary if views[c].held]
         if held:
-            if gs.phase != "Failed":
+            if gs.phase != GroupPhase.FAILED:
                 self.group_event(
                     gs,
                     "Warning",
@@ -217,25 +238,33 @@ class _Progress(_AnalysisGate):
                     f"{group_label(gs)}: {', '.join(held)} revision "
                     f"{', '.join(gs.canary[c] for c in held)} is held; the group stops",
                 )
-            gs = evolve(gs, phase="Failed", failure="Held")
+            gs = enter(gs, Move.MEMBER_HELD, GroupPhase.FAILED, failure=Failure.HELD)
             return self.hold(
                 gs,
-                "Held",
+                HoldGate.HELD,
                 f"{', '.join(f'{c} revision {gs.canary[c]}' for c in held)} is held",
             ), True
-        if gs.phase == "Failed" and gs.failure == "Held":
-            gs = evolve(gs, phase=self.running_phase(group, gs.step, changed), failure="")
+        if gs.phase == GroupPhase.FAILED and gs.failure == Failure.HELD:
+            phase = self.running_phase(group, gs.step, changed)
+            gs = enter(gs, Move.MEMBER_RELEASED, phase, failure=Failure.NONE)
         failing = [c for c in gs.canary if views[c].failed]
         if failing:
             reason = (
                 f"{', '.join(failing)} has failed Instances on "
                 f"{', '.join(gs.canary[c] for c in failing)}; the group waits for them"
             )
-            return self.timeout_or(gs, group, self.hold(gs, "RetryBlock", reason)), True
+            return self.timeout_or(gs, group, self.hold(gs, HoldGate.RETRY_BLOCK, reason)), True
         alloc = {v.component: step_allowance(group, gs.step, v) for v in changed}
         if not all(v.ready_on(gs.canary[v.component]) >= alloc[v.component] for v in changed):
             phase = self.running_phase(group, gs.step, changed)
-            waiting = evolve(gs, phase=phase, gate="Capacity", step_ready_at=None, hold=None)
+            waiting = enter(
+                gs,
+                Move.STEP_NOT_READY,
+                phase,
+                gate=StepGate.CAPACITY,
+                step_ready_at=None,
+                hold=None,
+            )
             return self.timeout_or(gs, group, waiting), True
         ready = evolve(
             gs, step_ready_at=gs.step_ready_at or self.now, ready_clock=self.now, hold=None
@@ -243,42 +272,47 @@ class _Progress(_AnalysisGate):
         return ready, False
 
     def _pass_gate(
-        self, gs: GroupState, group: RolloutGroup, gate: str
-    ) -> tuple[GroupState, str, str | None]:
+        self, gs: GroupState, group: RolloutGroup, gate: StepGate
+    ) -> tuple[GroupState, GateVerdict, str | None]:
         """The step's gate: the group, ``open`` | ``wait`` | ``failed``, and what a promote
         passed (None when no promote was needed)."""
         named, override = self.promote_for(gs)
-        if gate == "Analysis":
+        if gate == StepGate.ANALYSIS:
             gs, verdict = self.analysis_gate(gs, group)
-            if verdict == "wait" and named and override:
-                return gs, "open", "the analysis gate (analysis overridden)"
+            if verdict == GateVerdict.WAIT and named and override:
+                return gs, GateVerdict.OPEN, "the analysis gate (analysis overridden)"
             return gs, verdict, None
-        if gate == "Pause":
+        if gate == StepGate.PAUSE:
             assert group.canary is not None
             pause = group.canary.steps[gs.step].pause
             assert pause is not None and pause.duration is not None
             until = (gs.step_ready_at or self.now) + pause.duration
             if self.now < until:
                 self.timers.append(until)
-                return gs, "wait", None
-            return gs, "open", None
-        if gate == "Manual":
-            return (gs, "open", "a manual pause") if named else (gs, "wait", None)
-        return gs, "open", None
+                return gs, GateVerdict.WAIT, None
+            return gs, GateVerdict.OPEN, None
+        if gate == StepGate.MANUAL and not named:
+            return gs, GateVerdict.WAIT, None
+        return gs, GateVerdict.OPEN, "a manual pause" if gate == StepGate.MANUAL else None
 
     def _at_step(self, gs: GroupState, group: RolloutGroup) -> GroupState:
         """The step's Instances are ready: pass its gate, then finish or advance."""
         changed = self._changed(gs)
         phase = self.running_phase(group, gs.step, changed)
         gate = (
-            group.canary.steps[gs.step].gate if group.canary and group.canary.steps else "Immediate"
+            group.canary.steps[gs.step].gate
+            if group.canary and group.canary.steps
+            else StepGate.IMMEDIATE
         )
         gs, verdict, promoted_past = self._pass_gate(gs, group, gate)
-        if verdict == "failed":
+        if verdict == GateVerdict.FAILED:
             self.again = True
-            return evolve(gs, phase="Failed", gate="Analysis", hold=None)
-        if verdict == "wait":
-            return evolve(gs, phase="Canarying" if gate == "Analysis" else "Paused", gate=gate)
+            return enter(
+                gs, Move.ANALYSIS_FAILED, GroupPhase.FAILED, gate=StepGate.ANALYSIS, hold=None
+            )
+        if verdict == GateVerdict.WAIT:
+            closed = GroupPhase.CANARYING if gate == StepGate.ANALYSIS else GroupPhase.PAUSED
+            return enter(gs, Move.GATE_CLOSED, closed, gate=gate)
         if gs.step >= last_step(group, changed):
             return self._finish(gs, changed, promoted_past)
         return self._advance(gs, group, phase, gate, promoted_past)
@@ -295,7 +329,7 @@ class _Progress(_AnalysisGate):
         if promoted_past is not None:
             self.use_promote(gs, promoted_past)
         if not done:
-            return evolve(gs, phase="Promoting", gate="Drain")
+            return enter(gs, Move.DRAIN, GroupPhase.PROMOTING, gate=StepGate.DRAIN)
         self.use_promote(gs, None)
         stable = dict(gs.stable)
         stable.update(gs.canary)
@@ -307,28 +341,27 @@ class _Progress(_AnalysisGate):
             f"{', '.join(gs.canary[c] for c in gs.components if c in gs.canary)}",
         )
         self.again = True
-        return evolve(_idle(gs, "Stable"), stable=stable, stable_at=self.now)
+        return evolve(_idle(gs, Move.FINISH, GroupPhase.STABLE), stable=stable, stable_at=self.now)
 
     def _advance(
         self,
         gs: GroupState,
         group: RolloutGroup,
-        phase: str,
-        gate: str,
+        phase: GroupPhase,
+        gate: StepGate,
         promoted_past: str | None,
     ) -> GroupState:
         """The gate is open: advance to the next step unless paused or the ratio forbids."""
         if self.paused:
+            stay = GroupPhase.PAUSED if gate != StepGate.IMMEDIATE else phase
             return self.hold(
-                evolve(gs, phase="Paused" if gate != "Immediate" else phase, gate=gate),
-                "Plan",
-                "rollout paused",
+                enter(gs, Move.STAY, stay, gate=gate), HoldGate.PLAN, "rollout paused"
             )
         changed = self._changed(gs)
         proposed = {v.component: step_allowance(group, gs.step + 1, v) for v in changed}
         why = self.ratio_check(gs, group, proposed)
         if why is not None:
-            return self.hold(evolve(gs, phase=phase, gate=gate), "Ratio", why)
+            return self.hold(enter(gs, Move.STAY, phase, gate=gate), HoldGate.RATIO, why)
         self.use_promote(gs, promoted_past)
         nxt = gs.step + 1
         self.again = True
@@ -343,15 +376,16 @@ class _Progress(_AnalysisGate):
                 if c in proposed
             ),
         )
-        return evolve(
+        return enter(
             gs,
-            phase=self.running_phase(group, nxt, changed),
+            Move.ADVANCE,
+            self.running_phase(group, nxt, changed),
             step=nxt,
             step_entered_at=self.now,
             ready_clock=self.now,
             step_ready_at=None,
             analysis=None,
-            gate="Capacity",
+            gate=StepGate.CAPACITY,
             hold=None,
             pairing_override=None,
         )
@@ -377,6 +411,12 @@ class _Progress(_AnalysisGate):
                 f"{group_label(gs)}: step {gs.step + 1} was not ready within "
                 f"{short_duration(self.ready_timeout(group))}",
             )
-            return evolve(result, phase="Failed", failure="ReadyTimeout", hold=None)
+            return enter(
+                result,
+                Move.READY_TIMEOUT,
+                GroupPhase.FAILED,
+                failure=Failure.READY_TIMEOUT,
+                hold=None,
+            )
         self.timers.append(deadline)
         return result

@@ -15,6 +15,13 @@ from datetime import timedelta
 from attrs import field, frozen
 
 from omenative_core.model.spec import IntOrStr
+from omenative_core.rollout.phases import (
+    GroupOrdering,
+    GroupPhase,
+    OnInconclusive,
+    Progression,
+    StepGate,
+)
 
 __all__ = [
     "ANALYSIS_OPERATORS",
@@ -39,26 +46,17 @@ __all__ = [
 ]
 
 
-PHASES = (
-    "Pending",
-    "Canarying",
-    "Paused",
-    "Promoting",
-    "Stable",
-    "Failed",
-    "RollingBack",
-    "RolledBack",
-)
+PHASES = tuple(p.value for p in GroupPhase)
 """Rollout group phases, as OME names them (blueGreen and rollingUpdate groups use the
 same set: they are ``Promoting`` while they roll)."""
 
 ANALYSIS_OPERATORS = ("LT", "LTE", "GT", "GTE")
 """Comparison operators of an analysis metric: the metric value OP threshold must hold."""
 
-ON_INCONCLUSIVE = ("Hold", "Rollback", "RollbackOnStall")
+ON_INCONCLUSIVE = tuple(o.value for o in OnInconclusive)
 """What an inconclusive analysis round does."""
 
-GROUP_ORDERINGS = ("Sequential", "Concurrent")
+GROUP_ORDERINGS = tuple(o.value for o in GroupOrdering)
 """Accepted ``groupOrdering`` values (Sequential is the default)."""
 
 PLAN_TOKEN_PREFIX = "rp1:"
@@ -135,7 +133,7 @@ class Analysis:
     @property
     def effective_on_inconclusive(self) -> str:
         """``onInconclusive``, ``Hold`` when unset."""
-        return self.on_inconclusive or "Hold"
+        return self.on_inconclusive or OnInconclusive.HOLD
 
 
 @frozen(kw_only=True)
@@ -155,15 +153,15 @@ class CanaryStep:
     analysis: Analysis | None = None
 
     @property
-    def gate(self) -> str:
+    def gate(self) -> StepGate:
         """``Analysis`` > ``Pause`` (timed) > ``Manual`` > ``Immediate``, OME's order."""
         if self.analysis is not None:
-            return "Analysis"
+            return StepGate.ANALYSIS
         if self.pause is not None and self.pause.duration is not None:
-            return "Pause"
+            return StepGate.PAUSE
         if self.pause is not None:
-            return "Manual"
-        return "Immediate"
+            return StepGate.MANUAL
+        return StepGate.IMMEDIATE
 
 
 @frozen(kw_only=True)
@@ -230,13 +228,13 @@ class RolloutGroup:
     maintain_ratio: MaintainRatio | None = None
 
     @property
-    def progression(self) -> str:
+    def progression(self) -> Progression:
         """``canary``, ``rollingUpdate`` or ``blueGreen`` (none set means blueGreen)."""
         if self.canary is not None:
-            return "canary"
+            return Progression.CANARY
         if self.rolling_update is not None:
-            return "rollingUpdate"
-        return "blueGreen"
+            return Progression.ROLLING_UPDATE
+        return Progression.BLUE_GREEN
 
 
 @frozen(kw_only=True)
@@ -250,7 +248,7 @@ class RolloutSpec:
     @property
     def ordering(self) -> str:
         """``groupOrdering``, ``Sequential`` when unset."""
-        return self.group_ordering or "Sequential"
+        return self.group_ordering or GroupOrdering.SEQUENTIAL
 
     def group_of(self, component: str) -> int | None:
         """The index of the (first) group naming ``component``."""
@@ -265,7 +263,7 @@ class RolloutSpec:
         seq = tuple(
             i
             for i, g in enumerate(self.groups)
-            if len(g.components) == 1 and g.progression == "blueGreen"
+            if len(g.components) == 1 and g.progression == Progression.BLUE_GREEN
         )
         return seq if len(seq) >= 2 else ()
 

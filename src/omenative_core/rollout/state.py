@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from attrs import field, frozen
 
@@ -20,7 +21,8 @@ from omenative_core.model.spec import COMPONENTS
 from omenative_core.model.status import RolloutHold
 from omenative_core.model.timefmt import format_time, parse_time
 from omenative_core.rollout.model import drop_none, parse_rollout, show_value
-from omenative_core.rollout.spec import PHASES, RolloutSpec, RolloutSpecError
+from omenative_core.rollout.phases import SETTLED, Failure, GroupPhase, Progression, StepGate
+from omenative_core.rollout.spec import RolloutSpec, RolloutSpecError
 
 __all__ = [
     "AnalysisRound",
@@ -35,6 +37,22 @@ __all__ = [
 
 class RolloutStateError(ValueError):
     """A persisted rollout state that cannot be read; the message names the JSON path."""
+
+
+def _phase(value: str) -> GroupPhase:
+    return GroupPhase(value)
+
+
+def _progression(value: str) -> Progression:
+    return Progression(value)
+
+
+def _gate(value: str) -> StepGate:
+    return StepGate(value)
+
+
+def _failure(value: str) -> Failure:
+    return Failure(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -78,8 +96,8 @@ class GroupState:
 
     index: int
     components: tuple[str, ...]
-    progression: str = "blueGreen"
-    phase: str = "Stable"
+    progression: Progression = field(default=Progression.BLUE_GREEN, converter=_progression)
+    phase: GroupPhase = field(default=GroupPhase.STABLE, converter=_phase)
     step: int = 0
     step_entered_at: datetime | None = None
     step_ready_at: datetime | None = None
@@ -89,15 +107,15 @@ class GroupState:
     rejected: Mapping[str, str] = field(factory=dict)
     analysis: AnalysisState | None = None
     stable_at: datetime | None = None
-    failure: str = ""
-    gate: str = ""
+    failure: Failure = field(default=Failure.NONE, converter=_failure)
+    gate: StepGate = field(default=StepGate.NONE, converter=_gate)
     hold: RolloutHold | None = None
     pairing_override: int | None = None
 
     @property
     def active(self) -> bool:
         """A run is under way (not settled at Stable or RolledBack)."""
-        return self.phase not in ("Stable", "RolledBack")
+        return self.phase not in SETTLED
 
 
 @frozen(kw_only=True)
@@ -128,7 +146,7 @@ def _hold_json(h: RolloutHold | None) -> dict[str, Any] | None:
         return None
     return drop_none(
         {
-            "gate": h.gate,
+            "gate": str(h.gate),
             "reason": h.reason or None,
             "target": h.target or None,
             "since": _t(h.since),
@@ -154,7 +172,7 @@ def _analysis_json(a: AnalysisState | None) -> dict[str, Any] | None:
                     {
                         "round": r.round,
                         "at": _t(r.at),
-                        "outcome": r.outcome,
+                        "outcome": str(r.outcome),
                         "detail": r.detail or None,
                     }
                 )
@@ -170,8 +188,8 @@ def _group_state_json(g: GroupState) -> dict[str, Any]:
         {
             "index": g.index,
             "components": list(g.components),
-            "progression": g.progression,
-            "phase": g.phase,
+            "progression": g.progression.value,
+            "phase": g.phase.value,
             "step": g.step,
             "stepEnteredAt": _t(g.step_entered_at),
             "stepReadyAt": _t(g.step_ready_at),
@@ -181,8 +199,8 @@ def _group_state_json(g: GroupState) -> dict[str, Any]:
             "rejected": dict(sorted(g.rejected.items())) or None,
             "analysis": _analysis_json(g.analysis),
             "stableAt": _t(g.stable_at),
-            "failure": g.failure or None,
-            "gate": g.gate or None,
+            "failure": g.failure.value or None,
+            "gate": g.gate.value or None,
             "hold": _hold_json(g.hold),
             "pairingOverride": g.pairing_override,
         }
@@ -198,6 +216,9 @@ def state_to_json(state: RolloutState) -> dict[str, Any]:
             "groups": [_group_state_json(g) for g in state.groups] or None,
         }
     )
+
+
+_E = TypeVar("_E", bound=StrEnum)
 
 
 class _Reader:
@@ -252,6 +273,13 @@ class _Reader:
         if not isinstance(value, list | tuple):
             raise self.fail(path, f"expected a list, got {show_value(value)}")
         return list(value)
+
+    def member(self, kind: type[_E], value: object, path: str, what: str, default: _E) -> _E:
+        text = self.text(value, path, default.value)
+        try:
+            return kind(text)
+        except ValueError:
+            raise self.fail(path, f"unknown {what} {text!r}") from None
 
 
 def state_from_json(obj: object, *, path: str = "status.rollout") -> RolloutState:
@@ -310,14 +338,18 @@ def state_from_json(obj: object, *, path: str = "status.rollout") -> RolloutStat
         for c in components:
             if c not in COMPONENTS:
                 raise r.fail(f"{gp}.components", f"unknown component {c!r}")
-        phase = r.text(g.get("phase"), f"{gp}.phase", "Stable")
-        if phase not in PHASES:
-            raise r.fail(f"{gp}.phase", f"unknown phase {phase!r}")
+        phase = r.member(GroupPhase, g.get("phase"), f"{gp}.phase", "phase", GroupPhase.STABLE)
         groups.append(
             GroupState(
                 index=r.integer(g.get("index"), f"{gp}.index", default=i),
                 components=components,
-                progression=r.text(g.get("progression"), f"{gp}.progression", "blueGreen"),
+                progression=r.member(
+                    Progression,
+                    g.get("progression"),
+                    f"{gp}.progression",
+                    "progression",
+                    Progression.BLUE_GREEN,
+                ),
                 phase=phase,
                 step=r.integer(g.get("step"), f"{gp}.step"),
                 step_entered_at=r.time(g.get("stepEnteredAt"), f"{gp}.stepEnteredAt"),
@@ -328,8 +360,10 @@ def state_from_json(obj: object, *, path: str = "status.rollout") -> RolloutStat
                 rejected=r.str_map(g.get("rejected"), f"{gp}.rejected"),
                 analysis=analysis,
                 stable_at=r.time(g.get("stableAt"), f"{gp}.stableAt"),
-                failure=r.text(g.get("failure"), f"{gp}.failure"),
-                gate=r.text(g.get("gate"), f"{gp}.gate"),
+                failure=r.member(
+                    Failure, g.get("failure"), f"{gp}.failure", "failure", Failure.NONE
+                ),
+                gate=r.member(StepGate, g.get("gate"), f"{gp}.gate", "gate", StepGate.NONE),
                 hold=hold,
                 pairing_override=r.opt_int(g.get("pairingOverride"), f"{gp}.pairingOverride"),
             )

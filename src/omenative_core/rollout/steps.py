@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 
 from omenative_core.model.spec import IntOrStr
+from omenative_core.phases import Strategy
 from omenative_core.policy import BudgetError, resolve_budget
 from omenative_core.rollout.members import MemberView
 from omenative_core.rollout.spec import RolloutGroup, canary_capacity
@@ -33,7 +34,7 @@ def batch_size(group: RolloutGroup, view: MemberView) -> int:
         return 1
     ru = group.rolling_update
     if ru is not None:
-        if view.strategy == "SurgeThenDrain":
+        if view.strategy == Strategy.SURGE_THEN_DRAIN:
             n = budget_or_default(ru.max_surge, "25%", desired)
         else:
             n = budget_or_default(ru.max_unavailable, "25%", desired)

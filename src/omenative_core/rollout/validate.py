@@ -25,6 +25,7 @@ from omenative_core.rollout.model import (
     RolloutSpecError,
     parse_rollout,
 )
+from omenative_core.rollout.phases import GroupOrdering, Progression
 from omenative_core.rollout.validate_canary import MAX_CANARY_STEPS, check_canary
 
 __all__ = [
@@ -332,13 +333,13 @@ class _Pass:
                 where,
                 f"groupOrdering {ordering!r} is not Sequential or Concurrent",
             )
-        elif ordering == "Concurrent" and seq:
+        elif ordering == GroupOrdering.CONCURRENT and seq:
             self.c.reject(
                 "GroupOrderingNotHonored",
                 where,
                 "Concurrent is not honored: single-component blueGreen groups roll one at a time",
             )
-        elif ordering == "Sequential" and len(groups) > 1 and len(seq) != len(groups):
+        elif ordering == GroupOrdering.SEQUENTIAL and len(groups) > 1 and len(seq) != len(groups):
             others = [str(i) for i in range(len(groups)) if i not in seq]
             self.c.reject(
                 "GroupOrderingNotHonored",
@@ -354,7 +355,8 @@ class _Pass:
         if old.pairing_protocol == new.pairing_protocol:
             return
         coordinated = any(
-            {"engine", "decoder"} <= set(g.components) and g.progression != "rollingUpdate"
+            {"engine", "decoder"} <= set(g.components)
+            and g.progression != Progression.ROLLING_UPDATE
             for g in new.groups
         )
         if not coordinated:

@@ -24,9 +24,9 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
+from omenative_core.labels import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.model.timefmt import parse_time
 from omenative_core.service.rejection import Rejection
-from omenative_core.service.render import ANNOTATION_MIGRATION_PREFIX
 
 __all__ = [
     "MAX_HINT_NODES",

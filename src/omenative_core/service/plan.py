@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from attrs import field, frozen
 
+from omenative_core import labels
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.spec import (
     IntOrStr,
@@ -44,7 +45,7 @@ ANNOTATION_CONTROLLER_WRITE: Final = "ome.io/controller-write"
 """On a projected InferenceReplica: written by the ISVC controller."""
 ANNOTATION_PARENT_GENERATION: Final = "ome.io/parent-generation"
 """On a projected InferenceReplica: the ISVC generation it was rendered from."""
-ANNOTATION_MIGRATION_PREFIX: Final = "ome.io/migration-request-v1-"
+ANNOTATION_MIGRATION_PREFIX: Final = labels.ANNOTATION_MIGRATION_PREFIX
 """An ISVC migration request; forwarded to the component's InferenceReplica."""
 ANNOTATION_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
 """On the ISVC: ``"true"`` pauses every OMENative component, ``freeze`` also stops repair."""

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omenative_core.advisor.observe import GPU_RESOURCE, gpu_quantity
+from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.render import instance_slots
 from omenative_core.steps.state import PassState

@@ -22,6 +22,7 @@ from typing import Any
 
 from attrs import evolve
 
+from omenative_core.labels import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.model.status import InstanceOperation, InstanceStatus, MigrationStatus
 from omenative_core.model.timefmt import format_duration
 from omenative_core.phases import (
@@ -37,7 +38,6 @@ from omenative_core.service.migration_request import (
     MigrationTarget,
     migration_request_problem,
 )
-from omenative_core.service.render import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import end_migration
 from omenative_core.steps.pods import drain

@@ -40,12 +40,19 @@ from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
 from omenative_core.steps.totals import was_ready as was_ready_of
-from omenative_core.steps.verdicts import Tally, kept_tally, unchanged_tallies
+from omenative_core.steps.verdicts import (
+    AVAILABLE,
+    ROW_OUT,
+    SERVING,
+    Tally,
+    kept_tally,
+    unchanged_tallies,
+)
 
 __all__ = ["finish", "invalid_plan"]
 
 _AUDIT_SUFFIX = "-ome-migration-audit"
-_row_out = itemgetter(1)  # of a Tally
+_row_out = itemgetter(ROW_OUT)
 _index = attrgetter("index")
 
 
@@ -78,28 +85,35 @@ def finish(st: PassState) -> Plan:
     tallied, rows, same_keys = _tallied(st)
     target = st.target
     odd = odd_of(st, tallied)  # every other row is plain: counted, not read
-    st.totals_out = totals_of(st, rows, frozenset(t[1].index for t in odd), same_keys)
+    st.totals_out = totals_of(st, rows, frozenset(t[ROW_OUT].index for t in odd), same_keys)
     busy = (Phase.UPDATING, Phase.MIGRATING)
     ready_t = [
-        t for t in odd if t[1].phase == Phase.READY or (t[1].phase in busy and st.all_ready(t[1]))
+        t
+        for t in odd
+        if t[ROW_OUT].phase == Phase.READY
+        or (t[ROW_OUT].phase in busy and st.all_ready(t[ROW_OUT]))
     ]
     window = st.policy.min_ready
     st.wake.extend(
-        [t[1].ready_since + window for t in ready_t if not t[3] and t[1].ready_since is not None]
+        [
+            t[ROW_OUT].ready_since + window
+            for t in ready_t
+            if not t[AVAILABLE] and t[ROW_OUT].ready_since is not None
+        ]
     )
-    odd_rows = [t[1] for t in odd]
+    odd_rows = [t[ROW_OUT] for t in odd]
     sums = _Sums(
         plain=len(rows) - len(odd),
         rows=odd_rows,
         members=[r for r in odd_rows if r.operation is None or st.is_member(r)],
-        available=[t[1] for t in ready_t if t[3]],
+        available=[t[ROW_OUT] for t in ready_t if t[AVAILABLE]],
         updated=[r for r in odd_rows if r.running_revision == target],
     )
     status = InferenceReplicaStatus(
         observed_generation=st.ir.metadata.generation,
         replicas=len(rows),
         ready_replicas=sums.plain + len(ready_t),
-        serving_replicas=sums.plain + len([t for t in odd if t[2]]),
+        serving_replicas=sums.plain + len([t for t in odd if t[SERVING]]),
         available_replicas=sums.plain + len(sums.available),
         updated_replicas=sums.plain + len(sums.updated),
         updated_ready_replicas=sums.plain
@@ -170,7 +184,7 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         plain = _still_plain(st)
         if not plain:
             tallied = [same[i] if i in same else _tally(st, by_row[i], was_ready) for i in order]
-            return tallied, tuple([t[1] for t in tallied]), False
+            return tallied, tuple(map(_row_out, tallied)), False
         # the plain steady rows (a cold pass: nearly all) are tallied unread, and kept as
         # rows, not tuples (no kept tallies then: ``plain`` is found only when every
         # Instance is rederived)
@@ -192,9 +206,9 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     if len(by_row) == len(kept.rows) and all(i in positions for i in odd):
         out = list(kept.rows)
         for t in tallied:
-            out[positions[t[1].index]] = t[1]
+            out[positions[t[ROW_OUT].index]] = t[ROW_OUT]
         return tallied, tuple(out), True
-    changed = {t[1].index: t[1] for t in tallied}
+    changed = {t[ROW_OUT].index: t[ROW_OUT] for t in tallied}
     return tallied, tuple([changed.get(i) or by_row[i] for i in sorted(by_row)]), False
 
 

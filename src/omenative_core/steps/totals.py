@@ -41,15 +41,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from itertools import compress
 from operator import attrgetter, is_not
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import frozen
 
-from omenative_core.model.status import InstanceStatus
+from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.phases import Phase
+from omenative_core.steps.verdicts import (
+    AVAILABLE,
+    ROW_IN,
+    ROW_OUT,
+    SERVING,
+    WAS_READY,
+    VerdictsPass,
+)
 
 if TYPE_CHECKING:
-    from omenative_core.steps.state import PassState
     from omenative_core.steps.verdicts import Tally
 
 __all__ = [
@@ -131,7 +138,23 @@ class WrittenRows(dict[int, InstanceStatus]):
         raise TypeError("WrittenRows.clear: remove rows by index")
 
 
-def usable(st: PassState) -> RowTotals | None:
+class TotalsPass(VerdictsPass, Protocol):
+    """What the functions below read of a pass: the part of ``steps.state.PassState`` they
+    need, as a protocol, so this module does not import the state, which imports it."""
+
+    @property
+    def totals(self) -> RowTotals | None: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def prev(self) -> InferenceReplicaStatus: ...
+    @property
+    def groups_out(self) -> tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]]: ...
+    @property
+    def nodes_out(self) -> tuple[bool, bool, bool, int, int] | None: ...
+
+
+def usable(st: TotalsPass) -> RowTotals | None:
     """The kept totals when they hold for this pass (rule 4), else None."""
     kept = st.totals
     if kept is None or st.kept is None or st.dirty is None or kept.target != st.target:
@@ -139,7 +162,7 @@ def usable(st: PassState) -> RowTotals | None:
     return kept
 
 
-def loaded_rows(st: PassState) -> WrittenRows | None:
+def loaded_rows(st: TotalsPass) -> WrittenRows | None:
     """The previous status's rows by index: a copy of the kept totals' map with the rows
     that are not the objects it holds written in (so they count as written), or None:
     build them from the status."""
@@ -156,7 +179,7 @@ def loaded_rows(st: PassState) -> WrittenRows | None:
     return out
 
 
-def rowless(st: PassState) -> set[int]:
+def rowless(st: TotalsPass) -> set[int]:
     """The Instances with pods but no row, from the kept ones and the rows written (the
     pods' Instances are the kept ones while the totals hold: ``verdicts.regroup``)."""
     kept, rows = usable(st), st.rows
@@ -167,7 +190,7 @@ def rowless(st: PassState) -> set[int]:
             and i not in rows}
 
 
-def was_ready(st: PassState, indexes: Iterable[int]) -> set[int]:
+def was_ready(st: TotalsPass, indexes: Iterable[int]) -> set[int]:
     """Of ``indexes``, the Instances whose row in the previous status was Ready (found by
     the kept positions while the totals hold: ``loaded_rows`` checked them)."""
     kept, rows, prev = usable(st), st.rows, st.prev.instances
@@ -178,7 +201,7 @@ def was_ready(st: PassState, indexes: Iterable[int]) -> set[int]:
     return {i for i in indexes if i in at and prev[at[i]].phase == Phase.READY}
 
 
-def odd_indexes(st: PassState) -> list[int] | None:
+def odd_indexes(st: TotalsPass) -> list[int] | None:
     """The indexes of the rows that may not be plain now, in index order (None: any may):
     the kept odd ones, the written ones and the Instances whose pods changed."""
     kept, rows = usable(st), st.rows
@@ -188,7 +211,7 @@ def odd_indexes(st: PassState) -> list[int] | None:
     return sorted([i for i in out if i in rows])
 
 
-def unsteady(st: PassState) -> list[int] | None:
+def unsteady(st: TotalsPass) -> list[int] | None:
     """The rows the pass must move or check, in index order, while the kept totals hold;
     every other row was plain and found steady last pass, and is steady again (put in
     ``st.steady_rows``, as ``verdicts.unchanged_steady`` would). None: the totals do not
@@ -207,7 +230,7 @@ def unsteady(st: PassState) -> list[int] | None:
     return todo
 
 
-def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
+def odd_of(st: TotalsPass, tallied: list[Tally]) -> list[Tally]:
     """Of these final tallies, the ones whose row is not plain (rule 1 of the module
     docstring, found steady this pass too, so the next pass can take it as steady); the
     steady rows the pass removed are forgotten first."""
@@ -220,17 +243,16 @@ def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
     for i in gone:
         del steady[i]
     target, ready = st.target, Phase.READY
-    # (row in, row out, serving, available, was Ready): inlined, with no call per row, as a
-    # cold pass runs this over every row
+    # inlined, with no call per row, as a cold pass runs this over every row
     return [
         t
         for t in tallied
         if not (
-            t[1] is t[0]
-            and t[2]
-            and t[3]
-            and t[4]
-            and (row := t[0]).operation is None
+            t[ROW_OUT] is t[ROW_IN]
+            and t[SERVING]
+            and t[AVAILABLE]
+            and t[WAS_READY]
+            and (row := t[ROW_IN]).operation is None
             and row.phase == ready
             and row.ready_since is None
             and row.last_failure is None
@@ -244,7 +266,7 @@ def odd_of(st: PassState, tallied: list[Tally]) -> list[Tally]:
 
 
 def totals_of(
-    st: PassState, rows: tuple[InstanceStatus, ...], odd: frozenset[int], same_keys: bool
+    st: TotalsPass, rows: tuple[InstanceStatus, ...], odd: frozenset[int], same_keys: bool
 ) -> RowTotals:
     """The totals of this pass's final ``rows`` (index order) for the next pass.
 

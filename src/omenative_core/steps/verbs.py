@@ -13,6 +13,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from omenative_core import restarts
+from omenative_core.labels import ANNOTATION_MIGRATION_PREFIX
 from omenative_core.model.plan import RemoveAnnotations
 from omenative_core.phases import OpType, Phase
 from omenative_core.revisions import hash_of
@@ -33,8 +34,6 @@ ANNOTATION_RELEASE_HELD = "ome.io/release-held-revision"
 ANNOTATION_RESET = "ome.io/reset-instances"
 """``all`` or ``i,j,...``: rebuild those Failed Instances now (consumed once)."""
 
-ANNOTATION_MIGRATION_PREFIX = "ome.io/migration-request-v1-"
-"""A migration request; the rest of the key is the request's UUID."""
 
 
 def consume(st: PassState) -> None:
