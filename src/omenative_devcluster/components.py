@@ -23,7 +23,6 @@ sources and Go give the same bytes, so the images packed from them keep their di
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
