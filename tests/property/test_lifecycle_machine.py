@@ -123,7 +123,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.faults = 0
         self.migrations = 0
         self.node_failed = False
-        self.ceiling_desired = replicas
+        self.ceiling_desired = desired_instances(replicas)
         """The larger desired count of the scale changes whose condemned may still drain."""
         self.ceiling_migrations = 0
         """The most migrations in flight since then (a condemned surge drains after its
@@ -170,7 +170,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.ceiling_desired, self.ceiling_migrations = desired, flying
 
     def _set_replicas(self, replicas: int) -> None:
-        self.ceiling_desired = max(self.ceiling_desired, self._replicas(), replicas)
+        self.ceiling_desired = max(
+            self.ceiling_desired, self._replicas(), desired_instances(replicas))
         self.world.patch_replica({"spec": {"replicas": replicas}})
 
     def reconcile(self, rounds: int = 12) -> Plan:
