@@ -109,7 +109,11 @@ func (s *server) handleCrash(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	logEvent(s.cfg.pod, "crash", map[string]any{"why": "POST /crash"})
+	body := []byte(`{"crashing":true}` + "\n")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body))) // whole before the exit
 	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(body)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
