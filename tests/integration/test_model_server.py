@@ -252,6 +252,48 @@ def test_pause_mode_waits_and_exits_cleanly_on_sigterm(start: Callable[..., Serv
     assert pause.exit_code() == 0
 
 
+def _children(pid: int) -> dict[int, tuple[str, str]]:
+    """pid -> (command, state) of the processes whose parent is ``pid``."""
+    out: dict[int, tuple[str, str]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:]
+        state, ppid = rest.split()[:2]
+        if int(ppid) == pid:
+            out[int(stat.parent.name)] = (comm, state)
+    return out
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT
+    while not check():
+        assert time.monotonic() < deadline, f"not within {WAIT} s: {what}"
+        time.sleep(0.05)
+
+
+def test_pause_reaps_the_orphans_of_its_pid_namespace(binary: Path) -> None:
+    # as PID 1 of a new PID namespace, as in a pod sandbox
+    outer = subprocess.Popen(["unshare", "--pid", "--fork", "--kill-child", str(binary), "pause"])
+    try:
+        _until(lambda: bool(_children(outer.pid)), "pause started")
+        (pause_pid,) = _children(outer.pid)
+        # a process that leaves an orphan behind inside the namespace
+        subprocess.run(["nsenter", "-t", str(pause_pid), "-p", "--", "sh", "-c",
+                        "sleep 1 & exit 0"], check=True, timeout=WAIT)
+        _until(lambda: ("sleep", "S") in _children(pause_pid).values(),
+               "the orphan re-parented to pause")
+        _until(lambda: not _children(pause_pid), "the orphan reaped (no zombie left)")
+        os.kill(pause_pid, signal.SIGTERM)
+        assert outer.wait(WAIT) == 0
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+            outer.wait(WAIT)
+
+
 def test_the_image_archives_hold_this_binary_reproducibly(binary: Path) -> None:
     archives = images.build_image_archives()
     assert set(archives) == {images.PAUSE_IMAGE, images.MODEL_SERVER_IMAGE}
