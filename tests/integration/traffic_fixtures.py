@@ -1,0 +1,272 @@
+"""Fixtures and helpers for the traffic tests: a model-server engine on real nodes, the
+manager run as the other manager tests run it, a ClusterIP Service in front of the leaders,
+and waits on what omenative reports.
+
+Import into a test module with ``from traffic_fixtures import *``. Every fixture here talks to
+the real-node cluster (``real_cluster``, from realnode_fixtures.py) through its own clients,
+never through the stand-in cluster's session fixtures, so a session that runs both kinds of
+test never mixes them up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from manager_fixtures import (
+    TEST_LIFECYCLE,
+    ManagerHandle,
+    apply_crd,
+    eventually,
+    put_lifecycle,
+    release_finalizers,
+)
+from omenative_devcluster.images import MODEL_SERVER_IMAGE
+from realnode_fixtures import *  # noqa: F403 - the real-node cluster fixture
+
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.resources import (
+    ENDPOINT_SLICES,
+    INFERENCE_REPLICAS,
+    NAMESPACES,
+    PODS,
+    SERVICES,
+)
+from omenative_controller.manager import Manager, ManagerOptions
+from omenative_devcluster.loopback import kubectl
+from omenative_devcluster.traffic_report import TrafficReport
+
+__all__ = [
+    "DRAIN_SECONDS",
+    "FIGURES",
+    "LOAD_SECONDS",
+    "leader_service",
+    "live_pods",
+    "log_time",
+    "model_replica",
+    "print_figures",
+    "ready_endpoints",
+    "real_kube",
+    "real_kubeconfig",
+    "real_manager",
+    "real_namespace",
+    "revision_patch",
+    "server_log",
+    "wait_converged",
+]
+
+REPO = Path(__file__).resolve().parents[2]
+IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
+
+DRAIN_SECONDS = 5
+"""The server keeps answering this long after SIGTERM. omenative deletes a pod once the
+EndpointSlices show its gate False (docs/lifecycle.md), which is also when kube-proxy starts
+to drop it; kube-proxy's sync (its min-sync-period, 1 s, plus iptables-restore) must end
+before the server stops taking connections. 5 s leaves room on a busy 2-core machine."""
+
+LOAD_SECONDS = 1
+"""The server's model load time: its /ready fails this long after start."""
+
+FIGURES: list[dict[str, Any]] = []
+"""Every scenario's figures, as printed (docs/benchmarks.md and docs/real-nodes.md)."""
+
+
+@pytest.fixture(scope="session")
+def real_kubeconfig(real_cluster: Any) -> Path:
+    """The real-node cluster's kubeconfig."""
+    return Path(real_cluster.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+async def real_kube(real_kubeconfig: Path) -> AsyncIterator[KubeClient]:
+    """A raw-JSON client of the real-node cluster (no rate limit); the IR CRD applied."""
+    client = await KubeClient.connect(str(real_kubeconfig), qps=0, burst=1, timeout=30)
+    try:
+        await apply_crd(client, IR_CRD_FILE)
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture
+async def real_namespace(real_kube: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace on the real-node cluster, deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await real_kube.create(NAMESPACES, {"metadata": {"name": name,
+                                                     "labels": {"omenative.io/test": "true"}}})
+    try:
+        yield name
+    finally:
+        await release_finalizers(real_kube, name)
+        with contextlib.suppress(ApiError):
+            await real_kube.delete(NAMESPACES, name)
+
+
+@pytest.fixture
+async def real_manager(
+    real_kubeconfig: Path, real_namespace: str, real_kube: KubeClient,
+) -> AsyncIterator[Callable[..., Awaitable[ManagerHandle]]]:
+    """Factory: the manager on the test's namespace, set up as ``start_manager`` sets it up
+    (TEST_LIFECYCLE unless told otherwise), against the real-node cluster."""
+    handles: list[ManagerHandle] = []
+
+    async def start(*, lifecycle: dict[str, Any] | None = None, **extra: Any) -> ManagerHandle:
+        await put_lifecycle(real_kube, real_namespace,
+                            TEST_LIFECYCLE if lifecycle is None else lifecycle)
+        settings: dict[str, Any] = {
+            "kubeconfig": str(real_kubeconfig), "namespaces": (real_namespace,),
+            "config_namespace": real_namespace, "lease_namespace": real_namespace,
+            "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5,
+            "bind_address": "127.0.0.1", "metrics_port": 0, "probe_port": 0,
+            "crd_poll_seconds": 1.0, "config_reload_seconds": 2.0, "backoff_base": 0.05,
+            "backoff_max": 5.0, "identity": f"traffic-{len(handles)}",
+        }
+        manager = Manager(ManagerOptions(**{**settings, **extra}))
+        handle = ManagerHandle(manager, asyncio.create_task(manager.run(), name="manager"))
+        handles.append(handle)
+        await handle.wait_leader()
+        return handle
+
+    try:
+        yield start
+    finally:
+        for h in handles:
+            with contextlib.suppress(Exception):
+                await h.kill()
+
+
+def _container(revision: str, load_seconds: float, env: dict[str, str]) -> JSON:
+    variables = [{"name": "MODEL_REVISION", "value": revision},
+                 {"name": "LOAD_SECONDS", "value": str(load_seconds)},
+                 {"name": "DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
+                 {"name": "POD_NAME",
+                  "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    variables += [{"name": k, "value": v} for k, v in env.items()]
+    return {
+        "name": "ome-container", "image": MODEL_SERVER_IMAGE, "imagePullPolicy": "Never",
+        "ports": [{"containerPort": 8080, "name": "http"}],
+        "env": variables,
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080},
+                           "periodSeconds": 1, "failureThreshold": 1},
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+
+
+def model_replica(name: str, *, replicas: int = 2, revision: str = "rev-1",
+                  worker_size: int = 1, load_seconds: float = LOAD_SECONDS,
+                  env: dict[str, str] | None = None) -> JSON:
+    """An InferenceReplica of the model server: a leader and ``worker_size`` workers per
+    Instance (0: one default pod), each answering with ``revision``."""
+
+    def template() -> JSON:
+        # the grace period covers the drain delay and the in-flight requests after it
+        return {"spec": {"terminationGracePeriodSeconds": DRAIN_SECONDS + 25,
+                         "containers": [_container(revision, load_seconds, env or {})]}}
+
+    runners = ([{"name": "default", "size": 1, "template": template()}] if worker_size == 0
+               else [{"name": "leader", "size": 1, "template": template()},
+                     {"name": "worker", "size": worker_size, "template": template()}])
+    return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+            "metadata": {"name": name},
+            "spec": {"component": "engine", "replicas": replicas, "runners": runners}}
+
+
+def revision_patch(body: JSON, revision: str) -> JSON:
+    """A merge patch that sets MODEL_REVISION in every runner: a new revision to roll out."""
+    runners = json.loads(json.dumps(body["spec"]["runners"]))
+    for runner in runners:
+        for var in runner["template"]["spec"]["containers"][0]["env"]:
+            if var["name"] == "MODEL_REVISION":
+                var["value"] = revision
+    return {"spec": {"runners": runners}}
+
+
+async def leader_service(kube: KubeClient, namespace: str, replica: str,
+                         worker_size: int = 1) -> str:
+    """A ClusterIP Service on port 8080 in front of the Instances' leaders (what clients
+    call, like OME's engine Service); returns its ClusterIP."""
+    selector = {"ome.io/inferencereplica": replica,
+                "ome.io/runner": "default" if worker_size == 0 else "leader"}
+    svc = await kube.create(SERVICES, {
+        "metadata": {"name": f"{replica}-serve"},
+        "spec": {"type": "ClusterIP", "selector": selector,
+                 "ports": [{"name": "http", "port": 8080, "targetPort": 8080}]},
+    }, namespace)
+    return str(svc["spec"]["clusterIP"])
+
+
+async def ready_endpoints(kube: KubeClient, namespace: str, service: str) -> set[str]:
+    """Pod names the Service's EndpointSlices route to (ready endpoints)."""
+    page = await kube.list(ENDPOINT_SLICES, namespace,
+                           label_selector=f"kubernetes.io/service-name={service}")
+    return {str((ep.get("targetRef") or {}).get("name"))
+            for s in page.get("items") or () for ep in s.get("endpoints") or ()
+            if (ep.get("conditions") or {}).get("ready")}
+
+
+async def live_pods(kube: KubeClient, namespace: str) -> dict[str, JSON]:
+    """Pods of the namespace that are not terminating, by name."""
+    page = await kube.list(PODS, namespace)
+    return {p["metadata"]["name"]: p for p in page.get("items") or ()
+            if not p["metadata"].get("deletionTimestamp")}
+
+
+async def wait_converged(kube: KubeClient, namespace: str, name: str, *, replicas: int,
+                         pods_per_instance: int, revision: str, timeout: float = 180) -> JSON:
+    """Until omenative reports every Instance Ready and updated, only the desired pods are
+    left (all running ``revision``), and the Service routes to exactly the leaders."""
+
+    async def done() -> JSON | None:
+        ir = await kube.get(INFERENCE_REPLICAS, name, namespace)
+        st = ir.get("status") or {}
+        pods = await kube.list(PODS, namespace)
+        items = pods.get("items") or ()
+        revs = {v["value"] for p in items for v in p["spec"]["containers"][0].get("env") or ()
+                if v["name"] == "MODEL_REVISION"}
+        routed = await ready_endpoints(kube, namespace, f"{name}-serve")
+        ok = (st.get("readyReplicas") == replicas and st.get("updatedReplicas") == replicas
+              and len(items) == replicas * pods_per_instance and revs == {revision}
+              and len(routed) == replicas)
+        return ir if ok else None
+
+    return await eventually(done, timeout=timeout, interval=0.5,
+                            what=f"{name}: {replicas} Instances Ready on {revision}, "
+                                 f"nothing else left")
+
+
+def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:
+    """The model server's JSON log lines of a pod (``kubectl logs``)."""
+    out = kubectl(kubeconfig, "-n", namespace, "logs", pod)
+    lines = []
+    for raw in out.splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(raw))
+    return lines
+
+
+def log_time(ts: str) -> float:
+    """Epoch seconds of the server's RFC 3339 timestamp (nanoseconds cut to microseconds)."""
+    head, _, frac = ts.rstrip("Z").partition(".")
+    micro = (frac + "000000")[:6]
+    return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
+
+
+def print_figures(scenario: str, report: TrafficReport, **extra: Any) -> None:
+    """Print the scenario's figures (table + timeline) and keep them in ``FIGURES``."""
+    figures = {"scenario": scenario, "sent": report.sent, "answered": report.answered,
+               "failed": report.failed, "retried": report.retried,
+               "by_revision": report.answers_by_revision(),
+               "failures": report.failures_by_kind(),
+               "failure_windows": [(round(w.start, 2), round(w.end, 2), w.count)
+                                   for w in report.failure_windows()], **extra}
+    FIGURES.append(figures)
+    print(f"\n{report.table(scenario)}\n{report.timeline()}")
+    print(f"TRAFFIC FIGURES {json.dumps(figures, sort_keys=True)}")
