@@ -1,0 +1,3 @@
+module omenative.local/modelserver
+
+go 1.22
