@@ -23,13 +23,13 @@ _state_dir = click.option(
 
 @click.group()
 def cli() -> None:
-    """Local Kubernetes control plane with a kubelet stand-in, for tests and demos."""
+    """Local Kubernetes control plane with a kubelet stand-in or real nodes, for tests and demos."""
 
 
 @cli.command("build")
 @click.option("--with", "extra", default="", metavar="NAMES",
               help="Also build these Go components, comma-separated, or 'all': "
-                   "scheduler-plugins, kueue, lws, helm.")
+                   "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm.")
 def build_cmd(extra: str) -> None:
     """Build (or find in the cache) the binaries; print their folder.
 
@@ -54,7 +54,12 @@ def build_cmd(extra: str) -> None:
 
 @cli.command()
 @_state_dir
-@click.option("--nodes", default=4, show_default=True, help="Fake nodes to register.")
+@click.option("--nodes", type=int, default=None,
+              help="Stand-in (fake) nodes to register [default: 4; 0 with --real-nodes, "
+                   "else they are tainted so real pods never land on them].")
+@click.option("--real-nodes", type=click.IntRange(0, 4), default=0, show_default=True,
+              help="Real nodes (containerd + kubelet each, kube-proxy, CoreDNS); needs root. "
+                   "See docs/real-nodes.md.")
 @click.option("--gpus-per-node", default=8, show_default=True, help="nvidia.com/gpu per node.")
 @click.option("--start-delay", default=0.5, show_default=True, help="Seconds bound -> Running.")
 @click.option("--ready-delay", default=0.5, show_default=True, help="Seconds Running -> Ready.")
@@ -74,7 +79,8 @@ def build_cmd(extra: str) -> None:
 def up(
     *,
     state_dir: Path,
-    nodes: int,
+    nodes: int | None,
+    real_nodes: int,
     gpus_per_node: int,
     start_delay: float,
     ready_delay: float,
@@ -87,11 +93,13 @@ def up(
     no_build: bool,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
-    from omenative_devcluster.cluster import ClusterOptions, run_up  # noqa: PLC0415
+    from omenative_devcluster.cluster import ClusterOptions  # noqa: PLC0415
+    from omenative_devcluster.supervisor import run_up  # noqa: PLC0415
 
     opts = ClusterOptions(
         state_dir=state_dir,
-        nodes=nodes,
+        nodes=nodes if nodes is not None else (0 if real_nodes else 4),
+        real_nodes=real_nodes,
         gpus_per_node=gpus_per_node,
         start_delay=start_delay,
         ready_delay=ready_delay,
@@ -109,11 +117,16 @@ def up(
 @cli.command("down")
 @_state_dir
 def down_cmd(state_dir: Path) -> None:
-    """Stop the processes recorded in the state folder's pids.json."""
+    """Stop the processes recorded in the state folder's pids.json; remove real-node leftovers."""
     from omenative_devcluster.cluster import down  # noqa: PLC0415
+    from omenative_devcluster.realnodes import down_host  # noqa: PLC0415
 
     stopped = down(state_dir)
     click.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    left = down_host(state_dir.resolve())
+    if left:
+        click.echo("real-node leftovers NOT removed: " + "; ".join(left), err=True)
+        sys.exit(1)
 
 
 @cli.command()

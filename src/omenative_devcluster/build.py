@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 #: The Kubernetes release we build (its go.mod says ``go 1.26.0``: builds with Go 1.26.x).
@@ -29,7 +29,8 @@ ETCD_VERSION = "v3.6.16"
 #: The control plane, and the kubelet and kube-proxy that real nodes run (one ``go build``:
 #: they share most packages, so building them together costs a few minutes, not a second build).
 K8S_COMMANDS = (
-    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-proxy",
+    "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl",
+    "kubelet", "kube-proxy",
 )
 BINARIES = (*K8S_COMMANDS, "etcd")
 
@@ -64,13 +65,14 @@ def missing_binaries(version: str = K8S_VERSION) -> list[str]:
     return [b for b in BINARIES if not os.access(d / b, os.X_OK)]
 
 
-def _go_env() -> dict[str, str]:
+def _go_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("GOFLAGS", "-buildvcs=false")
     if "-buildvcs" not in env["GOFLAGS"]:
         env["GOFLAGS"] += " -buildvcs=false"
     env["CGO_ENABLED"] = "0"
     env.setdefault("GOPROXY", "https://proxy.golang.org,direct")
+    env.update(extra or {})
     return env
 
 
@@ -80,13 +82,17 @@ def _run(
     *,
     capture: bool = False,
     progress: bool = False,
+    env: Mapping[str, str] | None = None,
 ) -> str:
-    """Run a command, streaming (or capturing) its output; raise on failure."""
+    """Run a command, streaming (or capturing) its output; raise on failure.
+
+    ``env`` adds to (or overrides) the Go environment, e.g. ``CGO_ENABLED=1`` for runc.
+    """
     log("$ " + " ".join(args))
     proc = subprocess.Popen(
         list(args),
         cwd=cwd,
-        env=_go_env(),
+        env=_go_env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT if not capture else subprocess.PIPE,
         text=True,

@@ -8,7 +8,6 @@ runs inside the process that started the cluster.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import ctypes
@@ -33,6 +32,7 @@ import attrs
 
 from omenative_devcluster import build
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
+from omenative_devcluster.realnodes_host import HOST_ADDRESS
 
 DEFAULT_STATE_DIR = Path(".state") / "devcluster"
 PIDS_FILE = "pids.json"
@@ -137,6 +137,14 @@ class ClusterOptions:
     #: build missing binaries instead of failing (takes tens of minutes when cold)
     build_if_missing: bool = True
     start_timeout: float = 180.0
+    #: real nodes (kubelet + containerd each; ``realnodes.py``) beside or instead of the
+    #: stand-in's; with any, the API server serves on ``realnodes_host.HOST_ADDRESS``
+    real_nodes: int = 0
+
+    @property
+    def host(self) -> str:
+        """The address the API server binds and advertises (pods reach it with real nodes)."""
+        return HOST_ADDRESS if self.real_nodes else "127.0.0.1"
 
 
 @attrs.define
@@ -183,7 +191,7 @@ class Cluster:
     @property
     def server_url(self) -> str:
         """HTTPS address of the kube-apiserver."""
-        return f"https://127.0.0.1:{self.ports['apiserver']}"
+        return f"https://{self.options.host}:{self.ports['apiserver']}"
 
     # ---------------------------------------------------------------- start
 
@@ -221,7 +229,7 @@ class Cluster:
         p = self.ports
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
-        self._spawn(
+        self.spawn(
             "etcd",
             [
                 str(bdir / "etcd"),
@@ -240,18 +248,18 @@ class Cluster:
         self._wait("etcd", lambda: _http_ok(f"{etcd_url}/health", None), 30)
 
         port = p["apiserver"]
-        self._spawn(
+        self.spawn(
             "kube-apiserver",
             [
                 str(bdir / "kube-apiserver"),
                 f"--etcd-servers={etcd_url}",
                 f"--cert-dir={certs}",
                 f"--secure-port={port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={opts.host}",
+                f"--advertise-address={opts.host}",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
-                "--disable-admission-plugins=ServiceAccount",
+                *self._real_node_flags(),
                 "--authorization-mode=Node,RBAC",
                 f"--token-auth-file={certs / 'tokens.csv'}",
                 f"--service-account-issuer=https://127.0.0.1:{port}/",
@@ -278,7 +286,7 @@ class Cluster:
             "--leader-elect=false",
             "--v=1",
         ]
-        self._spawn(
+        self.spawn(
             "kube-controller-manager",
             [
                 str(bdir / "kube-controller-manager"),
@@ -297,7 +305,7 @@ class Cluster:
                 *self._client_limits(),
             ],
         )
-        self._spawn(
+        self.spawn(
             "kube-scheduler",
             [
                 str(bdir / "kube-scheduler"),
@@ -312,6 +320,12 @@ class Cluster:
             url = f"https://127.0.0.1:{p[key]}/healthz"
             self._wait(name, lambda u=url: _http_ok(u, None), opts.start_timeout)  # type: ignore[misc]
         _log(f"control plane up at {self.server_url}")
+
+    def _real_node_flags(self) -> list[str]:
+        """Real kubelets are reached by InternalIP; their pods get service account tokens."""
+        if self.options.real_nodes:
+            return ["--kubelet-preferred-address-types=InternalIP"]
+        return ["--disable-admission-plugins=ServiceAccount"]
 
     def _client_limits(self, *, scheduler: bool = False) -> list[str]:
         """kube-controller-manager's (or kube-scheduler's) client-limit flags."""
@@ -352,7 +366,8 @@ class Cluster:
                 f"{self.state_dir}` first or pick another --state-dir"
             )
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def spawn(self, name: str, args: list[str]) -> None:
+        """Start a component process (own session, SIGTERM when we die), recorded in pids.json."""
         log_path = self.state_dir / "logs" / f"{name}.log"
         log_file = log_path.open("w")
         _log(f"starting {name} (log: {log_path})")
@@ -367,6 +382,20 @@ class Cluster:
         )
         self._procs.append(_Proc(name, popen, log_path, log_file))
         self._write_pids()
+
+    def wait_healthy(self, name: str, url: str, timeout: float) -> None:
+        """Wait until ``url`` answers 200 while component ``name`` runs; raise ClusterError."""
+        self._wait(name, lambda: _http_ok(url, None), timeout)
+
+    def kubectl(self, *args: str) -> str:
+        """Run the cluster's kubectl with the admin kubeconfig; its stdout (ClusterError)."""
+        out = subprocess.run(
+            [str(build.bin_dir(self.options.version) / "kubectl"),
+             f"--kubeconfig={self.kubeconfig_path}", *args],
+            capture_output=True, text=True, check=False)
+        if out.returncode:
+            raise ClusterError(f"kubectl {' '.join(args)}: {out.stderr.strip()}")
+        return out.stdout
 
     def _wait(self, name: str, check: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -442,6 +471,8 @@ class Cluster:
                 delete_delay=o.delete_delay,
                 heartbeat_seconds=o.heartbeat_seconds,
                 fault_file=self.faults_path,
+                node_prefix="stand-in-" if o.real_nodes else "node-",
+                tainted=bool(o.real_nodes),
             )
         )
         await self.kubelet.start()
@@ -542,54 +573,3 @@ def down(state_dir: Path, timeout: float = 20.0) -> list[str]:
     with contextlib.suppress(OSError):
         (state_dir / PIDS_FILE).unlink()
     return stopped
-
-
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-async def run_up(options: ClusterOptions) -> int:
-    """Start everything, print ``KUBECONFIG=<path>`` last on stdout, run until a signal."""
-    cluster = Cluster(options, cli_supervisor=True)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    # the start is blocking: a SIGTERM there must unwind like Ctrl-C so we clean up
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        try:
-            cluster.start()
-        except ClusterError as exc:
-            _log(f"FAILED: {exc}")
-            return 1
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        try:
-            await cluster.start_kubelet()
-        except (ClusterError, TimeoutError) as exc:
-            _log(f"FAILED: kubelet stand-in did not start: {exc!r}")
-            return 1
-        _log(f"logs and PIDs in {cluster.state_dir}; faults file: {cluster.faults_path}")
-        print(f"KUBECONFIG={cluster.kubeconfig_path}", flush=True)
-        rc = 0
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
-                    await stop.wait()
-            dead = cluster.dead_component()
-            if dead:
-                _log(f"component died: {dead}; stopping")
-                rc = 1
-                break
-            if cluster.kubelet is not None and cluster.kubelet.failed is not None:
-                _log(f"kubelet stand-in failed: {cluster.kubelet.failed!r}; stopping")
-                rc = 1
-                break
-        _log("stopping")
-        return rc
-    finally:
-        if cluster.kubelet is not None:
-            await cluster.kubelet.stop()
-        cluster.stop()
-        _log("stopped")

@@ -48,7 +48,41 @@ class GoComponent:
     #: binary name -> package path inside the module (``.`` for the module root)
     commands: Mapping[str, str]
     why: str
+    #: Go build tags (``-tags``), comma-separated
+    tags: str = ""
+    #: build with cgo (runc links libseccomp); the default is a static, cgo-free build
+    cgo: bool = False
+    #: a ``main.go`` of our own, built in a wrapper module that requires ``module``: picks
+    #: the parts of a big program we run (CoreDNS with only the plugins cluster DNS needs)
+    wrapper_main: str = ""
 
+
+#: CoreDNS with only the plugins cluster DNS needs, in CoreDNS's own directive order; no
+#: ``forward``, so it answers cluster names only and never asks a server off this machine.
+COREDNS_MAIN = """package main
+
+import (
+	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+)
+
+func init() {
+	dnsserver.Directives = []string{
+		"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes",
+	}
+}
+
+func main() { coremain.Run() }
+"""
 
 COMPONENTS: Mapping[str, GoComponent] = {
     c.name: c
@@ -74,6 +108,32 @@ COMPONENTS: Mapping[str, GoComponent] = {
             version="v0.7.0",
             commands={"lws-manager": "cmd"},
             why="LeaderWorkerSet: the MultiNode mode and the move off it",
+        ),
+        GoComponent(
+            name="containerd",
+            module="github.com/containerd/containerd/v2",
+            version="v2.4.2",
+            commands={"containerd": "cmd/containerd", "ctr": "cmd/ctr",
+                      "containerd-shim-runc-v2": "cmd/containerd-shim-runc-v2"},
+            why="real nodes: one container runtime per node",
+            tags="no_btrfs,no_devmapper,no_zfs",
+        ),
+        GoComponent(
+            name="runc",
+            module="github.com/opencontainers/runc",
+            version="v1.5.3",
+            commands={"runc": "."},
+            why="real nodes: the OCI runtime containerd starts containers with (seccomp on)",
+            tags="seccomp",
+            cgo=True,
+        ),
+        GoComponent(
+            name="coredns",
+            module="github.com/coredns/coredns",
+            version="v1.15.0",
+            commands={"coredns": "."},
+            why="real nodes: cluster DNS (Service names, OME_LEADER_ADDRESS); no upstream",
+            wrapper_main=COREDNS_MAIN,
         ),
         GoComponent(
             name="helm",
@@ -135,6 +195,28 @@ def _writable_copy(src: Path, dst: Path) -> None:
                 p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+def _prepare_source(component: GoComponent) -> Path:
+    """The folder to build in: a writable copy of the module, or our wrapper module."""
+    src = component_dir(component) / "src"
+    if component.wrapper_main:
+        if src.exists():
+            shutil.rmtree(src)
+        src.mkdir(parents=True)
+        _run(["go", "mod", "init", f"local/{component.name}"], src)
+        (src / "main.go").write_text(component.wrapper_main)
+        _run(["go", "get", f"{component.module}@{component.version}"], src)
+        _run(["go", "mod", "tidy"], src)
+        return src
+    work = component_dir(component) / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    info = json.loads(
+        _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
+             work, capture=True)
+    )
+    _writable_copy(Path(info["Dir"]), src)
+    return src
+
+
 def build_component(name: str) -> Path:
     """Build (or find) component ``name`` and return its bin directory."""
     if name not in COMPONENTS:
@@ -152,22 +234,18 @@ def build_component(name: str) -> Path:
             raise RuntimeError(f"no `go` command on PATH: Go is needed to build {name}")
         started = time.monotonic()
         log(f"building {name} {component.version} ({component.why}): {', '.join(todo)}")
-        work = component_dir(component) / "work"
-        work.mkdir(parents=True, exist_ok=True)
-        info = json.loads(
-            _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
-                 work, capture=True)
-        )
-        src = component_dir(component) / "src"
-        _writable_copy(Path(info["Dir"]), src)
+        src = _prepare_source(component)
         partial = component_dir(component) / "bin.partial"
         partial.mkdir(parents=True, exist_ok=True)
         bdir.mkdir(parents=True, exist_ok=True)
+        env = {"CGO_ENABLED": "1" if component.cgo else "0"}
+        tags = ["-tags", component.tags] if component.tags else []
         for cmd in todo:
             pkg = component.commands[cmd]
-            _run(["go", "build", "-mod=mod", "-v", "-p", "2", "-trimpath", "-ldflags", "-s -w",
-                  "-o", str(partial / cmd), "./" + pkg if pkg != "." else "."],
-                 src, progress=True)
+            _run(["go", "build", "-mod=mod", "-v", "-p", "2", "-trimpath", *tags,
+                  "-ldflags", "-s -w", "-o", str(partial / cmd),
+                  "./" + pkg if pkg != "." else "."],
+                 src, progress=True, env=env)
             os.replace(partial / cmd, bdir / cmd)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(src, ignore_errors=True)

@@ -56,6 +56,7 @@ from omenative_devcluster.kubelet_api import (
     raw_call,
 )
 from omenative_devcluster.kubelet_config import (
+    STAND_IN_TAINT,
     Faults,
     StandInConfig,
     acknowledge_faults,
@@ -278,7 +279,8 @@ class KubeletStandIn:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": node, "labels": node_labels(node, self._node_index[node])},
-            "spec": {"podCIDR": f"{self._pod_subnet(node)}.0/24"},
+            "spec": {"podCIDR": f"{self._pod_subnet(node)}.0/24",
+                     **({"taints": [dict(STAND_IN_TAINT)]} if self.cfg.tainted else {})},
             "status": self._node_status(node),
         }
         async with self._sems[node]:

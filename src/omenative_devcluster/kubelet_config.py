@@ -80,6 +80,10 @@ def image_matches(image: str, patterns: Iterable[str]) -> bool:
     return any(image == p or fnmatch.fnmatchcase(image, p) for p in patterns)
 
 
+STAND_IN_TAINT = {"key": "omenative.io/stand-in", "value": "true", "effect": "NoSchedule"}
+"""The taint stand-in nodes carry when real nodes run in the same cluster (never mixed)."""
+
+
 @attrs.define
 class StandInConfig:
     """Settings of the stand-in: which API, how many nodes, the delays, the fault file."""
@@ -101,3 +105,5 @@ class StandInConfig:
     memory: str = "512Gi"
     pods: str = "250"
     kubelet_version: str = "v1.36.3"
+    #: taint the nodes (``STAND_IN_TAINT``) so pods meant for real nodes never land on them
+    tainted: bool = False
