@@ -5,7 +5,7 @@ export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
         typecheck bench bench-controller bench-memory simulate api-docs manifests docs chart chart-check cluster \
-        cluster-down install uninstall image ci clean
+        cluster-down install uninstall image ci clean demo
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -94,6 +94,9 @@ chart-check: ## fail if charts/omenative/files/ is stale against config/ (run `m
 
 cluster: ## build (cached) and start the local control plane in the foreground
 	$(PY) -m omenative_devcluster up
+
+demo: ## real nodes + the manager: roll a leader+worker engine out under traffic, print answers per revision and failed requests, clean up
+	$(PY) -m omenative_devcluster demo
 
 cluster-down: ## stop the local control plane started by `make cluster`
 	$(PY) -m omenative_devcluster down
