@@ -9,29 +9,41 @@ reported), and the other Instance keeps answering throughout.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
-from traffic_fixtures import *  # noqa: F403
+import pytest
+from traffic_fixtures import (
+    eventually,
+    leader_service,
+    live_pods,
+    model_replica,
+    print_figures,
+    wait_converged,
+)
 
+from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]  # noqa: F405
+pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
+pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+              pytest.mark.asyncio(loop_scope="session")]
 
 RATE = 25.0
 
 
 async def test_worker_crash_restarts_its_instance_whole(
-    real_kube: KubeClient, real_namespace: str, real_manager: Any,  # noqa: F405
+    real_kube: KubeClient, real_namespace: str, real_manager: Any,
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=2), ns)  # noqa: F405
-    ip = await leader_service(kube, ns, "llm")  # noqa: F405
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,  # noqa: F405
+    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=2), ns)
+    ip = await leader_service(kube, ns, "llm")
+    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                          revision="rev-1")
-    pods = await live_pods(kube, ns)  # noqa: F405
+    pods = await live_pods(kube, ns)
     worker = next(p for p in pods.values()
                   if p["metadata"]["labels"]["ome.io/runner"] == "worker"
                   and p["metadata"]["labels"]["ome.io/instance-index"] == "0")
@@ -48,20 +60,20 @@ async def test_worker_crash_restarts_its_instance_whole(
             assert resp.status == 202
 
         async def restarted() -> bool:
-            now = await live_pods(kube, ns)  # noqa: F405
+            now = await live_pods(kube, ns)
             labels = [p["metadata"]["labels"] for p in now.values()]
             inc0 = {lb["ome.io/instance-incarnation"] for lb in labels
                     if lb["ome.io/instance-index"] == "0"}
             return inc0 == {"2"}
 
-        await eventually(restarted, timeout=120, what="Instance 0 recreated at incarnation 2")  # noqa: F405
-        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,  # noqa: F405
+        await eventually(restarted, timeout=120, what="Instance 0 recreated at incarnation 2")
+        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-1", timeout=180)
         t_back = gen.now()
         await asyncio.sleep(3)
     report = gen.report()
     windows = report.failure_windows()
-    print_figures("worker crash in a Ready Instance", report,  # noqa: F405
+    print_figures("worker crash in a Ready Instance", report,
                   crash_at_s=round(t_crash, 1), back_after_s=round(t_back - t_crash, 1))
 
     # the whole Instance came back as a new incarnation: both its pods are new

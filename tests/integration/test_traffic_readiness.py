@@ -11,39 +11,52 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
-from traffic_fixtures import *  # noqa: F403
+import pytest
+from traffic_fixtures import (
+    leader_service,
+    live_pods,
+    log_time,
+    model_replica,
+    server_log,
+    wait_converged,
+)
 
+from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.serving_record import ServingRecorder
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]  # noqa: F405
+pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
+pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+              pytest.mark.asyncio(loop_scope="session")]
 
 
 async def test_no_instance_serves_before_its_pods_servers_are_ready(
-    real_kube: KubeClient, real_namespace: str, real_manager: Any,  # noqa: F405
-    real_kubeconfig: Path,  # noqa: F405
+    real_kube: KubeClient, real_namespace: str, real_manager: Any,
+    real_kubeconfig: Path,
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
     async with ServingRecorder(kube, ns) as recorder:
         await kube.create(INFERENCE_REPLICAS,
-                          model_replica("llm", replicas=2, load_seconds=3), ns)  # noqa: F405
-        await leader_service(kube, ns, "llm")  # noqa: F405
-        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,  # noqa: F405
+                          model_replica("llm", replicas=2, load_seconds=3), ns)
+        await leader_service(kube, ns, "llm")
+        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-1")
     record = recorder.record
-    pods = await live_pods(kube, ns)  # noqa: F405
+    pods = await live_pods(kube, ns)
     rows = []
     for key in record.instances():
         names = [n for n, p in pods.items()
                  if p["metadata"]["labels"]["ome.io/instance-index"] == str(key[1])]
         first_ready = []
         for name in names:
-            lines = await asyncio.to_thread(server_log, real_kubeconfig, ns, name)  # noqa: F405
+            lines = await asyncio.to_thread(server_log, real_kubeconfig, ns, name)
             ready = [ln for ln in lines if ln.get("event") == "first-ready"]
             assert ready, f"{name} never logged its first ready answer: {lines[-5:]}"
-            first_ready.append(log_time(ready[0]["ts"]))  # noqa: F405
+            first_ready.append(log_time(ready[0]["ts"]))
         last_pod_ready = max(first_ready)
         serving = record.serving_since[key]
         row_ready = record.row_ready_since[key]

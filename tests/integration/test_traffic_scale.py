@@ -5,26 +5,36 @@ and the server's drain delay lets kube-proxy drop the pods before they stop answ
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from traffic_fixtures import *  # noqa: F403
+import pytest
+from traffic_fixtures import (
+    leader_service,
+    model_replica,
+    print_figures,
+    wait_converged,
+)
 
+from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]  # noqa: F405
+pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
+pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+              pytest.mark.asyncio(loop_scope="session")]
 
 RATE = 25.0
 
 
 async def test_scale_down_drains_before_it_deletes(
-    real_kube: KubeClient, real_namespace: str, real_manager: Any,  # noqa: F405
+    real_kube: KubeClient, real_namespace: str, real_manager: Any,
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=3), ns)  # noqa: F405
-    ip = await leader_service(kube, ns, "llm")  # noqa: F405
-    await wait_converged(kube, ns, "llm", replicas=3, pods_per_instance=2,  # noqa: F405
+    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=3), ns)
+    ip = await leader_service(kube, ns, "llm")
+    await wait_converged(kube, ns, "llm", replicas=3, pods_per_instance=2,
                          revision="rev-1")
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
@@ -32,12 +42,12 @@ async def test_scale_down_drains_before_it_deletes(
         await asyncio.sleep(3)
         t_drain = gen.now()
         await kube.patch(INFERENCE_REPLICAS, "llm", {"spec": {"replicas": 1}}, ns)
-        await wait_converged(kube, ns, "llm", replicas=1, pods_per_instance=2,  # noqa: F405
+        await wait_converged(kube, ns, "llm", replicas=1, pods_per_instance=2,
                              revision="rev-1", timeout=180)
         t_done = gen.now()
         await asyncio.sleep(3)
     report = gen.report()
-    print_figures("scale-down 3 -> 1", report,  # noqa: F405
+    print_figures("scale-down 3 -> 1", report,
                   drain_started_s=round(t_drain, 1), scale_down_seconds=round(t_done - t_drain, 1),
                   failed_started_before_drain=report.failed_started_before(t_drain))
 

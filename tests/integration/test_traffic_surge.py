@@ -9,41 +9,52 @@ not yet counted serving (the ``ome.io/serving`` gate True on all of its pods).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
-from traffic_fixtures import *  # noqa: F403
+import pytest
+from traffic_fixtures import (
+    leader_service,
+    model_replica,
+    print_figures,
+    revision_patch,
+    wait_converged,
+)
 
+from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
-pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]  # noqa: F405
+pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
+pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+              pytest.mark.asyncio(loop_scope="session")]
 
 RATE = 25.0
 
 
 async def test_surge_then_drain_rollout_fails_no_request(
-    real_kube: KubeClient, real_namespace: str, real_manager: Any,  # noqa: F405
+    real_kube: KubeClient, real_namespace: str, real_manager: Any,
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    body = model_replica("llm", replicas=2, revision="rev-1")  # noqa: F405
+    body = model_replica("llm", replicas=2, revision="rev-1")
     await kube.create(INFERENCE_REPLICAS, body, ns)
-    ip = await leader_service(kube, ns, "llm")  # noqa: F405
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,  # noqa: F405
+    ip = await leader_service(kube, ns, "llm")
+    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                          revision="rev-1")
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
             f"http://{ip}:8080/v1/completions", rate=RATE, duration=600) as gen:
         await asyncio.sleep(3)  # steady traffic on rev-1 first
         t_patch = gen.now()
-        await kube.patch(INFERENCE_REPLICAS, "llm", revision_patch(body, "rev-2"), ns)  # noqa: F405
-        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,  # noqa: F405
+        await kube.patch(INFERENCE_REPLICAS, "llm", revision_patch(body, "rev-2"), ns)
+        await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-2", timeout=240)
         t_done = gen.now()
         # the old pods are gone: every answer from here on must be rev-2
         await asyncio.sleep(3)
     report = gen.report()
-    print_figures("SurgeThenDrain leader+worker, 2 Instances", report,  # noqa: F405
+    print_figures("SurgeThenDrain leader+worker, 2 Instances", report,
                   rollout_seconds=round(t_done - t_patch, 1), rate=RATE)
 
     assert report.failed == 0, report.table()

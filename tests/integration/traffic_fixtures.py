@@ -2,10 +2,14 @@
 manager run as the other manager tests run it, a ClusterIP Service in front of the leaders,
 and waits on what omenative reports.
 
-Import into a test module with ``from traffic_fixtures import *``. Every fixture here talks to
-the real-node cluster (``real_cluster``, from realnode_fixtures.py) through its own clients,
-never through the stand-in cluster's session fixtures, so a session that runs both kinds of
-test never mixes them up.
+A test module names both fixture files as plugins, so each session fixture exists once per
+session, and imports the helpers it calls by name::
+
+    pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
+
+Every fixture here talks to the real-node cluster (``real_cluster``, realnode_fixtures.py)
+through its own clients, never through the stand-in cluster's session fixtures, so a
+session that runs both kinds of test never mixes them up.
 """
 
 from __future__ import annotations
@@ -28,11 +32,10 @@ from manager_fixtures import (
     put_lifecycle,
     release_finalizers,
 )
-from realnode_fixtures import *  # noqa: F403 - the real-node cluster fixture
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import NAMESPACES
+from omenative_controller.kube.resources import NAMESPACES, Resource
 from omenative_controller.manager import Manager, ManagerOptions
 from omenative_devcluster.loopback import kubectl
 from omenative_devcluster.model_engine import (
@@ -70,6 +73,8 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[2]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
 
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
+
 FIGURES: list[dict[str, Any]] = []
 """Every scenario's figures, as printed (docs/benchmarks.md and docs/real-nodes.md)."""
 
@@ -77,7 +82,7 @@ FIGURES: list[dict[str, Any]] = []
 @pytest.fixture(scope="session")
 def real_kubeconfig(real_cluster: Any) -> Path:
     """The real-node cluster's kubeconfig."""
-    return Path(real_cluster.kubeconfig)
+    return Path(real_cluster.kubeconfig_path)
 
 
 @pytest.fixture(scope="session")
@@ -97,6 +102,18 @@ async def real_namespace(real_kube: KubeClient) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     await real_kube.create(NAMESPACES, {"metadata": {"name": name,
                                                      "labels": {"omenative.io/test": "true"}}})
+
+    async def service_account() -> bool:
+        # pods are refused until the namespace's default ServiceAccount exists
+        try:
+            await real_kube.get(SERVICE_ACCOUNTS, "default", name)
+        except ApiError as exc:
+            if exc.not_found:
+                return False
+            raise
+        return True
+
+    await eventually(service_account, timeout=30, what=f"{name}'s default ServiceAccount")
     try:
         yield name
     finally:
