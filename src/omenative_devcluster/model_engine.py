@@ -19,6 +19,7 @@ from omenative_controller.kube.resources import (
     INFERENCE_REPLICAS,
     PODS,
     SERVICES,
+    Resource,
 )
 from omenative_devcluster.images import MODEL_SERVER_IMAGE
 
@@ -30,6 +31,7 @@ __all__ = [
     "model_replica",
     "ready_endpoints",
     "revision_patch",
+    "server_container",
     "wait_converged",
 ]
 
@@ -42,13 +44,16 @@ before the server stops taking connections. 5 s leaves room on a busy 2-core mac
 LOAD_SECONDS = 1
 """The server's model load time: its /ready fails this long after start."""
 
-def _container(revision: str, load_seconds: float, env: dict[str, str]) -> JSON:
+def server_container(revision: str, load_seconds: float = LOAD_SECONDS,
+                     env: dict[str, str] | None = None) -> JSON:
+    """The model server's container: ``revision``, its load time, the drain delay, a
+    readiness probe on ``/ready`` every second."""
     variables = [{"name": "MODEL_REVISION", "value": revision},
                  {"name": "LOAD_SECONDS", "value": str(load_seconds)},
                  {"name": "DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
                  {"name": "POD_NAME",
                   "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    variables += [{"name": k, "value": v} for k, v in env.items()]
+    variables += [{"name": k, "value": v} for k, v in (env or {}).items()]
     return {
         "name": "ome-container", "image": MODEL_SERVER_IMAGE, "imagePullPolicy": "Never",
         "ports": [{"containerPort": 8080, "name": "http"}],
@@ -68,7 +73,7 @@ def model_replica(name: str, *, replicas: int = 2, revision: str = "rev-1",
     def template() -> JSON:
         # the grace period covers the drain delay and the in-flight requests after it
         return {"spec": {"terminationGracePeriodSeconds": DRAIN_SECONDS + 25,
-                         "containers": [_container(revision, load_seconds, env or {})]}}
+                         "containers": [server_container(revision, load_seconds, env)]}}
 
     runners = ([{"name": "default", "size": 1, "template": template()}] if worker_size == 0
                else [{"name": "leader", "size": 1, "template": template()},
@@ -89,11 +94,11 @@ def revision_patch(body: JSON, revision: str) -> JSON:
 
 
 async def leader_service(kube: KubeClient, namespace: str, replica: str,
-                         worker_size: int = 1) -> str:
+                         worker_size: int = 1, selector: dict[str, str] | None = None) -> str:
     """A ClusterIP Service on port 8080 in front of the Instances' leaders (what clients
     call, like OME's engine Service); returns its ClusterIP."""
-    selector = {"ome.io/inferencereplica": replica,
-                "ome.io/runner": "default" if worker_size == 0 else "leader"}
+    selector = selector or {"ome.io/inferencereplica": replica,
+                            "ome.io/runner": "default" if worker_size == 0 else "leader"}
     svc = await kube.create(SERVICES, {
         "metadata": {"name": f"{replica}-serve"},
         "spec": {"type": "ClusterIP", "selector": selector,
@@ -119,9 +124,10 @@ async def live_pods(kube: KubeClient, namespace: str) -> dict[str, JSON]:
 
 
 async def _convergence(kube: KubeClient, namespace: str, name: str, replicas: int,
-                       pods_per_instance: int, revision: str) -> tuple[bool, str]:
+                       pods_per_instance: int, revision: str, resource: Resource,
+                       ) -> tuple[bool, str]:
     """(converged, what was seen) for ``wait_converged``."""
-    ir = await kube.get(INFERENCE_REPLICAS, name, namespace)
+    ir = await kube.get(resource, name, namespace)
     st = ir.get("status") or {}
     items = (await kube.list(PODS, namespace)).get("items") or ()
     revs = {v.get("value") for p in items for v in p["spec"]["containers"][0].get("env") or ()
@@ -137,13 +143,17 @@ async def _convergence(kube: KubeClient, namespace: str, name: str, replicas: in
 
 
 async def wait_converged(kube: KubeClient, namespace: str, name: str, *, replicas: int,
-                         pods_per_instance: int, revision: str, timeout: float = 180) -> None:
+                         pods_per_instance: int, revision: str, timeout: float = 180,
+                         resource: Resource = INFERENCE_REPLICAS) -> None:
     """Until omenative reports every Instance Ready and updated, only the desired pods are
-    left (all running ``revision``), and the Service routes to exactly the leaders."""
+    left (all running ``revision``), and the Service routes to exactly the leaders.
+
+    ``resource`` may name another workload kind whose status has ``readyReplicas`` and
+    ``updatedReplicas`` (a LeaderWorkerSet, for the side-by-side benchmark)."""
     deadline = time.monotonic() + timeout
     while True:
         ok, seen = await _convergence(kube, namespace, name, replicas, pods_per_instance,
-                                      revision)
+                                      revision, resource)
         if ok:
             return
         if time.monotonic() > deadline:

@@ -85,6 +85,8 @@ class ServingRecord:
     unserving_since: dict[InstanceKey, float] = field(factory=dict)
     #: first time the InferenceReplica's status row for the Instance read phase Ready
     row_ready_since: dict[InstanceKey, float] = field(factory=dict)
+    #: the most pods that existed at once (terminating ones included: they hold their GPUs)
+    peak_pods: int = 0
     _live: dict[str, PodSighting] = field(factory=dict)
 
     def observe_pod(self, kind: str, pod: Mapping[str, Any], t: float) -> None:
@@ -102,6 +104,7 @@ class ServingRecord:
             self._live.pop(name, None)
         else:
             self._live[name] = seen
+        self.peak_pods = max(self.peak_pods, len(self._live))
         key = seen.key
         if key is None:
             return

@@ -80,6 +80,7 @@ def test_a_restarted_instance_reusing_pod_names_must_serve_again() -> None:
         wall=lambda o: o)
     assert len(problems) == 1 and "('llm', 0, 2)" in problems[0]
     assert rec.serving_since[("llm", 0, 2)] == 30.0
+    assert rec.peak_pods == 2
 
 
 def test_answer_from_an_unknown_pod_is_reported() -> None:
