@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
-        typecheck bench bench-controller bench-memory simulate api-docs manifests docs chart chart-check cluster \
+        typecheck bench bench-controller realnodes-deps bench-memory simulate api-docs manifests docs chart chart-check cluster \
         cluster-down install uninstall image ci clean demo
 
 help: ## list the targets
@@ -14,14 +14,16 @@ setup: ## create .venv and install omenative with the dev extras
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
+	@echo "real nodes (make cluster REAL_NODES=N, the real-node tests) also need Debian packages: make realnodes-deps (as root)"
 
 # The Go components the integration tests run (the control plane is always built): LWS for
-# the MultiNode and hand-over tests, helm for test_helm.py, Kueue for test_kueue.py,
-# scheduler-plugins for test_coscheduling.py. `make test` builds them in the background, in
+# the MultiNode and hand-over tests, runc, containerd and CoreDNS for the real nodes
+# (test_realnodes.py; first, their tests take longest), helm for test_helm.py, Kueue for
+# test_kueue.py, scheduler-plugins for test_coscheduling.py. `make test` builds them in the background, in
 # this order (quickest build with the longest tests first), while the other tests run; `make
 # test WITH=` builds only the control plane. Keep tests/integration/conftest.py's
 # COMPONENT_ORDER in step.
-WITH ?= lws,helm,kueue,scheduler-plugins
+WITH ?= runc,containerd,coredns,lws,helm,kueue,scheduler-plugins
 # `make test INTEGRATION=tests/integration/test_helm.py` runs only some integration files.
 INTEGRATION ?= tests/integration
 
@@ -92,8 +94,20 @@ chart: ## copy config/'s shared objects (CRDs, RBAC, admission) into charts/omen
 chart-check: ## fail if charts/omenative/files/ is stale against config/ (run `make chart`)
 	$(PY) charts/sync.py --check
 
-cluster: ## build (cached) and start the local control plane in the foreground
-	$(PY) -m omenative_devcluster up
+# `make cluster REAL_NODES=2` starts real nodes (kubelet + containerd each; needs root and
+# `make realnodes-deps`) instead of the kubelet stand-in's fake ones.
+REAL_NODES ?= 0
+
+cluster: ## build (cached) and start the local control plane in the foreground (REAL_NODES=N: real nodes)
+	$(PY) -m omenative_devcluster up $(if $(filter-out 0,$(REAL_NODES)),--real-nodes $(REAL_NODES))
+
+# What real nodes need from Debian: iptables (kube-proxy, the kubelet), the CNI plugins
+# (bridge, host-local, portmap), conntrack (kube-proxy), libseccomp-dev + pkg-config (runc
+# is built with seccomp). .ci/run installs the same.
+REALNODES_DEBS = iptables conntrack containernetworking-plugins libseccomp-dev pkg-config
+
+realnodes-deps: ## install the Debian packages real nodes need (apt-get; as root)
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(REALNODES_DEBS)
 
 demo: ## real nodes + the manager: roll a leader+worker engine out under traffic, print answers per revision and failed requests, clean up
 	$(PY) -m omenative_devcluster demo

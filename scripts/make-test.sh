@@ -6,7 +6,7 @@
 # components' build time running the other tests instead of waiting for them.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
-WITH=${WITH-lws,helm,kueue,scheduler-plugins}
+WITH=${WITH-runc,containerd,coredns,lws,helm,kueue,scheduler-plugins}
 INTEGRATION=${INTEGRATION:-tests/integration}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 cache=${OMENATIVE_CACHE:-$HOME/.cache/omenative}

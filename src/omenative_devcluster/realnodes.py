@@ -16,7 +16,6 @@ processes are the cluster's (``Cluster.spawn``): ``down`` and ``Cluster.stop`` s
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import subprocess
@@ -29,6 +28,7 @@ import attrs
 from omenative_devcluster import build, components
 from omenative_devcluster import realnodes_host as host
 from omenative_devcluster.cluster import Cluster, ClusterError, free_ports
+from omenative_devcluster.images import PAUSE_IMAGE, build_image_archives
 from omenative_devcluster.kubelet_api import GPU
 from omenative_devcluster.realnodes_config import (
     NodeLayout,
@@ -43,8 +43,6 @@ from omenative_devcluster.realnodes_config import (
 MAX_NODES = 4
 #: Extra images to import into every node, ``ref=archive`` comma-separated (try your own).
 EXTRA_IMAGES_ENV = "OMENATIVE_REALNODES_IMAGES"
-#: Overrides the sandbox (pause) image ref; it must be among the imported images.
-PAUSE_IMAGE_ENV = "OMENATIVE_REALNODES_PAUSE_IMAGE"
 
 
 class RealNodesError(ClusterError):
@@ -57,26 +55,16 @@ def image_archives() -> tuple[str, dict[str, Path]]:
     The images come from ``omenative_devcluster.images`` (pause and model server, built here
     without a registry), plus any named in ``$OMENATIVE_REALNODES_IMAGES``.
     """
-    archives: dict[str, Path] = {}
-    pause = ""
     try:
-        images: Any = importlib.import_module("omenative_devcluster.images")
-    except ModuleNotFoundError:
-        images = None
-    if images is not None:
-        archives.update(images.build_image_archives())
-        pause = str(images.PAUSE_IMAGE)
+        archives = build_image_archives()
+    except (RuntimeError, OSError) as exc:
+        raise RealNodesError(f"building the node images failed: {exc}") from exc
     for item in filter(None, os.environ.get(EXTRA_IMAGES_ENV, "").split(",")):
         ref, sep, path = item.partition("=")
         if not sep or not Path(path).is_file():
             raise RealNodesError(f"{EXTRA_IMAGES_ENV}: {item!r} is not ref=<existing archive>")
         archives[ref] = Path(path)
-    pause = os.environ.get(PAUSE_IMAGE_ENV, pause)
-    if not pause or pause not in archives:
-        raise RealNodesError(
-            f"no sandbox (pause) image to import (pause={pause!r}, images {sorted(archives)}): "
-            f"omenative_devcluster.images provides it; {PAUSE_IMAGE_ENV} names another")
-    return pause, archives
+    return PAUSE_IMAGE, archives
 
 
 @attrs.define
@@ -182,7 +170,7 @@ class RealNodes:
                                      f"{cluster.state_dir / 'logs'}")
             time.sleep(0.1)
         for ref, archive in archives.items():
-            out = subprocess.run([*cmd, "images", "import", "--no-unpack=false", str(archive)],
+            out = subprocess.run([*cmd, "images", "import", str(archive)],
                                  capture_output=True, text=True, check=False)
             if out.returncode:
                 raise RealNodesError(f"importing {ref} ({archive}) into {node.name}'s containerd "

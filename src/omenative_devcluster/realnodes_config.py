@@ -17,10 +17,9 @@ from omenative_devcluster.realnodes_host import (
     CGROUP_PREFIX,
     HOST_ADDRESS,
     POD_CIDR,
+    SERVICE_CIDR,
 )
 
-#: Service ClusterIPs (the API server's ``--service-cluster-ip-range``)
-SERVICE_CIDR = "10.0.0.0/24"
 CLUSTER_DOMAIN = "cluster.local"
 #: Labels the kubelet sets itself (``--node-labels`` may not set them).
 KUBELET_OWN_LABELS = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch")

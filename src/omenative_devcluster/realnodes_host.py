@@ -27,12 +27,16 @@ from typing import IO
 BASE_DIR = Path(os.environ.get("OMENATIVE_REALNODES_DIR", "/var/lib/omenative-realnodes"))
 #: The machine-wide lock: one real-node cluster per machine.
 LOCK_FILE = Path("/run/omenative-realnodes.lock")
-#: A dummy interface of ours holding the address the API server and DNS serve pods on.
+#: A bridge of ours (no ports; this kernel has no dummy links) with the address the API
+#: server and DNS serve pods on.
 HOST_LINK = "omn0"
 HOST_ADDRESS = "10.250.0.1"
 #: Node ``i``'s bridge is ``omn-br<i>`` with pods in 10.244.<i>.0/24 (gateway .1).
 BRIDGE_PREFIX = "omn-br"
 POD_CIDR = "10.244.0.0/16"
+#: Service ClusterIPs (the API server's ``--service-cluster-ip-range``); the host routes
+#: them to our dummy interface, so even before kube-proxy's DNAT nothing heads for eth0
+SERVICE_CIDR = "10.0.0.0/24"
 CGROUP_PREFIX = "omenative-node-"
 CGROUP_FS = Path("/sys/fs/cgroup")
 
@@ -135,12 +139,17 @@ def set_up_host(nodes: int) -> None:
     """Sysctls, the dummy interface with the host address, one bridge per node, cgroup roots."""
     for name, value in SYSCTLS.items():
         _sysctl_path(name).write_text(value)
-    sh("ip", "link", "add", HOST_LINK, "type", "dummy")
+    sh("ip", "link", "add", HOST_LINK, "type", "bridge")
     sh("ip", "addr", "add", f"{HOST_ADDRESS}/32", "dev", HOST_LINK)
     sh("ip", "link", "set", HOST_LINK, "up")
+    sh("ip", "route", "add", SERVICE_CIDR, "dev", HOST_LINK, "src", HOST_ADDRESS)
     for i in range(nodes):
         for hierarchy in cgroup_hierarchies():
-            (hierarchy / f"{CGROUP_PREFIX}{i}").mkdir(exist_ok=True)
+            node = hierarchy / f"{CGROUP_PREFIX}{i}"
+            node.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset starts empty
+                if (hierarchy / name).exists() and not (node / name).read_text().strip():
+                    (node / name).write_text((hierarchy / name).read_text())
 
 
 def cgroup_hierarchies() -> list[Path]:

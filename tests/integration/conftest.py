@@ -132,8 +132,9 @@ class DevCluster:
         self.cluster = cluster
 
 
-COMPONENT_ORDER = ("lws", "helm", "kueue", "scheduler-plugins")
-"""The order ``make test`` builds the Go components in the background (its ``WITH``)."""
+COMPONENT_ORDER = ("runc", "containerd", "coredns", "lws", "helm", "kueue", "scheduler-plugins")
+"""The order ``make test`` builds the Go components in the background (its ``WITH``): the
+real nodes' first (their tests, marked ``component("coredns")``, come first among these)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,147 @@
+"""Real nodes: containers run, probes are answered, Services and cluster DNS work.
+
+On real kubelets with containerd (``realnode_fixtures``): a leader + worker pair of the
+test model server, on two different nodes. The worker finds its leader by the Service's
+DNS name (``OME_LEADER_ADDRESS``, as omenative sets it) and joins through the ClusterIP;
+the leader's httpGet readinessProbe passes only once the worker has joined. Then the host
+sends a request through the ClusterIP. A second test runs up, down, up, down and checks
+the host is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from datetime import datetime
+from typing import Any
+
+import pytest
+from realnode_fixtures import REAL_NODES, RealCluster
+
+from omenative_devcluster.images import MODEL_SERVER_IMAGE
+from omenative_devcluster.kubelet_api import GPU
+from omenative_devcluster.realnodes_host import host_snapshot
+
+pytest_plugins = ["realnode_fixtures"]
+pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns")]
+
+PORT = 8080
+
+
+def _server(name: str, node: str, rank: int, extra_env: dict[str, str]) -> dict[str, Any]:
+    env = {"OME_INSTANCE_POD_COUNT": "2", "OME_INSTANCE_POD_RANK": str(rank),
+           "MODEL_REVISION": "rev-a", "OME_INSTANCE_INDEX": "0", **extra_env}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{
+                "name": "server", "image": MODEL_SERVER_IMAGE, "imagePullPolicy": "Never",
+                "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {
+                    "fieldPath": "metadata.name"}}},
+                        *({"name": k, "value": v} for k, v in env.items())],
+                "ports": [{"containerPort": PORT}],
+                "readinessProbe": {"httpGet": {"path": "/ready", "port": PORT},
+                                   "periodSeconds": 1, "failureThreshold": 1},
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi", GPU: "1"},
+                              "limits": {GPU: "1"}},
+            }],
+        },
+    }
+
+
+def _ready_at(pod: dict[str, Any]) -> float | None:
+    """Seconds from the pod's creation to its Ready condition (None while not Ready)."""
+    for cond in pod["status"].get("conditions", []):
+        if cond["type"] == "Ready" and cond["status"] == "True":
+            ready = datetime.fromisoformat(cond["lastTransitionTime"])
+            created = datetime.fromisoformat(pod["metadata"]["creationTimestamp"])
+            return (ready - created).total_seconds()
+    return None
+
+
+def _wait_ready(
+    rc: RealCluster, ns: str, names: list[str], timeout: float = 90,
+) -> dict[str, float]:
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = {p["metadata"]["name"]: p for p in rc.get("pods", "-n", ns)["items"]}
+        ready = {n: _ready_at(pods[n]) for n in names if n in pods}
+        if all(ready.get(n) is not None for n in names):
+            return {n: float(v) for n, v in ready.items() if v is not None}
+        if time.monotonic() > deadline:
+            logs = {n: rc.kubectl("logs", "-n", ns, n, check=False)[-800:] for n in names}
+            pytest.fail(f"pods not Ready after {timeout:.0f} s: "
+                        f"{json.dumps({n: p['status'] for n, p in pods.items()})[:3000]}\n"
+                        f"logs: {logs}", pytrace=False)
+        time.sleep(0.2)
+
+
+def test_nodes_are_real_gpu_nodes_with_the_stand_in_labels(real_cluster: RealCluster) -> None:
+    nodes = real_cluster.get("nodes")["items"]
+    assert sorted(n["metadata"]["name"] for n in nodes) == [f"node-{i}" for i in range(REAL_NODES)]
+    for node in nodes:
+        info = node["status"]["nodeInfo"]
+        assert info["containerRuntimeVersion"].startswith("containerd://2.4.2")
+        assert info["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["allocatable"][GPU] == "8"
+        assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] in ("zone-a", "zone-b")
+        assert not node["spec"].get("taints"), "real nodes must take pods"
+
+
+def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealCluster) -> None:
+    rc = real_cluster
+    ns = rc.namespace()
+    service = {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "leader"},
+        # the leader is not ready until its worker joined: the worker must reach it anyway
+        "spec": {"selector": {"app": "leader"}, "publishNotReadyAddresses": True,
+                 "ports": [{"port": PORT, "targetPort": PORT}]},
+    }
+    rc.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(service))
+    leader = _server("leader", "node-0", 0, {})
+    # a DNS name only the cluster DNS answers (the pod's search path completes it)
+    worker = _server("worker", "node-1", 1, {"OME_LEADER_ADDRESS": f"leader.{ns}"})
+    for pod in (leader, worker):
+        rc.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(pod))
+    ready = _wait_ready(rc, ns, ["leader", "worker"])
+    print(f"pod Ready after create: {ready}")
+
+    # the leader turned ready only because the worker joined it by DNS name + ClusterIP
+    events = [json.loads(line) for line in rc.kubectl("logs", "-n", ns, "leader").splitlines()
+              if line.startswith("{")]
+    joined = [e for e in events if e["event"] == "worker-joined"]
+    assert joined and joined[0]["worker"] == "worker", events
+    first_ready = next(e for e in events if e["event"] == "first-ready")
+    assert datetime.fromisoformat(first_ready["ts"].replace("Z", "+00:00")) >= \
+        datetime.fromisoformat(joined[0]["ts"].replace("Z", "+00:00"))
+
+    # from the host, through the ClusterIP (kube-proxy's rules)
+    ip = rc.get("service", "leader", "-n", ns)["spec"]["clusterIP"]
+    with urllib.request.urlopen(f"http://{ip}:{PORT}/v1/completions", timeout=5) as resp:
+        answer = json.loads(resp.read())
+    assert answer["pod"] == "leader"
+    assert answer["revision"] == "rev-a"
+    assert answer["ready"] is True
+    rc.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_up_down_twice_leaves_the_host_as_it_was(real_cluster: RealCluster) -> None:
+    # one real-node cluster per machine: the session's goes down first, and comes back up
+    # at the end for the tests after this one
+    assert not real_cluster.stop()
+    before = host_snapshot()
+    assert not any(before.values()), f"host not clean after down: {before}"
+    try:
+        for _ in range(2):
+            real_cluster.start()
+            during = host_snapshot()
+            assert during["links"] and during["iptables"] and during["cgroups"], during
+            assert not real_cluster.stop()
+            assert host_snapshot() == before
+    finally:
+        if real_cluster.cluster is None:
+            real_cluster.start()
