@@ -13,22 +13,22 @@ from typing import Any
 
 import aiohttp
 import pytest
-from traffic_fixtures import (
-    eventually,
-    leader_service,
-    live_pods,
-    model_replica,
-    print_figures,
-    wait_converged,
-)
+from manager_fixtures import eventually
+from traffic_checks import print_figures
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_devcluster.model_engine import (
+    leader_service,
+    live_pods,
+    model_replica,
+    wait_converged,
+)
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
-pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
               pytest.mark.asyncio(loop_scope="session")]
 
 RATE = 25.0

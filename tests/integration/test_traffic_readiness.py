@@ -15,21 +15,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from traffic_fixtures import (
-    leader_service,
-    live_pods,
-    log_time,
-    model_replica,
-    server_log,
-    wait_converged,
-)
+from traffic_checks import log_time, server_log
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_devcluster.model_engine import (
+    leader_service,
+    live_pods,
+    model_replica,
+    wait_converged,
+)
 from omenative_devcluster.serving_record import ServingRecorder
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
-pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
               pytest.mark.asyncio(loop_scope="session")]
 
 

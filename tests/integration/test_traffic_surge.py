@@ -12,21 +12,21 @@ import asyncio
 from typing import Any
 
 import pytest
-from traffic_fixtures import (
-    leader_service,
-    model_replica,
-    print_figures,
-    revision_patch,
-    wait_converged,
-)
+from traffic_checks import print_figures
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_devcluster.model_engine import (
+    leader_service,
+    model_replica,
+    revision_patch,
+    wait_converged,
+)
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
-pytestmark = [pytest.mark.integration, pytest.mark.component("coredns"),
+pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
               pytest.mark.asyncio(loop_scope="session")]
 
 RATE = 25.0

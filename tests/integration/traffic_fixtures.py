@@ -1,9 +1,8 @@
-"""Fixtures and helpers for the traffic tests: a model-server engine on real nodes, the
-manager run as the other manager tests run it, a ClusterIP Service in front of the leaders,
-and waits on what omenative reports.
+"""Fixtures of the traffic tests: a client of the real-node cluster, a fresh namespace
+there, and the manager run as the other manager tests run it (``start_manager``).
 
 A test module names both fixture files as plugins, so each session fixture exists once per
-session, and imports the helpers it calls by name::
+session (helpers are in traffic_checks.py and ``omenative_devcluster.model_engine``)::
 
     pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 
@@ -16,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,50 +30,17 @@ from manager_fixtures import (
     release_finalizers,
 )
 
-from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import NAMESPACES, Resource
 from omenative_controller.manager import Manager, ManagerOptions
-from omenative_devcluster.loopback import kubectl
-from omenative_devcluster.model_engine import (
-    DRAIN_SECONDS,
-    LOAD_SECONDS,
-    leader_service,
-    live_pods,
-    model_replica,
-    ready_endpoints,
-    revision_patch,
-    wait_converged,
-)
-from omenative_devcluster.traffic_report import TrafficReport
 
-__all__ = [
-    "DRAIN_SECONDS",
-    "FIGURES",
-    "LOAD_SECONDS",
-    "eventually",
-    "leader_service",
-    "live_pods",
-    "log_time",
-    "model_replica",
-    "print_figures",
-    "ready_endpoints",
-    "real_kube",
-    "real_kubeconfig",
-    "real_manager",
-    "real_namespace",
-    "revision_patch",
-    "server_log",
-    "wait_converged",
-]
+__all__ = ["real_kube", "real_kubeconfig", "real_manager", "real_namespace"]
 
 REPO = Path(__file__).resolve().parents[2]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
 
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-
-FIGURES: list[dict[str, Any]] = []
-"""Every scenario's figures, as printed (docs/benchmarks.md and docs/real-nodes.md)."""
 
 
 @pytest.fixture(scope="session")
@@ -153,33 +117,3 @@ async def real_manager(
         for h in handles:
             with contextlib.suppress(Exception):
                 await h.kill()
-
-
-def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:
-    """The model server's JSON log lines of a pod (``kubectl logs``)."""
-    out = kubectl(kubeconfig, "-n", namespace, "logs", pod)
-    lines = []
-    for raw in out.splitlines():
-        with contextlib.suppress(ValueError):
-            lines.append(json.loads(raw))
-    return lines
-
-
-def log_time(ts: str) -> float:
-    """Epoch seconds of the server's RFC 3339 timestamp (nanoseconds cut to microseconds)."""
-    head, _, frac = ts.rstrip("Z").partition(".")
-    micro = (frac + "000000")[:6]
-    return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
-
-
-def print_figures(scenario: str, report: TrafficReport, **extra: Any) -> None:
-    """Print the scenario's figures (table + timeline) and keep them in ``FIGURES``."""
-    figures = {"scenario": scenario, "sent": report.sent, "answered": report.answered,
-               "failed": report.failed, "retried": report.retried,
-               "by_revision": report.answers_by_revision(),
-               "failures": report.failures_by_kind(),
-               "failure_windows": [(round(w.start, 2), round(w.end, 2), w.count)
-                                   for w in report.failure_windows()], **extra}
-    FIGURES.append(figures)
-    print(f"\n{report.table(scenario)}\n{report.timeline()}")
-    print(f"TRAFFIC FIGURES {json.dumps(figures, sort_keys=True)}")
