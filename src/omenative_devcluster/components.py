@@ -274,33 +274,34 @@ MODEL_SERVER = LocalGoModule(
 """The model server (``omenative_devcluster/modelserver``), also the pods' pause process."""
 
 
-def _module_files(module: LocalGoModule) -> list[Path]:
-    files = sorted(p for p in module.source.iterdir()
-                   if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum")))
-    if not any(p.name == "go.mod" for p in files):
+def module_sources(module: LocalGoModule) -> dict[str, bytes]:
+    """The module's ``go.mod``, ``go.sum`` and ``*.go`` files, by name, read once."""
+    files = {p.name: p.read_bytes() for p in sorted(module.source.iterdir())
+             if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum"))}
+    if "go.mod" not in files:
         raise RuntimeError(f"{module.name}: no go.mod in {module.source}")
     return files
 
 
-def source_hash(module: LocalGoModule) -> str:
-    """Hex SHA-256 over the module's file names and contents: the binary's cache key."""
+def source_hash(sources: Mapping[str, bytes]) -> str:
+    """Hex SHA-256 over the file names and contents: the binary's cache key."""
     h = hashlib.sha256()
-    for p in _module_files(module):
-        data = p.read_bytes()
-        h.update(f"{p.name}\0{len(data)}\0".encode())
+    for name, data in sorted(sources.items()):
+        h.update(f"{name}\0{len(data)}\0".encode())
         h.update(data)
     return h.hexdigest()
 
 
-def build_local(module: LocalGoModule = MODEL_SERVER) -> Path:
+def build_local(module: LocalGoModule = MODEL_SERVER, *, into: Path | None = None) -> Path:
     """Build (or find) ``module`` and return its binary's path.
 
     The binary is static (``CGO_ENABLED=0``) and reproducible (``-trimpath``, no build id,
-    no VCS stamp): it lands in ``$OMENATIVE_CACHE/local/<name>/<source hash>/<name>``, built
-    from a copy of the sources under the shared build lock.
+    no VCS stamp): it lands in ``<into>/<name>/<source hash>/<name>`` (``into`` defaults to
+    ``$OMENATIVE_CACHE/local``), built from a copy of the sources under the shared build lock.
     """
-    key = source_hash(module)[:16]
-    vdir = cache_root() / "local" / module.name / key
+    sources = module_sources(module)  # what is hashed is what is built
+    key = source_hash(sources)[:16]
+    vdir = (into or cache_root() / "local") / module.name / key
     binary = vdir / module.name
     if os.access(binary, os.X_OK):
         return binary
@@ -314,8 +315,8 @@ def build_local(module: LocalGoModule = MODEL_SERVER) -> Path:
         src = vdir / "src"
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
-        for p in _module_files(module):
-            shutil.copyfile(p, src / p.name)
+        for name, data in sources.items():
+            (src / name).write_bytes(data)
         partial = vdir / f"{module.name}.partial"
         _run(["go", "build", "-p", "2", "-trimpath", "-ldflags", "-s -w -buildid=",
               "-o", str(partial), "."], src)

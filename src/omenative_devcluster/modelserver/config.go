@@ -21,7 +21,7 @@ const (
 	Worker Role = "worker"
 )
 
-// config is everything the environment tells the server (see docs/real-nodes.md).
+// config is everything the environment tells the server (see docs/model-server.md).
 type config struct {
 	listen     string        // HOST:PORT to listen on
 	revision   string        // MODEL_REVISION (the image sets it to its tag)

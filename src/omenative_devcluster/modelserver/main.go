@@ -4,7 +4,7 @@
 // engine does, with no model: the real-node tests send traffic to it and compare what it
 // answers with what omenative reports. Standard library only; built static by the shared
 // builder (omenative_devcluster.components) and packed into OCI images by
-// omenative_devcluster.images. docs/real-nodes.md lists its environment variables.
+// omenative_devcluster.images. docs/model-server.md lists its environment variables.
 //
 // Modes: `model-server pause` (or the binary called as `pause`) is the pod sandbox
 // process; anything else serves.

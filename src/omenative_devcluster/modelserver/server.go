@@ -172,33 +172,38 @@ func serve(cfg config) int {
 		logEvent(cfg.pod, "serve-failed", map[string]any{"error": err.Error()})
 		return 1
 	case sig := <-sigs:
-		return s.drainAndStop(sig)
+		return s.drainAndStop(sig, ln)
 	}
 }
 
 func (s *server) loadModel() {
 	time.Sleep(s.cfg.load)
+	// logged before it counts, so no "first-ready" line ever comes before this one
+	logEvent(s.cfg.pod, "loaded", map[string]any{"after_s": s.cfg.load.Seconds()})
 	s.mu.Lock()
 	s.loaded = true
 	s.mu.Unlock()
-	logEvent(s.cfg.pod, "loaded", map[string]any{"after_s": s.cfg.load.Seconds()})
 }
 
 // drainAndStop: /ready turns 503 and answers ask clients to close their connections, the
 // server keeps answering for the drain delay (kube-proxy drops the pod meanwhile), then
 // stops accepting, ends its workers' streams and finishes the requests in flight.
-func (s *server) drainAndStop(sig os.Signal) int {
+func (s *server) drainAndStop(sig os.Signal, ln net.Listener) int {
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
 	s.http.SetKeepAlivesEnabled(false)
 	logEvent(s.cfg.pod, "draining", map[string]any{"signal": sig.String(), "drain_s": s.cfg.drain.Seconds()})
 	time.Sleep(s.cfg.drain)
+	// closed here rather than by Shutdown, so that once "shutting-down" is logged no new
+	// connection gets in
+	_ = ln.Close()
+	logEvent(s.cfg.pod, "shutting-down", map[string]any{"timeout_s": s.cfg.shutdown.Seconds()})
 	close(s.closing)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.shutdown)
 	defer cancel()
 	err := s.http.Shutdown(ctx)
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		logEvent(s.cfg.pod, "stopped", map[string]any{"error": err.Error()})
 		return 1
 	}
