@@ -8,7 +8,10 @@ feeds it from two watches (pods and InferenceReplicas of one namespace), never b
 
 A pod's name outlives its incarnation (a restarted Instance reuses its names), so a pod is
 looked up by name *at a time*: the object of that name last seen at or before the time.
-An Instance is keyed by (InferenceReplica, index, incarnation), from the pod's labels.
+An Instance is keyed by (InferenceReplica, index, incarnation, attempt): the first three
+from the pod's labels, the attempt counted here, because a SurgeThenDrain replacement may
+take an index that an Instance drained earlier, at incarnation 1 again. An attempt begins
+when a pod of the key appears while none is alive.
 
 The check a traffic test runs, ``unserving_answers``: an answer came from a pod whose
 Instance was not yet counted serving when the answer arrived. Answers after the gate went
@@ -44,8 +47,8 @@ from omenative_devcluster.traffic_report import Outcome
 
 __all__ = ["InstanceKey", "PodSighting", "ServingRecord", "ServingRecorder"]
 
-InstanceKey = tuple[str, int, int]
-"""(InferenceReplica name, Instance index, incarnation)."""
+InstanceKey = tuple[str, int, int, int]
+"""(InferenceReplica name, Instance index, incarnation, attempt from 1)."""
 
 
 @frozen
@@ -66,7 +69,7 @@ def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:
             for c in (obj.get("status") or {}).get("conditions") or ()}
 
 
-def _key(labels: Mapping[str, str]) -> InstanceKey | None:
+def _labels_key(labels: Mapping[str, str]) -> tuple[str, int, int] | None:
     try:
         return (labels[LABEL_REPLICA], int(labels[LABEL_INSTANCE_INDEX]),
                 int(labels.get(LABEL_INCARNATION, "1")))
@@ -88,6 +91,21 @@ class ServingRecord:
     #: the most pods that existed at once (terminating ones included: they hold their GPUs)
     peak_pods: int = 0
     _live: dict[str, PodSighting] = field(factory=dict)
+    _attempts: dict[tuple[str, int, int], int] = field(factory=dict)
+
+    def _key(self, labels: Mapping[str, str], name: str, kind: str) -> InstanceKey | None:
+        """The Instance attempt of a pod event (a new attempt if none of its pods is alive)."""
+        base = _labels_key(labels)
+        if base is None:
+            return None
+        attempt = self._attempts.get(base, 0)
+        alive = any(s.key is not None and s.key[:3] == base
+                    for n, s in self._live.items() if n != name)
+        starts = kind != "DELETED" and not alive and self._live.get(name) is None
+        if attempt == 0 or starts:
+            attempt += 1
+            self._attempts[base] = attempt
+        return (*base, attempt)
 
     def observe_pod(self, kind: str, pod: Mapping[str, Any], t: float) -> None:
         """Take one pod watch event (ADDED / MODIFIED / DELETED) that arrived at ``t``."""
@@ -95,7 +113,7 @@ class ServingRecord:
         name = str(meta.get("name", ""))
         labels = meta.get("labels") or {}
         conds = _conditions(pod)
-        seen = PodSighting(t=t, uid=str(meta.get("uid", "")), key=_key(labels),
+        seen = PodSighting(t=t, uid=str(meta.get("uid", "")), key=self._key(labels, name, kind),
                            runner=str(labels.get(LABEL_RUNNER, "")),
                            gate=conds.get(SERVING_GATE) == "True",
                            ready=conds.get("Ready") == "True", deleted=kind == "DELETED")
@@ -121,8 +139,9 @@ class ServingRecord:
         name = str((ir.get("metadata") or {}).get("name", ""))
         replica = replica_from_json(ir)
         for row in replica.status.instances if replica.status else ():
-            if row.phase == "Ready":
-                self.row_ready_since.setdefault((name, row.index, row.incarnation), t)
+            attempt = self._attempts.get((name, row.index, row.incarnation), 0)
+            if row.phase == "Ready" and attempt:
+                self.row_ready_since.setdefault((name, row.index, row.incarnation, attempt), t)
 
     def pod_at(self, name: str, t: float) -> PodSighting | None:
         """The last sighting of the pod named ``name`` at or before ``t``."""
@@ -161,7 +180,7 @@ class ServingRecord:
         return problems
 
     def instances(self) -> list[InstanceKey]:
-        """Every Instance seen, in (replica, index, incarnation) order."""
+        """Every Instance attempt seen, in key order."""
         keys = {s.key for ss in self.sightings.values() for s in ss if s.key is not None}
         return sorted(keys)
 

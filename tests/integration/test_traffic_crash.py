@@ -77,7 +77,7 @@ async def test_worker_crash_restarts_its_instance_whole(
                   crash_at_s=round(t_crash, 1), back_after_s=round(t_back - t_crash, 1))
 
     # the whole Instance came back as a new incarnation: both its pods are new
-    assert recorder.record.serving_since.get(("llm", 0, 2)) is not None
+    assert recorder.record.serving_since.get(("llm", 0, 2, 1)) is not None
     assert all(w.start >= t_crash and w.end <= t_back for w in windows), windows
     # the other Instance answered in every 3 s of the run (new connections pick a leader
     # at random: ~19 of them in 3 s)

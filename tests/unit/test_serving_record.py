@@ -45,8 +45,8 @@ def gang_serving_at(rec: ServingRecord, t: float, incarnation: int = 1) -> None:
 def test_instance_serves_once_every_pod_has_the_gate() -> None:
     rec = ServingRecord()
     gang_serving_at(rec, 10.0)
-    assert rec.serving_since == {("llm", 0, 1): 10.1}
-    assert rec.instances() == [("llm", 0, 1)]
+    assert rec.serving_since == {("llm", 0, 1, 1): 10.1}
+    assert rec.instances() == [("llm", 0, 1, 1)]
 
 
 def test_answer_before_the_instance_served_is_reported() -> None:
@@ -62,7 +62,7 @@ def test_answers_while_draining_are_fine_and_the_drain_is_noted() -> None:
     rec = ServingRecord()
     gang_serving_at(rec, 10.0)
     rec.observe_pod("MODIFIED", pod("llm-0", 0, gate=False), 20.0)
-    assert rec.unserving_since == {("llm", 0, 1): 20.0}
+    assert rec.unserving_since == {("llm", 0, 1, 1): 20.0}
     assert rec.unserving_answers([answer(21.0, "llm-0")], wall=lambda o: o) == []
 
 
@@ -78,9 +78,21 @@ def test_a_restarted_instance_reusing_pod_names_must_serve_again() -> None:
     problems = rec.unserving_answers(
         [answer(15.0, "llm-0"), answer(25.0, "llm-0"), answer(31.0, "llm-0")],
         wall=lambda o: o)
-    assert len(problems) == 1 and "('llm', 0, 2)" in problems[0]
-    assert rec.serving_since[("llm", 0, 2)] == 30.0
+    assert len(problems) == 1 and "('llm', 0, 2, 1)" in problems[0]
+    assert rec.serving_since[("llm", 0, 2, 1)] == 30.0
     assert rec.peak_pods == 2
+
+
+def test_an_index_taken_again_at_incarnation_1_is_a_new_attempt() -> None:
+    rec = ServingRecord()
+    gang_serving_at(rec, 10.0)
+    rec.observe_pod("DELETED", pod("llm-0", 0, gate=False), 20.0)
+    rec.observe_pod("DELETED", pod("llm-0-1", 0, gate=False, runner="worker"), 20.0)
+    gang_serving_at(rec, 40.0)  # a surge replacement at the freed index, incarnation 1
+    assert rec.serving_since == {("llm", 0, 1, 1): 10.1, ("llm", 0, 1, 2): 40.1}
+    problems = rec.unserving_answers([answer(39.0, "llm-0"), answer(41.0, "llm-0")],
+                                     wall=lambda o: o)
+    assert len(problems) == 1 and "39.00s" in problems[0]
 
 
 def test_answer_from_an_unknown_pod_is_reported() -> None:
@@ -106,10 +118,12 @@ def test_replica_rows_that_read_ready_are_noted_once() -> None:
           "status": {"instanceStatuses": [
               {"index": 0, "incarnation": 1, "phase": "Ready"}]}}
     rec = ServingRecord()
+    rec.observe_replica(ir, 4.0)  # no pod of the Instance seen yet: nothing to note
+    rec.observe_pod("ADDED", pod("llm-0", 0), 4.5)
     rec.observe_replica(ir, 5.0)
     rec.observe_replica(ir, 6.0)
     rec.observe_replica({"metadata": {"name": "llm"}}, 7.0)
-    assert rec.row_ready_since == {("llm", 0, 1): 5.0}
+    assert rec.row_ready_since == {("llm", 0, 1, 1): 5.0}
 
 
 class FakeKube:
@@ -151,7 +165,7 @@ async def test_recorder_feeds_the_record_from_the_watch() -> None:
             if rec.record.serving_since:
                 break
             await asyncio.sleep(0.01)
-    assert rec.record.serving_since == {("llm", 0, 1): 1.0}
+    assert rec.record.serving_since == {("llm", 0, 1, 1): 1.0}
 
 
 async def test_recorder_reraises_a_watch_error_at_the_end() -> None:
