@@ -46,6 +46,7 @@ from omenative_devcluster.model_engine import (
     ready_endpoints,
     revision_patch,
     server_container,
+    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.realnodes import start_with_real_nodes, stop_with_real_nodes
@@ -127,6 +128,7 @@ async def run_lws(kube: KubeClient, rate: float) -> Row:
     ip = await leader_service(kube, ns, "llm", selector=LWS_LEADER)
     await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2, revision="rev-1",
                          timeout=300, resource=LWS)
+    await wait_answering(f"http://{ip}:8080/", pods=2)
     new = lws_body("rev-2")["spec"]["leaderWorkerTemplate"]
     return await measure(kube, ns, ip, "LWS v0.7.0 RollingUpdate", rate,
                          lambda: kube.patch(LWS, "llm", {"spec": {"leaderWorkerTemplate": new}},
@@ -147,6 +149,7 @@ async def run_omenative(kube: KubeClient, kubeconfig: Path, rate: float) -> Row:
         ip = await leader_service(kube, ns, "llm")
         await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-1", timeout=300)
+        await wait_answering(f"http://{ip}:8080/", pods=2)
         return await measure(kube, ns, ip, "omenative SurgeThenDrain", rate,
                              lambda: kube.patch(INFERENCE_REPLICAS, "llm",
                                                 revision_patch(body, "rev-2"), ns),

@@ -30,6 +30,7 @@ from omenative_devcluster.model_engine import (
     leader_service,
     model_replica,
     revision_patch,
+    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.realnodes import start_with_real_nodes, stop_with_real_nodes
@@ -111,6 +112,7 @@ async def _rollout(kubeconfig: Path, rate: float, manager: subprocess.Popen[byte
             f"rev-1), Service {NAME}-serve at {ip}:8080")
         await wait_converged(kube, NAMESPACE, NAME, replicas=2, pods_per_instance=2,
                              revision="rev-1", timeout=300)
+        await wait_answering(f"http://{ip}:8080/", pods=2)
         say(f"serving; sending {rate:g} requests/s, then rolling out rev-2")
         async with ServingRecorder(kube, NAMESPACE) as recorder, LoadGenerator(
                 f"http://{ip}:8080/v1/completions", rate=rate, duration=900) as gen:

@@ -22,6 +22,7 @@ from omenative_controller.kube.resources import (
     Resource,
 )
 from omenative_devcluster.images import MODEL_SERVER_IMAGE
+from omenative_devcluster.traffic import LoadGenerator
 
 __all__ = [
     "DRAIN_SECONDS",
@@ -32,6 +33,7 @@ __all__ = [
     "ready_endpoints",
     "revision_patch",
     "server_container",
+    "wait_answering",
     "wait_converged",
 ]
 
@@ -160,3 +162,28 @@ async def wait_converged(kube: KubeClient, namespace: str, name: str, *, replica
             raise TimeoutError(f"{name}: not {replicas} Instances Ready on {revision} with "
                                f"nothing else left after {timeout:.0f}s; last seen: {seen}")
         await asyncio.sleep(0.5)
+
+
+async def wait_answering(url: str, pods: int, *, timeout: float = 30.0) -> None:
+    """Until a burst of requests on new connections through ``url`` (a Service) is answered
+    in full, by ``pods`` different pods: kube-proxy has programmed the Service.
+
+    The EndpointSlices can list a new Service's pods a moment before kube-proxy's rules do
+    (its connections are refused meanwhile): a traffic run starts after this, so its
+    failures are the lifecycle's, not the Service's first sync.
+    """
+    deadline = time.monotonic() + timeout
+    seen: set[str] = set()
+    while True:
+        gen = LoadGenerator(url, rate=50, duration=0.4, keepalive_share=0.0)
+        async with gen:
+            await gen.wait()
+        report = gen.report()
+        seen = {o.pod for o in report.answers}
+        if report.failed == 0 and len(seen) >= pods:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url}: not answered by {pods} pods without a failure after "
+                               f"{timeout:.0f}s; last burst: {report.summary('burst')}, "
+                               f"pods {sorted(seen)}")
+        await asyncio.sleep(0.2)

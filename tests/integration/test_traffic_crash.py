@@ -22,6 +22,7 @@ from omenative_devcluster.model_engine import (
     leader_service,
     live_pods,
     model_replica,
+    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -43,6 +44,7 @@ async def test_worker_crash_restarts_its_instance_whole(
     ip = await leader_service(kube, ns, "llm")
     await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                          revision="rev-1")
+    await wait_answering(f"http://{ip}:8080/", pods=2)
     pods = await live_pods(kube, ns)
     worker = next(p for p in pods.values()
                   if p["metadata"]["labels"]["ome.io/runner"] == "worker"

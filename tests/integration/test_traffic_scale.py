@@ -12,7 +12,12 @@ from traffic_checks import print_figures
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
-from omenative_devcluster.model_engine import leader_service, model_replica, wait_converged
+from omenative_devcluster.model_engine import (
+    leader_service,
+    model_replica,
+    wait_answering,
+    wait_converged,
+)
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
@@ -32,6 +37,7 @@ async def test_scale_down_drains_before_it_deletes(
     ip = await leader_service(kube, ns, "llm")
     await wait_converged(kube, ns, "llm", replicas=3, pods_per_instance=2,
                          revision="rev-1")
+    await wait_answering(f"http://{ip}:8080/", pods=3)
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
             f"http://{ip}:8080/", rate=RATE, duration=600) as gen:

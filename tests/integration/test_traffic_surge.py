@@ -20,6 +20,7 @@ from omenative_devcluster.model_engine import (
     leader_service,
     model_replica,
     revision_patch,
+    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -42,6 +43,7 @@ async def test_surge_then_drain_rollout_fails_no_request(
     ip = await leader_service(kube, ns, "llm")
     await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                          revision="rev-1")
+    await wait_answering(f"http://{ip}:8080/", pods=2)
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
             f"http://{ip}:8080/v1/completions", rate=RATE, duration=600) as gen:
