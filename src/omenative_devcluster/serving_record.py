@@ -240,7 +240,15 @@ class ServingRecorder:
     async def _watch(self, res: Resource,
                      feed: Callable[[str, Mapping[str, Any], float], None],
                      opened: asyncio.Event) -> None:
-        page = await self.kube.list(res, self.namespace)
+        while True:
+            try:
+                page = await self.kube.list(res, self.namespace)
+                break
+            except ApiError as exc:
+                # a CRD created a moment ago answers 429 while its storage initializes
+                if exc.status not in (429, 503):
+                    raise
+                await asyncio.sleep(0.5)
         for obj in page.get("items") or ():
             feed("ADDED", obj, self.clock())
         rv = str(page["metadata"]["resourceVersion"])

@@ -129,11 +129,15 @@ def test_replica_rows_that_read_ready_are_noted_once() -> None:
 class FakeKube:
     """list + watch of pods; the watch streams ``events`` then ends with ``final``."""
 
-    def __init__(self, events: list[dict[str, Any]]) -> None:
+    def __init__(self, events: list[dict[str, Any]], refusals: int = 0) -> None:
         self.events = events
         self.release = asyncio.Event()
+        self.refusals = refusals
 
     async def list(self, res: Any, namespace: str | None = None) -> dict[str, Any]:
+        if self.refusals:
+            self.refusals -= 1
+            raise ApiError(429, "TooManyRequests", "storage is (re)initializing")
         items = [pod("llm-0", 0)] if res.plural == "pods" else []
         return {"metadata": {"resourceVersion": "1"}, "items": items}
 
@@ -153,7 +157,8 @@ class FakeKube:
 
 
 async def test_recorder_feeds_the_record_from_the_watch() -> None:
-    kube = FakeKube([{"type": "MODIFIED",
+    # a CRD created a moment ago refuses LISTs while its storage initializes: wait it out
+    kube = FakeKube(refusals=2, events=[{"type": "MODIFIED",
                       "object": {**pod("llm-0", 0, gate=True),
                                  "metadata": {**pod("llm-0", 0)["metadata"],
                                               "resourceVersion": "2"}}}])
