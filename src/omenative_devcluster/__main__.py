@@ -55,8 +55,8 @@ def build_cmd(extra: str) -> None:
 @cli.command()
 @_state_dir
 @click.option("--nodes", type=int, default=None,
-              help="Stand-in (fake) nodes to register [default: 4; 0 with --real-nodes, "
-                   "else they are tainted so real pods never land on them].")
+              help="Stand-in (fake) nodes to register [default: 4, or 0 with --real-nodes]; "
+                   "next to real nodes they are tainted so real pods never land on them.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=0, show_default=True,
               help="Real nodes (containerd + kubelet each, kube-proxy, CoreDNS); needs root. "
                    "See docs/real-nodes.md.")

@@ -32,7 +32,7 @@ import attrs
 
 from omenative_devcluster import build
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
-from omenative_devcluster.realnodes_host import HOST_ADDRESS
+from omenative_devcluster.realnodes_host import HOST_ADDRESS, process_cmdline
 
 DEFAULT_STATE_DIR = Path(".state") / "devcluster"
 PIDS_FILE = "pids.json"
@@ -86,14 +86,6 @@ def pid_alive(pid: int) -> bool:
         return False
     # field 3 (after the parenthesised command) is the state; Z = zombie, X = dead
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
 def _http_ok(url: str, token: str | None, timeout: float = 2.0) -> bool:
@@ -534,7 +526,7 @@ def _is_ours(pid: int, exe: str) -> bool:
     """The PID is alive and still runs the binary we recorded (not a reused PID)."""
     if not pid_alive(pid):
         return False
-    argv = _cmdline(pid)
+    argv = process_cmdline(pid)
     return bool(argv) and argv[0] == exe
 
 
@@ -548,7 +540,7 @@ def down(state_dir: Path, timeout: float = 20.0) -> list[str]:
     sup = pids.get("supervisor") or {}
     sup_pid = int(sup.get("pid", 0))
     if sup.get("cli") and sup_pid and sup_pid != os.getpid() and pid_alive(sup_pid):
-        argv = _cmdline(sup_pid)
+        argv = process_cmdline(sup_pid)
         if any("omenative_devcluster" in a for a in argv):
             os.kill(sup_pid, signal.SIGTERM)
             stopped.append(f"supervisor ({sup_pid})")

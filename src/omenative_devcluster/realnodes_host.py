@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -56,6 +57,8 @@ SAVED_SYSCTLS = "sysctls.saved.json"
 #: ``teardown`` when absent before ``up`` (recorded in ``created.json``).
 SHARED_PATHS = (Path("/var/lib/kubelet"), Path("/run/containerd"), Path("/var/log/pods"))
 CREATED_FILE = "created.json"
+#: where every containerd's shims put their sockets (a fixed path in containerd)
+SHIM_SOCKETS = Path("/run/containerd/s")
 
 
 def log(msg: str) -> None:
@@ -170,12 +173,27 @@ def _ours(cmdline: list[str]) -> bool:
     return str(BASE_DIR) in text
 
 
-def _cmdline(pid: int) -> list[str]:
+def process_cmdline(pid: int) -> list[str]:
+    """The argv of process ``pid`` (empty when it is gone or unreadable)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def shim_socket(cmdline: list[str]) -> Path | None:
+    """The socket a containerd shim with this command line serves (``/run/containerd/s/...``).
+
+    containerd names it by the SHA-256 of ``<containerd address>/<namespace>/<id>``, whatever
+    its own state dir; a killed shim leaves it behind.
+    """
+    args = dict(zip(cmdline[1::2], cmdline[2::2], strict=False))
+    try:
+        key = f"{args['-address']}/{args['-namespace']}/{args['-id']}"
+    except KeyError:
+        return None
+    return SHIM_SOCKETS / hashlib.sha256(key.encode()).hexdigest()
 
 
 def kill_leftovers() -> list[int]:
@@ -184,16 +202,20 @@ def kill_leftovers() -> list[int]:
     for _ in range(5):
         pids = set(_cgroup_pids())
         for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and _ours(_cmdline(int(entry.name))):
+            if entry.name.isdigit() and _ours(process_cmdline(int(entry.name))):
                 pids.add(int(entry.name))
         pids.discard(os.getpid())
         if not pids:
             break
+        sockets = [shim_socket(process_cmdline(pid)) for pid in pids]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         killed.extend(pids)
         time.sleep(0.3)
+        for sock in sockets:
+            if sock is not None:
+                sock.unlink(missing_ok=True)
     return sorted(set(killed))
 
 
@@ -345,8 +367,9 @@ def host_snapshot() -> dict[str, list[str]]:
         "links": our_links(),
         "cgroups": [str(c) for c in _our_cgroups()],
         "processes": [str(p) for p in Path("/proc").iterdir()
-                      if p.name.isdigit() and _ours(_cmdline(int(p.name)))],
-        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH) if p.exists()],
+                      if p.name.isdigit() and _ours(process_cmdline(int(p.name)))],
+        "paths": [str(p) for p in (BASE_DIR, HOST_LINK_PATH, *SHARED_PATHS) if p.exists()]
+        + sorted(str(p) for p in SHIM_SOCKETS.glob("*")),
     }
 
 

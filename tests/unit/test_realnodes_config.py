@@ -32,7 +32,8 @@ def test_each_node_has_its_own_containerd_socket_root_state_and_runc_root() -> N
     confs = [_containerd(n) for n in NODES]
     for key in ("root", "state"):
         assert len({c[key] for c in confs}) == len(NODES)
-    assert len({c["grpc"]["address"] for c in confs}) == len(NODES)  # type: ignore[index]
+    sockets = {c["plugins"]["io.containerd.server.v1.grpc"]["address"] for c in confs}  # type: ignore[index]
+    assert len(sockets) == len(NODES)
     runtime = confs[0]["plugins"]["io.containerd.cri.v1.runtime"]  # type: ignore[index]
     runc = runtime["containerd"]["runtimes"]["runc"]
     assert runc["options"]["BinaryName"] == "/r/runc"
