@@ -33,10 +33,11 @@ def cli() -> None:
 def build_cmd(extra: str) -> None:
     """Build (or find in the cache) the binaries; print their folder.
 
-    One builder, one build at a time: the control plane first, then each component named
-    with --with, each timed ("BUILD TIME ...").
+    One builder, one build at a time: the control plane first, then the real nodes' images
+    (our model server: seconds), then each component named with --with, each timed
+    ("BUILD TIME ...").
     """
-    from omenative_devcluster import components  # noqa: PLC0415 - keeps `up` light
+    from omenative_devcluster import components, images  # noqa: PLC0415 - keeps `up` light
 
     rc = build_mod.main()
     if rc:
@@ -44,6 +45,7 @@ def build_cmd(extra: str) -> None:
     names = sorted(components.COMPONENTS) if extra.strip() == "all" else [
         n.strip() for n in extra.split(",") if n.strip()]
     try:
+        images.build_image_archives()
         components.build_in_order(names)
     except RuntimeError as exc:
         build_mod.log(f"BUILD FAILED: {exc}")

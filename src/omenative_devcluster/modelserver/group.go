@@ -23,15 +23,15 @@ func (s *server) handleJoin(w http.ResponseWriter, r *http.Request) {
 	rank, err := strconv.Atoi(r.URL.Query().Get("rank"))
 	switch {
 	case s.cfg.role != Leader:
-		http.Error(w, "not a leader", http.StatusConflict)
+		jsonError(w, "not a leader", http.StatusConflict)
 		return
 	case err != nil || rank < 1 || rank > s.cfg.workers:
-		http.Error(w, fmt.Sprintf("rank must be in [1, %d]", s.cfg.workers), http.StatusBadRequest)
+		jsonError(w, fmt.Sprintf("rank must be in [1, %d]", s.cfg.workers), http.StatusBadRequest)
 		return
 	}
 	select {
 	case <-s.closing:
-		http.Error(w, "leader is stopping", http.StatusServiceUnavailable)
+		jsonError(w, "leader is stopping", http.StatusServiceUnavailable)
 		return
 	default:
 	}

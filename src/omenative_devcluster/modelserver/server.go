@@ -105,11 +105,15 @@ func (s *server) handleRequest(w http.ResponseWriter, r *http.Request) {
 // handleCrash (POST) exits at once with code 1, as an engine that hits a fatal error.
 func (s *server) handleCrash(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		http.Error(w, "POST to crash", http.StatusMethodNotAllowed)
+		jsonError(w, "POST to crash", http.StatusMethodNotAllowed)
 		return
 	}
 	logEvent(s.cfg.pod, "crash", map[string]any{"why": "POST /crash"})
+	body := []byte(`{"crashing":true}` + "\n")
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body))) // whole before the exit
 	w.WriteHeader(http.StatusAccepted)
+	_, _ = w.Write(body)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -125,7 +129,7 @@ func (s *server) handleFailReady(w http.ResponseWriter, r *http.Request) {
 	case http.MethodDelete:
 		fail = false
 	default:
-		http.Error(w, "POST to fail the probe, DELETE to pass it again", http.StatusMethodNotAllowed)
+		jsonError(w, "POST to fail the probe, DELETE to pass it again", http.StatusMethodNotAllowed)
 		return
 	}
 	s.mu.Lock()
@@ -133,6 +137,11 @@ func (s *server) handleFailReady(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	logEvent(s.cfg.pod, "fail-ready", map[string]any{"fail": fail})
 	writeJSON(w, http.StatusOK, map[string]any{"failReady": fail})
+}
+
+// jsonError answers an error as JSON too, so clients parse every answer the same way.
+func jsonError(w http.ResponseWriter, msg string, status int) {
+	writeJSON(w, status, map[string]any{"error": msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
@@ -178,11 +187,12 @@ func serve(cfg config) int {
 
 func (s *server) loadModel() {
 	time.Sleep(s.cfg.load)
-	// logged before it counts, so no "first-ready" line ever comes before this one
-	logEvent(s.cfg.pod, "loaded", map[string]any{"after_s": s.cfg.load.Seconds()})
+	// logged under the lock: no "first-ready" line comes before this one, and once it is
+	// out, /ready knows
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	logEvent(s.cfg.pod, "loaded", map[string]any{"after_s": s.cfg.load.Seconds()})
 	s.loaded = true
-	s.mu.Unlock()
 }
 
 // drainAndStop: /ready turns 503 and answers ask clients to close their connections, the
