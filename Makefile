@@ -5,7 +5,7 @@ export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
         typecheck bench bench-controller bench-failover realnodes-deps bench-memory simulate api-docs manifests docs chart chart-check cluster \
-        cluster-down install uninstall image ci clean
+        cluster-down install uninstall image ci clean demo
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -112,6 +112,9 @@ REALNODES_DEBS = iptables conntrack containernetworking-plugins libseccomp-dev p
 
 realnodes-deps: ## install the Debian packages real nodes need (apt-get; as root)
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(REALNODES_DEBS)
+
+demo: ## real nodes + the manager: roll a leader+worker engine out under traffic, print answers per revision and failed requests, clean up
+	$(PY) -m omenative_devcluster demo
 
 cluster-down: ## stop the local control plane started by `make cluster`
 	$(PY) -m omenative_devcluster down

@@ -147,5 +147,21 @@ def status(state_dir: Path) -> None:
     click.echo(json.dumps({"ports": pids["ports"], "kubeconfig": pids["kubeconfig"]}))
 
 
+@cli.command()
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path(".state") / "demo", show_default=True,
+              help="Folder for the demo cluster's kubeconfig, logs and the manager's log.")
+@click.option("--real-nodes", type=click.IntRange(1, 4), default=2, show_default=True,
+              help="Real nodes (kubelet + containerd each) to start.")
+@click.option("--rate", type=click.FloatRange(min=1), default=25.0, show_default=True,
+              help="Requests per second sent through the engine's Service.")
+def demo(state_dir: Path, real_nodes: int, rate: float) -> None:
+    """omenative on real nodes: roll a leader + worker engine out under traffic, print the
+    answers per revision and the failed requests, clean up (exit 1 if a request failed)."""
+    from omenative_devcluster.demo import run_demo  # noqa: PLC0415 - keeps `build` light
+
+    sys.exit(run_demo(real_nodes=real_nodes, rate=rate, state_dir=state_dir))
+
+
 if __name__ == "__main__":
     cli()

@@ -1,0 +1,49 @@
+"""Helpers of the traffic tests: the model server's own log, and the figures each scenario
+prints (collected for docs/benchmarks.md and docs/real-nodes.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from omenative_controller.kube.client import JSON
+from omenative_devcluster.loopback import kubectl
+from omenative_devcluster.traffic_report import TrafficReport
+
+__all__ = ["FIGURES", "log_time", "print_figures", "server_log"]
+
+FIGURES: list[dict[str, Any]] = []
+"""Every scenario's figures, as printed."""
+
+
+def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:
+    """The model server's JSON log lines of a pod (``kubectl logs``)."""
+    out = kubectl(kubeconfig, "-n", namespace, "logs", pod)
+    lines = []
+    for raw in out.splitlines():
+        with contextlib.suppress(ValueError):
+            lines.append(json.loads(raw))
+    return lines
+
+
+def log_time(ts: str) -> float:
+    """Epoch seconds of the server's RFC 3339 timestamp (nanoseconds cut to microseconds)."""
+    head, _, frac = ts.rstrip("Z").partition(".")
+    micro = (frac + "000000")[:6]
+    return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
+
+
+def print_figures(scenario: str, report: TrafficReport, **extra: Any) -> None:
+    """Print the scenario's figures (table + timeline) and keep them in ``FIGURES``."""
+    figures = {"scenario": scenario, "sent": report.sent, "answered": report.answered,
+               "failed": report.failed, "retried": report.retried,
+               "by_revision": report.answers_by_revision(),
+               "failures": report.failures_by_kind(),
+               "failure_windows": [(round(w.start, 2), round(w.end, 2), w.count)
+                                   for w in report.failure_windows()], **extra}
+    FIGURES.append(figures)
+    print(f"\n{report.table(scenario)}\n{report.timeline()}")
+    print(f"TRAFFIC FIGURES {json.dumps(figures, sort_keys=True)}")
