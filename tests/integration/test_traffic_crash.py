@@ -14,15 +14,11 @@ from typing import Any
 import aiohttp
 import pytest
 from manager_fixtures import eventually
-from traffic_checks import print_figures
+from traffic_checks import print_figures, serving_engine
 
 from omenative_controller.kube.client import KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.model_engine import (
-    leader_service,
     live_pods,
-    model_replica,
-    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -40,11 +36,7 @@ async def test_worker_crash_restarts_its_instance_whole(
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=2), ns)
-    ip = await leader_service(kube, ns, "llm")
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
-                         revision="rev-1")
-    await wait_answering(f"http://{ip}:8080/", pods=2)
+    ip = await serving_engine(kube, ns, replicas=2)
     pods = await live_pods(kube, ns)
     worker = next(p for p in pods.values()
                   if p["metadata"]["labels"]["ome.io/runner"] == "worker"

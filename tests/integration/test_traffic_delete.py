@@ -10,17 +10,13 @@ from typing import Any
 
 import pytest
 from manager_fixtures import eventually
-from traffic_checks import print_figures
+from traffic_checks import print_figures, serving_engine
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.model_engine import (
-    leader_service,
     live_pods,
-    model_replica,
-    wait_answering,
-    wait_converged,
 )
 from omenative_devcluster.traffic import LoadGenerator
 
@@ -36,10 +32,7 @@ async def test_delete_drains_before_the_pods_go(
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=2), ns)
-    ip = await leader_service(kube, ns, "llm")
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2, revision="rev-1")
-    await wait_answering(f"http://{ip}:8080/", pods=2)
+    ip = await serving_engine(kube, ns, replicas=2)
 
     async with LoadGenerator(f"http://{ip}:8080/", rate=RATE, duration=600) as gen:
         await asyncio.sleep(3)

@@ -9,15 +9,12 @@ from typing import Any
 
 import pytest
 from manager_fixtures import eventually
-from traffic_checks import print_figures
+from traffic_checks import print_figures, serving_engine
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.model_engine import (
-    leader_service,
     live_pods,
-    model_replica,
-    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -36,10 +33,7 @@ async def test_migration_off_a_node_fails_no_request(
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=2), ns)
-    ip = await leader_service(kube, ns, "llm")
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2, revision="rev-1")
-    await wait_answering(f"http://{ip}:8080/", pods=2)
+    ip = await serving_engine(kube, ns, replicas=2)
     pods = await live_pods(kube, ns)
     source_leader = "llm-0-leader-0"
     request = {"schemaVersion": "v1", "instance": 0,

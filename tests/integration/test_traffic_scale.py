@@ -8,14 +8,11 @@ import asyncio
 from typing import Any
 
 import pytest
-from traffic_checks import print_figures
+from traffic_checks import print_figures, serving_engine
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.model_engine import (
-    leader_service,
-    model_replica,
-    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -33,11 +30,7 @@ async def test_scale_down_drains_before_it_deletes(
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=3), ns)
-    ip = await leader_service(kube, ns, "llm")
-    await wait_converged(kube, ns, "llm", replicas=3, pods_per_instance=2,
-                         revision="rev-1")
-    await wait_answering(f"http://{ip}:8080/", pods=3)
+    ip = await serving_engine(kube, ns, replicas=3)
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
             f"http://{ip}:8080/", rate=RATE, duration=600) as gen:

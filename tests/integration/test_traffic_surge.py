@@ -12,15 +12,13 @@ import asyncio
 from typing import Any
 
 import pytest
-from traffic_checks import print_figures
+from traffic_checks import print_figures, serving_engine
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.model_engine import (
-    leader_service,
     model_replica,
     revision_patch,
-    wait_answering,
     wait_converged,
 )
 from omenative_devcluster.serving_record import ServingRecorder
@@ -38,12 +36,8 @@ async def test_surge_then_drain_rollout_fails_no_request(
 ) -> None:
     kube, ns = real_kube, real_namespace
     await real_manager()
-    body = model_replica("llm", replicas=2, revision="rev-1")
-    await kube.create(INFERENCE_REPLICAS, body, ns)
-    ip = await leader_service(kube, ns, "llm")
-    await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
-                         revision="rev-1")
-    await wait_answering(f"http://{ip}:8080/", pods=2)
+    ip = await serving_engine(kube, ns, replicas=2)
+    body = model_replica("llm", replicas=2, revision="rev-1")  # what serving_engine created
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
             f"http://{ip}:8080/v1/completions", rate=RATE, duration=600) as gen:

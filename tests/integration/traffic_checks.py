@@ -9,14 +9,34 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from omenative_controller.kube.client import JSON
+from omenative_controller.kube.client import JSON, KubeClient
+from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_devcluster.loopback import kubectl
+from omenative_devcluster.model_engine import (
+    leader_service,
+    model_replica,
+    wait_answering,
+    wait_converged,
+)
 from omenative_devcluster.traffic_report import TrafficReport
 
-__all__ = ["FIGURES", "log_time", "print_figures", "server_log"]
+__all__ = ["FIGURES", "log_time", "print_figures", "server_log", "serving_engine"]
 
 FIGURES: list[dict[str, Any]] = []
 """Every scenario's figures, as printed."""
+
+
+async def serving_engine(kube: KubeClient, namespace: str, *, replicas: int) -> str:
+    """Create the model-server engine ``llm`` (leader + worker, revision ``rev-1``) with
+    ``replicas`` Instances, wait until it converged and every leader answers through its
+    Service, and return the Service's ClusterIP: where each scenario starts its traffic."""
+    await kube.create(INFERENCE_REPLICAS,
+                      model_replica("llm", replicas=replicas, revision="rev-1"), namespace)
+    ip = await leader_service(kube, namespace, "llm")
+    await wait_converged(kube, namespace, "llm", replicas=replicas, pods_per_instance=2,
+                         revision="rev-1")
+    await wait_answering(f"http://{ip}:8080/", pods=replicas)
+    return ip
 
 
 def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:
