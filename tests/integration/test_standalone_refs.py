@@ -128,8 +128,8 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
     assert env["PARALLELISM_SIZE"] == "1"
     assert {"name": "qwen3-0-6b", "mountPath": str(weights), "readOnly": True} \
         in container["volumeMounts"]
-    assert {v["name"]: v for v in pod["spec"]["volumes"]}["qwen3-0-6b"]["hostPath"] == \
-        {"path": str(weights)}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["qwen3-0-6b"]["hostPath"]["path"] == str(weights)
     assert pod["spec"]["nodeSelector"][MODEL_LABEL] == "Ready"
     assert pod["spec"]["nodeName"] == model_node
     stored = await get_replica(kube, namespace, "qwen-pool")
