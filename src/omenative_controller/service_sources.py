@@ -188,6 +188,14 @@ class Sources:
                              error=str(exc))
         return out
 
+    def models_synced(self) -> bool:
+        """Discovery has answered and each served model cache has listed (so a model not
+        in them does not exist)."""
+        if not self.served.checked.is_set():
+            return False
+        return all(i.synced.is_set() for i in (self.models, self.cluster_models)
+                   if self.served.serves(i.name))
+
     def all_accelerator_classes(self) -> list[AcceleratorClass]:
         """Every cached AcceleratorClass that decodes (a bad one is logged and left out)."""
         out: list[AcceleratorClass] = []

@@ -2,10 +2,17 @@
 guides/omenative/run-a-standalone-inferencereplica.md) with a runtime reference: the
 replica renders its pods from ``spec.runtimeRef`` in memory, ``replicas: 0`` runs one
 Instance, and a runtime it cannot render from is ``Ready=False`` with OME's reason and a
-Warning Event (issue 28, item 3). The test model server stands in for the engine image."""
+Warning Event (issue 28, item 3). The test model server stands in for the engine image.
+
+With ``spec.modelRef`` (OME's ``serviceShell``: ome-projects/ome@a543351b,
+``pkg/controller/v1beta1/inferencereplica/render.go``) the model reaches the pods as for an
+InferenceService: OME's catalog ClusterBaseModel ``qwen3-0-6b`` and the auto-selecting
+runtime of ``test_isvc_models`` (a model directory made by the test, the node label OME's
+model agent would set), with OME's model CRDs installed for that test only."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +20,7 @@ import pytest
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_controller.service_controller import SERVING_RUNTIMES
+from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -21,6 +29,15 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     list_pods,
     warning_events,
 )
+from test_isvc_models import (  # noqa: E402 - OME's catalog model and runtime, as there
+    MODEL_LABEL,
+    cluster_base_model,
+    model_crds,
+    model_node,
+    runtime,
+)
+
+__all__ = ["model_crds", "model_node"]  # fixtures this module's tests use
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -77,3 +94,59 @@ async def test_a_standalone_replica_runs_from_its_runtime_ref(
     assert "ServingRuntime 'srt-missing' not found" in ready_cond["message"]
     events = await warning_events(kube, namespace, "orphan-pool")
     assert any(e["reason"] == "RuntimeNotFound" for e in events)
+
+
+def _blocked_reason(got: JSON) -> JSON | None:
+    conds = {c["type"]: c for c in (got.get("status") or {}).get("conditions") or ()}
+    return conds.get("Ready")
+
+
+async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
+    kube: KubeClient, namespace: str, start_manager: Any, model_crds: None, model_node: str,
+    tmp_path: Path,
+) -> None:
+    weights = tmp_path / "Qwen" / "Qwen3-0.6B"
+    weights.mkdir(parents=True)
+    await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
+    await kube.create(CLUSTER_SERVING_RUNTIMES, runtime("srt-auto", auto_select=True))
+    await start_manager()
+    pool: JSON = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica",
+                  "metadata": {"name": "qwen-pool"},
+                  "spec": {"component": "engine", "modelRef": {"name": "qwen3-0-6b"}}}
+    await kube.create(INFERENCE_REPLICAS, pool, namespace)
+
+    async def scheduled() -> JSON | None:
+        pods = [p for p in (await list_pods(kube, namespace)).values()
+                if p["metadata"]["labels"].get("ome.io/inferencereplica") == "qwen-pool"]
+        return pods[0] if len(pods) == 1 and pods[0]["spec"].get("nodeName") else None
+
+    pod = await eventually(scheduled, timeout=90, what="the modelRef replica's pod scheduled")
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
+    assert container["image"] == "example.com/sglang:v0.5.5"  # the auto-selected runtime
+    env = {e["name"]: e.get("value") for e in container.get("env") or ()}
+    assert env["MODEL_PATH"] == str(weights)
+    assert env["PARALLELISM_SIZE"] == "1"
+    assert {"name": "qwen3-0-6b", "mountPath": str(weights), "readOnly": True} \
+        in container["volumeMounts"]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["qwen3-0-6b"]["hostPath"]["path"] == str(weights)
+    assert pod["spec"]["nodeSelector"][MODEL_LABEL] == "Ready"
+    assert pod["spec"]["nodeName"] == model_node
+    stored = await get_replica(kube, namespace, "qwen-pool")
+    assert "runners" not in stored["spec"]  # rendered in memory, never written
+
+    # a model that does not exist: Ready=False ModelNotFound, a Warning Event, no pods
+    missing: JSON = {**pool, "metadata": {"name": "ghost-pool"},
+                     "spec": {**pool["spec"], "modelRef": {"name": "no-such-model"}}}
+    await kube.create(INFERENCE_REPLICAS, missing, namespace)
+
+    async def blocked() -> JSON | None:
+        cond = _blocked_reason(await get_replica(kube, namespace, "ghost-pool"))
+        return cond if cond is not None and cond["reason"] == "ModelNotFound" else None
+
+    cond = await eventually(blocked, timeout=30, what="ModelNotFound on the replica")
+    assert cond["status"] == "False" and "no-such-model" in cond["message"]
+    events = await warning_events(kube, namespace, "ghost-pool")
+    assert any(e["reason"] == "ModelNotFound" for e in events)
+    assert not [p for p in (await list_pods(kube, namespace)).values()
+                if p["metadata"]["labels"].get("ome.io/inferencereplica") == "ghost-pool"]
