@@ -62,6 +62,10 @@ class PodSighting:
     gate: bool
     ready: bool
     deleted: bool
+    #: the pod had a deletionTimestamp (evicted or deleted, still running its grace period)
+    terminating: bool = False
+    #: the node the pod was bound to ("" while unscheduled)
+    node: str = ""
 
 
 def _conditions(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -116,7 +120,9 @@ class ServingRecord:
         seen = PodSighting(t=t, uid=str(meta.get("uid", "")), key=self._key(labels, name, kind),
                            runner=str(labels.get(LABEL_RUNNER, "")),
                            gate=conds.get(SERVING_GATE) == "True",
-                           ready=conds.get("Ready") == "True", deleted=kind == "DELETED")
+                           ready=conds.get("Ready") == "True", deleted=kind == "DELETED",
+                           terminating=bool(meta.get("deletionTimestamp")),
+                           node=str((pod.get("spec") or {}).get("nodeName") or ""))
         self.sightings.setdefault(name, []).append(seen)
         if seen.deleted:
             self._live.pop(name, None)
