@@ -12,6 +12,19 @@ export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
 cache=${OMENATIVE_CACHE:-$HOME/.cache/omenative}
 log="$cache/components-build.log"
 
+# Real nodes (the real-node and traffic tests, runc's seccomp build) need a few Debian
+# packages; a fresh machine gets them here, as root, the way `make realnodes-deps` does.
+if ! command -v iptables >/dev/null || ! command -v conntrack >/dev/null \
+   || [ ! -x /usr/lib/cni/bridge ] || ! pkg-config --exists libseccomp 2>/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "== make test: installing the Debian packages real nodes need (make realnodes-deps) =="
+    make -s realnodes-deps >/dev/null
+  else
+    echo "== make test: real nodes need Debian packages: run \`sudo make realnodes-deps\` first =="
+    exit 1
+  fi
+fi
+
 echo "== make test: 1/4 the local control plane (cached under $cache) =="
 "$PY" -m omenative_devcluster build
 
