@@ -43,6 +43,7 @@ from omenative_core.steps.outcomes import end_migration
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
 from omenative_core.steps.teardown import condemn
+from omenative_core.steps.updates import draining_condemned, surges_in_flight
 
 __all__ = ["accept", "migrate_drain", "migrate_wait", "progress", "prune", "start"]
 
@@ -329,13 +330,34 @@ def start(st: PassState) -> None:
                 f"Instance {m.source_instance} no longer exists",
             )
             continue
+        if m.deadline is not None and st.now >= m.deadline:
+            # it waited in Accepted past its deadline: a replacement opened now would only
+            # be removed again in this pass, its pods still draining when the next opens
+            end_migration(
+                st,
+                m,
+                MigrationPhase.FAILED,
+                "DeadlineExceeded",
+                "the deadline passed while the request waited in Accepted",
+            )
+            continue
         if source.phase != Phase.READY or source.operation is not None:
             continue
+        if _condemned_fill_max_surge(st):
+            break
         if not st.may_open(2, migrate=True):  # the surge and its source
             break
         _open(st, m, source)
         in_flight += 1
         started += 1
+
+
+def _condemned_fill_max_surge(st: PassState) -> bool:
+    """Condemned Instances still draining (a failed or cancelled replacement, say) fill
+    more than ``maxSurge`` beside the surges open: a replacement opened now would take
+    the Instances holding pods past ``replicas`` + ``maxSurge`` + migrations in flight,
+    so the record waits in Accepted until they drain."""
+    return surges_in_flight(st) + draining_condemned(st) > st.policy.max_surge
 
 
 def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
