@@ -12,11 +12,16 @@ import os
 
 from hypothesis import HealthCheck, settings
 
+# CI explores a fixed set of examples (derandomize): a red CI then means a regression, and
+# it reproduces on every machine. Random exploration is the dev and long profiles' job; the
+# histories they found that still fail are recorded as open bugs in the issues (2026-12-06:
+# a terminating single-pod surge slot not counted by the surge room; a rollout-group
+# ready-ratio check), not skipped here.
 settings.register_profile(
     "ci",
     max_examples=60,
     deadline=None,
-    derandomize=False,
+    derandomize=True,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
