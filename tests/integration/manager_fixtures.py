@@ -270,23 +270,10 @@ async def start_manager(
         if write_config:
             await put_lifecycle(kube, namespace, TEST_LIFECYCLE if lifecycle is None
                                 else lifecycle)
-        settings: dict[str, Any] = {
-            "kubeconfig": str(kubeconfig_path),
-            "namespaces": (namespace,),
-            "config_namespace": namespace,
-            "lease_namespace": namespace,
-            "lease_duration": lease_duration,
-            "renew_deadline": renew_deadline,
-            "retry_period": retry_period,
-            "bind_address": "127.0.0.1",
-            "metrics_port": 0,
-            "probe_port": 0,
-            "crd_poll_seconds": 1.0,
-            "config_reload_seconds": 2.0,
-            "backoff_base": 0.05,
-            "backoff_max": 5.0,
-            "identity": identity or f"test-{len(handles)}",
-        }
+        settings = manager_settings(kubeconfig_path, namespace,
+                                    identity=identity or f"test-{len(handles)}",
+                                    lease_duration=lease_duration,
+                                    renew_deadline=renew_deadline, retry_period=retry_period)
         opts = ManagerOptions(**{**settings, **defaults, **extra})
         manager = Manager(opts)
         handle = ManagerHandle(manager, asyncio.create_task(manager.run(),
@@ -303,6 +290,23 @@ async def start_manager(
             with contextlib.suppress(Exception):
                 await h.kill()
         await release_finalizers(kube, namespace)
+
+
+def manager_settings(
+    kubeconfig: Path, namespace: str, *, identity: str, lease_duration: float = 3.0,
+    renew_deadline: float = 2.0, retry_period: float = 0.5,
+) -> dict[str, Any]:
+    """The ``ManagerOptions`` every test manager starts with: one namespace watched and
+    holding its config and Lease, loopback ports chosen at run time, quick polls and
+    backoff (the stand-in and the real-node fixtures share them)."""
+    return {
+        "kubeconfig": str(kubeconfig), "namespaces": (namespace,),
+        "config_namespace": namespace, "lease_namespace": namespace,
+        "lease_duration": lease_duration, "renew_deadline": renew_deadline,
+        "retry_period": retry_period, "bind_address": "127.0.0.1", "metrics_port": 0,
+        "probe_port": 0, "crd_poll_seconds": 1.0, "config_reload_seconds": 2.0,
+        "backoff_base": 0.05, "backoff_max": 5.0, "identity": identity,
+    }
 
 
 async def release_finalizers(kube: KubeClient, namespace: str) -> None:

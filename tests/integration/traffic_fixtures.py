@@ -26,6 +26,7 @@ from manager_fixtures import (
     ManagerHandle,
     apply_crd,
     eventually,
+    manager_settings,
     put_lifecycle,
     release_finalizers,
 )
@@ -97,14 +98,8 @@ async def real_manager(
     async def start(*, lifecycle: dict[str, Any] | None = None, **extra: Any) -> ManagerHandle:
         await put_lifecycle(real_kube, real_namespace,
                             TEST_LIFECYCLE if lifecycle is None else lifecycle)
-        settings: dict[str, Any] = {
-            "kubeconfig": str(real_kubeconfig), "namespaces": (real_namespace,),
-            "config_namespace": real_namespace, "lease_namespace": real_namespace,
-            "lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5,
-            "bind_address": "127.0.0.1", "metrics_port": 0, "probe_port": 0,
-            "crd_poll_seconds": 1.0, "config_reload_seconds": 2.0, "backoff_base": 0.05,
-            "backoff_max": 5.0, "identity": f"traffic-{len(handles)}",
-        }
+        settings = manager_settings(real_kubeconfig, real_namespace,
+                                    identity=f"traffic-{len(handles)}")
         manager = Manager(ManagerOptions(**{**settings, **extra}))
         handle = ManagerHandle(manager, asyncio.create_task(manager.run(), name="manager"))
         handles.append(handle)
