@@ -177,6 +177,9 @@ class TrafficReport:
         for w in self.failure_windows():
             lines.append(f"  failure window {w.start:.1f}s-{w.end:.1f}s: {w.count} failed "
                          f"({', '.join(w.kinds)})")
+        for o in [o for o in self.outcomes if o.failure][:5]:
+            lines.append(f"  failed at {o.started:.2f}s-{o.ended:.2f}s via {o.via}"
+                         f"{' (retried)' if o.retried else ''}: {o.detail}")
         return "\n".join(lines)
 
     def timeline(self, every: int = 5) -> str:
