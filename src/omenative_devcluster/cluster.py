@@ -49,6 +49,31 @@ GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWork
 GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
 
 
+
+KUBELET_CLIENT_CA = "kubelet-client-ca.crt"
+KUBELET_CLIENT_CERT = "kubelet-client.crt"
+KUBELET_CLIENT_KEY = "kubelet-client.key"
+
+
+def kubelet_client_certs(certs: Path) -> None:
+    """A CA for the real kubelets' client authentication and the API server's certificate
+    from it (group ``system:masters``): a pod reaches the kubelets' address, so the kubelets
+    accept no anonymous request (exec, logs, pod lists) and trust only this CA."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    ca_key, csr = certs / "kubelet-client-ca.key", certs / "kubelet-client.csr"
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+            "-subj", "/CN=omenative-devcluster-kubelet-client-ca",
+            "-keyout", str(ca_key), "-out", str(certs / KUBELET_CLIENT_CA))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(certs / KUBELET_CLIENT_KEY),
+            "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client", "-out", str(csr))
+    openssl("x509", "-req", "-in", str(csr), "-CA", str(certs / KUBELET_CLIENT_CA),
+            "-CAkey", str(ca_key), "-CAcreateserial", "-days", "30",
+            "-out", str(certs / KUBELET_CLIENT_CERT))
+
+
 class ClusterError(RuntimeError):
     """The control plane could not be started (the message says which part and why)."""
 
@@ -215,6 +240,8 @@ class Cluster:
         subprocess.run(
             ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
         )
+        if opts.real_nodes:
+            kubelet_client_certs(certs)
         self.etcd_data_dir = Path(tempfile.mkdtemp(prefix="omenative-etcd-"))
         self._write_pids()
 
@@ -314,10 +341,19 @@ class Cluster:
         _log(f"control plane up at {self.server_url}")
 
     def _real_node_flags(self) -> list[str]:
-        """Real kubelets are reached by InternalIP; their pods get service account tokens."""
+        """Real kubelets are reached by InternalIP with a client certificate (they refuse
+        anyone else); their pods get service account tokens."""
         if self.options.real_nodes:
-            return ["--kubelet-preferred-address-types=InternalIP"]
+            certs = self.state_dir / "certs"
+            return ["--kubelet-preferred-address-types=InternalIP",
+                    f"--kubelet-client-certificate={certs / KUBELET_CLIENT_CERT}",
+                    f"--kubelet-client-key={certs / KUBELET_CLIENT_KEY}"]
         return ["--disable-admission-plugins=ServiceAccount"]
+
+    @property
+    def kubelet_client_ca(self) -> Path:
+        """The CA real kubelets trust for client certificates (only the API server has one)."""
+        return self.state_dir / "certs" / KUBELET_CLIENT_CA
 
     def _client_limits(self, *, scheduler: bool = False) -> list[str]:
         """kube-controller-manager's (or kube-scheduler's) client-limit flags."""
