@@ -32,6 +32,7 @@ from typing import Any
 
 from attrs import evolve
 from callcount import function_calls
+from tiny import pick
 
 from omenative_controller.planning import PLANNING_SWITCH_INTERVAL, plan_replica
 from omenative_core.incremental import PlanMemo, plan_incremental
@@ -148,7 +149,8 @@ def bench_scaling() -> dict[str, Snapshot]:
     results: dict[int, tuple[float, float, float]] = {}
     calls: dict[int, list[int]] = {}
     kept: dict[str, Snapshot] = {}
-    for n in (100, 1000, 10000):
+    sizes = pick((100, 1000, 10000), (10, 20, 40))
+    for n in sizes:
         t0 = time.perf_counter()
         world = _converged_world(n)
         build = time.perf_counter() - t0
@@ -158,7 +160,7 @@ def bench_scaling() -> dict[str, Snapshot]:
             f"at rest the plan must be empty, got {len(rest_plan.actions)}"
         )
         assert rest_plan.status == rest.replica.status
-        repeat = 5 if n <= 1000 else 3
+        repeat = pick(5 if n <= 1000 else 3, 1)
         t_rest = _median_time(lambda: plan(rest), repeat)  # noqa: B023 (called at once)
         calls[n] = [function_calls(lambda: plan(rest))]  # noqa: B023
         world.patch_replica(_image_patch("img:2"))
@@ -181,14 +183,15 @@ def bench_scaling() -> dict[str, Snapshot]:
             f"   (world built in {build:.1f}s)",
             flush=True,
         )
-    r = [results[10000][i] / results[1000][i] for i in range(3)]
+    big, mid = sizes[-1], sizes[-2]
+    r = [results[big][i] / results[mid][i] for i in range(3)]
     print(
-        f"ratio 10,000/1,000: at rest {r[0]:.1f}x, new revision {r[1]:.1f}x, "
-        f"mid-rollout {r[2]:.1f}x (linear = 10)"
+        f"ratio {big:,}/{mid:,}: at rest {r[0]:.1f}x, new revision {r[1]:.1f}x, "
+        f"mid-rollout {r[2]:.1f}x (linear = {big / mid:g})"
     )
-    c = [calls[10000][i] / calls[1000][i] for i in range(3)]
+    c = [calls[big][i] / calls[mid][i] for i in range(3)]
     print(
-        f"function calls 10,000/1,000 (noise-free work): at rest {c[0]:.2f}x, "
+        f"function calls {big:,}/{mid:,} (noise-free work): at rest {c[0]:.2f}x, "
         f"new revision {c[1]:.2f}x, mid-rollout {c[2]:.2f}x"
     )
     return kept
@@ -283,7 +286,7 @@ async def _loop_hold(run: Callable[[], Awaitable[object]]
     return max(g for g, _ in gaps), max(c for _, c in gaps), took, pauses.longest
 
 
-def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = 5) -> None:
+def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = pick(5, 1)) -> None:
     """The new-revision pass planned on the loop, in a plain worker thread, and as the
     manager plans it (``planning.plan_replica``: a worker thread, the switch interval
     short meanwhile, handed the memo of the pass before the new revision, which it frees
@@ -332,8 +335,9 @@ def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = 5) -> None:
 
 
 def bench_incremental(kept: dict[str, Snapshot]) -> None:
-    print("\n== incremental planning, 10,000 Instances of 2 pods ==")
     rest, work = kept["rest"], kept["work"]
+    n = len(rest.replica.status.instances) if rest.replica.status else 0
+    print(f"\n== incremental planning, {n:,} Instances of 2 pods ==")
     assert _nothing_to_do(rest)
     _, memo0 = plan_incremental(rest, None)
     later = evolve(rest, now=rest.now + timedelta(seconds=1))
@@ -360,7 +364,7 @@ def bench_incremental(kept: dict[str, Snapshot]) -> None:
     base = 0.0
     print(
         "one pod changed: the pass rederives 1 Instance from its pods, reuses the other "
-        "9,999 Instances' verdicts (steps.verdicts) and reads only the rows that are not "
+        f"{n - 1:,} Instances' verdicts (steps.verdicts) and reads only the rows that are not "
         "plain (steps.totals); 10 and 100 pods changed: the same, k Instances"
     )
     print(f"{'case':<36} {'time':>10} {'calls':>10} {'vs bare':>8} {'vs full':>8}")
@@ -377,8 +381,8 @@ def bench_incremental(kept: dict[str, Snapshot]) -> None:
 
 
 def bench_gang_rollout() -> None:
-    print("\n== simulated rollout: 100 Instances of 8-pod gangs, maxSurge 10% ==")
-    n, workers, start, ready = 100, 7, 30.0, 30.0
+    n, workers, start, ready = pick(100, 10), 7, 30.0, 30.0
+    print(f"\n== simulated rollout: {n} Instances of 8-pod gangs, maxSurge 10% ==")
     surge = math.ceil(n * 10 / 100)
     nodes = math.ceil((n + surge) * 8 / 8)
     world = World(

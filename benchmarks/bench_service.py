@@ -34,6 +34,7 @@ from typing import Any
 
 from attrs import evolve
 from callcount import function_calls
+from tiny import pick
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_core.model.spec import InferenceReplica, ObjectMeta
@@ -59,11 +60,12 @@ from omenative_core.service import (
 )
 from omenative_core.status.wire import replica_from_json, replica_to_json
 
-SIZES = (10, 100, 1000, 10000)
+SIZES = pick((10, 100, 1000, 10000), (10, 20))
 COMPONENTS = ("engine", "decoder", "router")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-MIN_SAMPLE = 0.05  # seconds per sample; short calls are looped until a sample is this long
-REPEAT = 9
+#: seconds per sample; short calls are looped until a sample is this long
+MIN_SAMPLE = pick(0.05, 0.001)
+REPEAT = pick(9, 1)
 
 # --------------------------------------------------------------------------------- measuring
 

@@ -28,6 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
 
 from sim_helpers import engine_manifest  # noqa: E402
 from tests import status_states as states  # noqa: E402
+from tiny import pick  # noqa: E402
 
 from omenative_core.model import LifecycleConfig, Plan  # noqa: E402
 from omenative_core.model.status import InferenceReplicaStatus  # noqa: E402
@@ -50,7 +51,7 @@ def _sizes(status: InferenceReplicaStatus) -> tuple[int, int]:
 def uniform() -> None:
     print("1. uniform Ready, Available (columns = OME's measure)")
     print(f"   {'Instances':>9}  {'columns B':>9}  {'status B':>8}  {'OME columns B':>13}")
-    for n in (2000, 5000, 20_000):
+    for n in pick((2000, 5000, 20_000), (20, 50)):
         cols, whole = _sizes(states.uniform(n))
         print(f"   {n:>9,}  {cols:>9,}  {whole:>8,}  {OME_UNIFORM:>13,}")
 
@@ -58,14 +59,14 @@ def uniform() -> None:
 def representative() -> None:
     print("2. representative mix", states.REPRESENTATIVE_MIX)
     print(f"   {'rows':>5}  {'columns B':>9}  {'before B':>9}  {'OME (its rows) B':>16}")
-    for n in (2000, 5000):
+    for n in pick((2000, 5000), (20, 50)):
         now, _ = _sizes(states.representative(n))
         before, _ = _sizes(states.representative(n, ready_since_everywhere=True))
-        print(f"   {n:>5,}  {now:>9,}  {before:>9,}  {OME_REPRESENTATIVE[n]:>16,}")
+        print(f"   {n:>5,}  {now:>9,}  {before:>9,}  {OME_REPRESENTATIVE.get(n, 0):>16,}")
 
 
 def worst() -> None:
-    n = 20_000
+    n = pick(20_000, 2000)
     print(
         f"3. worst reachable at {n:,} Instances: bound {budget.OPERATION_BOUND} operations "
         f"(charge {budget.OPERATION_ROW_BYTES:,} B each, Migrate {budget.MIGRATE_ROW_BYTES:,} B,"
@@ -105,7 +106,7 @@ def _drive(world: World, passes: int) -> tuple[int, int, int]:
 
 
 def simulated() -> None:
-    n = 2000
+    n = pick(2000, 40)
     strategy = {"type": "SurgeThenDrain", "rollingUpdate": {"maxSurge": "25%"}}
     manifest = engine_manifest(workers=0, replicas=n, lifecycle={"updateStrategy": strategy})
     cluster = ClusterSpec(nodes=n, gpus_per_node=2, pod_start_seconds=2, pod_ready_seconds=2)
@@ -115,7 +116,7 @@ def simulated() -> None:
     rows = [("scale-up from zero", _drive(world, 2000))]
     runners = engine_manifest(workers=0, image="img:2")["spec"]["runners"]
     world.patch_replica({"spec": {"runners": runners}})
-    rows.append(("rollout maxSurge 25% (500)", _drive(world, 4000)))
+    rows.append((f"rollout maxSurge 25% ({n // 4})", _drive(world, 4000)))
     for name in list(world.pods):
         world.fail_pod(name)
     rows.append(("every pod fails at once", _drive(world, 4000)))

@@ -25,10 +25,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 REPO = Path(__file__).resolve().parents[2]
 
 
-async def run_script(*argv: str, timeout: float = 300.0) -> tuple[int, str, str]:
+async def run_script(*argv: str, timeout: float = 300.0,
+                     env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run a benchmark script in the session loop (the kubelet stand-in runs there too, so
     a blocking wait would stall the pods it waits for); (exit code, stdout, stderr)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **(env or {})}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, *argv, cwd=REPO, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -83,3 +84,38 @@ async def test_bench_indexsets_prints_both_shapes() -> None:
     assert code == 0, f"bench_indexsets.py exited {code}:\n{err[-3000:]}"
     assert re.findall(r"^\s+200 (every other index|one range)", out, re.MULTILINE) == [
         "every other index", "one range"], out
+
+
+#: the in-process benchmarks at a tiny size: (argv, lines their output must hold)
+IN_PROCESS = {
+    "bench_planner": (("--tiny",), (
+        r"^== plan time, one InferenceReplica", r"^\s+40\s+[\d.]+ms", r"^incremental, at rest",
+        r"^on the event loop\s", r"^simulated rollout time \d+s")),
+    "bench_decode": (("--instances", "200", "--repeat", "1"), (
+        r"^on the loop \(ReplicaDecoder.decode\)\s+[\d.]+ms",
+        r"^decode_replica \(worker thread\)")),
+    "bench_service": (("--tiny",), (
+        r"^InferenceService layer", r"^rollout layer", r"decide, mid-run\s+[\d,]+")),
+    "bench_advisor": (("--tiny",), (r"^\s+20\s+\d+\s+\d+\s+[\d.]+ms", r"^\s+40\s+\d+\s+\d+")),
+    "bench_status": (("--tiny",), (
+        r"^1\. uniform", r"^2\. representative", r"^3\. worst reachable",
+        r"every pod fails at once\s+\d+", r"at the end: 0 Ready, 40 updated")),
+    "bench_apply": (("--instances", "50"), (r"^\s+bounded\s", r"^shipped executor:")),
+}
+
+
+@pytest.mark.parametrize("script", sorted(IN_PROCESS))
+async def test_in_process_benchmarks_run_at_a_tiny_size(script: str) -> None:
+    argv, expected = IN_PROCESS[script]
+    code, out, err = await run_script(f"benchmarks/{script}.py", *argv, timeout=120)
+    assert code == 0, f"{script}.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
+    missing = [line for line in expected if not re.search(line, out, re.MULTILINE)]
+    assert not missing, f"{script}.py printed no line matching {missing}:\n{out[-3000:]}"
+
+
+async def test_bench_controller_prints_its_table_at_a_tiny_size(kubeconfig_path: Path) -> None:
+    code, out, err = await run_script(
+        "benchmarks/bench_controller.py", "--replicas", "2", "--timeout", "90", "--settle",
+        "1", env={"KUBECONFIG": str(kubeconfig_path)}, timeout=240)
+    assert code == 0, f"bench_controller.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
+    print(out[-3000:])
