@@ -95,7 +95,7 @@ IN_PROCESS = {
         r"^on the loop \(ReplicaDecoder.decode\)\s+[\d.]+ms",
         r"^decode_replica \(worker thread\)")),
     "bench_service": (("--tiny",), (
-        r"^InferenceService layer", r"^rollout layer", r"decide, mid-run\s+[\d,]+")),
+        r"^== InferenceService layer", r"^== rollout layer", r"decide, mid-run\s+[\d,]+")),
     "bench_advisor": (("--tiny",), (r"^\s+20\s+\d+\s+\d+\s+[\d.]+ms", r"^\s+40\s+\d+\s+\d+")),
     "bench_status": (("--tiny",), (
         r"^1\. uniform", r"^2\. representative", r"^3\. worst reachable",
@@ -118,4 +118,7 @@ async def test_bench_controller_prints_its_table_at_a_tiny_size(kubeconfig_path:
         "benchmarks/bench_controller.py", "--replicas", "2", "--timeout", "90", "--settle",
         "1", env={"KUBECONFIG": str(kubeconfig_path)}, timeout=240)
     assert code == 0, f"bench_controller.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
-    print(out[-3000:])
+    for line in (r"^API writes per created pod \(Leases excluded\)\s+:\s+[\d.]+",
+                 r"actions by kind: .*CreatePod=", r"^\s+omenative\s+bare loop$",
+                 r"^\s+created -> scheduled \(kube-scheduler\)\s"):
+        assert re.search(line, out, re.MULTILINE), f"no line matching {line!r}:\n{out[-3000:]}"
