@@ -36,6 +36,7 @@ from omenative_core.labels import LABEL_POD_GROUP, LABEL_REVISION_HASH
 from omenative_core.model.observed import PodGroupView
 from omenative_core.model.plan import CreateObject, CreatePodGroup, DeleteObject, DeletePodGroup
 from omenative_core.model.spec import Runner
+from omenative_core.phases import Waiting
 from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
@@ -52,7 +53,7 @@ __all__ = [
     "mechanism_condition",
 ]
 
-POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
+POD_GROUP_UNSCHEDULABLE = Waiting.POD_GROUP_UNSCHEDULABLE
 """Waiting reason: kube-scheduler reports the native PodGroup ``PodGroupScheduled=False``."""
 
 
@@ -81,7 +82,7 @@ def mechanism_condition(st: PassState) -> tuple[str, str, str]:
 
 def ensure(
     st: PassState, index: int, incarnation: int, runners: Sequence[Runner], revision: str
-) -> str | None:
+) -> Waiting | None:
     """Create the attempt's gang objects if missing; the waiting reason, if any."""
     chosen = mechanism(st, runners)
     if chosen == MECHANISM_NONE:
@@ -96,7 +97,7 @@ def ensure(
                 st.ir, index=index, incarnation=incarnation, min_member=count,
                 schedule_timeout_seconds=schedule_timeout_seconds(
                     st.policy.ready_timeout, timeout.min, timeout.max))))
-        return "PodGroupTerminating" if pg is not None and pg.deleting else None
+        return Waiting.POD_GROUP_TERMINATING if pg is not None and pg.deleting else None
     rev_hash = hash_of(revision)
     workload = st.snap.workloads.get(workload_name(st.prefix, rev_hash))
     if workload is None:
@@ -109,7 +110,7 @@ def ensure(
             min_count=count)))
         return None
     if native.deleting or (workload is not None and workload.deleting):
-        return "PodGroupTerminating"
+        return Waiting.POD_GROUP_TERMINATING
     if native.scheduled == "False" and native.scheduled_reason == "Unschedulable":
         return POD_GROUP_UNSCHEDULABLE
     return None

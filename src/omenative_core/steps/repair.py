@@ -26,10 +26,10 @@ from omenative_core.model.observed import PodView
 from omenative_core.model.plan import SetServingGate
 from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
 from omenative_core.model.timefmt import format_duration
-from omenative_core.phases import OpType, Outcome, Phase, Step
+from omenative_core.phases import OpType, Outcome, Phase, Step, Waiting
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps import steady
-from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.bringup import bring_up, park
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
@@ -81,7 +81,7 @@ def _repair_waits(
     """The row as it waits, when a repair must not bring pods up yet (Freeze, or its
     restart series' backoff), else None."""
     if st.policy.freeze and op.reason == "Repair":
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     if op.reason in ("Repair", "Rebuild") and _backing_off(st, row, op):
         return row
     return None
@@ -104,7 +104,7 @@ def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> b
 def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/Drain: drain every pod of this incarnation, then go on at the next one."""
     if st.policy.freeze:
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     old = [p for p in st.pods_of(row.index) if p.incarnation < row.incarnation + 1]
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
@@ -116,7 +116,7 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
 def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/CreatePods: bring the new incarnation up on the running revision."""
     if st.policy.freeze:
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     if _backing_off(st, row, op):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
     outcome, op, failure = bring_up(

@@ -246,8 +246,9 @@ class PassState:
     """Index -> row that a bulk ``steady.find`` found steady and plain as it stands
     (``steps.totals``, rule 1): ``steps.status`` tallies it unread while no step writes it."""
     _prev_ready: set[int] | None = None
-    waiting: set[int] | None = None
-    """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
+    unschedulable: set[int] | None = None
+    """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``;
+    not ``operation.waiting``, an Instance's waiting reason)."""
     totals_out: RowTotals | None = None
     """This pass's row totals, for the next pass (``steps.status.finish``)."""
     groups_out: tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]] = ((), ())

@@ -35,7 +35,7 @@ from omenative_core.model.plan import (
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
 from omenative_core.model.timefmt import format_duration, to_second
-from omenative_core.phases import Phase
+from omenative_core.phases import Phase, Waiting
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
@@ -262,7 +262,7 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
         r
         for r in rows
         if r.operation is not None
-        and r.operation.waiting == "Unschedulable"
+        and r.operation.waiting == Waiting.UNSCHEDULABLE
         and st.is_surge_target(r)
     ]:
         return RolloutHold(

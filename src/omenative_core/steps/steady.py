@@ -99,10 +99,10 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     ready = {name for name, node in nodes.items() if node.ready is True}
     mark = st.dirty is None
     out = _match(st, rows, ready, st.plain_steady if mark else None)
-    if mark and st.waiting is None:
+    if mark and st.unschedulable is None:
         # every pod read: ``unschedulable_now`` takes it (the rows not steady: their pods)
         by_index = st.pods_by_index
-        st.waiting = unschedulable(by_index, by_index.keys() - out.rows.keys())
+        st.unschedulable = unschedulable(by_index, by_index.keys() - out.rows.keys())
     return out
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from omenative_core.model.status import InstanceStatus
-from omenative_core.phases import OpType, Phase, Step, Strategy
+from omenative_core.phases import OpType, Phase, Step, Strategy, Waiting
 from omenative_core.render import is_multi_pod
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
@@ -220,7 +220,7 @@ def _no_room_reason(st: PassState) -> str:
     """Why no surge opens: unschedulable replacements, condemned Instances, or maxSurge."""
     stuck = any(
         r.operation is not None
-        and r.operation.waiting == "Unschedulable"
+        and r.operation.waiting == Waiting.UNSCHEDULABLE
         and st.is_surge_target(r)
         for r in st.rows.values()
     )

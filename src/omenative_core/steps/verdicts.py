@@ -139,7 +139,7 @@ class Verdicts:
 
     ``pods``: the snapshot's pods; ``positions``: ``id(pod)`` -> its position there;
     (None until a later pass needs it); ``pods_by_index`` and ``by_name``: the grouping
-    ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
+    ``revisions.group_pods`` makes; ``unschedulable``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
     steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
     of their attempts' PodGroups (``native_gang``), when the pass needed them;
@@ -152,7 +152,7 @@ class Verdicts:
     positions: dict[int, int] | None
     pods_by_index: dict[int, list[PodView]]
     by_name: dict[str, PodView]
-    waiting: frozenset[int] | None
+    unschedulable: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
     row_groups: RowGroups | None = None
@@ -316,11 +316,11 @@ def _apply(
 
 
 class VerdictsPass(Protocol):
-    """What the queries below read of a pass (and ``waiting``, which they fill in): the
+    """What the queries below read of a pass (and ``unschedulable``, which they fill in): the
     part of ``steps.state.PassState`` they need, as a protocol, so this module does not
     import the state, which imports it."""
 
-    waiting: set[int] | None
+    unschedulable: set[int] | None
 
     @property
     def kept(self) -> Verdicts | None: ...
@@ -421,15 +421,15 @@ def kept_tally(st: VerdictsPass, row: InstanceStatus, was_ready: bool) -> Tally 
 
 def unschedulable_now(st: VerdictsPass) -> set[int]:
     """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
-    got = st.waiting
+    got = st.unschedulable
     if got is None:
         kept = st.kept
-        if kept is None or kept.waiting is None or st.dirty is None:
+        if kept is None or kept.unschedulable is None or st.dirty is None:
             got = unschedulable(st.pods_by_index, st.pods_by_index)
         else:
-            got = set(kept.waiting - st.dirty)
+            got = set(kept.unschedulable - st.dirty)
             got |= unschedulable(st.pods_by_index, st.dirty)
-        st.waiting = got
+        st.unschedulable = got
     return got
 
 
@@ -437,16 +437,16 @@ def keep(st: VerdictsPass) -> Verdicts | None:
     """What this pass found per Instance, for the next pass (None: nothing to keep)."""
     if not names_unique(st.pods_by_index, st.by_name):
         return None
-    waiting = st.waiting
-    if waiting is None and st.dirty is not None and st.kept is not None:
-        waiting = unschedulable_now(st) if st.kept.waiting is not None else None
+    stuck = st.unschedulable
+    if stuck is None and st.dirty is not None and st.kept is not None:
+        stuck = unschedulable_now(st) if st.kept.unschedulable is not None else None
     return Verdicts(
         basis=st.basis,
         pods=st.snap.pods,
         positions=st.positions,
         pods_by_index=st.pods_by_index,
         by_name=st.by_name,
-        waiting=frozenset(waiting) if waiting is not None else None,
+        unschedulable=frozenset(stuck) if stuck is not None else None,
         steady=st.steady_rows,
         tallies=st.tallies,
         row_groups=st.row_groups,
