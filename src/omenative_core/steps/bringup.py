@@ -82,7 +82,7 @@ def bring_up(
 ) -> BringUp:
     """Drive one attempt's pods towards all Ready (see the module docstring)."""
     index = row.index
-    expected = st.expected(index, revision, row.incarnation, slot_ordinal)
+    expected = st.view.expected(index, revision, row.incarnation, slot_ordinal)
     if expected is None:
         return (
             Outcome.FAILED,
@@ -95,7 +95,7 @@ def bring_up(
     runners = next(iter(expected.values()))[1]
     pods = {p.name: p for p in st.pods_of(index) if p.name in expected}
     scan = _Scan(waiting=native_gang.ensure(st, index, row.incarnation, runners, revision))
-    if scan.waiting is None and paused_applies and st.policy.paused:
+    if scan.waiting is None and paused_applies and st.view.policy.paused:
         scan.waiting = Waiting.PAUSED
     for name, (slot, _) in expected.items():
         pod = pods.get(name)
@@ -130,7 +130,7 @@ def _missing(
     op: InstanceOperation,
 ) -> None:
     """A pod the attempt expects does not exist: create it unless its create was refused."""
-    err = st.errors_by_name.get(name)
+    err = st.view.errors_by_name.get(name)
     if err is not None and err.reason in ("Invalid", "InvalidPodSpec"):
         scan.fail(Failure(reason="InvalidPodSpec", message=err.message, pod_name=name))
         return
@@ -168,7 +168,7 @@ def _look_at(
         scan.wait(Waiting.QUOTA_EXCEEDED)
     if pod.unschedulable:
         scan.unschedulable = True
-    if st.node_lost(pod):
+    if st.view.node_lost(pod):
         scan.wait(Waiting.NODE_UNKNOWN)
     _stuck_containers(st, scan, pod, op)
     if not pod.containers_ready:
@@ -187,10 +187,10 @@ def _recycle(
     before Ready is recreated ever more slowly rather than as fast as it fails.
     """
     n = op.retry_count + scan.recycled + 1
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     if cfg is not None:
-        due = (pod.creation_timestamp or op.started_at or st.now) + cfg.delay(n)
-        if st.now < due:
+        due = (pod.creation_timestamp or op.started_at or st.view.now) + cfg.delay(n)
+        if st.view.now < due:
             st.wake.append(due)
             return
     scan.recycled += 1
@@ -204,17 +204,17 @@ def _recycle(
 
 def _stuck_containers(st: PassState, scan: _Scan, pod: PodView, op: InstanceOperation) -> None:
     """A container stuck on a bad image or crash-looping past the grace fails the attempt."""
-    stuck_grace = st.config.stuck_pod_grace_period
+    stuck_grace = st.view.config.stuck_pod_grace_period
     for c in pod.containers:
         reason = c.waiting_reason
         if reason not in REVISION_FAULT_REASONS and reason not in CRASH_REASONS:
             continue
-        age_from = pod.creation_timestamp or op.started_at or st.now
+        age_from = pod.creation_timestamp or op.started_at or st.view.now
         if reason == "InvalidImageName":
             scan.fail(_pod_failure(pod, c.name, reason, c))
         elif stuck_grace is not None:
             due = age_from + stuck_grace
-            if st.now >= due:
+            if st.view.now >= due:
                 scan.fail(_pod_failure(pod, c.name, reason, c))
             else:
                 st.wake.append(due)
@@ -229,11 +229,11 @@ def _unschedulable(
             return evolve(op, unschedulable_since=None)
         return op
     scan.wait(Waiting.UNSCHEDULABLE)
-    since = op.unschedulable_since or st.now
+    since = op.unschedulable_since or st.view.now
     op = evolve(op, unschedulable_since=since)
-    grace = st.config.unschedulable_grace_period
+    grace = st.view.config.unschedulable_grace_period
     if grace is not None:
-        if st.now >= since + grace:
+        if st.view.now >= since + grace:
             scan.fail(
                 Failure(
                     reason="Unschedulable",
@@ -248,7 +248,7 @@ def _unschedulable(
 
 def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> BringUp:
     """Progress, or failure once the readiness deadline passed (parked while waiting)."""
-    timeout = st.policy.ready_timeout
+    timeout = st.view.policy.ready_timeout
     if stops_clock(scan.waiting):
         op = park(op, scan.waiting)
     else:
@@ -256,9 +256,9 @@ def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> 
         if timeout is not None:
             deadline = op.deadline
             if deadline is None:
-                deadline = st.now + timeout
+                deadline = st.view.now + timeout
                 op = evolve(op, deadline=deadline)
-            if st.now >= deadline:
+            if st.view.now >= deadline:
                 timed_out = Failure(
                     reason="DeadlineExceeded",
                     message=f"Instance {index} was not ready within "

@@ -70,15 +70,17 @@ class _ReadyNodes:
 
 def _kind(st: PassState, row: InstanceStatus) -> Kind:
     """The pod-name tails and revision hash shared by the rows of ``row``'s kind."""
-    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    expected = st.view.expected(
+        row.index, row.running_revision, row.incarnation, row.active_ordinal
+    )
     if not expected:
         return None
-    head = f"{st.prefix}-{row.index}"
+    head = f"{st.view.prefix}-{row.index}"
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
     tails = tuple(name[len(head) :] for name in expected)
     table = tuple(((n, False), (n, True)) for n in range(len(tails) + 1))
-    return tails, st.revision_hash(row.running_revision), len(tails), table
+    return tails, st.view.revision_hash(row.running_revision), len(tails), table
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
@@ -93,7 +95,7 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     if st.migrations or not st.names_unique:
         return Found()
     rows = list(rows)
-    nodes = st.snap.nodes
+    nodes = st.view.snap.nodes
     if len(rows) < _BULK:
         return _match(st, rows, _ReadyNodes(nodes))
     ready = {name for name, node in nodes.items() if node.ready is True}
@@ -120,9 +122,9 @@ def _match(
     counts are its pods'), and it serves, is available, was Ready and runs the target, so
     ``steps.status`` need not tally it again.
     """
-    by_index, prefix = st.pods_by_index, st.prefix
-    target, multi = st.target, st.policy.multi_pod
-    was_ready = st.prev_ready() if plain is not None else set()
+    by_index, prefix = st.pods_by_index, st.view.prefix
+    target, multi = st.view.target, st.view.policy.multi_pod
+    was_ready = st.view.prev_ready() if plain is not None else set()
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from attrs import frozen
 
-from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
 from omenative_core.steps.verdicts import (
     AVAILABLE,
@@ -145,10 +145,6 @@ class TotalsPass(VerdictsPass, Protocol):
     @property
     def totals(self) -> RowTotals | None: ...
     @property
-    def target(self) -> str: ...
-    @property
-    def prev(self) -> InferenceReplicaStatus: ...
-    @property
     def groups_out(self) -> tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]]: ...
     @property
     def nodes_out(self) -> tuple[bool, bool, bool, int, int] | None: ...
@@ -157,7 +153,7 @@ class TotalsPass(VerdictsPass, Protocol):
 def usable(st: TotalsPass) -> RowTotals | None:
     """The kept totals when they hold for this pass (rule 4), else None."""
     kept = st.totals
-    if kept is None or st.kept is None or st.dirty is None or kept.target != st.target:
+    if kept is None or st.kept is None or st.dirty is None or kept.target != st.view.target:
         return None
     return kept
 
@@ -167,7 +163,7 @@ def loaded_rows(st: TotalsPass) -> WrittenRows | None:
     that are not the objects it holds written in (so they count as written), or None:
     build them from the status."""
     kept = usable(st)
-    rows = st.prev.instances
+    rows = st.view.prev.instances
     if kept is None or len(rows) != len(kept.rows):
         return None
     at = list(compress(range(len(rows)), map(is_not, rows, kept.rows)))
@@ -193,7 +189,7 @@ def rowless(st: TotalsPass) -> set[int]:
 def was_ready(st: TotalsPass, indexes: Iterable[int]) -> set[int]:
     """Of ``indexes``, the Instances whose row in the previous status was Ready (found by
     the kept positions while the totals hold: ``loaded_rows`` checked them)."""
-    kept, rows, prev = usable(st), st.rows, st.prev.instances
+    kept, rows, prev = usable(st), st.rows, st.view.prev.instances
     if kept is None or not isinstance(rows, WrittenRows):
         wanted = set(indexes)
         return {r.index for r in prev if r.phase == Phase.READY and r.index in wanted}
@@ -217,7 +213,7 @@ def unsteady(st: TotalsPass) -> list[int] | None:
     ``st.steady_rows``, as ``verdicts.unchanged_steady`` would). None: the totals do not
     hold, or steady rows are not reused this pass."""
     verdicts, odd = st.kept, odd_indexes(st)
-    if odd is None or verdicts is None or not st.fast or st.migrations or st.book.blocks:
+    if odd is None or verdicts is None or not st.view.fast or st.migrations or st.book.blocks:
         return None
     kept, rows, dirty = verdicts.steady, st.rows, st.dirty or set()
     steady = st.steady_rows
@@ -242,7 +238,7 @@ def odd_of(st: TotalsPass, tallied: list[Tally]) -> list[Tally]:
     )
     for i in gone:
         del steady[i]
-    target, ready = st.target, Phase.READY
+    target, ready = st.view.target, Phase.READY
     # inlined, with no call per row, as a cold pass runs this over every row
     return [
         t
@@ -290,7 +286,7 @@ def totals_of(
         positions,
         odd,
         frozenset(rowless(st)),
-        st.target,
+        st.view.target,
         groups,
         unnamed,
         st.nodes_out,

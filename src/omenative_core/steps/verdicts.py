@@ -47,6 +47,7 @@ from omenative_core.model.status import InstanceStatus
 
 if TYPE_CHECKING:
     from omenative_core.retry import RetryBook
+    from omenative_core.steps.view import PassView
 
 __all__ = [
     "AVAILABLE",
@@ -323,17 +324,15 @@ class VerdictsPass(Protocol):
     unschedulable: set[int] | None
 
     @property
+    def view(self) -> PassView: ...
+    @property
     def kept(self) -> Verdicts | None: ...
     @property
     def dirty(self) -> set[int] | None: ...
     @property
-    def fast(self) -> bool: ...
-    @property
     def migrations(self) -> Mapping[str, object]: ...
     @property
     def book(self) -> RetryBook: ...
-    @property
-    def snap(self) -> Snapshot: ...
     @property
     def basis(self) -> tuple[Any, ...]: ...
     @property
@@ -367,7 +366,7 @@ def unchanged_steady(st: VerdictsPass) -> list[int]:
     """Instances the last pass found steady whose row is the same object and whose pods
     did not change: steady again, with nothing to check (set operations, done in C)."""
     kept, dirty = st.kept, st.dirty
-    if kept is None or dirty is None or st.migrations or not st.fast or st.book.blocks:
+    if kept is None or dirty is None or st.migrations or not st.view.fast or st.book.blocks:
         return []
     steady = kept.steady
     keys = list(steady.keys() - dirty)
@@ -442,7 +441,7 @@ def keep(st: VerdictsPass) -> Verdicts | None:
         stuck = unschedulable_now(st) if st.kept.unschedulable is not None else None
     return Verdicts(
         basis=st.basis,
-        pods=st.snap.pods,
+        pods=st.view.snap.pods,
         positions=st.positions,
         pods_by_index=st.pods_by_index,
         by_name=st.by_name,
