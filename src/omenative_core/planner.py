@@ -199,8 +199,8 @@ def plan_pass(
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
     revs = revisions.resolve_revisions(snapshot)
     st = PassState(
-        PassView(snapshot, policy, revs, fast=fast),
-        lifecycle.advance,
+        view=PassView(snapshot, policy, revs, fast=fast),
+        advance_fn=lifecycle.advance,
         kept=kept if fast else None,
         totals=totals if fast else None,
     )

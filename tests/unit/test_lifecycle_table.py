@@ -95,7 +95,7 @@ def _state() -> PassState:
     spec = snap.replica.spec
     policy = resolve_policy(spec, snap.config, multi_pod=is_multi_pod(spec.runners))
     revs = revisions.resolve_revisions(snap)
-    st_ = PassState(PassView(snap, policy, revs), lifecycle.advance)
+    st_ = PassState(view=PassView(snap, policy, revs), advance_fn=lifecycle.advance)
     revisions.record_revisions(st_, revs)
     return st_
 

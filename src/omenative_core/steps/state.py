@@ -1,8 +1,13 @@
-"""The pass state: everything one planning pass reads and builds, in one explicit place.
+"""The pass state: a pass's read-only view, its write-set and its incremental cache.
 
-A pass (``planner.PASSES``) is a function of a ``PassState``. It reads the snapshot, the
-Instance rows and the policy; it writes rows, actions (through ``ActionSink``), events,
-wake-up times and the status extras here. Nothing else is shared between passes.
+A pass (``planner.PASSES``) is a function of a ``PassState``. It reads ``st.view``
+(``steps.view.PassView``: the snapshot, the policy, the resolved revisions and the pods
+each attempt expects, frozen) and the Instance rows; it writes the write-set
+(``PassWrites``): rows, actions (through ``ActionSink``), events, wake-up times, the
+status extras, and the named results one step hands to a later one. The incremental
+cache (the last pass's verdicts and totals, this pass's pod grouping) is read through the
+queries below and ``steps.verdicts`` / ``steps.totals``. Nothing else is shared between
+passes.
 
 Rules the passes keep:
 
@@ -13,7 +18,10 @@ Rules the passes keep:
 2. Actions go to ``st.out``: the sink keeps a plan's fixed order (status, revisions,
    objects, PodGroups, creates, gates, patches, deletes ...) and keeps the first action
    per (kind, object), so two passes touching the same pod cannot emit it twice.
-3. Queries (``expected``, ``is_member``, ``available`` ...) are pure functions of the state.
+3. Queries (``st.view.expected``, ``is_member``, ``available`` ...) are pure functions of
+   the view; ``odd_rows``, ``members`` and ``unavailable`` read the rows a step must read
+   (every row, or only the ones that may not be plain while the kept totals hold), so a
+   step never asks which rows were carried over from the last pass.
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ __all__ = [
     "HandOff",
     "MoveResult",
     "PassState",
+    "PassWrites",
 ]
 
 
@@ -161,19 +170,26 @@ class HandOff:
 
 AdvanceFn = Callable[["PassState", int], None]
 
-@define
-class PassState:
-    """One planning pass's inputs and scratch results (see the module docstring)."""
 
-    view: PassView
-    """What the pass reads: the snapshot, policy and revisions, frozen (``steps.view``)."""
-    advance_fn: AdvanceFn
-    kept: Verdicts | None = None
-    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
-    totals: RowTotals | None = None
-    """The last pass's row totals (``steps.totals``), or None: read every row."""
+@define
+class PassWrites:
+    """What a pass's steps write: the plan's material, and the named results one step
+    hands to a later one. Nothing else a step writes is read by another step.
+
+    The plan's material: ``rows`` (a step writes the row it works on; another Instance's
+    row only through ``hand_off``), ``out`` (the actions), ``events``, ``wake`` (wake-up
+    times), ``poll``, ``audit``, ``hold``, ``extra_conditions``, ``migrations`` and
+    ``book`` (the RetryBlocks), which ``steps.status.finish`` turns into the plan.
+    The named results, each written by one step and read by the ones named:
+    ``steady_rows``/``steady_counts``/``plain_steady`` (``repair.settled``, ``steady.find``
+    -> ``steps.status``), ``unschedulable`` (``steady.find``, ``verdicts.unschedulable_now``
+    -> ``capacity``), ``row_groups``/``groups_out`` (``native_gang.cleanup``), ``nodes_out``
+    (``capacity.check_nodes``), ``tallies``/``plain_tallies``/``totals_out``
+    (``steps.status``) -> the next pass (``verdicts.keep``, ``incremental``), ``replan``
+    (``planner._advance_all`` -> ``planner.plan_pass``).
+    """
+
     rows: dict[int, InstanceStatus] = field(factory=dict)
-    pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
     out: ActionSink = field(factory=ActionSink)
     events: list[Event] = field(factory=list)
     wake: list[datetime] = field(factory=list)
@@ -184,20 +200,7 @@ class PassState:
     handoffs: list[HandOff] = field(factory=list)
     migrations: dict[str, MigrationStatus] = field(factory=dict)
     book: RetryBook = field(init=False)
-    # caches
-    _used_indexes: set[int] | None = None
-    _free_cursor: int = 0
-    by_name: dict[str, PodView] = field(factory=dict)
-    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
-    attempt a name stands for is that pod's (``attempt``)."""
-    names_unique: bool = True
-    """No two grouped pods share a name, so ``by_name`` has each one itself."""
-    _budget: Budget | None = None
-    # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
-    basis: tuple[Any, ...] = ()
-    dirty: set[int] | None = None
-    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
-    positions: dict[int, int] | None = None
+    # named results
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
     plain_tallies: dict[int, InstanceStatus] = field(factory=dict)
@@ -224,6 +227,48 @@ class PassState:
     """This pass, which skipped the kept steady rows, must be planned again without the
     kept verdicts (``planner._advance_all``: a RetryBlock opened meanwhile)."""
 
+    def hand_off(self, by: int | None, row: InstanceStatus, why: str) -> None:
+        """Write another Instance's row from the step of Instance ``by`` (recorded)."""
+        self.rows[row.index] = row
+        self.handoffs.append(HandOff(by=by, index=row.index, why=why))
+
+    def warn(self, reason: str, message: str, instance: int | None = None) -> None:
+        """Record a Warning Event."""
+        self.events.append(Event(type="Warning", reason=reason, message=message, instance=instance))
+
+    def note(self, reason: str, message: str, instance: int | None = None) -> None:
+        """Record a Normal Event."""
+        self.events.append(Event(type="Normal", reason=reason, message=message, instance=instance))
+
+
+@define(kw_only=True)
+class PassState(PassWrites):
+    """One pass: its read-only ``view``, its write-set (``PassWrites``) and the incremental
+    cache (the last pass's verdicts and totals, and this pass's pod grouping)."""
+
+    view: PassView
+    """What the pass reads: the snapshot, policy and revisions, frozen (``steps.view``)."""
+    advance_fn: AdvanceFn
+    # the incremental cache (steps/verdicts.py, steps/totals.py)
+    kept: Verdicts | None = None
+    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
+    totals: RowTotals | None = None
+    """The last pass's row totals (``steps.totals``), or None: read every row."""
+    pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
+    by_name: dict[str, PodView] = field(factory=dict)
+    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
+    attempt a name stands for is that pod's (``attempt``)."""
+    names_unique: bool = True
+    """No two grouped pods share a name, so ``by_name`` has each one itself."""
+    basis: tuple[Any, ...] = ()
+    dirty: set[int] | None = None
+    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
+    positions: dict[int, int] | None = None
+    # scratch of the queries below
+    _used_indexes: set[int] | None = None
+    _free_cursor: int = 0
+    _budget: Budget | None = None
+
     def __attrs_post_init__(self) -> None:
         view = self.view
         self.book = RetryBook(view.prev.retry_blocks, view.config.update_retry)
@@ -239,19 +284,6 @@ class PassState:
     def advance(self, index: int) -> None:
         """Take the next step of Instance ``index``'s open operation (``lifecycle.advance``)."""
         self.advance_fn(self, index)
-
-    def hand_off(self, by: int | None, row: InstanceStatus, why: str) -> None:
-        """Write another Instance's row from the step of Instance ``by`` (recorded)."""
-        self.rows[row.index] = row
-        self.handoffs.append(HandOff(by=by, index=row.index, why=why))
-
-    def warn(self, reason: str, message: str, instance: int | None = None) -> None:
-        """Record a Warning Event."""
-        self.events.append(Event(type="Warning", reason=reason, message=message, instance=instance))
-
-    def note(self, reason: str, message: str, instance: int | None = None) -> None:
-        """Record a Normal Event."""
-        self.events.append(Event(type="Normal", reason=reason, message=message, instance=instance))
 
     # ------------------------------------------------------------------ pods of an attempt
 
