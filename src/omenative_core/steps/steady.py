@@ -118,18 +118,15 @@ def _match(
     their pods exactly their attempt's (by name and labels), all healthy.
 
     ``plain``: when given, the rows found steady that are plain as they stand go in it
-    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
-    counts are its pods'), and it serves, is available, was Ready and runs the target, so
-    ``steps.status`` need not tally it again.
+    (``_mark_plain``).
     """
     by_index, prefix = st.pods_by_index, st.view.prefix
-    target, multi = st.view.target, st.view.policy.multi_pod
-    was_ready = st.view.prev_ready() if plain is not None else set()
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
     out = Found()
     steady, counts = out.rows, out.counts
+    sizes: dict[int, int] = {}  # index -> how many pods its attempt has (``_mark_plain``)
     for row in rows:
         index = row.index
         pods = by_index.get(index)
@@ -171,16 +168,29 @@ def _match(
         else:
             steady[index] = row
             counts[index] = kind[3][count][admitted]  # shared: no tuple per row
-            if (
-                plain is not None
-                and row.ready_since is None
-                and row.last_failure is None
-                and row.running_revision == target
-                and row.pod_count == row.available_pod_count == kind[2]
-                and row.serving_pod_count == count
-                and row.admitted == admitted
-                and (count == row.pod_count if multi else count > 0)
-                and index in was_ready
-            ):
-                plain[index] = row
+            sizes[index] = kind[2]
+    if plain is not None:
+        _mark_plain(st, out, sizes, plain)
     return out
+
+
+def _mark_plain(
+    st: PassState, found: Found, sizes: dict[int, int], plain: dict[int, InstanceStatus]
+) -> None:
+    """Put in ``plain`` the rows ``found`` steady that are plain as they stand
+    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
+    counts are its pods', ``sizes`` of them), and it serves, is available, was Ready and
+    runs the target, so ``steps.status`` need not tally it again."""
+    target, multi, counts = st.view.target, st.view.policy.multi_pod, found.counts
+    was_ready = st.view.prev_ready()
+    for index, row in found.rows.items():
+        if row.ready_since is not None or row.last_failure is not None:
+            continue  # its window is open, or it failed before: tallied in full
+        if row.running_revision != target or index not in was_ready:
+            continue
+        n = sizes[index]
+        count, admitted = counts[index]
+        if row.pod_count != n or row.available_pod_count != n or row.admitted != admitted:
+            continue  # its counts change: tallied in full
+        if row.serving_pod_count == count and (count == n if multi else count > 0):
+            plain[index] = row
