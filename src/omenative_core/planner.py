@@ -18,7 +18,8 @@ Theory of operation:
 5. The order of a pass is ``PASSES`` below: revisions, verbs, advance every open operation
    (``lifecycle.advance``), then start new work (rebuilds, scale, updates, migrations)
    within the budgets; ``steps.status.finish`` turns the rows into the status and plan.
-   Each pass is a function of one ``PassState`` (``steps/state.py``).
+   Each pass is a function of one ``PassState`` (``steps/state.py``): it reads the frozen
+   ``st.view`` (``steps/view.py``) and writes the write-set (``PassWrites``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ but record it. ``find`` answers that question for a whole pass's rows in one wal
 cold pass (no kept verdicts, after a restart) reads each pod once (``_match``): for each
 row, what its pods' views derived when they were built (``PodView.sound``, ``in_rotation``,
 ``revision_hash``, ``incarnation``: an unhealthy pod, how many serve, the attempt), their
-gates and nodes, and their names (``PassState.expected``, spelled ``{prefix}-{index}`` +
+gates and nodes, and their names (``PassView.expected``, spelled ``{prefix}-{index}`` +
 the same tails for every row of a revision); the unschedulable pods are looked at only in
 the rows that are not steady.
 

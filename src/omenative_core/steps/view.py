@@ -4,7 +4,7 @@ A pass (``planner.PASSES``) reads one snapshot, the policy resolved from it and 
 revisions resolved from it (``steps.revisions.resolve_revisions``); none of that changes
 while the pass runs. ``PassView`` holds them, frozen, with the pure queries over them: the
 pods an attempt expects (``expected``), revision hashes, membership, availability. What
-the steps build goes to the write-set (``steps.state.PassState``'s own fields).
+the steps build goes to the write-set (``steps.state.PassWrites``).
 
 The view memoizes its queries (the pod names of an attempt, a revision's hash, the
 Instances Ready before the pass): each is a pure function of the view, computed once a
