@@ -249,7 +249,7 @@ def _unschedulable(
 def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> BringUp:
     """Progress, or failure once the readiness deadline passed (parked while waiting)."""
     timeout = st.view.policy.ready_timeout
-    if stops_clock(scan.waiting):
+    if scan.waiting is not None and stops_clock(scan.waiting):  # most attempts wait on none
         op = park(op, scan.waiting)
     else:
         op = evolve(op, waiting=None)

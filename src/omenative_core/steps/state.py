@@ -268,6 +268,7 @@ class PassState(PassWrites):
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
     _budget: Budget | None = None
+    _prev_ready: set[int] | None = None
 
     def __attrs_post_init__(self) -> None:
         view = self.view
@@ -286,6 +287,16 @@ class PassState(PassWrites):
         self.advance_fn(self, index)
 
     # ------------------------------------------------------------------ pods of an attempt
+
+    def prev_ready(self) -> set[int]:
+        """The Instances whose row in the previous status was Ready (found once a pass)."""
+        got = self._prev_ready
+        if got is None:
+            ready = Phase.READY
+            got = self._prev_ready = {
+                r.index for r in self.view.prev.instances if r.phase == ready
+            }
+        return got
 
     def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
         """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""

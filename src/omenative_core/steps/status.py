@@ -178,7 +178,7 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     odd = odd_indexes(st)
     kept = st.totals
     if odd is None or kept is None or st.kept is None:
-        was_ready = st.view.prev_ready()
+        was_ready = st.prev_ready()
         # rows whose tally the last pass kept and that did not change take it unread
         same = unchanged_tallies(st, was_ready)
         st.tallies.update(same)

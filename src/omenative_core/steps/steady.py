@@ -182,7 +182,7 @@ def _mark_plain(
     counts are its pods', ``sizes`` of them), and it serves, is available, was Ready and
     runs the target, so ``steps.status`` need not tally it again."""
     target, multi, counts = st.view.target, st.view.policy.multi_pod, found.counts
-    was_ready = st.view.prev_ready()
+    was_ready = st.prev_ready()
     for index, row in found.rows.items():
         if row.ready_since is not None or row.last_failure is not None:
             continue  # its window is open, or it failed before: tallied in full

@@ -6,9 +6,8 @@ while the pass runs. ``PassView`` holds them, frozen, with the pure queries over
 pods an attempt expects (``expected``), revision hashes, membership, availability. What
 the steps build goes to the write-set (``steps.state.PassWrites``).
 
-The view memoizes its queries (the pod names of an attempt, a revision's hash, the
-Instances Ready before the pass): each is a pure function of the view, computed once a
-pass, so the memo is invisible to the steps.
+The view memoizes its queries (the pod names of an attempt, a revision's hash): each is
+a pure function of the view, computed once a pass, so the memo is invisible to the steps.
 """
 
 from __future__ import annotations
@@ -87,7 +86,6 @@ class PassView:
     _shapes: dict[tuple[str, int], Shape | None] = field(init=False, factory=dict)
     _expected: dict[tuple[int, str, int], Expected | None] = field(init=False, factory=dict)
     _hashes: dict[str, str] = field(init=False, factory=dict)
-    _prev_ready: dict[None, set[int]] = field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
         snap, revs, put = self.snap, self.revisions, object.__setattr__
@@ -157,16 +155,6 @@ class PassView:
         if revision in self._hashes:
             return self._hashes[revision]
         got = self._hashes[revision] = sys.intern(hash_of(revision))
-        return got
-
-    def prev_ready(self) -> set[int]:
-        """The Instances whose row in the previous status was Ready (found once a pass)."""
-        got = self._prev_ready.get(None)
-        if got is None:
-            ready = Phase.READY
-            got = self._prev_ready[None] = {
-                r.index for r in self.prev.instances if r.phase == ready
-            }
         return got
 
     def node_lost(self, pod: PodView) -> bool:
