@@ -41,7 +41,7 @@ from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
 from omenative_core.steps.state import PassState
-from omenative_core.steps.totals import WrittenRows, usable
+from omenative_core.steps.totals import since_kept
 
 __all__ = [
     "POD_GROUP_UNSCHEDULABLE",
@@ -209,13 +209,11 @@ def _unnamed_since(
     are looked at. Pods never name a group a row does not, so a changed pod changes nothing
     here: the pods are read only for the groups left over (``cleanup``).
     """
-    kept, rows = usable(st), st.rows
-    if (
-        kept is None
-        or not isinstance(rows, WrittenRows)
-        or len(kept.groups) <= at
-        or len(kept.groups[at]) != len(views)
-    ):
+    since = since_kept(st)
+    if since is None:
+        return None
+    kept, rows = since
+    if len(kept.groups) <= at or len(kept.groups[at]) != len(views):
         return None
     moved = compress(views, map(is_not, views, kept.groups[at]))
     unknown = set(kept.unnamed[at])

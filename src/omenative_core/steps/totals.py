@@ -66,6 +66,7 @@ __all__ = [
     "odd_indexes",
     "odd_of",
     "rowless",
+    "since_kept",
     "totals_of",
     "unsteady",
     "was_ready",
@@ -156,6 +157,16 @@ def usable(st: TotalsPass) -> RowTotals | None:
     if kept is None or st.kept is None or st.dirty is None or kept.target != st.view.target:
         return None
     return kept
+
+
+def since_kept(st: TotalsPass) -> tuple[RowTotals, WrittenRows] | None:
+    """The kept totals and this pass's rows (which know the indexes written since they
+    were loaded) while the totals hold; None: a step reads every row. A step outside this
+    module asks this, never which rows were carried over."""
+    kept, rows = usable(st), st.rows
+    if kept is None or not isinstance(rows, WrittenRows):
+        return None
+    return kept, rows
 
 
 def loaded_rows(st: TotalsPass) -> WrittenRows | None:
