@@ -48,13 +48,13 @@ from omenative_core.steps import (
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
-from omenative_core.steps.totals import RowTotals, unsteady
+from omenative_core.steps.totals import PassCache, RowTotals, unsteady
 from omenative_core.steps.verbs import (
     ANNOTATION_MIGRATION_PREFIX,
     ANNOTATION_RELEASE_HELD,
     ANNOTATION_RESET,
 )
-from omenative_core.steps.verdicts import Verdicts, unchanged_steady
+from omenative_core.steps.verdicts import Verdicts, basis_of, unchanged_steady
 from omenative_core.steps.view import PassView
 
 __all__ = [
@@ -94,7 +94,7 @@ def _advance_all(st: PassState) -> None:
         st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
         todo = sorted(rows.keys() - same)
     # with no kept verdicts (a cold pass, a spec change), every steady row at once
-    bulk = st.view.fast and (st.kept is None or st.dirty is None)
+    bulk = st.view.fast and (st.cache.kept is None or st.cache.dirty is None)
     found = steady.find(st, map(rows.__getitem__, todo)) if bulk else steady.Found()
     steady_now = found.rows
     if steady_now and len(steady_now) == len(todo) and not st.migrations and not st.book.blocks:
@@ -202,8 +202,11 @@ def plan_pass(
     st = PassState(
         view=PassView(snapshot, policy, revs, fast=fast),
         advance_fn=lifecycle.advance,
-        kept=kept if fast else None,
-        totals=totals if fast else None,
+        cache=PassCache(
+            kept=kept if fast else None,
+            totals=totals if fast else None,
+            basis=basis_of(snapshot),
+        ),
     )
     revisions.record_revisions(st, revs)
     revisions.group_pods(st)

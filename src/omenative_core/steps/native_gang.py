@@ -143,7 +143,8 @@ def _row_groups(st: PassState) -> frozenset[str]:
     then, the names are the same (checked with one identity comparison per row, in C).
     """
     rows = list(st.rows.values())
-    kept = st.kept.row_groups if st.kept is not None and st.dirty is not None else None
+    cache = st.cache
+    kept = cache.kept.row_groups if cache.kept is not None and cache.dirty is not None else None
     if kept is not None and len(kept[0]) == len(rows) and all(map(is_, rows, kept[0])):
         st.row_groups = kept
         return kept[1]

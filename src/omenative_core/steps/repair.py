@@ -140,7 +140,8 @@ def settled(
     ``found``: the rows of this pass ``steady.find`` found steady, when the caller asked
     for all of them at once (else this row is checked on its own).
     """
-    if st.view.fast and ((st.kept is not None and was_steady(st, row)) or _steady(st, row, found)):
+    kept = st.cache.kept
+    if st.view.fast and ((kept is not None and was_steady(st, row)) or _steady(st, row, found)):
         st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row

@@ -129,30 +129,30 @@ def group_pods(st: PassState) -> None:
     """Index the observed pods by the Instance they are labelled with.
 
     Each pod's index and attempt (revision hash and incarnation) were read from its labels
-    when its view was built (``PodView``); the pods are also mapped by name (``st.by_name``)
+    when its view was built (``PodView``); the pods are also mapped by name (``st.cache.by_name``)
     for the later passes, which compare the attempt a name stands for. With the last pass's
-    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.dirty``
+    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.cache.dirty``
     names the Instances they belong to.
     """
-    got = regroup(st.view.snap, st.basis, st.kept)
+    got = regroup(st.view.snap, st.cache.basis, st.cache.kept)
     if got is None:
         _group_all(st)
         return
     _take(st, got.grouping)
-    st.positions = got.positions
-    st.dirty = got.dirty
+    st.cache.positions = got.positions
+    st.cache.dirty = got.dirty
 
 
 def _group_all(st: PassState) -> None:
     _take(st, group_all(st.view.snap.pods))
-    st.positions = None
-    st.dirty = None
+    st.cache.positions = None
+    st.cache.dirty = None
 
 
 def _take(st: PassState, grouping: Grouping) -> None:
-    st.pods_by_index = grouping.pods_by_index
-    st.by_name = grouping.by_name
-    st.names_unique = grouping.unique
+    st.cache.pods_by_index = grouping.pods_by_index
+    st.cache.by_name = grouping.by_name
+    st.cache.names_unique = grouping.unique
 
 
 def load_rows(st: PassState) -> None:
@@ -167,11 +167,11 @@ def load_rows(st: PassState) -> None:
     missing = rowless(st)
     if not missing:
         return
-    if st.dirty is not None:
+    if st.cache.dirty is not None:
         _group_all(st)  # adopt in the order a full grouping meets the pods
-    orphans = [i for i in st.pods_by_index if i in missing]
+    orphans = [i for i in st.cache.pods_by_index if i in missing]
     for index in orphans:
-        pods = st.pods_by_index[index]
+        pods = st.cache.pods_by_index[index]
         # pods with no row (status lost or never written): adopt, never delete blindly
         live = [p for p in pods if not p.terminating] or pods
         inc = max(p.incarnation for p in live) or 1

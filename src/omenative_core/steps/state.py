@@ -5,9 +5,9 @@ A pass (``planner.PASSES``) is a function of a ``PassState``. It reads ``st.view
 each attempt expects, frozen) and the Instance rows; it writes the write-set
 (``PassWrites``): rows, actions (through ``ActionSink``), events, wake-up times, the
 status extras, and the named results one step hands to a later one. The incremental
-cache (the last pass's verdicts and totals, this pass's pod grouping) is read through the
-queries below and ``steps.verdicts`` / ``steps.totals``. Nothing else is shared between
-passes.
+cache (``st.cache``, ``totals.PassCache``: the last pass's verdicts and totals, this pass's
+pod grouping) is read through the queries below and ``steps.verdicts`` /
+``steps.totals``. Nothing else is shared between passes.
 
 Rules the passes keep:
 
@@ -26,7 +26,6 @@ Rules the passes keep:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -59,8 +58,8 @@ from omenative_core.model.status import (
 from omenative_core.phases import Phase
 from omenative_core.retry import RetryBook
 from omenative_core.status.budget import Budget
-from omenative_core.steps.totals import RowTotals, odd_indexes
-from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
+from omenative_core.steps.totals import PassCache, RowTotals, odd_indexes
+from omenative_core.steps.verdicts import RowGroups, Tally
 from omenative_core.steps.view import PassView
 
 __all__ = [
@@ -249,21 +248,9 @@ class PassState(PassWrites):
     view: PassView
     """What the pass reads: the snapshot, policy and revisions, frozen (``steps.view``)."""
     advance_fn: AdvanceFn
-    # the incremental cache (steps/verdicts.py, steps/totals.py)
-    kept: Verdicts | None = None
-    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
-    totals: RowTotals | None = None
-    """The last pass's row totals (``steps.totals``), or None: read every row."""
-    pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
-    by_name: dict[str, PodView] = field(factory=dict)
-    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
-    attempt a name stands for is that pod's (``attempt``)."""
-    names_unique: bool = True
-    """No two grouped pods share a name, so ``by_name`` has each one itself."""
-    basis: tuple[Any, ...] = ()
-    dirty: set[int] | None = None
-    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
-    positions: dict[int, int] | None = None
+    cache: PassCache = field(factory=PassCache)
+    """The incremental cache: the last pass's verdicts and totals, this pass's pod grouping
+    (``steps.totals.PassCache``)."""
     # scratch of the queries below
     _used_indexes: set[int] | None = None
     _free_cursor: int = 0
@@ -274,13 +261,12 @@ class PassState(PassWrites):
         view = self.view
         self.book = RetryBook(view.prev.retry_blocks, view.config.update_retry)
         self.migrations = {m.request_uuid: m for m in view.prev.migrations}
-        self.basis = basis_of(view.snap)
 
     # ------------------------------------------------------------------ shorthands
 
     def pods_of(self, index: int) -> list[PodView]:
         """The pods labelled with Instance ``index`` (empty if none)."""
-        return self.pods_by_index.get(index, [])
+        return self.cache.pods_by_index.get(index, [])
 
     def advance(self, index: int) -> None:
         """Take the next step of Instance ``index``'s open operation (``lifecycle.advance``)."""
@@ -305,9 +291,9 @@ class PassState(PassWrites):
     def attempt(self, pod: PodView) -> tuple[str | None, int]:
         """The (revision-hash label, incarnation) of the pod of ``pod``'s name (``by_name``:
         the last pod of that name, as the grouping met them; else ``pod``'s own)."""
-        got = self.by_name.get(pod.name)
+        got = self.cache.by_name.get(pod.name)
         if got is None:
-            got = self.by_name[pod.name] = pod
+            got = self.cache.by_name[pod.name] = pod
         return got.attempt
 
     def all_ready(self, row: InstanceStatus) -> bool:
@@ -373,7 +359,7 @@ class PassState(PassWrites):
         """The lowest index at or above ``start`` that no row or pod uses, now reserved."""
         used = self._used_indexes
         if used is None:
-            used = self._used_indexes = set(self.rows) | set(self.pods_by_index)
+            used = self._used_indexes = set(self.rows) | set(self.cache.pods_by_index)
         i = max(start, self._free_cursor) if start <= self._free_cursor else start
         while i in used:
             i += 1

@@ -176,8 +176,8 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     """
     by_row = st.rows
     odd = odd_indexes(st)
-    kept = st.totals
-    if odd is None or kept is None or st.kept is None:
+    kept = st.cache.totals
+    if odd is None or kept is None or st.cache.kept is None:
         was_ready = st.prev_ready()
         # rows whose tally the last pass kept and that did not change take it unread
         same = unchanged_tallies(st, was_ready)
@@ -198,8 +198,8 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         final.update(zip(map(_index, map(_row_out, tallied)), map(_row_out, tallied), strict=True))
         return tallied, tuple(map(final.__getitem__, order)), False
     was_ready = was_ready_of(st, odd)
-    st.tallies = dict(st.kept.tallies)
-    st.plain_tallies = dict(st.kept.plain)
+    st.tallies = dict(st.cache.kept.tallies)
+    st.plain_tallies = dict(st.cache.kept.plain)
     for i in odd:
         st.tallies.pop(i, None)
         st.plain_tallies.pop(i, None)
@@ -221,7 +221,7 @@ def _still_plain(st: PassState) -> dict[int, InstanceStatus]:
     Each one's tally is (row, row, serving, available, was Ready): what ``_tally``
     answers for a steady row whose counts are its row's."""
     found = st.plain_steady
-    if not found or st.dirty is not None:
+    if not found or st.cache.dirty is not None:
         return {}
     keys, rows = list(found), list(found.values())
     same = map(and_, map(is_, map(st.rows.get, keys), rows),
@@ -292,7 +292,7 @@ def _serving(
     if not expected or serving < len(expected):
         return False
     attempt = (st.view.revision_hash(row.running_revision), row.incarnation)
-    by_name = st.by_name  # every snapshot pod's, from revisions.group_pods
+    by_name = st.cache.by_name  # every snapshot pod's, from revisions.group_pods
     for name in expected:
         pod = by_name.get(name)
         if name not in in_rotation or pod is None or pod.attempt != attempt:
@@ -308,7 +308,7 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
     is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
     """
     was = row.index in was_ready
-    kept = kept_tally(st, row, was) if st.kept is not None else None
+    kept = kept_tally(st, row, was) if st.cache.kept is not None else None
     if kept is not None:
         st.tallies[row.index] = kept
         return kept
@@ -316,7 +316,7 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
     if steady is None or st.steady_rows.get(row.index) is not row:
         tally = (row, *_count_pods(st, row, was_ready), was)
     elif row.ready_since is None and was:  # the common steady row: available, no window
-        pods = len(st.pods_by_index[row.index])
+        pods = len(st.cache.pods_by_index[row.index])
         serving = steady[0]
         is_serving = serving == pods if st.view.policy.multi_pod else serving > 0
         tally = (row, _counts(row, pods, serving, pods, steady[1], None), is_serving, True, was)

@@ -92,18 +92,18 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     Nothing is steady while a migration is recorded (its moves decide), nor while two pods
     share a name (the full check reads a row's pods by name, so it decides).
     """
-    if st.migrations or not st.names_unique:
+    if st.migrations or not st.cache.names_unique:
         return Found()
     rows = list(rows)
     nodes = st.view.snap.nodes
     if len(rows) < _BULK:
         return _match(st, rows, _ReadyNodes(nodes))
     ready = {name for name, node in nodes.items() if node.ready is True}
-    mark = st.dirty is None
+    mark = st.cache.dirty is None
     out = _match(st, rows, ready, st.plain_steady if mark else None)
     if mark and st.unschedulable is None:
         # every pod read: ``unschedulable_now`` takes it (the rows not steady: their pods)
-        by_index = st.pods_by_index
+        by_index = st.cache.pods_by_index
         st.unschedulable = unschedulable(by_index, by_index.keys() - out.rows.keys())
     return out
 
@@ -120,7 +120,7 @@ def _match(
     ``plain``: when given, the rows found steady that are plain as they stand go in it
     (``_mark_plain``).
     """
-    by_index, prefix = st.pods_by_index, st.view.prefix
+    by_index, prefix = st.cache.pods_by_index, st.view.prefix
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
