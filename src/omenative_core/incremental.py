@@ -160,7 +160,7 @@ def plan_incremental(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan, P
         wakes = tuple(sorted(t for t in st.wake if t > now))
         poll = st.poll
         verdicts = keep(st)
-        rederived = None if st.dirty is None else len(st.dirty)
+        rederived = None if st.cache.dirty is None else len(st.cache.dirty)
         totals = st.totals_out if verdicts is not None else None
     quiet = not plan.actions and not plan.events
     return plan, PlanMemo(

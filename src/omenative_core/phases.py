@@ -18,6 +18,8 @@ __all__ = [
     "Phase",
     "Step",
     "Strategy",
+    "Waiting",
+    "stops_clock",
 ]
 
 
@@ -98,6 +100,26 @@ TERMINAL_MIGRATION_PHASES = (
     MigrationPhase.RELOCATED,
 )
 """A finished migration record: kept for the audit window, then pruned."""
+
+
+class Waiting(StrEnum):
+    """``operation.waiting``: what outside the revision an attempt's pods wait on (OME's
+    reasons, plus ``PodGroupUnschedulable`` for Kubernetes' native gangs)."""
+
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    UNSCHEDULABLE = "Unschedulable"
+    POD_GROUP_TERMINATING = "PodGroupTerminating"
+    POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
+    NODE_UNKNOWN = "NodeUnknown"
+    PAUSED = "Paused"
+    SOURCE_UNROUTED = "SourceUnrouted"
+
+
+def stops_clock(reason: str | None) -> bool:
+    """Whether a wait parks the readiness deadline: every wait but ``SourceUnrouted`` does
+    (OME's rule), so an attempt is not failed for what the revision cannot help. The one
+    place this rule lives: every step that parks or resumes the clock asks it."""
+    return reason is not None and reason != Waiting.SOURCE_UNROUTED
 
 
 class Outcome(StrEnum):

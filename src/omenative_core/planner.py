@@ -18,7 +18,8 @@ Theory of operation:
 5. The order of a pass is ``PASSES`` below: revisions, verbs, advance every open operation
    (``lifecycle.advance``), then start new work (rebuilds, scale, updates, migrations)
    within the budgets; ``steps.status.finish`` turns the rows into the status and plan.
-   Each pass is a function of one ``PassState`` (``steps/state.py``).
+   Each pass is a function of one ``PassState`` (``steps/state.py``): it reads the frozen
+   ``st.view`` (``steps/view.py``) and writes the write-set (``PassWrites``).
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ from omenative_core.steps import (
 from omenative_core.steps.state import PassState
 from omenative_core.steps.status import finish, invalid_plan
 from omenative_core.steps.teardown import FINALIZER
-from omenative_core.steps.totals import RowTotals, unsteady
+from omenative_core.steps.totals import PassCache, RowTotals, unsteady
 from omenative_core.steps.verbs import (
     ANNOTATION_MIGRATION_PREFIX,
     ANNOTATION_RELEASE_HELD,
     ANNOTATION_RESET,
 )
-from omenative_core.steps.verdicts import Verdicts, unchanged_steady
+from omenative_core.steps.verdicts import Verdicts, basis_of, unchanged_steady
+from omenative_core.steps.view import PassView
 
 __all__ = [
     "ANNOTATION_MIGRATION_PREFIX",
@@ -70,10 +72,10 @@ Pass = Callable[[PassState], None]
 
 def _own_objects(st: PassState) -> None:
     """The finalizer, and the headless Service of a standalone replica."""
-    if FINALIZER not in st.ir.metadata.finalizers:
+    if FINALIZER not in st.view.ir.metadata.finalizers:
         st.out.add(SetFinalizer(present=True))
-    if st.spec.parent_ref is None and not st.snap.headless_service_exists:
-        st.out.add(CreateObject(body=render_headless_service(st.ir)))
+    if st.view.spec.parent_ref is None and not st.view.snap.headless_service_exists:
+        st.out.add(CreateObject(body=render_headless_service(st.view.ir)))
 
 
 def _advance_all(st: PassState) -> None:
@@ -92,7 +94,7 @@ def _advance_all(st: PassState) -> None:
         st.steady_rows.update(zip(same, map(rows.__getitem__, same), strict=True))
         todo = sorted(rows.keys() - same)
     # with no kept verdicts (a cold pass, a spec change), every steady row at once
-    bulk = st.fast and (st.kept is None or st.dirty is None)
+    bulk = st.view.fast and (st.cache.kept is None or st.cache.dirty is None)
     found = steady.find(st, map(rows.__getitem__, todo)) if bulk else steady.Found()
     steady_now = found.rows
     if steady_now and len(steady_now) == len(todo) and not st.migrations and not st.book.blocks:
@@ -123,7 +125,7 @@ def _advance_all(st: PassState) -> None:
 
 def _keep_targeted_blocks(st: PassState) -> None:
     """Forget RetryBlocks of revisions nothing targets any more."""
-    revs = {st.target}
+    revs = {st.view.target}
     for row in st.odd_rows():  # a plain row has no operation (``steps.totals``)
         if row.operation is not None:
             revs.add(row.operation.target_revision)
@@ -196,15 +198,17 @@ def plan_pass(
             invalid = (f"InvalidBudget: {exc}",)
     if invalid:
         return invalid_plan(ir, to_second(snapshot.now), invalid), None
+    revs = revisions.resolve_revisions(snapshot)
     st = PassState(
-        snapshot,
-        policy,
-        lifecycle.advance,
-        fast=fast,
-        kept=kept if fast else None,
-        totals=totals if fast else None,
+        view=PassView(snapshot, policy, revs, fast=fast),
+        advance_fn=lifecycle.advance,
+        cache=PassCache(
+            kept=kept if fast else None,
+            totals=totals if fast else None,
+            basis=basis_of(snapshot),
+        ),
     )
-    revisions.resolve_revisions(st)
+    revisions.record_revisions(st, revs)
     revisions.group_pods(st)
     revisions.load_rows(st)
     if ir.metadata.deletion_timestamp is not None:

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from typing import TypeVar
 
 from attrs import frozen
 
 from omenative_core.model.config import LifecycleConfig, RestartBackoff
-from omenative_core.model.spec import InferenceReplicaSpec, IntOrStr
+from omenative_core.model.spec import (
+    InferenceReplicaSpec,
+    InPlaceUpdateStrategy,
+    IntOrStr,
+    LifecycleSpec,
+    MigrationPolicy,
+    Pacing,
+    RollingUpdate,
+    UpdateStrategy,
+)
 
 __all__ = [
     "RECREATE_ON_RESTART",
@@ -83,57 +93,67 @@ class Policy:
     """The component's restart spacing and limit (``lifecycle.restartBackoff``; None: off)."""
 
 
+_NO_LIFECYCLE = LifecycleSpec()
+_NO_STRATEGY = UpdateStrategy()
+_NO_ROLLING = RollingUpdate()
+_NO_PACING = Pacing()
+_NO_IN_PLACE = InPlaceUpdateStrategy()
+_NO_MIGRATION = MigrationPolicy()
+"""Unset blocks read as empty ones, so each setting is its precedence list, no branches."""
+
+_DEFAULT_BUDGET: IntOrStr = "25%"
+"""OME's ``maxSurge`` and ``maxUnavailable`` when neither the spec nor its pacing sets one."""
+
+_T = TypeVar("_T")
+
+
+def _first(*values: _T | None, default: _T) -> _T:
+    """The first value that is set (not None), else ``default``: one setting's precedence."""
+    for value in values:
+        if value is not None:
+            return value
+    return default
+
+
+def _ready_timeout(lc: LifecycleSpec, config: LifecycleConfig) -> timedelta | None:
+    """The spec's ``instanceReadyTimeout`` when positive, else the cluster's; None: off."""
+    timeout = lc.instance_ready_timeout
+    if not timeout or timeout <= timedelta(0):
+        timeout = config.instance_ready_timeout
+    return timeout if timeout and timeout > timedelta(0) else None
+
+
 def resolve_policy(
     spec: InferenceReplicaSpec, config: LifecycleConfig, *, multi_pod: bool
 ) -> Policy:
     """Fill in every setting from the spec, the cluster config and OME's fallbacks."""
     desired = desired_instances(spec.replicas)
-    lc = spec.lifecycle
-    strategy_spec = lc.update_strategy if lc else None
-    rolling = strategy_spec.rolling_update if strategy_spec else None
-    pacing = spec.pacing
-    restart = (lc.restart_policy if lc else None) or (RECREATE_ON_RESTART if multi_pod else "None")
-    strategy = (strategy_spec.type if strategy_spec else None) or "SurgeThenDrain"
-    surge_value: IntOrStr = (
-        rolling.max_surge if rolling and rolling.max_surge is not None else "25%"
-    )
-    unavailable_value: IntOrStr = "25%"
-    if rolling and rolling.max_unavailable is not None:
-        unavailable_value = rolling.max_unavailable
-    elif pacing and pacing.max_unavailable is not None:
-        unavailable_value = pacing.max_unavailable
-    partition = 0
-    if pacing and pacing.partition is not None:
-        partition = pacing.partition
-    elif rolling and rolling.partition is not None:
-        partition = rolling.partition
-    timeout = lc.instance_ready_timeout if lc and lc.instance_ready_timeout else None
-    if timeout is None or timeout <= timedelta(0):
-        timeout = config.instance_ready_timeout
-    mode = (lc.migration_policy.mode if lc and lc.migration_policy else None) or "Auto"
-    in_place = strategy_spec.in_place_update_strategy if strategy_spec else None
-    mark = True
-    if in_place and in_place.mark_not_ready_during_lifecycle is not None:
-        mark = in_place.mark_not_ready_during_lifecycle
-    history = spec.revision_history_limit
-    if history is None:
-        history = config.revision_history_limit
+    lc = spec.lifecycle or _NO_LIFECYCLE
+    strategy_spec = lc.update_strategy or _NO_STRATEGY
+    rolling = strategy_spec.rolling_update or _NO_ROLLING
+    pacing = spec.pacing or _NO_PACING
+    in_place = strategy_spec.in_place_update_strategy or _NO_IN_PLACE
+    # "" reads as unset for the names (``or``), as OME's defaulting does
+    restart = lc.restart_policy or (RECREATE_ON_RESTART if multi_pod else "None")
+    surge = _first(rolling.max_surge, default=_DEFAULT_BUDGET)
+    unavailable = _first(rolling.max_unavailable, pacing.max_unavailable, default=_DEFAULT_BUDGET)
+    partition = _first(pacing.partition, rolling.partition, default=0)
+    history = _first(spec.revision_history_limit, config.revision_history_limit, default=None)
+    backoff = config.restart_backoff
     return Policy(
         desired=desired,
         multi_pod=multi_pod,
         restart_policy=restart,
-        strategy=strategy,
-        max_surge=resolve_budget(surge_value, desired),
-        max_unavailable=max(resolve_budget(unavailable_value, desired), 1),
+        strategy=strategy_spec.type or "SurgeThenDrain",
+        max_surge=resolve_budget(surge, desired),
+        max_unavailable=max(resolve_budget(unavailable, desired), 1),
         partition=max(partition, 0),
-        ready_timeout=timeout if timeout and timeout > timedelta(0) else None,
+        ready_timeout=_ready_timeout(lc, config),
         min_ready=timedelta(seconds=max(spec.min_ready_seconds, 0)),
-        migration_mode=mode,
-        mark_not_ready_in_place=mark,
+        migration_mode=(lc.migration_policy or _NO_MIGRATION).mode or "Auto",
+        mark_not_ready_in_place=_first(in_place.mark_not_ready_during_lifecycle, default=True),
         paused=spec.paused,
         freeze=spec.paused and spec.pause_mode == "Freeze",
         revision_history_limit=history,
-        restart_backoff=config.restart_backoff.for_component(spec.component)
-        if config.restart_backoff is not None
-        else None,
+        restart_backoff=backoff.for_component(spec.component) if backoff is not None else None,
     )

@@ -19,6 +19,7 @@ from omenative_core.policy import resolve_policy
 from omenative_core.render import is_multi_pod
 from omenative_core.steps import revisions
 from omenative_core.steps.state import Continue, MoveResult, PassState
+from omenative_core.steps.view import PassView
 from omenative_sim.world import ClusterSpec, World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,8 +94,9 @@ def _state() -> PassState:
     snap = world.snapshot()
     spec = snap.replica.spec
     policy = resolve_policy(spec, snap.config, multi_pod=is_multi_pod(spec.runners))
-    st_ = PassState(snap, policy, lifecycle.advance)
-    revisions.resolve_revisions(st_)
+    revs = revisions.resolve_revisions(snap)
+    st_ = PassState(view=PassView(snap, policy, revs), advance_fn=lifecycle.advance)
+    revisions.record_revisions(st_, revs)
     return st_
 
 

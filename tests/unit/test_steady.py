@@ -116,5 +116,5 @@ def test_two_pods_of_one_name_are_judged_as_the_full_check_judges_them(
     pods[3] = evolve(worker, name=leader.name, labels=labels)
     snap = evolve(settled, pods=tuple(pods))
     fast, st = plan_pass(snap)
-    assert st is not None and not st.names_unique
+    assert st is not None and not st.cache.names_unique
     assert fast == plan_pass(snap, fast=False)[0] == plan_incremental(snap, None)[0]

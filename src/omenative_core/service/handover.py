@@ -43,6 +43,7 @@ from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.plan import Event
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus
+from omenative_core.phases import Waiting
 from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.plan import ComponentPlan, ServiceCondition, ServicePlan
 
@@ -104,8 +105,6 @@ EVENT_DELETED: Final = "LWSHandoverDeleted"
 """Normal Event: every group is gone and the LeaderWorkerSet was deleted."""
 EVENT_NOT_OWNED: Final = "LWSHandoverNotOwned"
 """Warning Event: the LeaderWorkerSet is not the InferenceService's; left alone."""
-
-_UNSCHEDULABLE: Final = "Unschedulable"
 
 
 def lws_name(isvc: str, component: str) -> str:
@@ -213,7 +212,7 @@ def _instances(
     ops = [
         i.operation
         for i in status.instances
-        if i.operation is not None and i.operation.waiting == _UNSCHEDULABLE
+        if i.operation is not None and i.operation.waiting == Waiting.UNSCHEDULABLE
     ]
     since = [op.unschedulable_since for op in ops if op.unschedulable_since is not None]
     starting = max(len(status.instances) - serving - len(ops), 0)

@@ -2,7 +2,8 @@
 
 | module | owns |
 |---|---|
-| ``state`` | ``PassState`` (what a pass reads and builds), ``ActionSink``, hand-offs |
+| ``view`` | ``PassView``: what a pass reads (snapshot, policy, revisions, expected pods), frozen |
+| ``state`` | ``PassWrites`` (what a pass writes), ``PassState`` (view, write-set, cache) |
 | ``revisions`` | the spec's revision, the rollout target, rows and pods by index, pruning |
 | ``pods`` | pod primitives: create, drain, force-delete, PodGroup delete |
 | ``bringup`` | one attempt's pods towards all Ready; the readiness deadline |

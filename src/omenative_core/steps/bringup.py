@@ -25,22 +25,34 @@ from omenative_core.model.observed import PodView
 from omenative_core.model.plan import DeletePod, SetServingGate
 from omenative_core.model.spec import Runner
 from omenative_core.model.status import InstanceOperation, InstanceStatus
-from omenative_core.phases import Outcome
+from omenative_core.phases import Outcome, Waiting, stops_clock
 from omenative_core.steps import native_gang
 from omenative_core.steps.pods import create_pod, drain, maybe_force_delete
 from omenative_core.steps.state import PassState
 
-__all__ = ["BringUp", "bring_up"]
+__all__ = ["BringUp", "bring_up", "park"]
 
 BringUp = tuple[Outcome, InstanceOperation, Failure | None]
 """``(outcome, op, failure)``: ``op`` carries the updated deadline and waiting reason."""
+
+
+_NO_CREATES = (Waiting.PAUSED, Waiting.POD_GROUP_TERMINATING)
+"""Waits during which the attempt's missing pods are not created."""
+
+
+def park(op: InstanceOperation, reason: Waiting | None) -> InstanceOperation:
+    """``op`` waiting on ``reason``: its readiness deadline is cleared when the wait stops
+    the clock (``phases.stops_clock``), so it restarts with a full window afterwards."""
+    if stops_clock(reason):
+        return evolve(op, waiting=reason, deadline=None)
+    return evolve(op, waiting=reason)
 
 
 @define
 class _Scan:
     """What one look at an attempt's pods found."""
 
-    waiting: str | None = None
+    waiting: Waiting | None = None
     failure: Failure | None = None
     all_ready: bool = True
     all_containers_ready: bool = True
@@ -52,7 +64,7 @@ class _Scan:
     def fail(self, failure: Failure) -> None:
         self.failure = self.failure or failure
 
-    def wait(self, reason: str) -> None:
+    def wait(self, reason: Waiting) -> None:
         self.waiting = self.waiting or reason
 
     def not_ready(self) -> None:
@@ -70,7 +82,7 @@ def bring_up(
 ) -> BringUp:
     """Drive one attempt's pods towards all Ready (see the module docstring)."""
     index = row.index
-    expected = st.expected(index, revision, row.incarnation, slot_ordinal)
+    expected = st.view.expected(index, revision, row.incarnation, slot_ordinal)
     if expected is None:
         return (
             Outcome.FAILED,
@@ -83,8 +95,8 @@ def bring_up(
     runners = next(iter(expected.values()))[1]
     pods = {p.name: p for p in st.pods_of(index) if p.name in expected}
     scan = _Scan(waiting=native_gang.ensure(st, index, row.incarnation, runners, revision))
-    if scan.waiting is None and paused_applies and st.policy.paused:
-        scan.waiting = "Paused"
+    if scan.waiting is None and paused_applies and st.view.policy.paused:
+        scan.waiting = Waiting.PAUSED
     for name, (slot, _) in expected.items():
         pod = pods.get(name)
         if pod is None:
@@ -118,13 +130,13 @@ def _missing(
     op: InstanceOperation,
 ) -> None:
     """A pod the attempt expects does not exist: create it unless its create was refused."""
-    err = st.errors_by_name.get(name)
+    err = st.view.errors_by_name.get(name)
     if err is not None and err.reason in ("Invalid", "InvalidPodSpec"):
         scan.fail(Failure(reason="InvalidPodSpec", message=err.message, pod_name=name))
         return
     if err is not None and err.reason in ("QuotaExceeded", "Forbidden"):
-        scan.wait("QuotaExceeded")
-    if scan.waiting in ("Paused", "PodGroupTerminating"):
+        scan.wait(Waiting.QUOTA_EXCEEDED)
+    if scan.waiting in _NO_CREATES:
         return
     create_pod(st, row, name, slot, runners, revision, slot_ordinal, op)
 
@@ -153,11 +165,11 @@ def _look_at(
         return
     if pod.scheduling_gates:
         scan.admitted = False
-        scan.wait("QuotaExceeded")
+        scan.wait(Waiting.QUOTA_EXCEEDED)
     if pod.unschedulable:
         scan.unschedulable = True
-    if st.node_lost(pod):
-        scan.wait("NodeUnknown")
+    if st.view.node_lost(pod):
+        scan.wait(Waiting.NODE_UNKNOWN)
     _stuck_containers(st, scan, pod, op)
     if not pod.containers_ready:
         scan.not_ready()
@@ -175,10 +187,10 @@ def _recycle(
     before Ready is recreated ever more slowly rather than as fast as it fails.
     """
     n = op.retry_count + scan.recycled + 1
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     if cfg is not None:
-        due = (pod.creation_timestamp or op.started_at or st.now) + cfg.delay(n)
-        if st.now < due:
+        due = (pod.creation_timestamp or op.started_at or st.view.now) + cfg.delay(n)
+        if st.view.now < due:
             st.wake.append(due)
             return
     scan.recycled += 1
@@ -192,17 +204,17 @@ def _recycle(
 
 def _stuck_containers(st: PassState, scan: _Scan, pod: PodView, op: InstanceOperation) -> None:
     """A container stuck on a bad image or crash-looping past the grace fails the attempt."""
-    stuck_grace = st.config.stuck_pod_grace_period
+    stuck_grace = st.view.config.stuck_pod_grace_period
     for c in pod.containers:
         reason = c.waiting_reason
         if reason not in REVISION_FAULT_REASONS and reason not in CRASH_REASONS:
             continue
-        age_from = pod.creation_timestamp or op.started_at or st.now
+        age_from = pod.creation_timestamp or op.started_at or st.view.now
         if reason == "InvalidImageName":
             scan.fail(_pod_failure(pod, c.name, reason, c))
         elif stuck_grace is not None:
             due = age_from + stuck_grace
-            if st.now >= due:
+            if st.view.now >= due:
                 scan.fail(_pod_failure(pod, c.name, reason, c))
             else:
                 st.wake.append(due)
@@ -216,12 +228,12 @@ def _unschedulable(
         if op.unschedulable_since is not None:
             return evolve(op, unschedulable_since=None)
         return op
-    scan.wait("Unschedulable")
-    since = op.unschedulable_since or st.now
+    scan.wait(Waiting.UNSCHEDULABLE)
+    since = op.unschedulable_since or st.view.now
     op = evolve(op, unschedulable_since=since)
-    grace = st.config.unschedulable_grace_period
+    grace = st.view.config.unschedulable_grace_period
     if grace is not None:
-        if st.now >= since + grace:
+        if st.view.now >= since + grace:
             scan.fail(
                 Failure(
                     reason="Unschedulable",
@@ -236,17 +248,17 @@ def _unschedulable(
 
 def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> BringUp:
     """Progress, or failure once the readiness deadline passed (parked while waiting)."""
-    timeout = st.policy.ready_timeout
-    if scan.waiting is not None and scan.waiting != "SourceUnrouted":
-        op = evolve(op, waiting=scan.waiting, deadline=None)
+    timeout = st.view.policy.ready_timeout
+    if scan.waiting is not None and stops_clock(scan.waiting):  # most attempts wait on none
+        op = park(op, scan.waiting)
     else:
         op = evolve(op, waiting=None)
         if timeout is not None:
             deadline = op.deadline
             if deadline is None:
-                deadline = st.now + timeout
+                deadline = st.view.now + timeout
                 op = evolve(op, deadline=deadline)
-            if st.now >= deadline:
+            if st.view.now >= deadline:
                 timed_out = Failure(
                     reason="DeadlineExceeded",
                     message=f"Instance {index} was not ready within "
@@ -255,7 +267,7 @@ def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> 
                 return Outcome.FAILED, op, blame_at_deadline(timed_out, st.pods_of(index))
             st.wake.append(deadline)
     if not scan.admitted:
-        op = evolve(op, waiting=op.waiting or "QuotaExceeded")
+        op = evolve(op, waiting=op.waiting or Waiting.QUOTA_EXCEEDED)
     st.poll = True
     return Outcome.PROGRESS, op, None
 

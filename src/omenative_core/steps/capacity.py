@@ -64,7 +64,7 @@ def _node_facts(st: PassState) -> NodeFacts:
     if kept is not None and kept.nodes is not None:
         st.nodes_out = kept.nodes
         return kept.nodes
-    nodes = [n for n in st.snap.nodes.values() if n.ready is True and not n.unschedulable]
+    nodes = [n for n in st.view.snap.nodes.values() if n.ready is True and not n.unschedulable]
     key = _spread_key(st)
     known = all(n.gpus is not None for n in nodes)
     facts = (
@@ -79,9 +79,9 @@ def _node_facts(st: PassState) -> NodeFacts:
 
 
 def _spread_key(st: PassState) -> str | None:
-    if st.spec.topology_spread != "Required":
+    if st.view.spec.topology_spread != "Required":
         return None
-    return st.spec.topology_spread_key or st.spec.topology_key
+    return st.view.spec.topology_spread_key or st.view.spec.topology_key
 
 
 def _topology(st: PassState, key_present: bool) -> tuple[str, str, str] | None:
@@ -116,7 +116,7 @@ def _gang_words(runners: Sequence[Runner], per_pod: Sequence[tuple[str, int]]) -
 
 def _capacity(st: PassState, largest: int, together: int) -> tuple[str, str, str] | None:
     """The condition for a gang bigger than the cluster, or than what is free (None: fine)."""
-    runners = st.runners(st.target) or st.spec.runners
+    runners = st.view.runners(st.view.target) or st.view.spec.runners
     try:
         slots = instance_slots(runners)
     except ValueError:
@@ -161,7 +161,7 @@ _CLEARED = {
 
 def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> None:
     """Set the condition; warn when it turns True or changes, note when it clears."""
-    prev = next((c for c in st.prev.conditions if c.type == type_), None)
+    prev = next((c for c in st.view.prev.conditions if c.type == type_), None)
     if found is None:
         if prev is None:
             return  # never raised: the condition stays absent
@@ -178,7 +178,7 @@ def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> No
 
 def _keep(st: PassState, type_: str) -> None:
     """Carry the previous condition of ``type_`` over unchanged (the nodes cannot tell)."""
-    for c in st.prev.conditions:
+    for c in st.view.prev.conditions:
         if c.type == type_:
             st.extra_conditions[type_] = (c.status, c.reason, c.message)
 

@@ -59,7 +59,7 @@ def migrate_wait(st: PassState, row: InstanceStatus, op: InstanceOperation) -> M
 
 def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Migrate/Drain: the replacement serves; drain the source, then complete the record."""
-    if st.policy.paused:
+    if st.view.policy.paused:
         return evolve(row, phase=Phase.MIGRATING)
     gone = drain(st, st.pods_of(row.index), "Migrated")
     if not (gone and delete_pod_group(st, row.index, row.incarnation)):
@@ -89,7 +89,7 @@ def accept(st: PassState, uuid: str, value: str) -> None:
     if uuid in st.migrations:
         return
     key = ANNOTATION_MIGRATION_PREFIX + uuid
-    component = st.spec.component
+    component = st.view.spec.component
     target = MigrationTarget(
         modes={component: "OMENative"}, implied=component, kind="InferenceReplica"
     )
@@ -108,8 +108,10 @@ def accept(st: PassState, uuid: str, value: str) -> None:
         phase=MigrationPhase.ACCEPTED,
         reason=req.get("reason", ""),
         requested_by=req.get("requested_by", ""),
-        started_at=st.now,
-        deadline=st.now + st.policy.ready_timeout if st.policy.ready_timeout else None,
+        started_at=st.view.now,
+        deadline=(
+            st.view.now + st.view.policy.ready_timeout if st.view.policy.ready_timeout else None
+        ),
     )
     refusal = _refusal(st, record)
     if refusal is not None:
@@ -118,7 +120,7 @@ def accept(st: PassState, uuid: str, value: str) -> None:
             record,
             phase=MigrationPhase.FAILED,
             message=f"{reason}: {text}",
-            completed_at=st.now,
+            completed_at=st.view.now,
             succeeded=False,
         )
         st.warn(reason, f"migration request {key}: {text}", instance)
@@ -132,21 +134,21 @@ def accept(st: PassState, uuid: str, value: str) -> None:
 
 def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
     """(reason, what is wrong) when a well-formed request cannot run here; None when it can."""
-    if st.policy.migration_mode == "Never":
+    if st.view.policy.migration_mode == "Never":
         return (
             "MigrationDisabled",
             "lifecycle.migrationPolicy.mode is Never on this component; "
             "set it to Auto or Surge to allow migrations",
         )
     row = st.rows.get(m.source_instance)
-    if row is None or not st.is_member(row):
-        have = ", ".join(str(i) for i in sorted(st.rows) if st.is_member(st.rows[i]))
+    if row is None or not st.view.is_member(row):
+        have = ", ".join(str(i) for i in sorted(st.rows) if st.view.is_member(st.rows[i]))
         return (
             MIGRATION_REQUEST_REJECTED,
             f"instance {m.source_instance}: no such Instance (there are: {have or 'none'})",
         )
     node = m.from_node
-    if node is not None and node not in st.snap.nodes:
+    if node is not None and node not in st.view.snap.nodes:
         on = {p.node_name for p in st.pods_of(m.source_instance)}
         if node not in on:
             return (
@@ -159,7 +161,7 @@ def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
 
 def _cap_wait(st: PassState, uuid: str) -> tuple[str, str] | None:
     """Why an accepted request will wait for a migration cap (reason, words); None if not."""
-    audit = st.config.audit
+    audit = st.view.config.audit
     if audit is None:
         return (
             "MigrationCapacityUnconfigured",
@@ -177,7 +179,7 @@ def _cap_wait(st: PassState, uuid: str) -> tuple[str, str] | None:
             f"lifecycle.audit.maxInFlightMigrations is {audit.max_in_flight_migrations} and "
             f"{in_flight} migration(s) are in flight, {ahead} waiting before this one",
         )
-    window_start = st.now - audit.window
+    window_start = st.view.now - audit.window
     started = sum(
         1
         for m in st.migrations.values()
@@ -229,7 +231,7 @@ def _progress_one(st: PassState, m: MigrationStatus) -> None:
     if m.phase == MigrationPhase.SURGE_PENDING and surge.phase == Phase.READY:
         m = evolve(m, phase=MigrationPhase.SURGE_READY)
         st.migrations[m.request_uuid] = m
-    if m.phase == MigrationPhase.SURGE_READY and st.available(surge):
+    if m.phase == MigrationPhase.SURGE_READY and st.view.available(surge):
         m = evolve(m, phase=MigrationPhase.DRAINING)
         st.migrations[m.request_uuid] = m
         if source.operation is not None:
@@ -274,7 +276,7 @@ def _timed_out(
     surge: InstanceStatus | None,
 ) -> bool:
     """The replacement was not Ready by the record's deadline: remove it, keep the source."""
-    if m.deadline is None or st.now < m.deadline or m.phase != MigrationPhase.SURGE_PENDING:
+    if m.deadline is None or st.view.now < m.deadline or m.phase != MigrationPhase.SURGE_PENDING:
         return False
     if surge is not None:
         condemn(st, surge, surge.target_revision, "MigrationFailed")
@@ -295,10 +297,10 @@ def _timed_out(
 
 def start(st: PassState) -> None:
     """Start replacements for Accepted records, within the in-flight and window caps."""
-    audit = st.config.audit
+    audit = st.view.config.audit
     accepted = sorted(
         (m for m in st.migrations.values() if m.phase == MigrationPhase.ACCEPTED),
-        key=lambda m: (m.started_at or st.now, m.request_uuid),
+        key=lambda m: (m.started_at or st.view.now, m.request_uuid),
     )
     if accepted and audit is None:
         st.extra_conditions["MigrationPolicyUnconfigured"] = (
@@ -306,10 +308,10 @@ def start(st: PassState) -> None:
             "MigrationCapacityUnconfigured",
             "migration requests wait in Accepted until lifecycle.audit caps are configured",
         )
-    if audit is None or st.policy.paused:
+    if audit is None or st.view.policy.paused:
         return
     in_flight = sum(1 for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES)
-    window_start = st.now - audit.window
+    window_start = st.view.now - audit.window
     started = sum(
         1
         for m in st.migrations.values()
@@ -330,7 +332,7 @@ def start(st: PassState) -> None:
                 f"Instance {m.source_instance} no longer exists",
             )
             continue
-        if m.deadline is not None and st.now >= m.deadline:
+        if m.deadline is not None and st.view.now >= m.deadline:
             # it waited in Accepted past its deadline: a replacement opened now would only
             # be removed again in this pass, its pods still draining when the next opens
             end_migration(
@@ -357,7 +359,7 @@ def _condemned_fill_max_surge(st: PassState) -> bool:
     more than ``maxSurge`` beside the surges open: a replacement opened now would take
     the Instances holding pods past ``replicas`` + ``maxSurge`` + migrations in flight,
     so the record waits in Accepted until they drain."""
-    return surges_in_flight(st) + draining_condemned(st) > st.policy.max_surge
+    return surges_in_flight(st) + draining_condemned(st) > st.view.policy.max_surge
 
 
 def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
@@ -373,7 +375,7 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
         incarnation=1,
         phase=Phase.CREATING,
         target_revision=source.running_revision,
-        operation=st.op(
+        operation=st.view.op(
             OpType.CREATE,
             Step.CREATE_PODS,
             source.running_revision,
@@ -385,7 +387,7 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
     st.rows[source.index] = evolve(
         source,
         phase=Phase.MIGRATING,
-        operation=st.op(
+        operation=st.view.op(
             OpType.MIGRATE,
             Step.CREATE_SURGE,
             source.running_revision,
@@ -398,7 +400,7 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
         m,
         phase=MigrationPhase.SURGE_PENDING,
         surge_instance=surge_index,
-        allocated_at=st.now,
+        allocated_at=st.view.now,
         attempt=m.attempt + 1,
     )
     st.advance(surge_index)
@@ -406,11 +408,11 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
 
 def prune(st: PassState) -> None:
     """Drop finished records older than the audit window (1h when unconfigured)."""
-    audit = st.config.audit
+    audit = st.view.config.audit
     window = audit.window if audit is not None else timedelta(hours=1)
     for uuid, m in list(st.migrations.items()):
         if m.phase in TERMINAL_MIGRATION_PHASES and m.completed_at is not None:
-            if st.now >= m.completed_at + window:
+            if st.view.now >= m.completed_at + window:
                 del st.migrations[uuid]
             else:
                 st.wake.append(m.completed_at + window)

@@ -36,11 +36,12 @@ from omenative_core.labels import LABEL_POD_GROUP, LABEL_REVISION_HASH
 from omenative_core.model.observed import PodGroupView
 from omenative_core.model.plan import CreateObject, CreatePodGroup, DeleteObject, DeletePodGroup
 from omenative_core.model.spec import Runner
+from omenative_core.phases import Waiting
 from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
 from omenative_core.steps.state import PassState
-from omenative_core.steps.totals import WrittenRows, usable
+from omenative_core.steps.totals import since_kept
 
 __all__ = [
     "POD_GROUP_UNSCHEDULABLE",
@@ -52,17 +53,17 @@ __all__ = [
     "mechanism_condition",
 ]
 
-POD_GROUP_UNSCHEDULABLE = "PodGroupUnschedulable"
+POD_GROUP_UNSCHEDULABLE = Waiting.POD_GROUP_UNSCHEDULABLE
 """Waiting reason: kube-scheduler reports the native PodGroup ``PodGroupScheduled=False``."""
 
 
 def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
     """The gang mechanism of an attempt at a revision with ``runners``."""
     return choose_mechanism(
-        st.config.gang_scheduling,
+        st.view.config.gang_scheduling,
         multi_pod=is_multi_pod(runners),
-        native_api=st.snap.native_gang_api,
-        pod_group_crd=st.snap.pod_group_crd,
+        native_api=st.view.snap.native_gang_api,
+        pod_group_crd=st.view.snap.pod_group_crd,
         scheduler=scheduler_name(runners),
     )
 
@@ -71,45 +72,45 @@ def mechanism_condition(st: PassState) -> tuple[str, str, str]:
     """The replica's ``GangSchedulingUnavailable`` (status, reason, message): ``gang_condition``
     on its setting, what the cluster serves and its runners' scheduler."""
     return gang_condition(
-        st.config.gang_scheduling,
-        multi_pod=st.policy.multi_pod,
-        native_api=st.snap.native_gang_api,
-        pod_group_crd=st.snap.pod_group_crd,
-        scheduler=scheduler_name(st.spec.runners),
+        st.view.config.gang_scheduling,
+        multi_pod=st.view.policy.multi_pod,
+        native_api=st.view.snap.native_gang_api,
+        pod_group_crd=st.view.snap.pod_group_crd,
+        scheduler=scheduler_name(st.view.spec.runners),
     )
 
 
 def ensure(
     st: PassState, index: int, incarnation: int, runners: Sequence[Runner], revision: str
-) -> str | None:
+) -> Waiting | None:
     """Create the attempt's gang objects if missing; the waiting reason, if any."""
     chosen = mechanism(st, runners)
     if chosen == MECHANISM_NONE:
         return None
-    name = pod_group_name(st.prefix, index, incarnation)
+    name = pod_group_name(st.view.prefix, index, incarnation)
     count = pods_per_instance(runners)
     if chosen == MECHANISM_POD_GROUP:
-        pg = st.snap.pod_groups.get(name)
+        pg = st.view.snap.pod_groups.get(name)
         if pg is None:
-            timeout = st.config.gang_schedule_timeout
+            timeout = st.view.config.gang_schedule_timeout
             st.out.add(CreatePodGroup(body=render_pod_group(
-                st.ir, index=index, incarnation=incarnation, min_member=count,
+                st.view.ir, index=index, incarnation=incarnation, min_member=count,
                 schedule_timeout_seconds=schedule_timeout_seconds(
-                    st.policy.ready_timeout, timeout.min, timeout.max))))
-        return "PodGroupTerminating" if pg is not None and pg.deleting else None
+                    st.view.policy.ready_timeout, timeout.min, timeout.max))))
+        return Waiting.POD_GROUP_TERMINATING if pg is not None and pg.deleting else None
     rev_hash = hash_of(revision)
-    workload = st.snap.workloads.get(workload_name(st.prefix, rev_hash))
+    workload = st.view.snap.workloads.get(workload_name(st.view.prefix, rev_hash))
     if workload is None:
-        st.out.add(CreateObject(body=render_workload(st.ir, revision_hash=rev_hash,
+        st.out.add(CreateObject(body=render_workload(st.view.ir, revision_hash=rev_hash,
                                                      min_count=count)))
-    native = st.snap.native_pod_groups.get(name)
+    native = st.view.snap.native_pod_groups.get(name)
     if native is None:
         st.out.add(CreatePodGroup(body=render_native_pod_group(
-            st.ir, index=index, incarnation=incarnation, revision_hash=rev_hash,
+            st.view.ir, index=index, incarnation=incarnation, revision_hash=rev_hash,
             min_count=count)))
         return None
     if native.deleting or (workload is not None and workload.deleting):
-        return "PodGroupTerminating"
+        return Waiting.POD_GROUP_TERMINATING
     if native.scheduled == "False" and native.scheduled_reason == "Unschedulable":
         return POD_GROUP_UNSCHEDULABLE
     return None
@@ -122,10 +123,10 @@ def _delete(st: PassState, pg: PodGroupView, api_version: str) -> None:
 
 def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
     """Delete one attempt's PodGroup (either mechanism); True once none is left."""
-    name = pod_group_name(st.prefix, index, incarnation)
+    name = pod_group_name(st.view.prefix, index, incarnation)
     gone = True
-    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+    for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
+                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION)):
         pg = groups.get(name)
         if pg is not None:
             _delete(st, pg, api)
@@ -142,11 +143,12 @@ def _row_groups(st: PassState) -> frozenset[str]:
     then, the names are the same (checked with one identity comparison per row, in C).
     """
     rows = list(st.rows.values())
-    kept = st.kept.row_groups if st.kept is not None and st.dirty is not None else None
+    cache = st.cache
+    kept = cache.kept.row_groups if cache.kept is not None and cache.dirty is not None else None
     if kept is not None and len(kept[0]) == len(rows) and all(map(is_, rows, kept[0])):
         st.row_groups = kept
         return kept[1]
-    prefix = st.prefix
+    prefix = st.view.prefix
     names = {f"{prefix}-{r.index}-{r.incarnation}" for r in rows}
     if names and max(map(len, names)) > MAX_NAME_LENGTH:  # bounded names: the long way
         names = {pod_group_name(prefix, r.index, r.incarnation) for r in rows}
@@ -157,10 +159,10 @@ def _row_groups(st: PassState) -> frozenset[str]:
 def _pod_groups(st: PassState) -> set[str]:
     """PodGroup names a pod still stands for: its attempt's, and the one it is labelled with."""
     used: set[str] = set()
-    for pod in st.snap.pods:
+    for pod in st.view.snap.pods:
         index = pod.instance
         if index is not None:
-            used.add(pod_group_name(st.prefix, index, pod.incarnation))
+            used.add(pod_group_name(st.view.prefix, index, pod.incarnation))
         label = pod.labels.get(LABEL_POD_GROUP)
         if label:
             used.add(label)
@@ -184,15 +186,15 @@ def _orphans(st: PassState, names: Iterable[str], *, pods: bool = True) -> set[s
 
 def _revisions_in_use(st: PassState) -> set[str]:
     """Revision hashes a row runs or targets, a pod runs, or a live native PodGroup uses."""
-    revisions = {st.target}
+    revisions = {st.view.target}
     for row in st.rows.values():
         revisions.update((row.running_revision, row.target_revision))
         if row.operation is not None:
             revisions.add(row.operation.target_revision)
     used = {hash_of(r) for r in revisions if r}
-    used.update(p.labels.get(LABEL_REVISION_HASH, "") for p in st.snap.pods)
+    used.update(p.labels.get(LABEL_REVISION_HASH, "") for p in st.view.snap.pods)
     used.update(pg.labels.get(LABEL_REVISION_HASH, "")
-                for pg in st.snap.native_pod_groups.values() if not pg.deleting)
+                for pg in st.view.snap.native_pod_groups.values() if not pg.deleting)
     return used
 
 
@@ -208,18 +210,16 @@ def _unnamed_since(
     are looked at. Pods never name a group a row does not, so a changed pod changes nothing
     here: the pods are read only for the groups left over (``cleanup``).
     """
-    kept, rows = usable(st), st.rows
-    if (
-        kept is None
-        or not isinstance(rows, WrittenRows)
-        or len(kept.groups) <= at
-        or len(kept.groups[at]) != len(views)
-    ):
+    since = since_kept(st)
+    if since is None:
+        return None
+    kept, rows = since
+    if len(kept.groups) <= at or len(kept.groups[at]) != len(views):
         return None
     moved = compress(views, map(is_not, views, kept.groups[at]))
     unknown = set(kept.unnamed[at])
     unknown.update(map(attrgetter("name"), moved))
-    prefix, old_rows = st.prefix, kept.by_index
+    prefix, old_rows = st.view.prefix, kept.by_index
     left = set()
     for i in rows.written:
         old = old_rows.get(i)
@@ -241,8 +241,8 @@ def cleanup(st: PassState) -> None:
     """
     kept_groups: list[tuple[PodGroupView, ...]] = []
     kept_unnamed: list[frozenset[str]] = []
-    for at, (groups, api) in enumerate(((st.snap.pod_groups, POD_GROUP_API_VERSION),
-                                        (st.snap.native_pod_groups, NATIVE_API_VERSION))):
+    for at, (groups, api) in enumerate(((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
+                                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION))):
         views = tuple(groups.values())
         unnamed = _unnamed_since(st, at, groups, views) if views else set()
         if unnamed is None:
@@ -255,10 +255,10 @@ def cleanup(st: PassState) -> None:
         kept_groups.append(views)
         kept_unnamed.append(frozenset(unnamed))
     st.groups_out = (tuple(kept_groups), tuple(kept_unnamed))
-    if not st.snap.workloads:
+    if not st.view.snap.workloads:
         return
     revisions = _revisions_in_use(st)
-    for wl in st.snap.workloads.values():
+    for wl in st.view.snap.workloads.values():
         if not wl.deleting and wl.labels.get(LABEL_REVISION_HASH) not in revisions:
             st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
                                     name=wl.name))
@@ -266,12 +266,12 @@ def cleanup(st: PassState) -> None:
 
 def delete_all(st: PassState) -> bool:
     """Teardown: delete every PodGroup and Workload; True once none is left."""
-    for groups, api in ((st.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.snap.native_pod_groups, NATIVE_API_VERSION)):
+    for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
+                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION)):
         for pg in groups.values():
             _delete(st, pg, api)
-    for wl in st.snap.workloads.values():
+    for wl in st.view.snap.workloads.values():
         if not wl.deleting:
             st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
                                     name=wl.name))
-    return not (st.snap.pod_groups or st.snap.native_pod_groups or st.snap.workloads)
+    return not (st.view.snap.pod_groups or st.view.snap.native_pod_groups or st.view.snap.workloads)

@@ -39,13 +39,13 @@ def termination(st: PassState, failure: Failure) -> InstanceTermination:
         pod_name=failure.pod_name,
         reason=bounded_text(failure.reason, FAILURE_REASON_MAX),
         message=bounded_text(failure.message),
-        time=st.now,
+        time=st.view.now,
     )
 
 
 def record_failure(st: PassState, revision: str, failure: Failure) -> None:
     """Count a failed attempt against its revision's RetryBlock (and say so if Held)."""
-    block = st.book.fail(revision, failure, st.now)
+    block = st.book.fail(revision, failure, st.view.now)
     if block.state == "Held" and revision in st.book.held_now:
         st.book.held_now.remove(revision)
         st.warn(
@@ -87,15 +87,15 @@ def fail_row(
             reason=bounded_text(failure.reason, FAILURE_REASON_MAX),
             exit_code=failure.exit_code,
             message=bounded_text(failure.message),
-            time=st.now,
+            time=st.view.now,
         ),
     )
 
 
 def _maybe_relocate(st: PassState, row: InstanceStatus, failure: Failure) -> None:
     """A failed attempt that sat on one node, not the revision's fault, moves off it."""
-    auto = st.config.auto_migrate
-    if auto is None or failure.revision_fault or st.policy.migration_mode == "Never":
+    auto = st.view.config.auto_migrate
+    if auto is None or failure.revision_fault or st.view.policy.migration_mode == "Never":
         return
     nodes = {p.node_name for p in st.pods_of(row.index) if p.node_name and not p.terminating}
     if len(nodes) != 1:
@@ -112,7 +112,7 @@ def _maybe_relocate(st: PassState, row: InstanceStatus, failure: Failure) -> Non
             row.index,
         )
         return
-    uuid = f"relocate-{row.index}-{row.incarnation}-{format_time(st.now)}"
+    uuid = f"relocate-{row.index}-{row.incarnation}-{format_time(st.view.now)}"
     st.migrations[uuid] = MigrationStatus(
         request_uuid=uuid,
         trigger="Auto",
@@ -122,7 +122,7 @@ def _maybe_relocate(st: PassState, row: InstanceStatus, failure: Failure) -> Non
         attempt=len(past) + 1,
         reason=failure.reason,
         message=f"rebuilding off {node}",
-        started_at=st.now,
+        started_at=st.view.now,
     )
     st.note(
         "AutoMigrationTriggered",
@@ -145,8 +145,8 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
     st.book.succeed(revision)
     reloc = relocation(st, row.index)
     if reloc is not None:
-        st.migrations[reloc.request_uuid] = evolve(reloc, succeeded=True, completed_at=st.now)
-    ready_since = st.ready_stamp(row)
+        st.migrations[reloc.request_uuid] = evolve(reloc, succeeded=True, completed_at=st.view.now)
+    ready_since = st.view.ready_stamp(row)
     if row.conditions:
         row = _series_on_ready(st, row)
     if (
@@ -171,12 +171,12 @@ def _series_on_ready(st: PassState, row: InstanceStatus) -> InstanceStatus:
     """A Ready Instance's restart series: its reset clock runs from the first Ready after
     the last restart; the series ends after ``resetAfter`` (``omenative_core.restarts``)."""
     series = restarts.read(row)
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     if series is None or cfg is None:
         return restarts.clear(row)
-    series = restarts.mark_ready(series, st.now)
+    series = restarts.mark_ready(series, st.view.now)
     end = restarts.expires_at(series, cfg)
-    if end is not None and st.now >= end:
+    if end is not None and st.view.now >= end:
         return restarts.clear(row)
     if end is not None:
         st.wake.append(end)
@@ -208,7 +208,7 @@ def abandon_surge(
     return evolve(
         row,
         phase=Phase.DELETING,
-        operation=st.op(OpType.DELETE, Step.DRAIN, revision, "SurgeAbandoned"),
+        operation=st.view.op(OpType.DELETE, Step.DRAIN, revision, "SurgeAbandoned"),
         last_failure=termination(st, failure),
     )
 
@@ -236,20 +236,20 @@ def end_migration(st: PassState, m: MigrationStatus, phase: str, reason: str, me
     st.migrations[m.request_uuid] = evolve(
         m,
         phase=phase,
-        completed_at=st.now,
+        completed_at=st.view.now,
         succeeded=phase == MigrationPhase.COMPLETED,
         message=message or m.message,
     )
     st.audit.append(
         {
             "requestUUID": m.request_uuid,
-            "component": st.spec.component,
+            "component": st.view.spec.component,
             "sourceInstance": m.source_instance,
             "phase": phase,
             "reason": reason or m.reason,
             "fromNode": m.from_node,
-            "startedAt": format_time(m.started_at or st.now),
-            "completedAt": format_time(st.now),
+            "startedAt": format_time(m.started_at or st.view.now),
+            "completedAt": format_time(st.view.now),
             "outcome": "succeeded" if phase == MigrationPhase.COMPLETED else "failed",
         }
     )

@@ -39,19 +39,19 @@ def create_pod(
     """Render and create one pod of the row's attempt (a migration surge avoids its node)."""
     gang = mechanism(st, runners)
     body = render_pod(
-        st.ir,
+        st.view.ir,
         runners=runners,
         revision_hash=hash_of(revision),
         index=row.index,
         incarnation=row.incarnation,
         slot=slot,
         ordinal_slot=slot_ordinal,
-        replicas=st.policy.desired,
+        replicas=st.view.policy.desired,
         use_pod_group=gang == MECHANISM_POD_GROUP,
         native_gang=gang == MECHANISM_NATIVE,
         avoid_node=op.from_node if op else None,
         prefer_nodes=op.hint_target_nodes if op else (),
-        pairing_protocol=st.pairing_by_rev.get(revision),
+        pairing_protocol=st.view.pairing_by_rev.get(revision),
     )
     if body["metadata"]["name"] != name:  # pragma: no cover - render/planner mismatch
         raise AssertionError(f"rendered pod {body['metadata']['name']} != expected {name}")
@@ -66,12 +66,12 @@ def drain(st: PassState, pods: Iterable[PodView], reason: str) -> bool:
         if pod.terminating:
             maybe_force_delete(st, pod)
             continue
-        lost = pod.phase in ("Failed", "Succeeded") or st.node_lost(pod)
+        lost = pod.phase in ("Failed", "Succeeded") or st.view.node_lost(pod)
         if pod.serving_gate and not lost:
             st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=False))
             st.poll = True
             continue
-        if pod.name in st.snap.routed_pods and not lost:
+        if pod.name in st.view.snap.routed_pods and not lost:
             st.poll = True
             continue
         st.out.add(DeletePod(name=pod.name, uid=pod.uid, reason=reason))
@@ -80,11 +80,11 @@ def drain(st: PassState, pods: Iterable[PodView], reason: str) -> bool:
 
 def maybe_force_delete(st: PassState, pod: PodView) -> None:
     """Force-delete a pod stuck Terminating on an unreachable node, once it is overdue."""
-    fd = st.config.force_delete
+    fd = st.view.config.force_delete
     st.poll = True
     if fd is None or pod.deletion_timestamp is None or not pod.node_name:
         return
-    node = st.snap.nodes.get(pod.node_name)
+    node = st.view.snap.nodes.get(pod.node_name)
     if node is None or node.ready is True:
         return
     since = node.not_ready_since
@@ -92,20 +92,20 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
     if since is None:
         return
     due = max(overdue, since + fd.node_unreachable_threshold)
-    if st.now < due:
+    if st.view.now < due:
         st.wake.append(due)
         return
     st.out.add(DeletePod(name=pod.name, uid=pod.uid, force=True, reason="ForceDeleteUnreachable"))
     st.audit.append(
         {
             "requestUUID": f"force-delete-{pod.uid}",
-            "component": st.spec.component,
+            "component": st.view.spec.component,
             "sourceInstance": pod.instance,
             "phase": "Completed",
             "reason": "NodeUnreachable",
             "fromNode": pod.node_name,
-            "startedAt": format_time(st.now),
-            "completedAt": format_time(st.now),
+            "startedAt": format_time(st.view.now),
+            "completedAt": format_time(st.view.now),
             "outcome": "force-delete-unreachable",
         }
     )

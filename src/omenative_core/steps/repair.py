@@ -26,10 +26,10 @@ from omenative_core.model.observed import PodView
 from omenative_core.model.plan import SetServingGate
 from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
 from omenative_core.model.timefmt import format_duration
-from omenative_core.phases import OpType, Outcome, Phase, Step
+from omenative_core.phases import OpType, Outcome, Phase, Step, Waiting
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps import steady
-from omenative_core.steps.bringup import bring_up
+from omenative_core.steps.bringup import bring_up, park
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
@@ -80,8 +80,8 @@ def _repair_waits(
 ) -> InstanceStatus | None:
     """The row as it waits, when a repair must not bring pods up yet (Freeze, or its
     restart series' backoff), else None."""
-    if st.policy.freeze and op.reason == "Repair":
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    if st.view.policy.freeze and op.reason == "Repair":
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     if op.reason in ("Repair", "Rebuild") and _backing_off(st, row, op):
         return row
     return None
@@ -90,12 +90,12 @@ def _repair_waits(
 def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> bool:
     """Whether the new pods of a restart still wait out its series' backoff (the readiness
     clock stays parked, ``deadline`` empty, until then)."""
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     series = restarts.read(row)
     if cfg is None or series is None or series.ready_since is not None or op.deadline:
         return False
     due = series.last + cfg.delay(series.count)
-    if st.now >= due:
+    if st.view.now >= due:
         return False
     st.wake.append(due)
     return True
@@ -103,20 +103,20 @@ def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> b
 
 def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/Drain: drain every pod of this incarnation, then go on at the next one."""
-    if st.policy.freeze:
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    if st.view.policy.freeze:
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     old = [p for p in st.pods_of(row.index) if p.incarnation < row.incarnation + 1]
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
     delete_pod_group(st, row.index, row.incarnation)  # the next attempt gets its own
-    op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.now)
+    op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.view.now)
     return Continue(evolve(row, incarnation=row.incarnation + 1, operation=op))
 
 
 def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/CreatePods: bring the new incarnation up on the running revision."""
-    if st.policy.freeze:
-        return evolve(row, operation=evolve(op, waiting="Paused", deadline=None))
+    if st.view.policy.freeze:
+        return evolve(row, operation=park(op, Waiting.PAUSED))
     if _backing_off(st, row, op):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
     outcome, op, failure = bring_up(
@@ -140,14 +140,15 @@ def settled(
     ``found``: the rows of this pass ``steady.find`` found steady, when the caller asked
     for all of them at once (else this row is checked on its own).
     """
-    if st.fast and ((st.kept is not None and was_steady(st, row)) or _steady(st, row, found)):
+    kept = st.cache.kept
+    if st.view.fast and ((kept is not None and was_steady(st, row)) or _steady(st, row, found)):
         st.steady_rows[row.index] = row
         if st.book.blocks:
             st.book.succeed(row.running_revision)  # what settle_ready does for a steady row
         return row
     pods = st.pods_of(row.index)
     expected = (
-        st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+        st.view.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
         if row.running_revision
         else None
     )
@@ -199,12 +200,12 @@ def _judge(
         if not lost and all(p.ready for p in mine.values()):
             return settle_ready(st, row, row.running_revision)
         return row
-    whole = st.policy.restart_policy == RECREATE_ON_RESTART and st.policy.multi_pod
+    whole = st.view.policy.restart_policy == RECREATE_ON_RESTART and st.view.policy.multi_pod
     needs_restart = wedged or (whole and (lost or restarted))
-    if needs_restart and not st.policy.freeze:
+    if needs_restart and not st.view.policy.freeze:
         why = "pod lost" if lost else ("container restarted" if restarted else "crash loop")
         return _restart(st, row, pods, mine, why, wedged=wedged)
-    if lost and not st.policy.freeze:
+    if lost and not st.view.policy.freeze:
         return _replace_lost(st, row, mine, lost, len(expected))
     if all(p.ready for p in mine.values()) and len(mine) == len(expected):
         return settle_ready(st, row, row.running_revision)
@@ -218,13 +219,13 @@ def _health(
     lost: list[str] = []
     restarted = False
     wedged = False
-    grace = st.config.stuck_pod_grace_period
+    grace = st.view.config.stuck_pod_grace_period
     for name in expected:
         pod = mine.get(name)
         if pod is None or pod.terminating or pod.phase in ("Failed", "Succeeded"):
             lost.append(name)
             continue
-        if st.node_lost(pod) and row.phase == Phase.READY:
+        if st.view.node_lost(pod) and row.phase == Phase.READY:
             lost.append(name)
             continue
         baseline_raw = pod.labels.get(LABEL_RESTART_BASELINE, "0")
@@ -233,8 +234,8 @@ def _health(
             restarted = True
         for c in pod.containers:
             if c.waiting_reason in CRASH_REASONS and grace is not None:
-                since = pod.creation_timestamp or st.now
-                if st.now >= since + grace:
+                since = pod.creation_timestamp or st.view.now
+                if st.view.now >= since + grace:
                     wedged = True
                 else:
                     st.wake.append(since + grace)
@@ -278,7 +279,7 @@ def _restart(
         row,
         phase=Phase.RESTARTING,
         ready_since=None,
-        operation=st.op(OpType.RESTART, Step.DRAIN, row.running_revision, why),
+        operation=st.view.op(OpType.RESTART, Step.DRAIN, row.running_revision, why),
     )
 
 
@@ -287,13 +288,13 @@ def _count_restart(
 ) -> tuple[InstanceStatus, str] | None:
     """One more restart of the row's series: (the row recording it, the Event's count
     text), or None when it would pass ``maxRestarts`` within the window."""
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     if cfg is None:
         return row, ""
     series = restarts.read(row)
-    if restarts.exhausted(series, cfg, st.now):
+    if restarts.exhausted(series, cfg, st.view.now):
         return None
-    series = restarts.record(series, cfg, st.now, _cause(why))
+    series = restarts.record(series, cfg, st.view.now, _cause(why))
     return restarts.write(row, series), f": {restarts.describe(series, cfg)}"
 
 
@@ -305,7 +306,7 @@ def _cause(why: str) -> str:
 def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> InstanceStatus:
     """``maxRestarts`` within the window: Failed, out of rotation, its pods kept (no churn)
     until a reset or a new revision."""
-    cfg = st.policy.restart_backoff
+    cfg = st.view.policy.restart_backoff
     series = restarts.read(row)
     times = series.in_window if series is not None else 0
     within = f"{format_duration(cfg.window)} (maxRestarts {cfg.max_restarts})" if cfg else ""
@@ -316,7 +317,7 @@ def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> In
         if pod.serving_gate and not pod.terminating:
             st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=False))
     return evolve(row, phase=Phase.FAILED, ready_since=None, last_failure=InstanceTermination(
-        reason=restarts.LIMIT_REASON, message=message, time=st.now))
+        reason=restarts.LIMIT_REASON, message=message, time=st.view.now))
 
 
 def _replace_lost(
@@ -345,12 +346,12 @@ def _replace_lost(
             row,
             phase=Phase.PENDING,
             ready_since=None,
-            operation=st.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Rebuild"),
+            operation=st.view.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Rebuild"),
         )
     return evolve(
         row,
         phase=Phase.RESTARTING,
-        operation=st.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Repair"),
+        operation=st.view.op(OpType.CREATE, Step.CREATE_PODS, row.running_revision, "Repair"),
     )
 
 
@@ -372,9 +373,9 @@ def _repair_budget_ok(st: PassState, index: int) -> bool:
     unavailable = sum(
         1
         for r in st.odd_rows()  # a plain row is Ready
-        if r.index != index and r.phase != Phase.READY and st.is_member(r)
+        if r.index != index and r.phase != Phase.READY and st.view.is_member(r)
     )
-    return unavailable < st.policy.max_unavailable
+    return unavailable < st.view.policy.max_unavailable
 
 
 # ---------------------------------------------------------------------- rebuilds
@@ -392,10 +393,10 @@ def rebuilds(st: PassState) -> None:
         row = st.rows[index]
         if row.operation is not None or row.phase not in waits:
             continue
-        if not st.is_member(row):
+        if not st.view.is_member(row):
             continue
-        target = st.target
-        if index < st.policy.partition and row.running_revision in st.runners_by_rev:
+        target = st.view.target
+        if index < st.view.policy.partition and row.running_revision in st.view.runners_by_rev:
             target = row.running_revision
         pods = st.pods_of(index)
         if pods:
@@ -408,7 +409,7 @@ def rebuilds(st: PassState) -> None:
             drain(st, pods, "Rebuild")
             st.poll = True
             continue
-        if st.policy.paused:
+        if st.view.policy.paused:
             continue
         if not st.may_open():
             st.poll = True
@@ -427,7 +428,7 @@ def rebuilds(st: PassState) -> None:
             row,
             phase=Phase.CREATING,
             target_revision=target,
-            operation=st.op(
+            operation=st.view.op(
                 OpType.CREATE,
                 Step.CREATE_PODS,
                 target,

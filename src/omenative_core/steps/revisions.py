@@ -11,10 +11,13 @@ revision a row or the target still names, within ``revisionHistoryLimit``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from operator import attrgetter
 
 from omenative_core.labels import LABEL_REVISION_HASH
+from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import CreateRevision, DeleteRevision
+from omenative_core.model.spec import Runner
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
 from omenative_core.revisions import (
@@ -33,70 +36,92 @@ from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import loaded_rows, rowless
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
+from omenative_core.steps.view import Revisions
 
-__all__ = ["group_pods", "load_rows", "prune_revisions", "resolve_revisions", "unrecorded_create"]
+__all__ = [
+    "group_pods",
+    "load_rows",
+    "prune_revisions",
+    "record_revisions",
+    "resolve_revisions",
+    "unrecorded_create",
+]
 
 
-def resolve_revisions(st: PassState) -> None:
-    """Stored revisions, the spec's revision (created if missing) and the target."""
-    spec = st.spec
-    revision_views = {r.name: r for r in st.snap.revisions}
-    for view in st.snap.revisions:
+def resolve_revisions(snap: Snapshot) -> Revisions:
+    """Stored revisions, the spec's revision (to create if missing) and the target: what
+    the pass's view holds (``steps.view``); ``record_revisions`` writes what it asks for."""
+    ir = snap.replica
+    spec, prefix = ir.spec, ir.prefix
+    runners_by_rev: dict[str, tuple[Runner, ...]] = {}
+    pairing_by_rev: dict[str, str | None] = {}
+    placement_by_rev: dict[str, dict[str, str]] = {}
+    revision_views = {r.name: r for r in snap.revisions}
+    for view in snap.revisions:
         try:
-            st.runners_by_rev[view.name] = runners_from_revision(view)
-            st.pairing_by_rev[view.name] = view.data.get("pairingProtocol")
-            st.placement_by_rev[view.name] = placement_from_revision(view)
+            runners_by_rev[view.name] = runners_from_revision(view)
+            pairing_by_rev[view.name] = view.data.get("pairingProtocol")
+            placement_by_rev[view.name] = placement_from_revision(view)
         except ValueError:
             continue
-    collision = st.prev.collision_count
+    collision = ir.status.collision_count if ir.status is not None else None
     placement = placement_of(spec)
     spec_hash = spec_revision_hash(spec, collision)
-    spec_rev = revision_name(st.prefix, spec_hash)
-    if spec_rev in revision_views and spec_rev in st.runners_by_rev:
-        stored = st.runners_by_rev[spec_rev]
-        stored_hash = revision_hash(stored, st.pairing_by_rev.get(spec_rev), collision,
-                                    st.placement_by_rev.get(spec_rev))
+    spec_rev = revision_name(prefix, spec_hash)
+    if spec_rev in revision_views and spec_rev in runners_by_rev:
+        stored = runners_by_rev[spec_rev]
+        stored_hash = revision_hash(stored, pairing_by_rev.get(spec_rev), collision,
+                                    placement_by_rev.get(spec_rev))
         if stored_hash != spec_hash:
             collision = (collision or 0) + 1
             spec_hash = spec_revision_hash(spec, collision)
-            spec_rev = revision_name(st.prefix, spec_hash)
-    st.collision_count = collision
-    st.spec_revision = spec_rev
-    st.runners_by_rev[spec_rev] = spec.runners
-    st.pairing_by_rev[spec_rev] = spec.pairing_protocol
-    st.placement_by_rev[spec_rev] = placement
+            spec_rev = revision_name(prefix, spec_hash)
+    runners_by_rev[spec_rev] = spec.runners
+    pairing_by_rev[spec_rev] = spec.pairing_protocol
+    placement_by_rev[spec_rev] = placement
+    create = None
     if spec_rev not in revision_views:
-        st.out.add(
-            CreateRevision(
-                body=revision_body(
-                    st.ir,
-                    spec.runners,
-                    spec.pairing_protocol,
-                    spec_hash,
-                    next_revision_number(st.snap.revisions),
-                    placement,
-                )
+        create = CreateRevision(
+            body=revision_body(
+                ir,
+                spec.runners,
+                spec.pairing_protocol,
+                spec_hash,
+                next_revision_number(snap.revisions),
+                placement,
             )
         )
-    st.target = _rollback_target(st) or spec_rev
+    rollback = spec.pacing.rollback_to_revision if spec.pacing else None
+    target = _rollback_target(rollback, runners_by_rev) if rollback else None
+    missing = None
+    if rollback and target is None:
+        missing = f"pacing.rollbackToRevision {rollback!r} names no stored revision"
+    return Revisions(
+        runners_by_rev, pairing_by_rev, placement_by_rev, collision, spec_rev,
+        target or spec_rev, create, missing,
+    )
 
 
-def _rollback_target(st: PassState) -> str | None:
-    """The stored revision ``pacing.rollbackToRevision`` names (a condition if none)."""
-    rollback = st.spec.pacing.rollback_to_revision if st.spec.pacing else None
-    if not rollback:
-        return None
-    name = rollback if rollback in st.runners_by_rev else None
-    if name is None:
-        for candidate in st.runners_by_rev:
-            if hash_of(candidate) == rollback:
-                name = candidate
-    if name is None:
+def record_revisions(st: PassState, revs: Revisions) -> None:
+    """Write what ``resolve_revisions`` asked for: the spec's ControllerRevision, and the
+    ``FailedUpdate`` condition of a rollback to a revision that is not stored."""
+    if revs.create is not None:
+        st.out.add(revs.create)
+    if revs.rollback_missing is not None:
         st.extra_conditions["FailedUpdate"] = (
             "True",
             "RollbackRevisionNotFound",
-            f"pacing.rollbackToRevision {rollback!r} names no stored revision",
+            revs.rollback_missing,
         )
+
+
+def _rollback_target(rollback: str, runners_by_rev: Mapping[str, object]) -> str | None:
+    """The stored revision ``pacing.rollbackToRevision`` names, by name or hash."""
+    name = rollback if rollback in runners_by_rev else None
+    if name is None:
+        for candidate in runners_by_rev:
+            if hash_of(candidate) == rollback:
+                name = candidate
     return name
 
 
@@ -104,30 +129,30 @@ def group_pods(st: PassState) -> None:
     """Index the observed pods by the Instance they are labelled with.
 
     Each pod's index and attempt (revision hash and incarnation) were read from its labels
-    when its view was built (``PodView``); the pods are also mapped by name (``st.by_name``)
+    when its view was built (``PodView``); the pods are also mapped by name (``st.cache.by_name``)
     for the later passes, which compare the attempt a name stands for. With the last pass's
-    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.dirty``
+    verdicts only the changed pods are read (``steps.verdicts.regroup``), and ``st.cache.dirty``
     names the Instances they belong to.
     """
-    got = regroup(st.snap, st.basis, st.kept)
+    got = regroup(st.view.snap, st.cache.basis, st.cache.kept)
     if got is None:
         _group_all(st)
         return
     _take(st, got.grouping)
-    st.positions = got.positions
-    st.dirty = got.dirty
+    st.cache.positions = got.positions
+    st.cache.dirty = got.dirty
 
 
 def _group_all(st: PassState) -> None:
-    _take(st, group_all(st.snap.pods))
-    st.positions = None
-    st.dirty = None
+    _take(st, group_all(st.view.snap.pods))
+    st.cache.positions = None
+    st.cache.dirty = None
 
 
 def _take(st: PassState, grouping: Grouping) -> None:
-    st.pods_by_index = grouping.pods_by_index
-    st.by_name = grouping.by_name
-    st.names_unique = grouping.unique
+    st.cache.pods_by_index = grouping.pods_by_index
+    st.cache.by_name = grouping.by_name
+    st.cache.names_unique = grouping.unique
 
 
 def load_rows(st: PassState) -> None:
@@ -135,23 +160,23 @@ def load_rows(st: PassState) -> None:
     created them when their labels say so (``unrecorded_create``), else a Pending one."""
     loaded = loaded_rows(st)
     if loaded is None:
-        rows = st.prev.instances
+        rows = st.view.prev.instances
         st.rows.update(zip(map(attrgetter("index"), rows), rows, strict=True))  # in C
     else:  # the kept totals' rows, the few that differ written in (``steps.totals``)
         st.rows = loaded
     missing = rowless(st)
     if not missing:
         return
-    if st.dirty is not None:
+    if st.cache.dirty is not None:
         _group_all(st)  # adopt in the order a full grouping meets the pods
-    orphans = [i for i in st.pods_by_index if i in missing]
+    orphans = [i for i in st.cache.pods_by_index if i in missing]
     for index in orphans:
-        pods = st.pods_by_index[index]
+        pods = st.cache.pods_by_index[index]
         # pods with no row (status lost or never written): adopt, never delete blindly
         live = [p for p in pods if not p.terminating] or pods
         inc = max(p.incarnation for p in live) or 1
         rev_hash = live[0].labels.get(LABEL_REVISION_HASH, "")
-        rev = revision_name(st.prefix, rev_hash) if rev_hash else ""
+        rev = revision_name(st.view.prefix, rev_hash) if rev_hash else ""
         st.rows[index] = InstanceStatus(
             index=index,
             incarnation=inc,
@@ -178,12 +203,12 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
     """
     pods = st.pods_of(index)
     revision = new_instance_revision(st, index)
-    expected = st.expected(index, revision, 1, 0)
-    if st.policy.paused or not expected or any(
+    expected = st.view.expected(index, revision, 1, 0)
+    if st.view.policy.paused or not expected or any(
         p.terminating or p.name not in expected or not st.matches(p, revision, 1) for p in pods
     ):
         return None
-    if not st.book.may_start(revision, st.now) or not st.may_open():
+    if not st.book.may_start(revision, st.view.now) or not st.may_open():
         return None
     st.book.claim(revision)
     return new_instance_row(st, index, revision)
@@ -191,11 +216,12 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
 
 def prune_revisions(st: PassState) -> None:
     """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
-    live = {st.target, st.spec_revision}
+    live = {st.view.target, st.view.spec_revision}
     rows = st.odd_rows()  # a plain row runs and targets the target (``steps.totals``)
     live.update(map(attrgetter("running_revision"), rows))
     live.update(map(attrgetter("target_revision"), rows))
-    if st.prev.current_revision:
-        live.add(st.prev.current_revision)
-    for view in revisions_to_prune(st.snap.revisions, live, st.policy.revision_history_limit):
+    if st.view.prev.current_revision:
+        live.add(st.view.prev.current_revision)
+    limit = st.view.policy.revision_history_limit
+    for view in revisions_to_prune(st.view.snap.revisions, live, limit):
         st.out.add(DeleteRevision(name=view.name, uid=view.uid))

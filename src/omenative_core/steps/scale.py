@@ -50,16 +50,18 @@ SCALE_UP = "ScaleUp"
 def scale(st: PassState) -> None:
     """Bring the member count to ``replicas``."""
     count = st.member_count()
-    desired = st.policy.desired
+    desired = st.view.policy.desired
     if count > desired:
         _scale_down(st, sorted(st.members(), key=attrgetter("index")), desired)
         return
-    if st.policy.paused:
+    if st.view.policy.paused:
         return
     # the surge ceiling: members, surges and condemned Instances still draining together
     # hold at most desired + maxSurge Instances' worth of pods (a scale-up right after a
     # scale-down waits for the condemned to drain as far as that needs)
-    room = desired + st.policy.max_surge - count - surges_in_flight(st) - draining_condemned(st)
+    room = (
+        desired + st.view.policy.max_surge - count - surges_in_flight(st) - draining_condemned(st)
+    )
     for _ in range(min(desired - count, room)):
         index = st.free_index()
         revision = new_instance_revision(st, index)
@@ -86,7 +88,7 @@ def new_instance_row(st: PassState, index: int, revision: str) -> InstanceStatus
         incarnation=1,
         phase=Phase.CREATING,
         target_revision=revision,
-        operation=st.op(OpType.CREATE, Step.CREATE_PODS, revision, SCALE_UP),
+        operation=st.view.op(OpType.CREATE, Step.CREATE_PODS, revision, SCALE_UP),
     )
 
 
@@ -117,8 +119,8 @@ def _worth(st: PassState, row: InstanceStatus) -> tuple[bool, bool]:
     swapped = op is not None and op.type == OpType.UPDATE and op.step == Step.SURGE_DRAIN
     serving = st.all_ready(row) or taking_over or swapped
     updated = (
-        row.running_revision == st.target
-        or row.index < st.policy.partition
+        row.running_revision == st.view.target
+        or row.index < st.view.policy.partition
         or taking_over
         or swapped
     )
@@ -134,9 +136,9 @@ def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> N
         if op is not None and op.surge_index is not None:
             surge = st.rows.get(op.surge_index)
             if surge is not None:
-                condemn(st, surge, st.target, "ScaleDown")
+                condemn(st, surge, st.view.target, "ScaleDown")
         st.note("ScaleDown", f"draining Instance {row.index} (replicas {desired})", row.index)
-        condemn(st, row, row.running_revision or st.target, "ScaleDown")
+        condemn(st, row, row.running_revision or st.view.target, "ScaleDown")
     _cancel_excess_surges(st, desired)
 
 
@@ -146,7 +148,7 @@ def _cancel_excess_surges(st: PassState, desired: int) -> None:
     Only a surge still being built is cancelled (its source keeps serving); one whose
     replacement already serves is draining its source, which lowers the count.
     """
-    excess = surges_in_flight(st) - st.policy.max_surge
+    excess = surges_in_flight(st) - st.view.policy.max_surge
     if excess <= 0:
         return
     building = [
@@ -159,7 +161,7 @@ def _cancel_excess_surges(st: PassState, desired: int) -> None:
     for row in condemn_order(st, building)[:excess]:
         st.note(
             "SurgeCancelled",
-            f"replicas {desired}: maxSurge {st.policy.max_surge} leaves no room for the "
+            f"replicas {desired}: maxSurge {st.view.policy.max_surge} leaves no room for the "
             f"replacement of Instance {row.index}; it keeps serving",
             row.index,
         )
@@ -173,12 +175,12 @@ def new_instance_revision(st: PassState, index: int) -> str:
     during a staged rollout (a canary step) adds prior-revision Instances there rather
     than growing the canary past its step; at or above it, the target.
     """
-    current = st.prev.current_revision
+    current = st.view.prev.current_revision
     if (
-        index < st.policy.partition
+        index < st.view.policy.partition
         and current
-        and current != st.target
-        and current in st.runners_by_rev
+        and current != st.view.target
+        and current in st.view.runners_by_rev
     ):
         return current
-    return st.target
+    return st.view.target

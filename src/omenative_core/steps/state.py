@@ -1,8 +1,13 @@
-"""The pass state: everything one planning pass reads and builds, in one explicit place.
+"""The pass state: a pass's read-only view, its write-set and its incremental cache.
 
-A pass (``planner.PASSES``) is a function of a ``PassState``. It reads the snapshot, the
-Instance rows and the policy; it writes rows, actions (through ``ActionSink``), events,
-wake-up times and the status extras here. Nothing else is shared between passes.
+A pass (``planner.PASSES``) is a function of a ``PassState``. It reads ``st.view``
+(``steps.view.PassView``: the snapshot, the policy, the resolved revisions and the pods
+each attempt expects, frozen) and the Instance rows; it writes the write-set
+(``PassWrites``): rows, actions (through ``ActionSink``), events, wake-up times, the
+status extras, and the named results one step hands to a later one. The incremental
+cache (``st.cache``, ``totals.PassCache``: the last pass's verdicts and totals, this pass's
+pod grouping) is read through the queries below and ``steps.verdicts`` /
+``steps.totals``. Nothing else is shared between passes.
 
 Rules the passes keep:
 
@@ -13,21 +18,21 @@ Rules the passes keep:
 2. Actions go to ``st.out``: the sink keeps a plan's fixed order (status, revisions,
    objects, PodGroups, creates, gates, patches, deletes ...) and keeps the first action
    per (kind, object), so two passes touching the same pod cannot emit it twice.
-3. Queries (``expected``, ``is_member``, ``available`` ...) are pure functions of the state.
+3. Queries (``st.view.expected``, ``is_member``, ``available`` ...) are pure functions of
+   the view; ``odd_rows``, ``members`` and ``unavailable`` read the rows a step must read
+   (every row, or only the ones that may not be plain while the kept totals hold), so a
+   step never asks which rows were carried over from the last pass.
 """
 
 from __future__ import annotations
 
-import sys
-from collections import defaultdict
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from attrs import define, field
 
-from omenative_core.model.config import LifecycleConfig
-from omenative_core.model.observed import CreateError, PodView, Snapshot
+from omenative_core.model.observed import PodView
 from omenative_core.model.plan import (
     Action,
     CreateObject,
@@ -45,23 +50,17 @@ from omenative_core.model.plan import (
     SetFinalizer,
     SetServingGate,
 )
-from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec, Runner
 from omenative_core.model.status import (
-    InferenceReplicaStatus,
-    InstanceOperation,
     InstanceStatus,
     MigrationStatus,
     RolloutHold,
 )
-from omenative_core.model.timefmt import format_time, to_second
-from omenative_core.phases import OpType, Phase
-from omenative_core.policy import Policy
-from omenative_core.render import instance_slots, is_multi_pod, pod_name
+from omenative_core.phases import Phase
 from omenative_core.retry import RetryBook
-from omenative_core.revisions import hash_of
 from omenative_core.status.budget import Budget
-from omenative_core.steps.totals import RowTotals, odd_indexes
-from omenative_core.steps.verdicts import RowGroups, Tally, Verdicts, basis_of
+from omenative_core.steps.totals import PassCache, RowTotals, odd_indexes
+from omenative_core.steps.verdicts import RowGroups, Tally
+from omenative_core.steps.view import PassView
 
 __all__ = [
     "ActionSink",
@@ -69,6 +68,7 @@ __all__ = [
     "HandOff",
     "MoveResult",
     "PassState",
+    "PassWrites",
 ]
 
 
@@ -169,31 +169,26 @@ class HandOff:
 
 AdvanceFn = Callable[["PassState", int], None]
 
-Shape = tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]
-"""An attempt's pods: (name after ``{prefix}-{index}``, (slot, runners)), in rank order."""
-
 
 @define
-class PassState:
-    """One planning pass's inputs and scratch results (see the module docstring)."""
+class PassWrites:
+    """What a pass's steps write: the plan's material, and the named results one step
+    hands to a later one. Nothing else a step writes is read by another step.
 
-    snap: Snapshot
-    policy: Policy
-    advance_fn: AdvanceFn
-    fast: bool = True
-    """Take the one-loop checks of steady rows (False: the full checks, for tests)."""
-    kept: Verdicts | None = None
-    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
-    totals: RowTotals | None = None
-    """The last pass's row totals (``steps.totals``), or None: read every row."""
-    now: datetime = field(init=False)
-    prev: InferenceReplicaStatus = field(init=False)
-    ir: InferenceReplica = field(init=False)
-    spec: InferenceReplicaSpec = field(init=False)
-    prefix: str = field(init=False)
-    config: LifecycleConfig = field(init=False)
+    The plan's material: ``rows`` (a step writes the row it works on; another Instance's
+    row only through ``hand_off``), ``out`` (the actions), ``events``, ``wake`` (wake-up
+    times), ``poll``, ``audit``, ``hold``, ``extra_conditions``, ``migrations`` and
+    ``book`` (the RetryBlocks), which ``steps.status.finish`` turns into the plan.
+    The named results, each written by one step and read by the ones named:
+    ``steady_rows``/``steady_counts``/``plain_steady`` (``repair.settled``, ``steady.find``
+    -> ``steps.status``), ``unschedulable`` (``steady.find``, ``verdicts.unschedulable_now``
+    -> ``capacity``), ``row_groups``/``groups_out`` (``native_gang.cleanup``), ``nodes_out``
+    (``capacity.check_nodes``), ``tallies``/``plain_tallies``/``totals_out``
+    (``steps.status``) -> the next pass (``verdicts.keep``, ``incremental``), ``replan``
+    (``planner._advance_all`` -> ``planner.plan_pass``).
+    """
+
     rows: dict[int, InstanceStatus] = field(factory=dict)
-    pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
     out: ActionSink = field(factory=ActionSink)
     events: list[Event] = field(factory=list)
     wake: list[datetime] = field(factory=list)
@@ -202,36 +197,9 @@ class PassState:
     extra_conditions: dict[str, tuple[str, str, str]] = field(factory=dict)
     poll: bool = False
     handoffs: list[HandOff] = field(factory=list)
-    errors_by_name: dict[str, CreateError] = field(factory=dict)
     migrations: dict[str, MigrationStatus] = field(factory=dict)
     book: RetryBook = field(init=False)
-    # revisions (steps/revisions.py fills these first)
-    runners_by_rev: dict[str, tuple[Runner, ...]] = field(factory=dict)
-    pairing_by_rev: dict[str, str | None] = field(factory=dict)
-    placement_by_rev: dict[str, dict[str, str]] = field(factory=dict)
-    """Revision -> its placement fields (``revisions.placement_of``; ``{}``: none)."""
-    collision_count: int | None = None
-    spec_revision: str = ""
-    target: str = ""
-    # caches
-    _used_indexes: set[int] | None = None
-    _free_cursor: int = 0
-    _shapes: dict[tuple[str, int], Shape] = field(factory=dict)
-    _expected: dict[tuple[int, str, int], dict[str, tuple[Any, tuple[Runner, ...]]] | None] = field(
-        factory=dict
-    )
-    _hashes: dict[str, str] = field(factory=dict)
-    by_name: dict[str, PodView] = field(factory=dict)
-    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
-    attempt a name stands for is that pod's (``attempt``)."""
-    names_unique: bool = True
-    """No two grouped pods share a name, so ``by_name`` has each one itself."""
-    _budget: Budget | None = None
-    # per-Instance verdicts (steps/verdicts.py): what this pass reuses and what it keeps
-    basis: tuple[Any, ...] = ()
-    dirty: set[int] | None = None
-    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
-    positions: dict[int, int] | None = None
+    # named results
     steady_rows: dict[int, InstanceStatus] = field(factory=dict)
     tallies: dict[int, Tally] = field(factory=dict)
     plain_tallies: dict[int, InstanceStatus] = field(factory=dict)
@@ -245,9 +213,9 @@ class PassState:
     plain_steady: dict[int, InstanceStatus] = field(factory=dict)
     """Index -> row that a bulk ``steady.find`` found steady and plain as it stands
     (``steps.totals``, rule 1): ``steps.status`` tallies it unread while no step writes it."""
-    _prev_ready: set[int] | None = None
-    waiting: set[int] | None = None
-    """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``)."""
+    unschedulable: set[int] | None = None
+    """Instances with a pod the scheduler cannot place, once a step asked (``verdicts``;
+    not ``operation.waiting``, an Instance's waiting reason)."""
     totals_out: RowTotals | None = None
     """This pass's row totals, for the next pass (``steps.status.finish``)."""
     groups_out: tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]] = ((), ())
@@ -257,28 +225,6 @@ class PassState:
     replan: bool = False
     """This pass, which skipped the kept steady rows, must be planned again without the
     kept verdicts (``planner._advance_all``: a RetryBlock opened meanwhile)."""
-
-    def __attrs_post_init__(self) -> None:
-        self.now = to_second(self.snap.now)
-        self.ir = self.snap.replica
-        self.spec = self.ir.spec
-        self.prefix = self.ir.prefix  # the name prefix of its pods and PodGroups
-        self.config = self.snap.config
-        self.prev = self.snap.replica.status or InferenceReplicaStatus()
-        self.book = RetryBook(self.prev.retry_blocks, self.snap.config.update_retry)
-        self.migrations = {m.request_uuid: m for m in self.prev.migrations}
-        self.errors_by_name = {e.name: e for e in self.snap.create_errors}
-        self.basis = basis_of(self.snap)
-
-    # ------------------------------------------------------------------ shorthands
-
-    def pods_of(self, index: int) -> list[PodView]:
-        """The pods labelled with Instance ``index`` (empty if none)."""
-        return self.pods_by_index.get(index, [])
-
-    def advance(self, index: int) -> None:
-        """Take the next step of Instance ``index``'s open operation (``lifecycle.advance``)."""
-        self.advance_fn(self, index)
 
     def hand_off(self, by: int | None, row: InstanceStatus, why: str) -> None:
         """Write another Instance's row from the step of Instance ``by`` (recorded)."""
@@ -293,89 +239,66 @@ class PassState:
         """Record a Normal Event."""
         self.events.append(Event(type="Normal", reason=reason, message=message, instance=instance))
 
+
+@define(kw_only=True)
+class PassState(PassWrites):
+    """One pass: its read-only ``view``, its write-set (``PassWrites``) and the incremental
+    cache (the last pass's verdicts and totals, and this pass's pod grouping)."""
+
+    view: PassView
+    """What the pass reads: the snapshot, policy and revisions, frozen (``steps.view``)."""
+    advance_fn: AdvanceFn
+    cache: PassCache = field(factory=PassCache)
+    """The incremental cache: the last pass's verdicts and totals, this pass's pod grouping
+    (``steps.totals.PassCache``)."""
+    # scratch of the queries below
+    _used_indexes: set[int] | None = None
+    _free_cursor: int = 0
+    _budget: Budget | None = None
+    _prev_ready: set[int] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        view = self.view
+        self.book = RetryBook(view.prev.retry_blocks, view.config.update_retry)
+        self.migrations = {m.request_uuid: m for m in view.prev.migrations}
+
+    # ------------------------------------------------------------------ shorthands
+
+    def pods_of(self, index: int) -> list[PodView]:
+        """The pods labelled with Instance ``index`` (empty if none)."""
+        return self.cache.pods_by_index.get(index, [])
+
+    def advance(self, index: int) -> None:
+        """Take the next step of Instance ``index``'s open operation (``lifecycle.advance``)."""
+        self.advance_fn(self, index)
+
     # ------------------------------------------------------------------ pods of an attempt
-
-    def runners(self, revision: str) -> tuple[Runner, ...] | None:
-        """The runner templates of a stored (or the spec's) revision."""
-        return self.runners_by_rev.get(revision)
-
-    def expected(
-        self, index: int, revision: str, incarnation: int, slot_ordinal: int
-    ) -> dict[str, tuple[Any, tuple[Runner, ...]]] | None:
-        """Pod name -> (slot, runners) of one attempt of Instance ``index`` (do not modify).
-
-        Built once per (index, revision, ordinal) and pass: several passes ask for it. A
-        revision's slots are laid out once per pass (``_shape``); the names are built from
-        them, as ``render.pod_name`` spells them.
-        """
-        del incarnation  # names do not carry it; kept so call sites read as "this attempt"
-        key = (index, revision, slot_ordinal)
-        if key in self._expected:
-            return self._expected[key]
-        kind = (revision, slot_ordinal)
-        shape = self._shapes[kind] if kind in self._shapes else self._shape(revision, slot_ordinal)
-        if shape is None:
-            out = None
-        else:
-            head = f"{self.prefix}-{index}"
-            out = {head + tail: value for tail, value in shape}
-        self._expected[key] = out
-        return out
-
-    def _shape(self, revision: str, slot_ordinal: int) -> Shape | None:
-        """Each pod's name after ``{prefix}-{index}`` and its (slot, runners), in rank order."""
-        runners = self.runners(revision)
-        if runners is None:
-            return None
-        multi = is_multi_pod(runners)
-        shape = tuple(
-            (
-                pod_name("", 0, slot.runner, slot.ordinal if multi else slot_ordinal)[2:],
-                (slot, runners),
-            )
-            for slot in instance_slots(runners)
-        )
-        self._shapes[(revision, slot_ordinal)] = shape
-        return shape
-
-    def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
-        """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
-        return self.attempt(pod) == (self.revision_hash(revision), incarnation)
-
-    def attempt(self, pod: PodView) -> tuple[str | None, int]:
-        """The (revision-hash label, incarnation) of the pod of ``pod``'s name (``by_name``:
-        the last pod of that name, as the grouping met them; else ``pod``'s own)."""
-        got = self.by_name.get(pod.name)
-        if got is None:
-            got = self.by_name[pod.name] = pod
-        return got.attempt
 
     def prev_ready(self) -> set[int]:
         """The Instances whose row in the previous status was Ready (found once a pass)."""
         got = self._prev_ready
         if got is None:
             ready = Phase.READY
-            got = self._prev_ready = {r.index for r in self.prev.instances if r.phase == ready}
+            got = self._prev_ready = {
+                r.index for r in self.view.prev.instances if r.phase == ready
+            }
         return got
 
-    def revision_hash(self, revision: str) -> str:
-        """``hash_of(revision)``, computed once per pass (interned, as ``PodView``'s label
-        is: comparing the two is then a pointer comparison)."""
-        if revision in self._hashes:
-            return self._hashes[revision]
-        got = self._hashes[revision] = sys.intern(hash_of(revision))
-        return got
+    def matches(self, pod: PodView, revision: str, incarnation: int) -> bool:
+        """Whether a pod belongs to this attempt (revision hash and incarnation labels)."""
+        return self.attempt(pod) == (self.view.revision_hash(revision), incarnation)
 
-    def node_lost(self, pod: PodView) -> bool:
-        """Whether the pod's node is gone or not Ready."""
-        if not pod.node_name:
-            return False
-        node = self.snap.nodes.get(pod.node_name)
-        return node is None or node.ready is not True
+    def attempt(self, pod: PodView) -> tuple[str | None, int]:
+        """The (revision-hash label, incarnation) of the pod of ``pod``'s name (``by_name``:
+        the last pod of that name, as the grouping met them; else ``pod``'s own)."""
+        got = self.cache.by_name.get(pod.name)
+        if got is None:
+            got = self.cache.by_name[pod.name] = pod
+        return got.attempt
 
     def all_ready(self, row: InstanceStatus) -> bool:
         """Every pod of the row's running attempt exists, is Ready and is not terminating."""
-        expected = self.expected(
+        expected = self.view.expected(
             row.index, row.running_revision, row.incarnation, row.active_ordinal
         )
         if not expected:
@@ -395,47 +318,13 @@ class PassState:
             return Phase.READY
         return Phase.FAILED if row.last_failure else Phase.PENDING
 
-    def available(self, row: InstanceStatus) -> bool:
-        """Ready for at least ``minReadySeconds``.
-
-        A Ready row without ``readySince`` is Available: the status drops the stamp once
-        the window has passed (``steps.status``), so a steady Ready row carries no entry.
-        """
-        if row.phase != Phase.READY:
-            return False
-        return row.ready_since is None or self.now >= row.ready_since + self.policy.min_ready
-
-    def ready_stamp(self, row: InstanceStatus) -> datetime | None:
-        """The ``readySince`` of a row that is Ready after this move.
-
-        A row already Ready keeps its own (None once Available); one entering Ready now
-        starts its ``minReadySeconds`` window now.
-        """
-        return row.ready_since if row.phase == Phase.READY else self.now
-
     # ------------------------------------------------------------------ membership
-
-    def is_surge_target(self, row: InstanceStatus) -> bool:
-        """A replacement being built for another Instance (not yet a member)."""
-        op = row.operation
-        return (
-            op is not None and op.replaces is not None and op.type in (OpType.UPDATE, OpType.CREATE)
-        )
-
-    def is_member(self, row: InstanceStatus) -> bool:
-        """Counts towards ``replicas``: neither condemned nor a replacement in flight."""
-        op = row.operation
-        if op is None:
-            return True
-        if op.type == OpType.DELETE:
-            return False
-        return not self.is_surge_target(row)
 
     def members(self) -> list[InstanceStatus]:
         """The member rows, in index order of insertion."""
         # a row with no operation is a member: asked only about the others (a pass at rest
         # makes this query over every row)
-        return [r for r in self.rows.values() if r.operation is None or self.is_member(r)]
+        return [r for r in self.rows.values() if r.operation is None or self.view.is_member(r)]
 
     def odd_rows(self) -> list[InstanceStatus]:
         """The rows that may not be plain, in index order (``steps.totals``); every row, in
@@ -450,14 +339,14 @@ class PassState:
         """How many rows are members (``members``, with plain rows counted, not read)."""
         odd = self.odd_rows()
         return len(self.rows) - len(odd) + len(
-            [r for r in odd if r.operation is None or self.is_member(r)]
+            [r for r in odd if r.operation is None or self.view.is_member(r)]
         )
 
     def unavailable(self) -> int:
         """Members that are not Ready, busy, or not yet available (``available``, inlined)."""
-        now, window, ready = self.now, self.policy.min_ready, Phase.READY
+        now, window, ready = self.view.now, self.view.policy.min_ready, Phase.READY
         rows = self.odd_rows()  # a plain row is a Ready, available member
-        busy = [r for r in rows if r.operation is not None and self.is_member(r)]
+        busy = [r for r in rows if r.operation is not None and self.view.is_member(r)]
         waiting = [
             r
             for r in rows
@@ -470,7 +359,7 @@ class PassState:
         """The lowest index at or above ``start`` that no row or pod uses, now reserved."""
         used = self._used_indexes
         if used is None:
-            used = self._used_indexes = set(self.rows) | set(self.pods_by_index)
+            used = self._used_indexes = set(self.rows) | set(self.cache.pods_by_index)
         i = max(start, self._free_cursor) if start <= self._free_cursor else start
         while i in used:
             i += 1
@@ -480,19 +369,6 @@ class PassState:
         return i
 
     # ------------------------------------------------------------------ operations
-
-    def op(self, type_: str, step: str, target: str, reason: str, **kw: Any) -> InstanceOperation:
-        """A new operation of ``type_`` at ``step`` on ``target``, started now."""
-        return InstanceOperation(
-            id=f"{type_.lower()}-{target.rsplit('-', 1)[-1]}-{format_time(self.now)}",
-            type=type_,
-            step=step,
-            started_at=self.now,
-            last_progress_at=self.now,
-            target_revision=target,
-            reason=reason,
-            **kw,
-        )
 
     def may_open(self, count: int = 1, *, migrate: bool = False) -> bool:
         """Whether ``count`` new operations fit the status (``status.budget``); else they wait.
@@ -514,7 +390,7 @@ class PassState:
 
     def start_attempt(self, revision: str) -> bool:
         """Claim an attempt on ``revision`` if its RetryBlock allows one now."""
-        if not self.book.may_start(revision, self.now):
+        if not self.book.may_start(revision, self.view.now):
             return False
         self.book.claim(revision)
         return True
@@ -522,7 +398,7 @@ class PassState:
     def set_hold(self, gate: str, reason: str) -> None:
         """Record why the rollout waits (the first reason of the pass wins)."""
         if self.hold is None:
-            self.hold = RolloutHold(gate=gate, reason=reason, target=self.target)
+            self.hold = RolloutHold(gate=gate, reason=reason, target=self.view.target)
 
     def hold_retry(self, target: str) -> None:
         """The rollout waits for ``target``'s backoff."""

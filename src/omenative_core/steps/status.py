@@ -35,7 +35,7 @@ from omenative_core.model.plan import (
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
 from omenative_core.model.timefmt import format_duration, to_second
-from omenative_core.phases import Phase
+from omenative_core.phases import Phase, Waiting
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
@@ -83,7 +83,7 @@ def invalid_plan(ir: InferenceReplica, now: datetime, reasons: tuple[str, ...]) 
 def finish(st: PassState) -> Plan:
     """The new status from the rows, and the plan around it."""
     tallied, rows, same_keys = _tallied(st)
-    target = st.target
+    target = st.view.target
     odd = odd_of(st, tallied)  # every other row is plain: counted, not read
     st.totals_out = totals_of(st, rows, frozenset(t[ROW_OUT].index for t in odd), same_keys)
     busy = (Phase.UPDATING, Phase.MIGRATING)
@@ -93,7 +93,7 @@ def finish(st: PassState) -> Plan:
         if t[ROW_OUT].phase == Phase.READY
         or (t[ROW_OUT].phase in busy and st.all_ready(t[ROW_OUT]))
     ]
-    window = st.policy.min_ready
+    window = st.view.policy.min_ready
     st.wake.extend(
         [
             t[ROW_OUT].ready_since + window
@@ -105,12 +105,12 @@ def finish(st: PassState) -> Plan:
     sums = _Sums(
         plain=len(rows) - len(odd),
         rows=odd_rows,
-        members=[r for r in odd_rows if r.operation is None or st.is_member(r)],
+        members=[r for r in odd_rows if r.operation is None or st.view.is_member(r)],
         available=[t[ROW_OUT] for t in ready_t if t[AVAILABLE]],
         updated=[r for r in odd_rows if r.running_revision == target],
     )
     status = InferenceReplicaStatus(
-        observed_generation=st.ir.metadata.generation,
+        observed_generation=st.view.ir.metadata.generation,
         replicas=len(rows),
         ready_replicas=sums.plain + len(ready_t),
         serving_replicas=sums.plain + len([t for t in odd if t[SERVING]]),
@@ -120,19 +120,21 @@ def finish(st: PassState) -> Plan:
         + len([r for r in sums.updated if r.phase == Phase.READY]),
         current_revision=_current_revision(st, sums),
         update_revision=target,
-        collision_count=st.collision_count,
-        label_selector=f"ome.io/inferencereplica={st.ir.metadata.name}",
+        collision_count=st.view.collision_count,
+        label_selector=f"ome.io/inferencereplica={st.view.ir.metadata.name}",
         instances=rows,
         retry_blocks=st.book.result(),
         migrations=tuple(st.migrations[k] for k in sorted(st.migrations)),
         conditions=_conditions(st, sums),
-        traffic=st.prev.traffic,
-        coordination_group_ref=st.prev.coordination_group_ref,
+        traffic=st.view.prev.traffic,
+        coordination_group_ref=st.view.prev.coordination_group_ref,
         rollout_hold=_rollout_hold(st, odd_rows),
     )
     if st.audit:
         st.out.add(
-            RecordAudit(config_map=f"{st.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(st.audit))
+            RecordAudit(
+                config_map=f"{st.view.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(st.audit)
+            )
         )
     body = st.out.body()
     destructive = any(
@@ -141,7 +143,7 @@ def finish(st: PassState) -> Plan:
         for a in body
     )
     actions: list[Action] = []
-    if status != st.prev or destructive:
+    if status != st.view.prev or destructive:
         actions.append(UpdateStatus(status=status))
     actions.extend(body)
     return Plan(
@@ -174,8 +176,8 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
     """
     by_row = st.rows
     odd = odd_indexes(st)
-    kept = st.totals
-    if odd is None or kept is None or st.kept is None:
+    kept = st.cache.totals
+    if odd is None or kept is None or st.cache.kept is None:
         was_ready = st.prev_ready()
         # rows whose tally the last pass kept and that did not change take it unread
         same = unchanged_tallies(st, was_ready)
@@ -196,8 +198,8 @@ def _tallied(st: PassState) -> tuple[list[Tally], tuple[InstanceStatus, ...], bo
         final.update(zip(map(_index, map(_row_out, tallied)), map(_row_out, tallied), strict=True))
         return tallied, tuple(map(final.__getitem__, order)), False
     was_ready = was_ready_of(st, odd)
-    st.tallies = dict(st.kept.tallies)
-    st.plain_tallies = dict(st.kept.plain)
+    st.tallies = dict(st.cache.kept.tallies)
+    st.plain_tallies = dict(st.cache.kept.plain)
     for i in odd:
         st.tallies.pop(i, None)
         st.plain_tallies.pop(i, None)
@@ -219,7 +221,7 @@ def _still_plain(st: PassState) -> dict[int, InstanceStatus]:
     Each one's tally is (row, row, serving, available, was Ready): what ``_tally``
     answers for a steady row whose counts are its row's."""
     found = st.plain_steady
-    if not found or st.dirty is not None:
+    if not found or st.cache.dirty is not None:
         return {}
     keys, rows = list(found), list(found.values())
     same = map(and_, map(is_, map(st.rows.get, keys), rows),
@@ -229,11 +231,11 @@ def _still_plain(st: PassState) -> dict[int, InstanceStatus]:
 
 
 def _current_revision(st: PassState, sums: _Sums) -> str:
-    current = st.prev.current_revision
-    target = st.target
+    current = st.view.prev.current_revision
+    target = st.view.target
     members = sums.members
     if (sums.plain or members) and not [r for r in members if r.running_revision != target]:
-        return st.target
+        return st.view.target
     if current and (
         (sums.plain and current == target) or any(r.running_revision == current for r in sums.rows)
     ):
@@ -244,7 +246,7 @@ def _current_revision(st: PassState, sums: _Sums) -> str:
     for r in members:
         if r.running_revision:
             counts[r.running_revision] += 1
-    return max(sorted(counts), key=lambda k: counts[k]) if counts else st.target
+    return max(sorted(counts), key=lambda k: counts[k]) if counts else st.view.target
 
 
 def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold | None:
@@ -253,23 +255,23 @@ def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold 
     ``rows``: the rows that are not plain (a plain row has no operation).
     """
     hold = st.hold
-    prev = st.prev.rollout_hold
+    prev = st.view.prev.rollout_hold
     if hold is not None:
         same = prev is not None and prev.gate == hold.gate and prev.target == hold.target
-        return evolve(hold, since=prev.since if same and prev is not None else st.now)
+        return evolve(hold, since=prev.since if same and prev is not None else st.view.now)
     # the Budget gate also covers surges parked on Unschedulable
     if [
         r
         for r in rows
         if r.operation is not None
-        and r.operation.waiting == "Unschedulable"
-        and st.is_surge_target(r)
+        and r.operation.waiting == Waiting.UNSCHEDULABLE
+        and st.view.is_surge_target(r)
     ]:
         return RolloutHold(
             gate="Budget",
             reason="surge pods are unschedulable: no room",
-            target=st.target,
-            since=prev.since if prev and prev.gate == "Budget" else st.now,
+            target=st.view.target,
+            since=prev.since if prev and prev.gate == "Budget" else st.view.now,
         )
     return None
 
@@ -282,13 +284,15 @@ def _serving(
     ``in_rotation``: the row's live pods whose gate is True and containers ready.
     A single-pod Instance mid-surge serves while either of its two slots does.
     """
-    if not st.policy.multi_pod:
+    if not st.view.policy.multi_pod:
         return serving > 0
-    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    expected = st.view.expected(
+        row.index, row.running_revision, row.incarnation, row.active_ordinal
+    )
     if not expected or serving < len(expected):
         return False
-    attempt = (st.revision_hash(row.running_revision), row.incarnation)
-    by_name = st.by_name  # every snapshot pod's, from revisions.group_pods
+    attempt = (st.view.revision_hash(row.running_revision), row.incarnation)
+    by_name = st.cache.by_name  # every snapshot pod's, from revisions.group_pods
     for name in expected:
         pod = by_name.get(name)
         if name not in in_rotation or pod is None or pod.attempt != attempt:
@@ -304,7 +308,7 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
     is not Ready, or Ready with no ``readySince`` window open and Ready before this pass.
     """
     was = row.index in was_ready
-    kept = kept_tally(st, row, was) if st.kept is not None else None
+    kept = kept_tally(st, row, was) if st.cache.kept is not None else None
     if kept is not None:
         st.tallies[row.index] = kept
         return kept
@@ -312,9 +316,9 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
     if steady is None or st.steady_rows.get(row.index) is not row:
         tally = (row, *_count_pods(st, row, was_ready), was)
     elif row.ready_since is None and was:  # the common steady row: available, no window
-        pods = len(st.pods_by_index[row.index])
+        pods = len(st.cache.pods_by_index[row.index])
         serving = steady[0]
-        is_serving = serving == pods if st.policy.multi_pod else serving > 0
+        is_serving = serving == pods if st.view.policy.multi_pod else serving > 0
         tally = (row, _counts(row, pods, serving, pods, steady[1], None), is_serving, True, was)
     else:
         tally = (row, *_steady_counts(st, row, was_ready, steady[0], admitted=steady[1]), was)
@@ -334,7 +338,7 @@ def _steady_counts(
     ready_since = _ready_since(st, row, was_ready)
     is_available = ready_since is None
     pods = len(st.pods_of(row.index))
-    is_serving = serving == pods if st.policy.multi_pod else serving > 0
+    is_serving = serving == pods if st.view.policy.multi_pod else serving > 0
     counts = _counts(row, pods, serving, pods if is_available else 0, admitted, ready_since)
     return counts, is_serving, is_available
 
@@ -383,8 +387,8 @@ def _ready_since(st: PassState, row: InstanceStatus, was_ready: set[int]) -> dat
         return None
     since = row.ready_since
     if since is None and row.index not in was_ready:
-        since = st.now
-    if since is not None and st.now >= since + st.policy.min_ready:
+        since = st.view.now
+    if since is not None and st.view.now >= since + st.view.policy.min_ready:
         return None
     return since
 
@@ -416,10 +420,10 @@ def _counts(
 
 
 def _rolling(st: PassState, sums: _Sums) -> bool:
-    target = st.target
+    target = st.view.target
     if [r for r in sums.members if r.running_revision and r.running_revision != target]:
         return True
-    return bool([r for r in sums.rows if r.operation is not None and st.is_surge_target(r)])
+    return bool([r for r in sums.rows if r.operation is not None and st.view.is_surge_target(r)])
 
 
 def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
@@ -429,7 +433,7 @@ def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str,
         [
             r
             for r in sums.updated
-            if r.phase == Phase.READY and (r.operation is None or st.is_member(r))
+            if r.phase == Phase.READY and (r.operation is None or st.view.is_member(r))
         ]
     )
     staged = _staged(st, sums, updated_ready, rolling=rolling)
@@ -438,12 +442,12 @@ def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str,
 
 def _count_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
     """``Ready`` when no Instance failed and the rollout is not staged: by the counts."""
-    desired = st.policy.desired
+    desired = st.view.policy.desired
     ready_members = sums.plain + len([r for r in sums.members if r.phase == Phase.READY])
     members = sums.plain + len(sums.members)
-    minimum = max(desired - st.policy.max_unavailable, 0)
+    minimum = max(desired - st.view.policy.max_unavailable, 0)
     if rolling:
-        return ("Unknown", "RolloutInProgress", f"rolling out {st.target}")
+        return ("Unknown", "RolloutInProgress", f"rolling out {st.view.target}")
     if ready_members == desired and members == desired:
         return ("True", "AllInstancesReady", f"{desired}/{desired} Instances Ready")
     if ready_members >= minimum > 0:
@@ -468,33 +472,33 @@ def _staged(
     st: PassState, sums: _Sums, updated_ready: int, *, rolling: bool
 ) -> tuple[str, str, str] | None:
     """``Ready=True Staged``: every member Ready, the ones at/above the partition updated."""
-    partition = st.policy.partition
+    partition = st.view.policy.partition
     members = sums.plain + len(sums.members)
     if not (
         partition > 0
         and rolling
         and updated_ready + _below(st, sums, partition) >= members
-        and members == st.policy.desired
+        and members == st.view.policy.desired
         and all(r.phase == Phase.READY for r in sums.members)
     ):
         return None
-    held = sum(1 for r in sums.members if r.running_revision != st.target)
+    held = sum(1 for r in sums.members if r.running_revision != st.view.target)
     return (
         "True",
         "Staged",
         f"Staged at partition {partition}: {updated_ready}/"
-        f"{members} Instances on {st.target}, {held} held on the prior revision",
+        f"{members} Instances on {st.view.target}, {held} held on the prior revision",
     )
 
 
 def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
-    desired = st.policy.desired
+    desired = st.view.policy.desired
     failed = [r for r in sums.members if r.phase == Phase.FAILED]
     rolling = _rolling(st, sums)
-    minimum = max(desired - st.policy.max_unavailable, 0)
+    minimum = max(desired - st.view.policy.max_unavailable, 0)
     available = sums.plain + len(sums.available)
     avail_ok = sums.plain + len(
-        [r for r in sums.available if r.operation is None or st.is_member(r)]
+        [r for r in sums.available if r.operation is None or st.view.is_member(r)]
     ) >= max(minimum, 0) and (desired == 0 or available > 0)
     wanted: dict[str, tuple[str, str, str]] = {
         "Ready": _ready_condition(st, sums, rolling=rolling),
@@ -508,11 +512,11 @@ def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
             )
         ),
         "Progressing": (
-            ("True", "RolloutInProgress", f"moving Instances to {st.target}")
+            ("True", "RolloutInProgress", f"moving Instances to {st.view.target}")
             if rolling
             or sums.plain + len(sums.members) != desired
             or [r for r in sums.rows if r.operation]
-            else ("True", "NewRevisionAvailable", f"all Instances run {st.target}")
+            else ("True", "NewRevisionAvailable", f"all Instances run {st.view.target}")
         ),
         "RolloutStalled": (
             ("True", "InstancesFailing", f"{len(failed)} Instance(s) Failed")
@@ -524,13 +528,15 @@ def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
     wanted.update(st.extra_conditions)
     if "FailedUpdate" not in wanted:
         wanted["FailedUpdate"] = ("False", "UpdateAccepted", "the update can proceed")
-    return build_conditions(st.prev.conditions, wanted, st.now, st.ir.metadata.generation)
+    return build_conditions(
+        st.view.prev.conditions, wanted, st.view.now, st.view.ir.metadata.generation
+    )
 
 
 def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     """Conditions that describe the cluster's configuration rather than the Instances."""
-    audit = st.config.audit
-    timeout = st.policy.ready_timeout
+    audit = st.view.config.audit
+    timeout = st.view.policy.ready_timeout
     gang = native_gang.mechanism_condition(st)
     migration = (
         (
@@ -567,11 +573,11 @@ def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
 
 
 def _requeue(st: PassState, *, acted: bool) -> timedelta | None:
-    times = [t for t in st.wake if t > st.now]
+    times = [t for t in st.wake if t > st.view.now]
     out: timedelta | None = None
     if times:
-        out = min(times) - st.now
+        out = min(times) - st.view.now
     if st.poll or acted:
-        op_poll = st.config.requeue.operation
+        op_poll = st.view.config.requeue.operation
         out = op_poll if out is None else min(out, op_poll)
     return out

@@ -6,7 +6,7 @@ but record it. ``find`` answers that question for a whole pass's rows in one wal
 cold pass (no kept verdicts, after a restart) reads each pod once (``_match``): for each
 row, what its pods' views derived when they were built (``PodView.sound``, ``in_rotation``,
 ``revision_hash``, ``incarnation``: an unhealthy pod, how many serve, the attempt), their
-gates and nodes, and their names (``PassState.expected``, spelled ``{prefix}-{index}`` +
+gates and nodes, and their names (``PassView.expected``, spelled ``{prefix}-{index}`` +
 the same tails for every row of a revision); the unschedulable pods are looked at only in
 the rows that are not steady.
 
@@ -70,15 +70,17 @@ class _ReadyNodes:
 
 def _kind(st: PassState, row: InstanceStatus) -> Kind:
     """The pod-name tails and revision hash shared by the rows of ``row``'s kind."""
-    expected = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    expected = st.view.expected(
+        row.index, row.running_revision, row.incarnation, row.active_ordinal
+    )
     if not expected:
         return None
-    head = f"{st.prefix}-{row.index}"
+    head = f"{st.view.prefix}-{row.index}"
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
     tails = tuple(name[len(head) :] for name in expected)
     table = tuple(((n, False), (n, True)) for n in range(len(tails) + 1))
-    return tails, st.revision_hash(row.running_revision), len(tails), table
+    return tails, st.view.revision_hash(row.running_revision), len(tails), table
 
 
 def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
@@ -90,19 +92,19 @@ def find(st: PassState, rows: Iterable[InstanceStatus]) -> Found:
     Nothing is steady while a migration is recorded (its moves decide), nor while two pods
     share a name (the full check reads a row's pods by name, so it decides).
     """
-    if st.migrations or not st.names_unique:
+    if st.migrations or not st.cache.names_unique:
         return Found()
     rows = list(rows)
-    nodes = st.snap.nodes
+    nodes = st.view.snap.nodes
     if len(rows) < _BULK:
         return _match(st, rows, _ReadyNodes(nodes))
     ready = {name for name, node in nodes.items() if node.ready is True}
-    mark = st.dirty is None
+    mark = st.cache.dirty is None
     out = _match(st, rows, ready, st.plain_steady if mark else None)
-    if mark and st.waiting is None:
+    if mark and st.unschedulable is None:
         # every pod read: ``unschedulable_now`` takes it (the rows not steady: their pods)
-        by_index = st.pods_by_index
-        st.waiting = unschedulable(by_index, by_index.keys() - out.rows.keys())
+        by_index = st.cache.pods_by_index
+        st.unschedulable = unschedulable(by_index, by_index.keys() - out.rows.keys())
     return out
 
 
@@ -116,18 +118,15 @@ def _match(
     their pods exactly their attempt's (by name and labels), all healthy.
 
     ``plain``: when given, the rows found steady that are plain as they stand go in it
-    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
-    counts are its pods'), and it serves, is available, was Ready and runs the target, so
-    ``steps.status`` need not tally it again.
+    (``_mark_plain``).
     """
-    by_index, prefix = st.pods_by_index, st.prefix
-    target, multi = st.target, st.policy.multi_pod
-    was_ready = st.prev_ready() if plain is not None else set()
+    by_index, prefix = st.cache.pods_by_index, st.view.prefix
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
     out = Found()
     steady, counts = out.rows, out.counts
+    sizes: dict[int, int] = {}  # index -> how many pods its attempt has (``_mark_plain``)
     for row in rows:
         index = row.index
         pods = by_index.get(index)
@@ -169,16 +168,29 @@ def _match(
         else:
             steady[index] = row
             counts[index] = kind[3][count][admitted]  # shared: no tuple per row
-            if (
-                plain is not None
-                and row.ready_since is None
-                and row.last_failure is None
-                and row.running_revision == target
-                and row.pod_count == row.available_pod_count == kind[2]
-                and row.serving_pod_count == count
-                and row.admitted == admitted
-                and (count == row.pod_count if multi else count > 0)
-                and index in was_ready
-            ):
-                plain[index] = row
+            sizes[index] = kind[2]
+    if plain is not None:
+        _mark_plain(st, out, sizes, plain)
     return out
+
+
+def _mark_plain(
+    st: PassState, found: Found, sizes: dict[int, int], plain: dict[int, InstanceStatus]
+) -> None:
+    """Put in ``plain`` the rows ``found`` steady that are plain as they stand
+    (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its
+    counts are its pods', ``sizes`` of them), and it serves, is available, was Ready and
+    runs the target, so ``steps.status`` need not tally it again."""
+    target, multi, counts = st.view.target, st.view.policy.multi_pod, found.counts
+    was_ready = st.prev_ready()
+    for index, row in found.rows.items():
+        if row.ready_since is not None or row.last_failure is not None:
+            continue  # its window is open, or it failed before: tallied in full
+        if row.running_revision != target or index not in was_ready:
+            continue
+        n = sizes[index]
+        count, admitted = counts[index]
+        if row.pod_count != n or row.available_pod_count != n or row.admitted != admitted:
+            continue  # its counts change: tallied in full
+        if row.serving_pod_count == count and (count == n if multi else count > 0):
+            plain[index] = row

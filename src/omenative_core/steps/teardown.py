@@ -48,27 +48,29 @@ def delete(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveRes
 def condemn(st: PassState, row: InstanceStatus, revision: str, reason: str) -> None:
     """Open a Delete operation on an Instance (drain, then delete) and take its first step."""
     st.rows[row.index] = evolve(
-        row, phase=Phase.DELETING, operation=st.op(OpType.DELETE, Step.DRAIN, revision, reason)
+        row, phase=Phase.DELETING, operation=st.view.op(OpType.DELETE, Step.DRAIN, revision, reason)
     )
     st.advance(row.index)
 
 
 def teardown(st: PassState) -> None:
     """The InferenceReplica is being deleted: drain everything, then release the finalizer."""
-    deleted_at = st.ir.metadata.deletion_timestamp
+    deleted_at = st.view.ir.metadata.deletion_timestamp
     for index in sorted(st.rows):
         row = st.rows[index]
         if row.operation is None and not st.may_open():
             st.poll = True  # drained once the status budget has room
         elif row.operation is None or row.operation.type != OpType.DELETE:
-            condemn(st, row, row.running_revision or st.target, "Teardown")
+            condemn(st, row, row.running_revision or st.view.target, "Teardown")
         else:
             st.advance(index)
     groups_gone = delete_all(st)
-    clean = not st.rows and not st.snap.pods and groups_gone
-    deadline = st.config.teardown.deadline
-    overdue = deadline is not None and deleted_at is not None and st.now >= deleted_at + deadline
-    if FINALIZER in st.ir.metadata.finalizers:
+    clean = not st.rows and not st.view.snap.pods and groups_gone
+    deadline = st.view.config.teardown.deadline
+    overdue = (
+        deadline is not None and deleted_at is not None and st.view.now >= deleted_at + deadline
+    )
+    if FINALIZER in st.view.ir.metadata.finalizers:
         if clean or overdue:
             if overdue and not clean:
                 st.warn(
@@ -92,10 +94,12 @@ def _blocked(st: PassState, ends_at: datetime | None) -> None:
     ``teardown.deadline`` either, the finalizer would be held forever, so each pass also
     says so with a Warning.
     """
-    if st.config.force_delete is not None:
+    if st.view.config.force_delete is not None:
         return
     stuck = sorted(
-        f"{p.name} on {p.node_name}" for p in st.snap.pods if p.terminating and st.node_lost(p)
+        f"{p.name} on {p.node_name}"
+        for p in st.view.snap.pods
+        if p.terminating and st.view.node_lost(p)
     )
     if not stuck:
         return

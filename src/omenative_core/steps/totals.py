@@ -26,26 +26,28 @@ Theory of operation:
 3. **What can have changed.** A row stops being plain only if it is written (by a step,
    or the status read back as new objects) or its pods change. So in the next pass the
    rows that may be odd are the kept odd ones, the Instances whose pods changed
-   (``PassState.dirty``) and the rows written: the pass's rows are a copy of the kept map
+   (``PassCache.dirty``) and the rows written: the pass's rows are a copy of the kept map
    (``WrittenRows``) that records every write, and the status's rows that are not the
    objects the totals hold (found by identity, one ``is not`` per row done in C) are
    written into it as it is loaded (``loaded_rows``).
 4. **Fallback.** The totals hold only while every kept verdict does (the same spec,
-   config, revisions and nodes: ``PassState.dirty`` is not None) and the target is the
+   config, revisions and nodes: ``PassCache.dirty`` is not None) and the target is the
    same; otherwise ``odd_indexes`` answers None and each step reads every row, as a cold
    pass does. Rows added or removed in the pass rebuild the status tuple in full.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from itertools import compress
 from operator import attrgetter, is_not
 from typing import TYPE_CHECKING, Any, Protocol
 
-from attrs import frozen
+from attrs import define, field, frozen
 
-from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.model.observed import PodView
+from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
 from omenative_core.steps.verdicts import (
     AVAILABLE,
@@ -57,15 +59,17 @@ from omenative_core.steps.verdicts import (
 )
 
 if TYPE_CHECKING:
-    from omenative_core.steps.verdicts import Tally
+    from omenative_core.steps.verdicts import Tally, Verdicts
 
 __all__ = [
+    "PassCache",
     "RowTotals",
     "WrittenRows",
     "loaded_rows",
     "odd_indexes",
     "odd_of",
     "rowless",
+    "since_kept",
     "totals_of",
     "unsteady",
     "was_ready",
@@ -93,6 +97,31 @@ class RowTotals:
     groups: tuple[tuple[Any, ...], ...] = ()
     unnamed: tuple[frozenset[str], ...] = ()
     nodes: tuple[bool, bool, bool, int, int] | None = None
+
+
+@define
+class PassCache:
+    """The incremental cache of one pass: what it takes from the last pass (``kept``
+    verdicts, ``totals``) and the pod grouping it builds (``steps.revisions.group_pods``),
+    with the Instances whose pods changed (``dirty``). Read through the queries of
+    ``steps.verdicts``, this module and ``PassState`` (``odd_rows``, ``pods_of`` ...)."""
+
+    kept: Verdicts | None = None
+    """The last pass's per-Instance verdicts (``steps.verdicts``), or None: derive all."""
+    totals: RowTotals | None = None
+    """The last pass's row totals (this module), or None: read every row."""
+    basis: tuple[Any, ...] = ()
+    """The replica-wide inputs the verdicts depend on (``verdicts.basis_of``)."""
+    pods_by_index: dict[int, list[PodView]] = field(factory=lambda: defaultdict(list))
+    by_name: dict[str, PodView] = field(factory=dict)
+    """Pod name -> the pod (a name's last, as ``revisions.group_pods`` met them): the
+    attempt a name stands for is that pod's (``PassState.attempt``)."""
+    names_unique: bool = True
+    """No two grouped pods share a name, so ``by_name`` has each one itself."""
+    dirty: set[int] | None = None
+    """Instances whose pods changed since ``kept`` (None: every Instance is recomputed)."""
+    positions: dict[int, int] | None = None
+    """``id(pod)`` -> its position in the snapshot (``verdicts.regroup``)."""
 
 
 class WrittenRows(dict[int, InstanceStatus]):
@@ -143,11 +172,7 @@ class TotalsPass(VerdictsPass, Protocol):
     need, as a protocol, so this module does not import the state, which imports it."""
 
     @property
-    def totals(self) -> RowTotals | None: ...
-    @property
-    def target(self) -> str: ...
-    @property
-    def prev(self) -> InferenceReplicaStatus: ...
+    def cache(self) -> PassCache: ...
     @property
     def groups_out(self) -> tuple[tuple[tuple[Any, ...], ...], tuple[frozenset[str], ...]]: ...
     @property
@@ -156,10 +181,21 @@ class TotalsPass(VerdictsPass, Protocol):
 
 def usable(st: TotalsPass) -> RowTotals | None:
     """The kept totals when they hold for this pass (rule 4), else None."""
-    kept = st.totals
-    if kept is None or st.kept is None or st.dirty is None or kept.target != st.target:
+    cache = st.cache
+    kept = cache.totals
+    if kept is None or cache.kept is None or cache.dirty is None or kept.target != st.view.target:
         return None
     return kept
+
+
+def since_kept(st: TotalsPass) -> tuple[RowTotals, WrittenRows] | None:
+    """The kept totals and this pass's rows (which know the indexes written since they
+    were loaded) while the totals hold; None: a step reads every row. A step outside this
+    module asks this, never which rows were carried over."""
+    kept, rows = usable(st), st.rows
+    if kept is None or not isinstance(rows, WrittenRows):
+        return None
+    return kept, rows
 
 
 def loaded_rows(st: TotalsPass) -> WrittenRows | None:
@@ -167,7 +203,7 @@ def loaded_rows(st: TotalsPass) -> WrittenRows | None:
     that are not the objects it holds written in (so they count as written), or None:
     build them from the status."""
     kept = usable(st)
-    rows = st.prev.instances
+    rows = st.view.prev.instances
     if kept is None or len(rows) != len(kept.rows):
         return None
     at = list(compress(range(len(rows)), map(is_not, rows, kept.rows)))
@@ -184,16 +220,16 @@ def rowless(st: TotalsPass) -> set[int]:
     pods' Instances are the kept ones while the totals hold: ``verdicts.regroup``)."""
     kept, rows = usable(st), st.rows
     if kept is None or not isinstance(rows, WrittenRows):
-        return st.pods_by_index.keys() - rows.keys()  # a new set
-    pods = st.pods_by_index
-    return {i for i in kept.rowless | rows.written | (st.dirty or set()) if i in pods
+        return st.cache.pods_by_index.keys() - rows.keys()  # a new set
+    pods = st.cache.pods_by_index
+    return {i for i in kept.rowless | rows.written | (st.cache.dirty or set()) if i in pods
             and i not in rows}
 
 
 def was_ready(st: TotalsPass, indexes: Iterable[int]) -> set[int]:
     """Of ``indexes``, the Instances whose row in the previous status was Ready (found by
     the kept positions while the totals hold: ``loaded_rows`` checked them)."""
-    kept, rows, prev = usable(st), st.rows, st.prev.instances
+    kept, rows, prev = usable(st), st.rows, st.view.prev.instances
     if kept is None or not isinstance(rows, WrittenRows):
         wanted = set(indexes)
         return {r.index for r in prev if r.phase == Phase.READY and r.index in wanted}
@@ -207,7 +243,7 @@ def odd_indexes(st: TotalsPass) -> list[int] | None:
     kept, rows = usable(st), st.rows
     if kept is None or not isinstance(rows, WrittenRows):
         return None
-    out = kept.odd | rows.written | (st.dirty or set())
+    out = kept.odd | rows.written | (st.cache.dirty or set())
     return sorted([i for i in out if i in rows])
 
 
@@ -216,10 +252,10 @@ def unsteady(st: TotalsPass) -> list[int] | None:
     every other row was plain and found steady last pass, and is steady again (put in
     ``st.steady_rows``, as ``verdicts.unchanged_steady`` would). None: the totals do not
     hold, or steady rows are not reused this pass."""
-    verdicts, odd = st.kept, odd_indexes(st)
-    if odd is None or verdicts is None or not st.fast or st.migrations or st.book.blocks:
+    verdicts, odd = st.cache.kept, odd_indexes(st)
+    if odd is None or verdicts is None or not st.view.fast or st.migrations or st.book.blocks:
         return None
-    kept, rows, dirty = verdicts.steady, st.rows, st.dirty or set()
+    kept, rows, dirty = verdicts.steady, st.rows, st.cache.dirty or set()
     steady = st.steady_rows
     steady.update(kept)
     todo = []
@@ -242,7 +278,7 @@ def odd_of(st: TotalsPass, tallied: list[Tally]) -> list[Tally]:
     )
     for i in gone:
         del steady[i]
-    target, ready = st.target, Phase.READY
+    target, ready = st.view.target, Phase.READY
     # inlined, with no call per row, as a cold pass runs this over every row
     return [
         t
@@ -273,7 +309,7 @@ def totals_of(
     ``same_keys``: the rows have the kept totals' indexes, so only the rows that are not
     the kept objects are written into a copy of the kept map.
     """
-    kept = st.totals
+    kept = st.cache.totals
     if same_keys and kept is not None:
         by_index = dict(kept.by_index)
         at = list(compress(rows, map(is_not, rows, kept.rows)))
@@ -290,7 +326,7 @@ def totals_of(
         positions,
         odd,
         frozenset(rowless(st)),
-        st.target,
+        st.view.target,
         groups,
         unnamed,
         st.nodes_out,

@@ -69,7 +69,7 @@ def gang_surge_target(st: PassState, row: InstanceStatus, op: InstanceOperation)
     if outcome != Outcome.READY:
         return evolve(row, phase=Phase.CREATING, operation=op)
     st.book.succeed(target)
-    since = st.ready_stamp(row)
+    since = st.view.ready_stamp(row)
     if op.replaces is None or op.replaces not in st.rows:
         return evolve(
             row,
@@ -98,16 +98,17 @@ def gang_surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mov
         or surge_row.operation.replaces != row.index
     ):
         return evolve(row, operation=None, phase=st.steady_phase(row))
-    if surge_row.phase == Phase.READY and st.available(surge_row):
-        return Continue(evolve(row, operation=evolve(op, step=Step.DRAIN, last_progress_at=st.now)))
+    if surge_row.phase == Phase.READY and st.view.available(surge_row):
+        moved = evolve(op, step=Step.DRAIN, last_progress_at=st.view.now)
+        return Continue(evolve(row, operation=moved))
     if surge_row.phase == Phase.READY and surge_row.ready_since is not None:
-        st.wake.append(surge_row.ready_since + st.policy.min_ready)
+        st.wake.append(surge_row.ready_since + st.view.policy.min_ready)
     return _updating(row, op)
 
 
 def gang_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/Drain of a SurgeThenDrain source: drain it; the replacement takes over."""
-    if st.policy.paused:
+    if st.view.policy.paused:
         return _updating(row, op)
     gone = drain(st, st.pods_of(row.index), "Replaced")
     if not (gone and delete_pod_group(st, row.index, row.incarnation)):
@@ -145,13 +146,13 @@ def surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResu
     if outcome != Outcome.READY:
         return _updating(row, op)
     st.book.succeed(target)
-    op = evolve(op, step=Step.SURGE_DRAIN, last_progress_at=st.now, deadline=None)
+    op = evolve(op, step=Step.SURGE_DRAIN, last_progress_at=st.view.now, deadline=None)
     return Continue(evolve(row, operation=op))
 
 
 def _drain_surge_slot(st: PassState, row: InstanceStatus, target: str, reason: str) -> None:
     """Drain the pods of a single-pod surge attempt (the row's other ordinal slot)."""
-    expected = st.expected(row.index, target, row.incarnation, 1 - row.active_ordinal) or {}
+    expected = st.view.expected(row.index, target, row.incarnation, 1 - row.active_ordinal) or {}
     drain(
         st,
         [
@@ -184,9 +185,9 @@ def cancel_surge(st: PassState, row: InstanceStatus) -> None:
 
 def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/SurgeDrain: the surge pod serves; drain the old one, then swap slots."""
-    if st.policy.paused:
+    if st.view.policy.paused:
         return _updating(row, op)
-    old = st.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
+    old = st.view.expected(row.index, row.running_revision, row.incarnation, row.active_ordinal)
     old_pods = [p for p in st.pods_of(row.index) if old is not None and p.name in old]
     if not drain(st, old_pods, "Replaced"):
         return _updating(row, op)
@@ -197,7 +198,7 @@ def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mo
         active_ordinal=1 - row.active_ordinal,
         running_revision=op.target_revision,
         target_revision=op.target_revision,
-        ready_since=st.ready_stamp(row),
+        ready_since=st.view.ready_stamp(row),
     )
 
 
@@ -206,12 +207,12 @@ def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mo
 
 def recreate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/Drain under RecreatePod: drain and delete, then go on at the next incarnation."""
-    if st.policy.paused:
+    if st.view.policy.paused:
         return _updating(row, op)
     if not drain(st, st.pods_of(row.index), "RecreatePod"):
         return _updating(row, op)
     row = evolve(row, incarnation=row.incarnation + 1, active_ordinal=0)
-    op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.now)
+    op = evolve(op, step=Step.CREATE_PODS, deadline=None, last_progress_at=st.view.now)
     return Continue(evolve(row, operation=op))
 
 
@@ -238,13 +239,13 @@ def unknown_step(st: PassState, row: InstanceStatus, op: InstanceOperation) -> M
 def in_place(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/InPlace: patch the pods' images (gate off first), then wait for Ready."""
     target = op.target_revision
-    runners = st.runners(target)
+    runners = st.view.runners(target)
     pods = [p for p in st.pods_of(row.index) if not p.terminating]
     if runners is None:
         return evolve(row, operation=None)
     pending = [p for p in pods if p.labels.get(LABEL_REVISION_HASH) != hash_of(target)]
     if pending:
-        if st.policy.paused:
+        if st.view.policy.paused:
             return _updating(row, op)
         _patch_images(st, pending, {r.name: r for r in runners}, target)
         st.poll = True
@@ -263,7 +264,7 @@ def in_place(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveR
 def _patch_images(
     st: PassState, pending: list[Any], by_runner: dict[str, Runner], target: str
 ) -> None:
-    gated = [p for p in pending if p.serving_gate] if st.policy.mark_not_ready_in_place else []
+    gated = [p for p in pending if p.serving_gate] if st.view.policy.mark_not_ready_in_place else []
     if gated:  # the whole gang leaves rotation before any pod of it changes (gang integrity)
         for pod in gated:
             st.out.add(SetServingGate(name=pod.name, uid=pod.uid, value=False))

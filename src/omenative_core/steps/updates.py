@@ -19,7 +19,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from omenative_core.model.status import InstanceStatus
-from omenative_core.phases import OpType, Phase, Step, Strategy
+from omenative_core.phases import OpType, Phase, Step, Strategy, Waiting
 from omenative_core.render import is_multi_pod
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
@@ -30,14 +30,14 @@ __all__ = ["draining_condemned", "start", "surges_in_flight"]
 
 def start(st: PassState) -> None:
     """Start Updates on stale members, as the strategy and budgets allow."""
-    target = st.target
+    target = st.view.target
     stale = sorted(
         (
             r
             for r in st.odd_rows()  # a plain row runs the target
-            if (r.operation is None or st.is_member(r))
+            if (r.operation is None or st.view.is_member(r))
             and r.running_revision != target
-            and r.index >= st.policy.partition
+            and r.index >= st.view.policy.partition
         ),
         key=lambda r: r.index,
         reverse=True,
@@ -51,13 +51,13 @@ def start(st: PassState) -> None:
     candidates = [r for r in stale if r.operation is None and r.phase == Phase.READY]
     if not candidates:
         return
-    if st.policy.paused:
+    if st.view.policy.paused:
         st.set_hold("Plan", "rollout paused")
         return
     if st.book.state(target) == "Held":
         st.set_hold("Held", f"revision {target} is held: {st.book.blocks[target].reason}")
         return
-    strategy = st.policy.strategy
+    strategy = st.view.policy.strategy
     if strategy in (Strategy.IN_PLACE_IF_POSSIBLE, Strategy.IN_PLACE_ONLY):
         candidates = _in_place(st, candidates, strategy)
         if strategy == Strategy.IN_PLACE_ONLY:
@@ -73,14 +73,14 @@ def _in_place(
     st: PassState, candidates: list[InstanceStatus], strategy: str
 ) -> list[InstanceStatus]:
     """Start in-place updates where only images change; return the rest."""
-    target = st.target
+    target = st.view.target
     # a placement change (topologyKey, topologySpread...) cannot be patched into running
     # pods: those Instances are replaced, as for any change beyond images
-    placement = st.placement_by_rev.get(target, {})
+    placement = st.view.placement_by_rev.get(target, {})
     possible = [
         r for r in candidates
-        if images_only(st.runners(r.running_revision), st.runners(target))
-        and st.placement_by_rev.get(r.running_revision, {}) == placement
+        if images_only(st.view.runners(r.running_revision), st.view.runners(target))
+        and st.view.placement_by_rev.get(r.running_revision, {}) == placement
     ]
     if strategy == Strategy.IN_PLACE_ONLY and len(possible) < len(candidates):
         st.extra_conditions["FailedUpdate"] = (
@@ -91,7 +91,7 @@ def _in_place(
         )
         st.set_hold("Plan", "InPlaceOnly cannot apply this revision in place")
         candidates = possible
-    budget = st.policy.max_unavailable - st.unavailable()
+    budget = st.view.policy.max_unavailable - st.unavailable()
     for row in candidates:
         if row not in possible:
             continue
@@ -108,7 +108,7 @@ def _in_place(
         st.rows[row.index] = evolve(
             row,
             phase=Phase.UPDATING,
-            operation=st.op(
+            operation=st.view.op(
                 OpType.UPDATE, Step.IN_PLACE, target, "InPlaceUpdate", strategy=strategy
             ),
         )
@@ -118,11 +118,11 @@ def _in_place(
 
 def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
     """RecreatePod: open Update/Drain on up to the maxUnavailable budget."""
-    target = st.target
-    budget = st.policy.max_unavailable - st.unavailable()
+    target = st.view.target
+    budget = st.view.policy.max_unavailable - st.unavailable()
     for row in candidates:
         if budget <= 0:
-            st.set_hold("Budget", f"maxUnavailable {st.policy.max_unavailable} reached")
+            st.set_hold("Budget", f"maxUnavailable {st.view.policy.max_unavailable} reached")
             return
         if not st.may_open():
             st.set_hold("Budget", "open operations fill the status budget")
@@ -135,7 +135,7 @@ def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
             row,
             phase=Phase.UPDATING,
             ready_since=None,
-            operation=st.op(
+            operation=st.view.op(
                 OpType.UPDATE, Step.DRAIN, target, "RecreatePod", strategy=Strategy.RECREATE_POD
             ),
         )
@@ -167,30 +167,30 @@ def draining_condemned(st: PassState) -> int:
     on a lost node hold nothing the scheduler can use and never finish terminating
     unless forced, so they do not count.
     """
-    gang = st.policy.multi_pod
+    gang = st.view.policy.multi_pod
     total = 0
     for row in st.odd_rows():  # a condemned row is never plain
         op = row.operation
         if op is None or op.type != OpType.DELETE:
             continue
-        held = sum(1 for p in st.pods_of(row.index) if not st.node_lost(p))
+        held = sum(1 for p in st.pods_of(row.index) if not st.view.node_lost(p))
         total += min(held, 1) if gang else held
     return total
 
 
 def _surge_room(st: PassState) -> int:
-    return st.policy.max_surge - surges_in_flight(st) - draining_condemned(st)
+    return st.view.policy.max_surge - surges_in_flight(st) - draining_condemned(st)
 
 
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
     """SurgeThenDrain: open a replacement for each candidate within maxSurge."""
-    target = st.target
+    target = st.view.target
     room = _surge_room(st)
     for row in candidates:
         if room <= 0:
             st.set_hold("Budget", _no_room_reason(st))
             return
-        gang = st.policy.multi_pod or is_multi_pod(st.runners(target) or ())
+        gang = st.view.policy.multi_pod or is_multi_pod(st.view.runners(target) or ())
         if not st.may_open(2 if gang else 1):  # a gang surge opens two operations
             st.set_hold("Budget", "open operations fill the status budget")
             return
@@ -205,7 +205,7 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
                 row,
                 phase=Phase.UPDATING,
                 target_revision=target,
-                operation=st.op(
+                operation=st.view.op(
                     OpType.UPDATE,
                     Step.SURGE,
                     target,
@@ -220,29 +220,29 @@ def _no_room_reason(st: PassState) -> str:
     """Why no surge opens: unschedulable replacements, condemned Instances, or maxSurge."""
     stuck = any(
         r.operation is not None
-        and r.operation.waiting == "Unschedulable"
-        and st.is_surge_target(r)
+        and r.operation.waiting == Waiting.UNSCHEDULABLE
+        and st.view.is_surge_target(r)
         for r in st.rows.values()
     )
     if stuck:
         return "no room to surge: replacement pods are unschedulable"
     draining = draining_condemned(st)
     if draining:
-        return (f"maxSurge {st.policy.max_surge}: {draining} condemned Instance(s) still "
+        return (f"maxSurge {st.view.policy.max_surge}: {draining} condemned Instance(s) still "
                 "draining")
-    return f"maxSurge {st.policy.max_surge} replacement(s) in flight"
+    return f"maxSurge {st.view.policy.max_surge} replacement(s) in flight"
 
 
 def _open_gang_surge(st: PassState, row: InstanceStatus) -> None:
     """A replacement gang at a free index at or above the partition; the source waits."""
-    target = st.target
-    new_index = st.free_index(st.policy.partition)
+    target = st.view.target
+    new_index = st.free_index(st.view.policy.partition)
     st.rows[new_index] = InstanceStatus(
         index=new_index,
         incarnation=1,
         phase=Phase.CREATING,
         target_revision=target,
-        operation=st.op(
+        operation=st.view.op(
             OpType.UPDATE,
             Step.GANG_SURGE_TARGET,
             target,
@@ -255,7 +255,7 @@ def _open_gang_surge(st: PassState, row: InstanceStatus) -> None:
         row,
         phase=Phase.UPDATING,
         target_revision=target,
-        operation=st.op(
+        operation=st.view.op(
             OpType.UPDATE,
             Step.GANG_SURGE,
             target,

@@ -38,7 +38,7 @@ ANNOTATION_RESET = "ome.io/reset-instances"
 
 def consume(st: PassState) -> None:
     """Act on every verb annotation present and remove them."""
-    ann = st.ir.metadata.annotations
+    ann = st.view.ir.metadata.annotations
     consumed: list[str] = []
     release = ann.get(ANNOTATION_RELEASE_HELD)
     if release:
@@ -111,9 +111,9 @@ def _reset(st: PassState, value: str) -> None:
         # a reset starts the Instance afresh: its restart series too (``restarts``)
         st.rows[index] = restarts.clear(
             evolve(row, phase=Phase.PENDING, operation=None, last_failure=None))
-        block = st.book.blocks.get(row.target_revision or st.target)
+        block = st.book.blocks.get(row.target_revision or st.view.target)
         if block is not None and block.state == "Backoff":
-            st.book.blocks[block.target_revision] = evolve(block, next_retry_at=st.now)
+            st.book.blocks[block.target_revision] = evolve(block, next_retry_at=st.view.now)
         done.append(index)
     if done:
         st.note("InstancesReset", f"reset Failed Instance(s) {', '.join(map(str, done))}")

@@ -47,6 +47,7 @@ from omenative_core.model.status import InstanceStatus
 
 if TYPE_CHECKING:
     from omenative_core.retry import RetryBook
+    from omenative_core.steps.view import PassView
 
 __all__ = [
     "AVAILABLE",
@@ -59,6 +60,7 @@ __all__ = [
     "RowGroups",
     "Tally",
     "Verdicts",
+    "VerdictsCache",
     "basis_of",
     "group_all",
     "keep",
@@ -139,7 +141,7 @@ class Verdicts:
 
     ``pods``: the snapshot's pods; ``positions``: ``id(pod)`` -> its position there;
     (None until a later pass needs it); ``pods_by_index`` and ``by_name``: the grouping
-    ``revisions.group_pods`` makes; ``waiting``: Instances with an unschedulable pod (None
+    ``revisions.group_pods`` makes; ``unschedulable``: Instances with an unschedulable pod (None
     when the pass did not need to know); ``steady``: index -> the row found
     steady; ``tallies``: index -> its ``Tally``; ``row_groups``: the rows and the names
     of their attempts' PodGroups (``native_gang``), when the pass needed them;
@@ -152,7 +154,7 @@ class Verdicts:
     positions: dict[int, int] | None
     pods_by_index: dict[int, list[PodView]]
     by_name: dict[str, PodView]
-    waiting: frozenset[int] | None
+    unschedulable: frozenset[int] | None
     steady: dict[int, InstanceStatus]
     tallies: dict[int, Tally]
     row_groups: RowGroups | None = None
@@ -315,35 +317,40 @@ def _apply(
 # ---------------------------------------------------------------------- queries of a pass
 
 
-class VerdictsPass(Protocol):
-    """What the queries below read of a pass (and ``waiting``, which they fill in): the
-    part of ``steps.state.PassState`` they need, as a protocol, so this module does not
-    import the state, which imports it."""
-
-    waiting: set[int] | None
+class VerdictsCache(Protocol):
+    """What the queries below read of a pass's incremental cache (``totals.PassCache``)."""
 
     @property
     def kept(self) -> Verdicts | None: ...
     @property
     def dirty(self) -> set[int] | None: ...
     @property
-    def fast(self) -> bool: ...
-    @property
-    def migrations(self) -> Mapping[str, object]: ...
-    @property
-    def book(self) -> RetryBook: ...
-    @property
-    def snap(self) -> Snapshot: ...
-    @property
     def basis(self) -> tuple[Any, ...]: ...
-    @property
-    def rows(self) -> dict[int, InstanceStatus]: ...
     @property
     def pods_by_index(self) -> dict[int, list[PodView]]: ...
     @property
     def by_name(self) -> dict[str, PodView]: ...
     @property
     def positions(self) -> dict[int, int] | None: ...
+
+
+class VerdictsPass(Protocol):
+    """What the queries below read of a pass (and ``unschedulable``, which they fill in): the
+    part of ``steps.state.PassState`` they need, as a protocol, so this module does not
+    import the state, which imports it."""
+
+    unschedulable: set[int] | None
+
+    @property
+    def view(self) -> PassView: ...
+    @property
+    def cache(self) -> VerdictsCache: ...
+    @property
+    def migrations(self) -> Mapping[str, object]: ...
+    @property
+    def book(self) -> RetryBook: ...
+    @property
+    def rows(self) -> dict[int, InstanceStatus]: ...
     @property
     def steady_rows(self) -> dict[int, InstanceStatus]: ...
     @property
@@ -356,7 +363,7 @@ class VerdictsPass(Protocol):
 
 def was_steady(st: VerdictsPass, row: InstanceStatus) -> bool:
     """The last pass found this row steady, and neither it nor its pods changed since."""
-    kept, dirty = st.kept, st.dirty
+    kept, dirty = st.cache.kept, st.cache.dirty
     if kept is None or dirty is None or row.index in dirty or st.migrations:
         return False
     old = kept.steady.get(row.index)
@@ -366,8 +373,8 @@ def was_steady(st: VerdictsPass, row: InstanceStatus) -> bool:
 def unchanged_steady(st: VerdictsPass) -> list[int]:
     """Instances the last pass found steady whose row is the same object and whose pods
     did not change: steady again, with nothing to check (set operations, done in C)."""
-    kept, dirty = st.kept, st.dirty
-    if kept is None or dirty is None or st.migrations or not st.fast or st.book.blocks:
+    kept, dirty = st.cache.kept, st.cache.dirty
+    if kept is None or dirty is None or st.migrations or not st.view.fast or st.book.blocks:
         return []
     steady = kept.steady
     keys = list(steady.keys() - dirty)
@@ -378,7 +385,7 @@ def unchanged_steady(st: VerdictsPass) -> list[int]:
 def unchanged_tallies(st: VerdictsPass, was_ready: set[int]) -> dict[int, Tally]:
     """The kept tallies whose row is the same object, whose pods did not change and whose
     row was Ready before this pass as before the last (set operations, done in C)."""
-    kept, dirty = st.kept, st.dirty
+    kept, dirty = st.cache.kept, st.cache.dirty
     if kept is None or dirty is None:
         return {}
     tallies = kept.tallies
@@ -408,7 +415,7 @@ def tally_of(kept: Verdicts, index: int) -> Tally | None:
 
 def kept_tally(st: VerdictsPass, row: InstanceStatus, was_ready: bool) -> Tally | None:
     """The last pass's tally of this row, if its row, pods and prior phase are the same."""
-    kept, dirty = st.kept, st.dirty
+    kept, dirty = st.cache.kept, st.cache.dirty
     if kept is None or dirty is None or row.index in dirty:
         return None
     old = tally_of(kept, row.index)
@@ -421,32 +428,32 @@ def kept_tally(st: VerdictsPass, row: InstanceStatus, was_ready: bool) -> Tally 
 
 def unschedulable_now(st: VerdictsPass) -> set[int]:
     """Instances with a pod the scheduler cannot place (from the dirty ones if it can)."""
-    got = st.waiting
+    got = st.unschedulable
     if got is None:
-        kept = st.kept
-        if kept is None or kept.waiting is None or st.dirty is None:
-            got = unschedulable(st.pods_by_index, st.pods_by_index)
+        kept = st.cache.kept
+        if kept is None or kept.unschedulable is None or st.cache.dirty is None:
+            got = unschedulable(st.cache.pods_by_index, st.cache.pods_by_index)
         else:
-            got = set(kept.waiting - st.dirty)
-            got |= unschedulable(st.pods_by_index, st.dirty)
-        st.waiting = got
+            got = set(kept.unschedulable - st.cache.dirty)
+            got |= unschedulable(st.cache.pods_by_index, st.cache.dirty)
+        st.unschedulable = got
     return got
 
 
 def keep(st: VerdictsPass) -> Verdicts | None:
     """What this pass found per Instance, for the next pass (None: nothing to keep)."""
-    if not names_unique(st.pods_by_index, st.by_name):
+    if not names_unique(st.cache.pods_by_index, st.cache.by_name):
         return None
-    waiting = st.waiting
-    if waiting is None and st.dirty is not None and st.kept is not None:
-        waiting = unschedulable_now(st) if st.kept.waiting is not None else None
+    stuck = st.unschedulable
+    if stuck is None and st.cache.dirty is not None and st.cache.kept is not None:
+        stuck = unschedulable_now(st) if st.cache.kept.unschedulable is not None else None
     return Verdicts(
-        basis=st.basis,
-        pods=st.snap.pods,
-        positions=st.positions,
-        pods_by_index=st.pods_by_index,
-        by_name=st.by_name,
-        waiting=frozenset(waiting) if waiting is not None else None,
+        basis=st.cache.basis,
+        pods=st.view.snap.pods,
+        positions=st.cache.positions,
+        pods_by_index=st.cache.pods_by_index,
+        by_name=st.cache.by_name,
+        unschedulable=frozenset(stuck) if stuck is not None else None,
         steady=st.steady_rows,
         tallies=st.tallies,
         row_groups=st.row_groups,
