@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["FORMATS", "PlotUnavailable", "figure", "save_figure"]
+__all__ = ["FORMATS", "SVG_HASH_SALT", "PlotUnavailable", "check_path", "figure", "save_figure"]
 
 FORMATS = (".svg", ".png")
 """The file suffixes a picture can be written as."""
