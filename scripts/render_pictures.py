@@ -20,8 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from omenative_devcluster.traffic_picture import render_file
 from omenative_sim import parse_scenario, run_scenario
 from omenative_sim.advise import parse_advise_scenario, run_advise_scenario
+from omenative_sim.pictures import save_figure
+from omenative_sim.pictures.advice import advise_figure
+from omenative_sim.pictures.timeline import replica_figure, service_figure
 from omenative_sim.scenario import load_yaml
 from omenative_sim.service import parse_service_scenario, run_service_scenario
 
@@ -63,11 +67,7 @@ def dump(data: dict[str, Any]) -> str:
 
 
 def draw(kind: str, data: dict[str, Any], out: Path, title: str) -> None:
-    """Draw one picture (imports matplotlib: the ``plot`` extra)."""
-    from omenative_sim.pictures import save_figure
-    from omenative_sim.pictures.advice import advise_figure
-    from omenative_sim.pictures.timeline import replica_figure, service_figure
-
+    """Draw one picture (matplotlib, the ``plot`` extra, is imported here)."""
     figures = {"replica": replica_figure, "service": service_figure, "advise": advise_figure}
     save_figure(figures[kind](data, title=title), out)
 
@@ -96,8 +96,6 @@ def main() -> int:
         draw(kind, data, PICTURES / f"{name}.svg", f"{name}.yaml (seed 0)")
         print(f"docs/pictures/{name}.svg")
     for recorded in sorted(PICTURES.glob("traffic-*.json")):
-        from omenative_devcluster.traffic_picture import render_file
-
         out = render_file(recorded, recorded.with_suffix(".svg"))
         print(f"docs/pictures/{out.name} (from the recorded {recorded.name})")
     return 0

@@ -106,7 +106,7 @@ def _arrows(ax: Axes, moves: Sequence[Mapping[str, Any]],
         who = _instance(rec)
         src = next((where[f] for f in rec["fromNodes"] if f in where), None)
         dst_name = next(iter(rec["targetNodes"] or move["toNodes"]), None)
-        if src is None or dst_name not in where:
+        if src is None or dst_name is None or dst_name not in where:
             continue
         sx, smids = src
         dx, dmids = where[dst_name]

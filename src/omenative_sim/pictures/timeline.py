@@ -72,8 +72,9 @@ def _gpu_axis(ax: Axes, gid: str, xs: list[float], ys: list[float]) -> None:
     gpu.set_ylim(0, max([*ys, 1]) * 1.25)
     gpu.grid(False)
     handles, labels = ax.get_legend_handles_labels()
-    legend = ax.legend([*handles, line], [*labels, line.get_label()], loc="upper left",
-                       bbox_to_anchor=(1.07, 1.0), fontsize=8, frameon=False)
+    legend = ax.legend(handles=[*handles, line], labels=[*labels, str(line.get_label())],
+                       loc="upper left", bbox_to_anchor=(1.07, 1.0), fontsize=8,
+                       frameon=False)
     legend.set_gid(f"{gid}-legend")
 
 
