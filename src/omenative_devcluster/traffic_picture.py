@@ -92,20 +92,21 @@ def serving_counts(intervals: Sequence[Mapping[str, Any]], end: float
 
 def _answers_panel(ax: Any, report: TrafficReport, marks: Sequence[Mapping[str, Any]]) -> None:
     rows = report.per_second()
-    seconds = [float(s) for s in range(len(rows))]
+    edges = [float(s) for s in range(len(rows) + 1)]
     bottom = [0.0] * len(rows)
-    for i, rev in enumerate(report.revision_order()):
-        heights = [float(row.get(rev, 0)) for row in rows]
-        bars = ax.bar(seconds, heights, bottom=bottom, width=1.0, align="edge",
-                      color=_REVISION_COLOURS[i % len(_REVISION_COLOURS)],
-                      label=f"answered by {rev}")
-        bars.set_gid(f"answers-{rev}")
-        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    failed = [float(row.get("failed", 0)) for row in rows]
-    if any(failed):
-        bars = ax.bar(seconds, failed, bottom=bottom, width=1.0, align="edge",
-                      color="tab:red", label="failed")
-        bars.set_gid("failed")
+    layers = [(f"answers-{rev}", f"answered by {rev}", rev,
+               _REVISION_COLOURS[i % len(_REVISION_COLOURS)])
+              for i, rev in enumerate(report.revision_order())]
+    layers.append(("failed", "failed", "failed", "tab:red"))
+    for gid, label, key, colour in layers:
+        heights = [float(row.get(key, 0)) for row in rows]
+        if not any(heights):
+            continue
+        top = [b + h for b, h in zip(bottom, heights, strict=True)]
+        # one filled step area per revision, stacked: a second's answers by who gave them
+        area = ax.stairs(top, edges, baseline=bottom, fill=True, color=colour, label=label)
+        area.set_gid(gid)
+        bottom = top
     for n, o in enumerate(report.failures):
         (mark,) = ax.plot([o.started], [0], marker="x", color="tab:red", linestyle="",
                           clip_on=False, label=None if n else f"failed request ({o.failure})")
