@@ -66,7 +66,7 @@ def test_panels_are_laid_out_and_the_chart_carries_the_same_file() -> None:
     dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
-    assert all(0 <= p["gridPos"]["x"] and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+    assert all(p["gridPos"]["x"] >= 0 and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
                for p in dash["panels"])
     assert dash["uid"] == "omenative-manager"
     assert CHART_COPY.read_text(encoding="utf-8") == DASHBOARD.read_text(encoding="utf-8")
