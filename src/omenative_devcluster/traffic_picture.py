@@ -57,9 +57,17 @@ def traffic_data(report: TrafficReport, *, title: str,
         "rate": report.rate,
         "marks": [{"t": round(t, 3), "label": label} for t, label in marks],
         "instances": [dict(i) for i in intervals],
-        "outcomes": [{k: (round(v, 4) if isinstance(v, float) else v)
-                      for k, v in asdict(o).items()} for o in report.outcomes],
+        "outcomes": [_outcome_json(o) for o in report.outcomes],
     }
+
+
+_DEFAULTS = asdict(Outcome(started=0.0, ended=0.0, via=""))
+
+
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    """One outcome, times to 0.1 ms, fields at their default left out (a run has hundreds)."""
+    return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(o).items()
+            if k in ("started", "ended", "via") or v != _DEFAULTS[k]}
 
 
 def report_from_data(data: Mapping[str, Any]) -> TrafficReport:

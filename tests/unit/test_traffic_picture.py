@@ -105,3 +105,15 @@ def test_save_writes_data_and_picture_and_the_renderer_redraws_it(tmp_path: Path
     assert picture.read_bytes() == first  # drawn again from the data, the same bytes
     png = render_file(data_path, tmp_path / "again.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_recorded_demo_run_in_the_docs_draws(tmp_path: Path) -> None:
+    """docs/pictures/traffic-demo.json is a real `make demo` run: its report and picture."""
+    recorded = Path(__file__).resolve().parents[2] / "docs" / "pictures" / "traffic-demo.json"
+    data = json.loads(recorded.read_text(encoding="utf-8"))
+    report = report_from_data(data)
+    assert report.revision_order() == ["rev-1", "rev-2"]
+    assert report.failed == 0 and report.sent > 500
+    out = render_file(recorded, tmp_path / "demo.svg")
+    ids = {e.get("id") for e in ET.parse(out).getroot().iter()}
+    assert {"answers-rev-1", "answers-rev-2", "instances-serving", "mark-0", "mark-1"} <= ids
