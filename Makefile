@@ -4,7 +4,7 @@ VENV ?= .venv
 export PYTHONPATH := src
 
 .PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
-        typecheck bench bench-controller bench-failover realnodes-deps bench-memory simulate api-docs manifests docs chart chart-check cluster \
+        typecheck bench bench-controller bench-failover realnodes-deps bench-memory simulate api-docs manifests docs pictures chart chart-check cluster \
         cluster-down install uninstall image ci clean demo
 
 help: ## list the targets
@@ -91,6 +91,9 @@ manifests: ## regenerate config/crd/ from the core's types
 
 docs: ## regenerate the generated sections of docs/ (the lifecycle table in docs/lifecycle.md)
 	$(PY) scripts/render_docs.py
+
+pictures: ## regenerate docs/pictures/ (the simulator examples' data and SVGs; recorded traffic runs redrawn)
+	$(PY) scripts/render_pictures.py
 
 chart: ## copy config/'s shared objects (CRDs, RBAC, admission) into charts/omenative/files/
 	$(PY) charts/sync.py

@@ -163,5 +163,21 @@ def demo(state_dir: Path, real_nodes: int, rate: float) -> None:
     sys.exit(run_demo(real_nodes=real_nodes, rate=rate, state_dir=state_dir))
 
 
+@cli.command("traffic-picture")
+@click.argument("data", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("out", required=False, type=click.Path(dir_okay=False, path_type=Path))
+def traffic_picture(data: Path, out: Path | None) -> None:
+    """Draw a saved traffic run (DATA.json, written by `make demo` or a traffic test) into
+    OUT (.svg or .png; default: DATA with .svg)."""
+    from omenative_devcluster.traffic_picture import render_file  # noqa: PLC0415
+    from omenative_sim.pictures import PlotUnavailable  # noqa: PLC0415
+
+    try:
+        click.echo(render_file(data, out or data.with_suffix(".svg")))
+    except PlotUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
     cli()

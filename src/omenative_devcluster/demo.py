@@ -5,8 +5,9 @@ manager as a process (``omenative-manager``, as a user runs it out of cluster), 
 leader + worker engine of the test model server with 2 Instances behind a ClusterIP
 Service, rolls it out from ``rev-1`` to ``rev-2`` (SurgeThenDrain, the default) while the
 load generator sends steady requests through the Service, prints the answers per revision
-and the failed requests, and removes everything it started. The exit status is 0 when no
-request failed.
+and the failed requests, saves the run (``traffic-demo.json``) and its picture
+(``traffic-demo.svg``) in the state folder, and removes everything it started. The exit
+status is 0 when no request failed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from omenative_devcluster.model_engine import (
 from omenative_devcluster.realnodes import start_with_real_nodes, stop_with_real_nodes
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
+from omenative_devcluster.traffic_picture import save_traffic, serving_intervals, traffic_data
 from omenative_devcluster.traffic_report import TrafficReport
 
 __all__ = ["run_demo"]
@@ -68,7 +70,8 @@ def run_demo(*, real_nodes: int = 2, rate: float = 25.0, state_dir: Path) -> int
             manager = _start_manager(cluster.kubeconfig_path, log)
             say(f"manager running (pid {manager.pid}, log {log_path})")
             try:
-                return asyncio.run(_rollout(cluster.kubeconfig_path, rate, manager))
+                return asyncio.run(_rollout(cluster.kubeconfig_path, rate, manager,
+                                            cluster.state_dir))
             finally:
                 _stop(manager)
     finally:
@@ -100,7 +103,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-async def _rollout(kubeconfig: Path, rate: float, manager: subprocess.Popen[bytes]) -> int:
+async def _rollout(kubeconfig: Path, rate: float, manager: subprocess.Popen[bytes],
+                   out_dir: Path) -> int:
     kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
     try:
         with contextlib.suppress(ApiError):
@@ -118,10 +122,12 @@ async def _rollout(kubeconfig: Path, rate: float, manager: subprocess.Popen[byte
                 f"http://{ip}:8080/v1/completions", rate=rate, duration=900) as gen:
             await asyncio.sleep(5)
             t0 = time.monotonic()
+            marks = [(gen.now(), "patch: rev-2")]
             await kube.patch(INFERENCE_REPLICAS, NAME, revision_patch(body, "rev-2"), NAMESPACE)
             await wait_converged(kube, NAMESPACE, NAME, replicas=2, pods_per_instance=2,
                                  revision="rev-2", timeout=300)
             took = time.monotonic() - t0
+            marks.append((gen.now(), "converged"))
             say(f"rollout done in {took:.1f}s; 5 more seconds of traffic")
             await asyncio.sleep(5)
             if manager.poll() is not None:
@@ -129,6 +135,12 @@ async def _rollout(kubeconfig: Path, rate: float, manager: subprocess.Popen[byte
         report = gen.report()
         unserving = recorder.record.unserving_answers(report.answers, gen.wall)
         _print_result(report, took, len(unserving))
+        data = traffic_data(report, title="make demo: SurgeThenDrain rev-1 -> rev-2",
+                            intervals=serving_intervals(recorder.record, gen.started_wall),
+                            marks=marks)
+        data_path, picture = save_traffic(data, out_dir, "traffic-demo")
+        print(f"recorded run: {data_path}; picture: "
+              f"{picture or 'not drawn (needs matplotlib: pip install omenative[plot])'}")
         return 0 if report.failed == 0 and not unserving else 1
     finally:
         with contextlib.suppress(ApiError):

@@ -4,7 +4,8 @@
 reads a scenario file's content; ``run_scenario`` runs the real planner through one and
 returns a ``SimResult`` (the timeline, convergence, summary and final status). Everything
 here is pure: no I/O, no clock, and randomness only from the world's own seeded
-``random.Random``.
+``random.Random``; the exceptions are ``cli.py`` and ``pictures/`` (``--plot``: drawn
+from a run's JSON and written to a file, only when asked).
 """
 
 from omenative_sim.runner import (

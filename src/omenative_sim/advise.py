@@ -128,6 +128,8 @@ class AdviseResult:
     unhealthy: tuple[str, ...]
     unhealthy_pods_after: Mapping[str, int]
     nodes_after: Mapping[str, tuple[str, ...]]
+    layout_before: tuple[JSON, ...]
+    layout_after: tuple[JSON, ...]
     desired: Mapping[str, int]
     serving_before: Mapping[str, int]
     serving_after: Mapping[str, int]
@@ -151,6 +153,8 @@ class AdviseResult:
             "unhealthyNodes": list(self.unhealthy),
             "podsOnUnhealthyNodesAfter": dict(self.unhealthy_pods_after),
             "nodesAfter": {name: list(nodes) for name, nodes in self.nodes_after.items()},
+            "layoutBefore": list(self.layout_before),
+            "layoutAfter": list(self.layout_after),
             "replicas": {
                 name: {"desired": self.desired[name], "servingBefore": self.serving_before[name],
                        "servingAfter": self.serving_after[name],
@@ -395,6 +399,23 @@ class AdviseWorld:
         """Live pods bound to ``node``, across all replicas."""
         return sum(1 for w in self.worlds.values() for p in w.pods.values() if p.node == node)
 
+    def layout(self) -> tuple[JSON, ...]:
+        """Each node's GPUs now: ``name``, ``gpus`` (capacity), ``unhealthy``, ``labels``,
+        ``used`` (GPUs per Instance, ``replica[index]``, of its bound pods, terminating ones
+        included since they hold their GPUs). What ``omenative advise --plot`` draws."""
+        nodes = next(iter(self.worlds.values())).nodes.values()
+        used: dict[str, dict[str, int]] = {n.name: {} for n in nodes}
+        for name, w in self.worlds.items():
+            for pod in w.pods.values():
+                if pod.node is None or pod.node not in used:
+                    continue
+                who = f"{name}[{pod.labels.get(LABEL_INSTANCE_INDEX, '?')}]"
+                used[pod.node][who] = used[pod.node].get(who, 0) + pod.gpus
+        return tuple({"name": n.name, "gpus": n.capacity,
+                      "unhealthy": n.name in self.scenario.unhealthy,
+                      "labels": dict(sorted(n.labels.items())),
+                      "used": dict(sorted(used[n.name].items()))} for n in nodes)
+
     def nodes_of(self, name: str) -> tuple[str, ...]:
         """The nodes the live pods of one replica are bound to."""
         return tuple(sorted({str(p.node) for p in self.worlds[name].pods.values()
@@ -476,6 +497,7 @@ def run_advise_scenario(scenario: AdviseScenario, *, seed: int = 0) -> AdviseRes
     """Start the replicas, advise, carry the moves out one by one, and report."""
     aw = AdviseWorld(scenario, seed)
     _start(aw)
+    layout_before = aw.layout()
     before = aw.advise()
     pending_before = aw.pending()
     serving_before = {name: aw.serving(name) for name in aw.worlds}
@@ -506,6 +528,7 @@ def run_advise_scenario(scenario: AdviseScenario, *, seed: int = 0) -> AdviseRes
         unhealthy=scenario.unhealthy,
         unhealthy_pods_after={n: aw.pods_on(n) for n in scenario.unhealthy},
         nodes_after={name: aw.nodes_of(name) for name in aw.worlds},
+        layout_before=layout_before, layout_after=aw.layout(),
         desired={name: (1 if w.replica.spec.replicas is None else w.replica.spec.replicas)
                  for name, w in aw.worlds.items()},
         serving_before=serving_before,

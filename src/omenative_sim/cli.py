@@ -173,17 +173,67 @@ def format_service_result(result: ServiceSimResult, *, title: str = "",
     return "\n".join(lines)
 
 
+_PLOT_HELP = ("Also draw the run as a picture into FILE (.svg or .png; needs "
+              "matplotlib: pip install 'omenative[plot]').")
+
+
+def _plot(kind: str, data: dict[str, Any], path: str | None, title: str) -> None:
+    """Draw ``data`` (the run's --json object) into ``path``; matplotlib is imported here
+    only, so a run without --plot never loads it. A missing matplotlib exits 2."""
+    if path is None:
+        return
+    from omenative_sim.pictures import PlotUnavailable, save_figure  # noqa: PLC0415
+
+    try:
+        if kind == "advise":
+            from omenative_sim.pictures.advice import advise_figure  # noqa: PLC0415
+
+            fig = advise_figure(data, title=title)
+        else:
+            from omenative_sim.pictures.timeline import (  # noqa: PLC0415
+                replica_figure,
+                service_figure,
+            )
+
+            fig = (service_figure if kind == "service" else replica_figure)(data, title=title)
+        save_figure(fig, path)
+    except PlotUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_SCENARIO)
+    click.echo(f"picture: {path}", err=True)
+
+
+def _check_plot_path(path: str | None) -> None:
+    """Refuse a --plot file name of an unknown kind before the run, not after it."""
+    if path is None:
+        return
+    from omenative_sim.pictures import PlotUnavailable, check_path  # noqa: PLC0415
+
+    try:
+        check_path(path)
+    except PlotUnavailable as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_SCENARIO)
+
+
+def _title(name: str, seed: int) -> str:
+    stem = name.rsplit("/", 1)[-1].removesuffix(".yaml") if name else "scenario"
+    return f"{stem} (seed {seed})"
+
+
 @main.command()
 @click.argument("scenario_file", metavar="SCENARIO.yaml", type=click.File("r", encoding="utf-8"))
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object instead of a timeline."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="The world's random seed.")
-def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
+@click.option("--plot", "plot_path", metavar="FILE", default=None, help=_PLOT_HELP)
+def simulate(scenario_file: Any, as_json: bool, seed: int, plot_path: str | None) -> None:
     """Run the planner against a simulated cluster and show how the scenario goes.
 
     Exits 0 when the run completes (converged or not), 2 for a bad scenario.
     """
+    _check_plot_path(plot_path)
     text = scenario_file.read()
     name = getattr(scenario_file, "name", "")
     try:
@@ -207,11 +257,13 @@ def simulate(scenario_file: Any, as_json: bool, seed: int) -> None:
             click.echo(format_service_result(service_result,
                                              title=f"scenario {name} (seed {seed})",
                                              description=service.description))
+        _plot("service", service_result.to_json(), plot_path, _title(name, seed))
         return
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=False))
     else:
         click.echo(format_result(result, title=f"scenario {name} (seed {seed})"))
+    _plot("replica", result.to_json(), plot_path, _title(name, seed))
 
 
 def _indent(text: str) -> str:
@@ -253,11 +305,13 @@ def format_advise_result(result: AdviseResult, *, title: str = "",
     "--json", "as_json", is_flag=True, help="Print one JSON object instead of a report."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="The world's random seed.")
-def advise_scenario(scenario_file: Any, as_json: bool, seed: int) -> None:
+@click.option("--plot", "plot_path", metavar="FILE", default=None, help=_PLOT_HELP)
+def advise_scenario(scenario_file: Any, as_json: bool, seed: int, plot_path: str | None) -> None:
     """Run the GPU caretaker on a simulated cluster, then its moves, and show before/after.
 
     Exits 0 when the run completes (whatever the moves achieved), 2 for a bad scenario.
     """
+    _check_plot_path(plot_path)
     name = getattr(scenario_file, "name", "")
     try:
         scenario = parse_advise_scenario(load_yaml(scenario_file.read()))
@@ -270,6 +324,7 @@ def advise_scenario(scenario_file: Any, as_json: bool, seed: int) -> None:
     else:
         click.echo(format_advise_result(result, title=f"scenario {name} (seed {seed})",
                                         description=scenario.description))
+    _plot("advise", result.to_json(), plot_path, _title(name, seed))
 
 
 main.add_command(install)  # omenative install / uninstall: config/ with a guard (install.py)

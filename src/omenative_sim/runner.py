@@ -42,6 +42,7 @@ from omenative_core.model.plan import Event, Plan
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.model.timefmt import format_duration
 from omenative_core.planner import plan
+from omenative_core.policy import BudgetError, resolve_policy
 from omenative_core.render import pods_per_instance
 from omenative_sim.scenario import FailPod, Migrate, Scenario, ScenarioError, ScenarioEvent
 from omenative_sim.world import SimPod, World, WorldError
@@ -85,6 +86,18 @@ def _num(value: float) -> int | float:
 def _desired(world: World) -> int:
     replicas = world.replica.spec.replicas
     return 1 if replicas is None else replicas
+
+
+def _surge_ceiling(world: World) -> int:
+    """The most Instances the planner may run at once now: desired + the resolved maxSurge
+    (the policy the planner resolves; the desired count alone when the budget is invalid)."""
+    spec = world.replica.spec
+    try:
+        policy = resolve_policy(spec, world.config,
+                                multi_pod=pods_per_instance(spec.runners) > 1)
+    except BudgetError:
+        return _desired(world)
+    return policy.desired + policy.max_surge
 
 
 @frozen(kw_only=True)
@@ -132,13 +145,16 @@ class _Sample(NamedTuple):
     updated: int
     pods: int
     gpus_in_use: int
+    desired: int
+    surge_ceiling: int
 
     @classmethod
     def of(cls, world: World) -> _Sample:
         """The world's sample now (zeros for the counters before the first status)."""
         status = world.status
+        spec = (_desired(world), _surge_ceiling(world))
         if status is None:
-            return cls(0, 0, 0, 0, world.pod_count, world.gpus_in_use)
+            return cls(0, 0, 0, 0, world.pod_count, world.gpus_in_use, *spec)
         return cls(
             status.replicas,
             status.ready_replicas,
@@ -146,6 +162,7 @@ class _Sample(NamedTuple):
             status.updated_replicas,
             world.pod_count,
             world.gpus_in_use,
+            *spec,
         )
 
     def to_json(self) -> dict[str, int]:
@@ -157,6 +174,8 @@ class _Sample(NamedTuple):
             "updatedReplicas": self.updated,
             "pods": self.pods,
             "gpusInUse": self.gpus_in_use,
+            "desiredReplicas": self.desired,
+            "surgeCeiling": self.surge_ceiling,
         }
 
 

@@ -191,7 +191,8 @@ def test_the_chart_copy_of_config_is_fresh() -> None:
 def test_helm_lint_passes_with_defaults_and_with_every_option(helm_home: Path) -> None:
     for extra in ([], ["--set", "omenative.webhook.enabled=true",
                        "--set", "omenative.metricsService.enabled=true",
-                       "--set", "omenative.podMonitor.enabled=true"]):
+                       "--set", "omenative.podMonitor.enabled=true",
+                       "--set", "omenative.grafanaDashboard.enabled=true"]):
         out = helm(helm_home, "lint", "--strict", str(CHART), *extra).stdout
         assert "1 chart(s) linted, 0 chart(s) failed" in out, out
 
@@ -219,6 +220,18 @@ def test_the_webhook_option_renders_config_webhook_and_serves_it(helm_home: Path
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
     volumes = deployment(chart)["spec"]["template"]["spec"]["volumes"]
     assert {"name": "webhook-cert", "secret": {"secretName": "omenative-webhook-cert"}} in volumes
+
+
+def test_the_grafana_dashboard_option_renders_config_grafana(helm_home: Path) -> None:
+    chart = template(helm_home, "--set", "omenative.grafanaDashboard.enabled=true",
+                     "--set", "omenative.grafanaDashboard.labels.team=ml")
+    extra = [o for o in chart if key(o) not in {key(r) for r in kustomize(REPO / "config")}]
+    (cm,) = extra
+    assert cm["metadata"]["labels"]["team"] == "ml"
+    del cm["metadata"]["labels"]["team"]
+    problems = differences(extra, kustomize(REPO / "config" / "grafana"))
+    assert not problems, "\n".join(problems)
+    assert json.loads(cm["data"]["omenative-dashboard.json"])["uid"] == "omenative-manager"
 
 
 def test_a_webhook_without_a_certificate_is_refused_naming_the_value(helm_home: Path) -> None:

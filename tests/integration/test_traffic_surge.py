@@ -23,6 +23,7 @@ from omenative_devcluster.model_engine import (
 )
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
+from omenative_devcluster.traffic_picture import serving_intervals
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
@@ -51,6 +52,8 @@ async def test_surge_then_drain_rollout_fails_no_request(
         await asyncio.sleep(3)
     report = gen.report()
     print_figures("SurgeThenDrain leader+worker, 2 Instances", report,
+                  marks=[(t_patch, "patch: rev-2"), (t_done, "converged")],
+                  intervals=serving_intervals(recorder.record, gen.started_wall),
                   rollout_seconds=round(t_done - t_patch, 1), rate=RATE)
 
     assert report.failed == 0, report.table()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from omenative_devcluster.model_engine import (
     wait_answering,
     wait_converged,
 )
+from omenative_devcluster.traffic_picture import save_traffic, traffic_data
 from omenative_devcluster.traffic_report import TrafficReport
 
 __all__ = ["FIGURES", "log_time", "print_figures", "server_log", "serving_engine"]
@@ -56,8 +60,15 @@ def log_time(ts: str) -> float:
     return datetime.fromisoformat(f"{head}.{micro}+00:00").timestamp()
 
 
-def print_figures(scenario: str, report: TrafficReport, **extra: Any) -> None:
-    """Print the scenario's figures (table + timeline) and keep them in ``FIGURES``."""
+TRAFFIC_DIR = Path(os.environ.get("OMENATIVE_TRAFFIC_DIR", ".state/traffic"))
+"""Where each scenario's recorded run (JSON) and picture (SVG) are saved beside its table."""
+
+
+def print_figures(scenario: str, report: TrafficReport, *,
+                  marks: Sequence[tuple[float, str]] = (),
+                  intervals: Sequence[dict[str, Any]] = (), **extra: Any) -> None:
+    """Print the scenario's figures (table + timeline), keep them in ``FIGURES``, and save
+    the run and its picture in ``TRAFFIC_DIR`` (marks and serving intervals when given)."""
     figures = {"scenario": scenario, "sent": report.sent, "answered": report.answered,
                "failed": report.failed, "retried": report.retried,
                "by_revision": report.answers_by_revision(),
@@ -67,3 +78,7 @@ def print_figures(scenario: str, report: TrafficReport, **extra: Any) -> None:
     FIGURES.append(figures)
     print(f"\n{report.table(scenario)}\n{report.timeline()}")
     print(f"TRAFFIC FIGURES {json.dumps(figures, sort_keys=True)}")
+    slug = re.sub(r"[^a-z0-9]+", "-", scenario.lower()).strip("-")
+    data = traffic_data(report, title=scenario, intervals=intervals, marks=marks)
+    data_path, picture = save_traffic(data, TRAFFIC_DIR, f"traffic-{slug}")
+    print(f"TRAFFIC RUN {data_path} picture {picture}")

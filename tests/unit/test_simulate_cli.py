@@ -30,6 +30,8 @@ SAMPLE_KEYS = {
     "updatedReplicas",
     "pods",
     "gpusInUse",
+    "desiredReplicas",
+    "surgeCeiling",
 }
 
 

@@ -1,0 +1,72 @@
+"""The manager's Grafana dashboard (config/grafana/): every query names a metric the manager
+exports, under the name Prometheus scrapes; the chart's copy is the same file."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from omenative_controller.advisor_loop import AdvisorMetrics
+from omenative_controller.observability import Metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "config" / "grafana" / "omenative-dashboard.json"
+CHART_COPY = ROOT / "charts" / "omenative" / "files" / "grafana" / "omenative-dashboard.json"
+METRIC = re.compile(r"\bomenative_[a-z0-9_]+")
+SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
+            "gauge": ("",), "summary": ("_sum", "_count", "")}
+
+
+def exported() -> set[str]:
+    """Every series name the manager's /metrics can show (manager and advisor registries)."""
+    registry = CollectorRegistry()
+    Metrics(registry)
+    AdvisorMetrics(registry)
+    names = set()
+    for family in registry.collect():
+        for suffix in SUFFIXES[family.type]:
+            names.add(family.name + suffix)
+    return names
+
+
+def queries() -> list[tuple[str, str]]:
+    dash: dict[str, Any] = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return [(p["title"], t["expr"]) for p in dash["panels"] for t in p.get("targets", ())]
+
+
+def test_every_query_names_only_metrics_the_manager_exports() -> None:
+    names = exported()
+    found = queries()
+    assert len(found) >= 20
+    for title, expr in found:
+        used = set(METRIC.findall(expr))
+        assert used, f"{title}: {expr} names no omenative metric"
+        assert used <= names, f"{title}: {sorted(used - names)} not exported by the manager"
+
+
+def test_the_dashboard_covers_the_operating_surface() -> None:
+    used = {m for _, expr in queries() for m in METRIC.findall(expr)}
+    for metric in ("omenative_pass_duration_seconds_bucket", "omenative_api_requests_in_flight",
+                   "omenative_status_bytes", "omenative_advisor_free_gpus",
+                   "omenative_advisor_fragmentation_ratio", "omenative_queue_depth"):
+        assert metric in used, metric
+
+
+def test_a_metric_name_that_is_not_exported_is_caught() -> None:
+    # the check itself: a counter without its _total suffix is not what Prometheus scrapes
+    assert "omenative_actions" not in exported()
+    assert "omenative_actions_total" in exported()
+
+
+def test_panels_are_laid_out_and_the_chart_carries_the_same_file() -> None:
+    dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    assert all(p["gridPos"]["x"] >= 0 and p["gridPos"]["x"] + p["gridPos"]["w"] <= 24
+               for p in dash["panels"])
+    assert dash["uid"] == "omenative-manager"
+    assert CHART_COPY.read_text(encoding="utf-8") == DASHBOARD.read_text(encoding="utf-8")
