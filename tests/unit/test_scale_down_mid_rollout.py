@@ -7,6 +7,7 @@ never to see more live Instances than the new ``replicas`` + ``maxSurge``.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -248,3 +249,42 @@ def test_scale_up_right_after_a_scale_down_waits_for_the_condemned_to_drain() ->
     assert _peak_holding(world, 120) <= 4 + 1
     status = world.status
     assert status is not None and status.ready_replicas == 4
+
+
+def _pods_held(world: World) -> int:
+    """Single-pod Instances' worth of pods the world holds (each pod, terminating too)."""
+    return len(world.snapshot().pods)
+
+
+def test_a_terminating_abandoned_surge_pod_still_counts_against_max_surge() -> None:
+    # seed 2 of the incremental machine: a bad image's surge pod was terminating after its
+    # surge was abandoned (row Ready, no operation), so another Instance opened a surge and
+    # 4 pods were held by a 2-replica single-pod replica with maxSurge 1
+    world = World(ClusterSpec(nodes=8, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2.0, termination_seconds=90),
+                  engine_manifest(replicas=2, workers=0),
+                  config=LifecycleConfig(stuck_pod_grace_period=timedelta(seconds=10)))
+    run_world(world, 60)
+    world.add_bad_image("img:bad")
+    _new_image(world, "img:bad", workers=0)
+    peak = 0
+    abandoned: list[int] = []
+    end = world.now + 400
+    while world.now < end:
+        p = plan(world.snapshot())
+        for e in p.events:
+            if e.reason == "SurgeAbandoned" and e.instance is not None and not abandoned:
+                abandoned.append(e.instance)
+                # its serving pod fails too: that Instance is no candidate for the next
+                # surge, so another one is
+                row = next(r for r in p.status.instances if r.index == e.instance)
+                world.apply(p)
+                world.fail_pod(f"chat-engine-{e.instance}-default-{row.active_ordinal}")
+                p = plan(world.snapshot())
+        if p.actions:
+            world.apply(p)
+        else:
+            world.advance(world.now + 1)
+        peak = max(peak, _pods_held(world))
+    assert abandoned  # the scenario happened: a surge pod was left terminating
+    assert peak <= 2 + 1

@@ -20,12 +20,12 @@ from attrs import evolve
 
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step, Strategy
-from omenative_core.render import is_multi_pod
+from omenative_core.render import is_multi_pod, pod_name
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
 from omenative_core.steps.update_moves import images_only
 
-__all__ = ["draining_condemned", "start", "surges_in_flight"]
+__all__ = ["draining_condemned", "leaving_surge_slots", "start", "surges_in_flight"]
 
 
 def start(st: PassState) -> None:
@@ -178,8 +178,37 @@ def draining_condemned(st: PassState) -> int:
     return total
 
 
+def leaving_surge_slots(st: PassState) -> int:
+    """Single pods still terminating in the surge slot of a row with no open Update.
+
+    An abandoned or cancelled single-pod surge ends its operation before its pod is gone;
+    that pod still holds an Instance's worth of GPUs, so it counts against maxSurge until
+    it is gone (as ``draining_condemned`` does for condemned rows). Pods on a lost node
+    do not count.
+    """
+    if st.policy.multi_pod:
+        return 0  # a gang surge lives at its own index, condemned when abandoned
+    total = 0
+    for row in st.rows.values():
+        op = row.operation
+        if op is not None and op.type in (OpType.UPDATE, OpType.DELETE):
+            continue  # counted by surges_in_flight / draining_condemned
+        surge_pod = pod_name(st.prefix, row.index, "default", 1 - row.active_ordinal)
+        total += sum(
+            1
+            for p in st.pods_of(row.index)
+            if p.terminating and p.name == surge_pod and not st.node_lost(p)
+        )
+    return total
+
+
 def _surge_room(st: PassState) -> int:
-    return st.policy.max_surge - surges_in_flight(st) - draining_condemned(st)
+    return (
+        st.policy.max_surge
+        - surges_in_flight(st)
+        - draining_condemned(st)
+        - leaving_surge_slots(st)
+    )
 
 
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
@@ -230,6 +259,10 @@ def _no_room_reason(st: PassState) -> str:
     if draining:
         return (f"maxSurge {st.policy.max_surge}: {draining} condemned Instance(s) still "
                 "draining")
+    leaving = leaving_surge_slots(st)
+    if leaving:
+        return (f"maxSurge {st.policy.max_surge}: {leaving} ended surge pod(s) still "
+                "terminating")
     return f"maxSurge {st.policy.max_surge} replacement(s) in flight"
 
 
