@@ -214,6 +214,9 @@ def _surge_room(st: PassState) -> int:
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
     """SurgeThenDrain: open a replacement for each candidate within maxSurge."""
     target = st.target
+    if st.policy.max_surge == 0:
+        _no_surge_budget(st)
+        return
     room = _surge_room(st)
     for row in candidates:
         if room <= 0:
@@ -243,6 +246,29 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
                 ),
             )
             st.advance(row.index)
+
+
+NO_SURGE_BUDGET = "NoSurgeBudget"
+"""``FailedUpdate`` reason: SurgeThenDrain with ``maxSurge`` 0 can never open a replacement."""
+
+
+def _no_surge_budget(st: PassState) -> None:
+    """SurgeThenDrain with maxSurge 0: say so (condition, one Warning), start nothing.
+
+    A replacement is built before its source drains, so with no surge room the rollout
+    could never start; a silent wait would look like a slow rollout. The user picks:
+    a maxSurge of at least 1, or ``RecreatePod`` (which is paced by maxUnavailable).
+    """
+    message = (
+        "lifecycle.updateStrategy.rollingUpdate.maxSurge resolves to 0: SurgeThenDrain "
+        "builds each replacement before its source drains, so no Instance can be updated; "
+        "set maxSurge >= 1 or updateStrategy.type RecreatePod"
+    )
+    st.extra_conditions["FailedUpdate"] = ("True", NO_SURGE_BUDGET, message)
+    st.set_hold("Plan", "maxSurge 0: SurgeThenDrain cannot open a replacement")
+    prev = next((c for c in st.prev.conditions if c.type == "FailedUpdate"), None)
+    if prev is None or prev.status != "True" or prev.reason != NO_SURGE_BUDGET:
+        st.warn(NO_SURGE_BUDGET, message)
 
 
 def _no_room_reason(st: PassState) -> str:
