@@ -7,6 +7,7 @@ never to see more live Instances than the new ``replicas`` + ``maxSurge``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -202,17 +203,22 @@ def _holding(world: World) -> int:
     return len({p.labels.get(LABEL_INSTANCE_INDEX) for p in world.snapshot().pods})
 
 
-def _peak_holding(world: World, seconds: float) -> int:
-    """Run ``seconds`` one pass at a time; the most Instances that held pods at once."""
+def _peak_holding(world: World, seconds: float, count: Callable[[World], int] = _holding,
+                  react: Callable[[Plan], Plan] | None = None) -> int:
+    """Run ``seconds`` one pass at a time; the most Instances that held pods at once
+    (``count`` of the world after each pass; ``react`` may act on a plan first and return
+    the one to apply)."""
     peak = 0
     end = world.now + seconds
     while world.now < end:
         p = plan(world.snapshot())
+        if react is not None:
+            p = react(p)
         if p.actions:
             world.apply(p)
         else:
             world.advance(world.now + 1)
-        peak = max(peak, _holding(world))
+        peak = max(peak, count(world))
     return peak
 
 
@@ -267,11 +273,9 @@ def test_a_terminating_abandoned_surge_pod_still_counts_against_max_surge() -> N
     run_world(world, 60)
     world.add_bad_image("img:bad")
     _new_image(world, "img:bad", workers=0)
-    peak = 0
     abandoned: list[int] = []
-    end = world.now + 400
-    while world.now < end:
-        p = plan(world.snapshot())
+
+    def react(p: Plan) -> Plan:
         for e in p.events:
             if e.reason == "SurgeAbandoned" and e.instance is not None and not abandoned:
                 abandoned.append(e.instance)
@@ -280,11 +284,9 @@ def test_a_terminating_abandoned_surge_pod_still_counts_against_max_surge() -> N
                 row = next(r for r in p.status.instances if r.index == e.instance)
                 world.apply(p)
                 world.fail_pod(f"chat-engine-{e.instance}-default-{row.active_ordinal}")
-                p = plan(world.snapshot())
-        if p.actions:
-            world.apply(p)
-        else:
-            world.advance(world.now + 1)
-        peak = max(peak, _pods_held(world))
+                return plan(world.snapshot())
+        return p
+
+    peak = _peak_holding(world, 400, count=_pods_held, react=react)
     assert abandoned  # the scenario happened: a surge pod was left terminating
     assert peak <= 2 + 1
