@@ -63,3 +63,28 @@ def test_a_scale_to_zero_before_a_create_is_condemned_stays_under_the_pod_ceilin
     m.partial_apply(limit=0)
     m.controller_pass()
     m.teardown()
+
+
+class _First:
+    """A ``data`` stand-in whose every draw is the first choice (index 0)."""
+
+    def draw(self, strategy: object) -> int:
+        del strategy
+        return 0
+
+
+def test_a_surge_pod_left_by_an_ended_surge_counts_until_it_is_gone() -> None:
+    """Dev-profile seed 2 (incremental machine): an abandoned single-pod surge's pod was
+    still draining (not yet terminating) with no Update open, so two more surges opened
+    under maxSurge 2: 8 Instances' worth of pods for 5 replicas (``pod_ceiling``)."""
+    m = LifecycleMachine()
+    m.setup(multi=False, size=1, replicas=5, strategy="SurgeThenDrain", spare_nodes=0,
+            opening="settle")
+    m.migrate(data=_First())  # type: ignore[arg-type]
+    m.time_passes(seconds=10)
+    m.bad_image()
+    m.bad_image()
+    m.controller_pass()
+    m.controller_pass()
+    m.controller_pass()
+    m.teardown()

@@ -179,12 +179,12 @@ def draining_condemned(st: PassState) -> int:
 
 
 def leaving_surge_slots(st: PassState) -> int:
-    """Single pods still terminating in the surge slot of a row with no open Update.
+    """Single pods left in the surge slot of a row with no open Update.
 
-    An abandoned or cancelled single-pod surge ends its operation before its pod is gone;
-    that pod still holds an Instance's worth of GPUs, so it counts against maxSurge until
-    it is gone (as ``draining_condemned`` does for condemned rows). Pods on a lost node
-    do not count.
+    An abandoned or cancelled single-pod surge ends its operation before its pod is gone
+    (in the same pass, while the pod drains, and while it terminates); that pod still
+    holds an Instance's worth of GPUs, so it counts against maxSurge until it is gone (as
+    ``draining_condemned`` does for condemned rows). Pods on a lost node do not count.
     """
     if st.policy.multi_pod:
         return 0  # a gang surge lives at its own index, condemned when abandoned
@@ -197,7 +197,7 @@ def leaving_surge_slots(st: PassState) -> int:
         total += sum(
             1
             for p in st.pods_of(row.index)
-            if p.terminating and p.name == surge_pod and not st.node_lost(p)
+            if p.name == surge_pod and not st.node_lost(p)
         )
     return total
 
@@ -288,7 +288,7 @@ def _no_room_reason(st: PassState) -> str:
     leaving = leaving_surge_slots(st)
     if leaving:
         return (f"maxSurge {st.policy.max_surge}: {leaving} ended surge pod(s) still "
-                "terminating")
+                "going")
     return f"maxSurge {st.policy.max_surge} replacement(s) in flight"
 
 
