@@ -205,7 +205,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         for check in ALL_STEP_INVARIANTS:
             check(snap, plan)
         spec = snap.replica.spec
-        surge_ceiling(snap, plan, _budgets(spec)[0])
+        # surges opened before a scale-down may finish: the design's ceiling takes maxSurge
+        # at the larger desired count (issue 30 item 3), as the pod ceiling does
+        surge_ceiling(snap, plan, max(_budgets(spec)[0], self.ceiling_surge))
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
         world_rv = self.world.replica.metadata.resource_version

@@ -65,12 +65,15 @@ def test_a_scale_to_zero_before_a_create_is_condemned_stays_under_the_pod_ceilin
     m.teardown()
 
 
-class _First:
-    """A ``data`` stand-in whose every draw is the first choice (index 0)."""
+class _Draws:
+    """A ``data`` stand-in that hands out the recorded draws in order."""
 
-    def draw(self, strategy: object) -> int:
+    def __init__(self, *values: object) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: object) -> object:
         del strategy
-        return 0
+        return self.values.pop(0)
 
 
 def test_a_surge_pod_left_by_an_ended_surge_counts_until_it_is_gone() -> None:
@@ -80,11 +83,23 @@ def test_a_surge_pod_left_by_an_ended_surge_counts_until_it_is_gone() -> None:
     m = LifecycleMachine()
     m.setup(multi=False, size=1, replicas=5, strategy="SurgeThenDrain", spare_nodes=0,
             opening="settle")
-    m.migrate(data=_First())  # type: ignore[arg-type]
+    m.migrate(data=_Draws(0))  # type: ignore[arg-type]
     m.time_passes(seconds=10)
     m.bad_image()
     m.bad_image()
     m.controller_pass()
     m.controller_pass()
     m.controller_pass()
+    m.teardown()
+
+
+def test_surges_opened_before_a_scale_down_finish_under_the_larger_ceiling() -> None:
+    """Dev-profile seed 7: 6 gangs rolling with maxSurge 25% (2 surges), then replicas 4
+    (25% is 1): the two surges in flight finish; the row ceiling, like the pod ceiling,
+    takes maxSurge at the larger desired count (issue 30 item 3)."""
+    m = LifecycleMachine()
+    m.setup(multi=True, size=1, replicas=6, strategy="SurgeThenDrain", spare_nodes=0)
+    m.controller_pass()
+    m.scale_mid_rollout(data=_Draws(False, 6))  # type: ignore[arg-type]
+    m.scale_mid_rollout(data=_Draws(4))  # type: ignore[arg-type]
     m.teardown()
