@@ -113,6 +113,19 @@ def _stamp(world: World) -> str:
     return world.time(world.now).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class Draws:
+    """Stands in for hypothesis' ``data()`` when a found history is replayed rule by rule:
+    hands out the values the search drew, in order."""
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any) -> Any:
+        """The next recorded value (``strategy`` is what the search drew it from)."""
+        del strategy
+        return self.values.pop(0)
+
+
 class LifecycleMachine(RuleBasedStateMachine):
     """Drives plan() against the simulated world and checks the invariants."""
 

@@ -7,6 +7,7 @@ database is not in the repository and may not find them again.
 
 from __future__ import annotations
 
+from tests.property.test_lifecycle_machine import Draws as _Draws
 from tests.property.test_lifecycle_machine import LifecycleMachine
 
 
@@ -63,17 +64,6 @@ def test_a_scale_to_zero_before_a_create_is_condemned_stays_under_the_pod_ceilin
     m.partial_apply(limit=0)
     m.controller_pass()
     m.teardown()
-
-
-class _Draws:
-    """A ``data`` stand-in that hands out the recorded draws in order."""
-
-    def __init__(self, *values: object) -> None:
-        self.values = list(values)
-
-    def draw(self, strategy: object) -> object:
-        del strategy
-        return self.values.pop(0)
 
 
 def test_a_surge_pod_left_by_an_ended_surge_counts_until_it_is_gone() -> None:
