@@ -1,6 +1,6 @@
 """Test-wide setup: Hypothesis profiles, chosen by ``HYPOTHESIS_PROFILE`` (default ``dev``).
 
-* ``ci``: 60 examples, no deadline, failures print a reproduction blob, too_slow suppressed
+* ``ci``: 100 examples, no deadline, failures print a reproduction blob, too_slow suppressed
   (shared CI runners are slow and noisy);
 * ``dev``: 200 examples, the default for a local run;
 * ``long``: 2000 examples, for a soak before a release.
@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, settings
 # ready-ratio check), not skipped here.
 settings.register_profile(
     "ci",
-    max_examples=60,
+    max_examples=100,
     deadline=None,
     derandomize=True,
     print_blob=True,

@@ -40,6 +40,7 @@ from omenative_core.steps import (
     repair,
     revisions,
     scale,
+    stalls,
     steady,
     teardown,
     updates,
@@ -145,6 +146,7 @@ PASSES: tuple[Pass, ...] = (
     migrations.start,
     migrations.prune,
     capacity.check_nodes,  # TopologyKeyMissing, InsufficientCapacity: conditions, not rejections
+    stalls.check_scheduling,  # RolloutStalled NoSchedulingDecision: pods no scheduler decided on
     _keep_targeted_blocks,
 )
 """The passes of a live InferenceReplica, in order (a deleted one runs ``teardown``)."""

@@ -21,7 +21,8 @@ recorded clock then starts at 0.
 A run is converged when, after the last scenario event, every Instance is Ready on the
 update revision at the desired count (``status.instances``, and in the world: exactly the
 desired pods, all Ready, none terminating), the status is for the current generation, and
-no later plan has actions until ``until``.
+no later plan acts on the world until ``until`` (a status-only write, such as the end of
+a restart series ten minutes after the Instance became Ready, does not move it).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from attrs import frozen
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_INSTANCE_INDEX, LABEL_POD_ORDINAL, LABEL_RUNNER
 from omenative_core.model.observed import Snapshot
-from omenative_core.model.plan import Event, Plan
+from omenative_core.model.plan import Event, Plan, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.model.timefmt import format_duration
 from omenative_core.planner import plan
@@ -243,7 +244,10 @@ class _Run:
                 heapq.heappush(self.requeues, t + delay)
             if plan.empty:
                 return nonempty, True
-            nonempty = True
+            # a status-only write (the end of a restart series, a readySince dropped) is
+            # bookkeeping: a replica whose Instances and pods stayed converged through it
+            # converged when they did, not when its status was last written
+            nonempty = nonempty or any(not isinstance(a, UpdateStatus) for a in plan.actions)
             before = world.version
             result = world.apply(plan, t)
             if result.error is not None:  # the shell stops the plan and backs off

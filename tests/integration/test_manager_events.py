@@ -61,10 +61,10 @@ async def test_a_migration_refused_by_policy_is_a_warning_and_no_pod_moves(
 
     async def warned() -> JSON | None:
         found = [e for e in await _events(kube, namespace, "nm")
-                 if e.get("reason") == "MigrationDisabled"]
+                 if e.get("reason") == "MigrationRequestRejected"]
         return found[0] if found else None
 
-    event = await eventually(warned, timeout=30, what="a MigrationDisabled Event on nm")
+    event = await eventually(warned, timeout=30, what="a MigrationRequestRejected Event on nm")
     assert event["type"] == "Warning"
     assert REQUEST_UUID in event["message"]
     assert "lifecycle.migrationPolicy.mode is Never" in event["message"]

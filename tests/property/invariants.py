@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION_HASH
+from omenative_core.labels import (
+    LABEL_INCARNATION,
+    LABEL_INSTANCE_INDEX,
+    LABEL_POD_ORDINAL,
+    LABEL_REVISION_HASH,
+    LABEL_RUNNER,
+)
 from omenative_core.model import (
     CreatePod,
     DeletePod,
@@ -337,3 +343,109 @@ ALL_STEP_INVARIANTS = (
     migration,
 )
 """Checked on every plan the state machine makes."""
+
+
+# ------------------------------------------------------------------ world (pods) invariants
+
+
+def _live(pod: PodView) -> bool:
+    """Running or about to: not terminating and not finished."""
+    return not pod.terminating and pod.phase not in ("Failed", "Succeeded")
+
+
+def _slot(pod: PodView) -> tuple[str, str]:
+    """The role slot a pod's labels name: (runner, ordinal)."""
+    return pod.labels.get(LABEL_RUNNER, "?"), pod.labels.get(LABEL_POD_ORDINAL, "?")
+
+
+def allowed_slots(multi: bool, size: int) -> frozenset[tuple[str, str]]:
+    """The role slots an Instance may fill: leader 0 and worker 0..size-1 for a gang; for a
+    single pod ``default`` 0 and 1 (its surge alternates the two ordinals by design)."""
+    if multi:
+        return frozenset({("leader", "0"), *(("worker", str(k)) for k in range(size))})
+    return frozenset({("default", "0"), ("default", "1")})
+
+
+def pod_slots(after: Snapshot, multi: bool, size: int) -> None:
+    """13. Counted from the world's pods by their labels (not their names): an Instance
+    has at most one live, non-terminating pod per role slot, only slots its shape has, and
+    a single-pod Instance serves from two pods (ordinals 0 and 1) only while its row has
+    an Update open (the surge hands over); otherwise one of the two is leaving (its
+    serving gate off)."""
+    allowed = allowed_slots(multi, size)
+    status = after.replica.status
+    rows = {r.index: r for r in (status.instances if status else ())}
+    by_slot: dict[int, dict[tuple[str, str], list[str]]] = defaultdict(lambda: defaultdict(list))
+    gated: set[str] = set()
+    for pod in after.pods:
+        idx = _index(pod)
+        if idx is None or not _live(pod):
+            continue
+        slot = _slot(pod)
+        assert slot in allowed, (
+            f"pod_slots: {pod.name} fills slot {slot} of Instance {idx}, not one of "
+            f"{sorted(allowed)}")
+        by_slot[idx][slot].append(pod.name)
+        if pod.serving_gate:
+            gated.add(pod.name)
+    for idx, slots in by_slot.items():
+        for slot, names in slots.items():
+            assert len(names) == 1, (
+                f"pod_slots: Instance {idx} has {len(names)} live pods in slot {slot}: "
+                f"{sorted(names)}")
+        serving = sorted(n for names in slots.values() for n in names if n in gated)
+        if not multi and len(serving) == 2:
+            row = rows.get(idx)
+            op = row.operation if row is not None else None
+            assert op is not None and op.type == "Update", (
+                f"pod_slots: single-pod Instance {idx} serves from two pods with no Update "
+                f"open: {serving}")
+
+
+def serving_instances(after: Snapshot, multi: bool, size: int) -> int:
+    """Instances serving, counted from pods: every slot of the Instance's shape has a live
+    pod in rotation (serving gate and containers ready); a single pod's either ordinal."""
+    rotating: dict[int, set[tuple[str, str]]] = defaultdict(set)
+    for pod in after.pods:
+        idx = _index(pod)
+        if idx is not None and _live(pod) and pod.in_rotation:
+            rotating[idx].add(_slot(pod))
+    if not multi:
+        return len(rotating)
+    whole = allowed_slots(multi, size)
+    return sum(1 for slots in rotating.values() if slots >= whole)
+
+
+def availability_floor(after: Snapshot, multi: bool, size: int, floor: int) -> None:
+    """14. In steps without injected faults, from a settled replica: Instances serving
+    (counted from pods) never drop below the floor the strategy promises (``desired -
+    maxUnavailable``; SurgeThenDrain with room never drops below ``desired``)."""
+    serving = serving_instances(after, multi, size)
+    assert serving >= floor, (
+        f"availability_floor: {serving} Instances serve < the floor {floor}")
+
+
+def converged_pods(snap: Snapshot, multi: bool, size: int) -> None:
+    """11'. A converged replica has exactly the pods its spec implies, counted from the
+    world: each row's Instance has one live pod per slot of its shape (a single pod's
+    active ordinal), on the update revision and the row's incarnation, and nothing else."""
+    status = snap.replica.status
+    assert status is not None, "converged_pods: no status"
+    want: dict[tuple[int, str, str], tuple[str, str]] = {}
+    rev_hash = hash_of(status.update_revision)
+    for row in status.instances:
+        slots = (
+            allowed_slots(multi, size) if multi else {("default", str(row.active_ordinal))}
+        )
+        for runner, ordinal in slots:
+            want[(row.index, runner, ordinal)] = (rev_hash, str(row.incarnation))
+    have: dict[tuple[int, str, str], tuple[str, str]] = {}
+    for pod in snap.pods:
+        idx = _index(pod)
+        assert idx is not None and _live(pod), f"converged_pods: {pod.name} is not live"
+        key = (idx, *_slot(pod))
+        assert key not in have, f"converged_pods: two pods in slot {key}"
+        have[key] = (pod.labels.get(LABEL_REVISION_HASH, ""), pod.labels.get(LABEL_INCARNATION, ""))
+    assert set(have) == set(want), (
+        f"converged_pods: pods fill {sorted(have)}, the spec implies {sorted(want)}")
+    assert have == want, "converged_pods: a pod's revision or incarnation is not its row's"

@@ -19,16 +19,22 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from omenative_controller.coalesce import status_may_wait
 from omenative_core.model import LifecycleConfig, Plan, Snapshot, UpdateStatus
 from omenative_core.model.config import ForceDeleteConfig, UpdateRetry
+from omenative_core.model.spec import InferenceReplicaSpec
 from omenative_core.planner import plan as make_plan
-from omenative_core.policy import desired_instances
+from omenative_core.policy import desired_instances, resolve_policy
+from omenative_core.status.wire import replica_from_json
 from omenative_sim.world import ClusterSpec, World
 from tests.property.invariants import (
     ALL_STEP_INVARIANTS,
+    availability_floor,
     converged,
+    converged_pods,
     determinism,
     instances_holding_pods,
     migrations_in_flight,
     pod_ceiling,
+    pod_slots,
+    serving_instances,
     surge_ceiling,
 )
 
@@ -51,7 +57,8 @@ FAST = LifecycleConfig(
 
 
 def replica_json(
-    *, multi: bool, size: int, replicas: int, image: str, strategy: str
+    *, multi: bool, size: int, replicas: int, image: str, strategy: str,
+    rolling: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A small InferenceReplica manifest with GPU-requesting pods."""
     tpl = {
@@ -78,45 +85,89 @@ def replica_json(
             "component": "engine",
             "replicas": replicas,
             "runners": runners,
-            "lifecycle": {"updateStrategy": {"type": strategy}},
+            "lifecycle": {"updateStrategy": {"type": strategy, **(
+                {"rollingUpdate": rolling} if rolling else {})}},
         },
     }
 
 
-def _max_surge(desired: int) -> int:
-    """The default maxSurge (25%, rounded up, at least 1) of ``desired`` Instances."""
-    return max(1, -(-desired * 25 // 100)) if desired else 0
+MAX_REPLICAS = 6
+"""The most replicas a history asks for (issue 31: the hard cases need more than 3)."""
+MAX_WORKERS = 4
+"""The most workers a gang has: gangs of up to 5 pods."""
+SURGES = st.sampled_from([None, 1, 2, "50%", "100%", "10%"])
+"""maxSurge values, numbers and percentages (0 is refused with NoSurgeBudget: unit tests)."""
+UNAVAILABLES = st.sampled_from([None, 0, 1, 2, "50%", "0%", "34%"])
+"""maxUnavailable values, numbers and percentages (0 still lets one Instance go)."""
+
+
+def _budgets(spec: InferenceReplicaSpec, desired: int | None = None) -> tuple[int, int]:
+    """(maxSurge, maxUnavailable) the planner resolves for ``spec`` (at ``desired``)."""
+    if desired is not None:
+        spec = evolve(spec, replicas=desired)
+    policy = resolve_policy(spec, LifecycleConfig(), multi_pod=len(spec.runners) > 1)
+    return policy.max_surge, policy.max_unavailable
 
 
 def _stamp(world: World) -> str:
     return world.time(world.now).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class Draws:
+    """Stands in for hypothesis' ``data()`` when a found history is replayed rule by rule:
+    hands out the values the search drew, in order."""
+
+    def __init__(self, *values: Any) -> None:
+        self.values = list(values)
+
+    def draw(self, strategy: Any) -> Any:
+        """The next recorded value (``strategy`` is what the search drew it from)."""
+        del strategy
+        return self.values.pop(0)
+
+
 class LifecycleMachine(RuleBasedStateMachine):
     """Drives plan() against the simulated world and checks the invariants."""
 
+    steps_seen: list[int] = []  # shared on purpose: every run appends its step count
+    """Rule steps each history ran before its teardown (the zero-step distribution)."""
+
     @initialize(
         multi=st.booleans(),
-        size=st.integers(1, 2),
-        replicas=st.integers(0, 3),
+        size=st.integers(1, MAX_WORKERS),
+        replicas=st.integers(0, MAX_REPLICAS),
         strategy=st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]),
         spare_nodes=st.integers(0, 2),
+        max_surge=SURGES,
+        max_unavailable=UNAVAILABLES,
+        opening=st.sampled_from(["none", "settle", "rollout", "rollout+scale"]),
+        scale_to=st.integers(0, MAX_REPLICAS),
     )
-    def setup(self, multi: bool, size: int, replicas: int, strategy: str, spare_nodes: int) -> None:
+    def setup(self, multi: bool, size: int, replicas: int, strategy: str, spare_nodes: int,
+              max_surge: int | str | None = None, max_unavailable: int | str | None = None,
+              opening: str = "none", scale_to: int = 0) -> None:
         self.multi = multi
         self.size = size
         self.strategy = strategy
         self.image_n = 1
+        self.steps = 0
         per_instance = (1 + size) if multi else 1
-        # 4 GPUs/node = 2 pods per node; enough for (replicas + surge) Instances + spares
-        nodes = max(1, (per_instance * 5 + 1) // 2) + spare_nodes
+        rolling = {k: v for k, v in (("maxSurge", max_surge),
+                                     ("maxUnavailable", max_unavailable)) if v is not None}
+        # 4 GPUs/node = 2 pods per node; enough for the Instances the replica may reach
+        # (its replicas and any scale, plus its surge) and a few spares
+        manifest = replica_json(multi=multi, size=size, replicas=replicas, image="img:1",
+                                strategy=strategy, rolling=rolling)
+        # the cluster holds twice the most replicas asked for (a surge of 100%) and one
+        # more, plus a node's worth (one node may fail) and spares
+        self.top = max(replicas, scale_to, 2)
+        """The most replicas a scale rule asks for (drawn: up to ``MAX_REPLICAS``)."""
+        nodes = (per_instance * (2 * self.top + 1) + 1) // 2 + 1 + spare_nodes
         self.world = World(
             ClusterSpec(
                 nodes=nodes, gpus_per_node=2 * GPUS, pod_start_seconds=3, pod_ready_seconds=2
             ),
-            replica_json(
-                multi=multi, size=size, replicas=replicas, image="img:1", strategy=strategy
-            ),
+            manifest,
             config=FAST,
         )
         self.history: list[Snapshot] = []
@@ -128,6 +179,34 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.ceiling_migrations = 0
         """The most migrations in flight since then (a condemned surge drains after its
         migration ended)."""
+        self.ceiling_surge = self._budgets_at(manifest, self.ceiling_desired)[0]
+        """The largest maxSurge since then (a lowered maxSurge leaves the surges opened
+        under the old one to finish)."""
+        self.floor_armed = False
+        """Every step since the replica last settled was fault-free: the availability
+        floor applies (``availability_floor``)."""
+        self.surge_only = strategy == "SurgeThenDrain"
+        """No other strategy was asked for since the floor was armed."""
+        self._open(opening, scale_to)
+
+    def _open(self, opening: str, scale_to: int) -> None:
+        """The first moves of a history, so a history with no rule steps still tests
+        something: the replica settles, or a rollout starts, perhaps with a scale change."""
+        if opening == "none":
+            return
+        self.time_passes(seconds=30)
+        if opening in ("rollout", "rollout+scale"):
+            self.new_image()
+            self.time_passes(seconds=5)
+        if opening == "rollout+scale":
+            self._set_replicas(scale_to)
+            self.reconcile()
+
+    @staticmethod
+    def _budgets_at(manifest: dict[str, Any], desired: int) -> tuple[int, int]:
+        """(maxSurge, maxUnavailable) the planner resolves for ``manifest`` at ``desired``."""
+        spec = replica_from_json(manifest).spec
+        return _budgets(spec, desired)
 
     # ------------------------------------------------------------------ the loop
 
@@ -139,8 +218,9 @@ class LifecycleMachine(RuleBasedStateMachine):
         for check in ALL_STEP_INVARIANTS:
             check(snap, plan)
         spec = snap.replica.spec
-        desired = desired_instances(spec.replicas)  # OME: unset or 0 runs one Instance
-        surge_ceiling(snap, plan, _max_surge(desired))
+        # surges opened before a scale-down may finish: the design's ceiling takes maxSurge
+        # at the larger desired count (issue 30 item 3), as the pod ceiling does
+        surge_ceiling(snap, plan, max(_budgets(spec)[0], self.ceiling_surge))
 
     def _apply(self, snap: Snapshot, plan: Plan, *, limit: int | None = None) -> None:
         world_rv = self.world.replica.metadata.resource_version
@@ -154,22 +234,60 @@ class LifecycleMachine(RuleBasedStateMachine):
         self._check_pods()
 
     def _check_pods(self) -> None:
-        """Invariant 4 counted from the world's pods, after every (partial) apply."""
+        """Invariants 4, 13 and 14 counted from the world's pods, after every (partial)
+        apply."""
         after = self.world.snapshot()
+        spec = after.replica.spec
+        pod_slots(after, self.multi, self.size)
+        self._check_floor(after)
         flying = migrations_in_flight(after)
         self.ceiling_migrations = max(self.ceiling_migrations, flying)
-        pod_ceiling(after, self.ceiling_desired, _max_surge(self.ceiling_desired),
-                    self.ceiling_migrations)
+        self.ceiling_surge = max(self.ceiling_surge, _budgets(spec, self.ceiling_desired)[0])
+        pod_ceiling(after, self.ceiling_desired, self.ceiling_surge, self.ceiling_migrations)
         desired = self._replicas()
-        room = desired + _max_surge(desired) + flying
+        surge = _budgets(spec)[0]
+        room = desired + surge + flying
         status = after.replica.status
         rows = len(status.instances) if status is not None else 0
         if instances_holding_pods(after) <= room and rows <= room:
             # what the older counts and migrations left has drained, and no row of theirs
             # (a Create not yet condemned, say) is left to bring pods up
             self.ceiling_desired, self.ceiling_migrations = desired, flying
+            updating = status is not None and any(
+                r.operation is not None and r.operation.type == "Update"
+                for r in status.instances)
+            if not updating:  # no surge opened under an older maxSurge is left
+                self.ceiling_surge = surge
+
+    def _check_floor(self, after: Snapshot) -> None:
+        """14. While armed, serving Instances (from pods) stay at the strategy's floor;
+        armed again whenever the replica is settled: every row Ready with no operation,
+        the desired count serving."""
+        desired = self._replicas()
+        if self.floor_armed:
+            unavailable = _budgets(after.replica.spec)[1]
+            floor = desired if self.surge_only else desired - unavailable
+            availability_floor(after, self.multi, self.size, floor)
+            return
+        if self.node_failed:
+            return  # its pods look Ready until the node is found lost: never armed again
+        status = after.replica.status
+        rows = status.instances if status is not None else ()
+        if (
+            len(rows) == desired
+            and all(r.phase == "Ready" and r.operation is None for r in rows)
+            and serving_instances(after, self.multi, self.size) >= desired
+        ):
+            self.floor_armed = True
+            self.surge_only = self.strategy == "SurgeThenDrain"
+
+    def _fault(self) -> None:
+        """A step that may take Instances down by design (a fault, a scale, a budget
+        change): the floor is not promised until the replica settles again."""
+        self.floor_armed = False
 
     def _set_replicas(self, replicas: int) -> None:
+        self._fault()
         self.ceiling_desired = max(
             self.ceiling_desired, self._replicas(), desired_instances(replicas))
         self.world.patch_replica({"spec": {"replicas": replicas}})
@@ -228,9 +346,16 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ spec edits
 
-    @rule(replicas=st.integers(0, 3))
+    @rule(replicas=st.integers(0, MAX_REPLICAS))
     def scale(self, replicas: int) -> None:
-        self._set_replicas(replicas)
+        self._set_replicas(min(replicas, self.top))
+
+    @rule(max_surge=SURGES, max_unavailable=UNAVAILABLES)
+    def set_budgets(self, max_surge: int | str | None, max_unavailable: int | str | None) -> None:
+        """Change maxSurge / maxUnavailable (perhaps mid-rollout)."""
+        self._fault()
+        self.world.patch_replica({"spec": {"lifecycle": {"updateStrategy": {"rollingUpdate": {
+            "maxSurge": max_surge, "maxUnavailable": max_unavailable}}}}})
 
     def _replicas(self) -> int:
         return desired_instances(self.world.replica.spec.replicas)
@@ -248,15 +373,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         status = self.world.status
         return status is not None and 0 < status.updated_replicas < status.replicas
 
-    @precondition(lambda self: self._replicas() >= 1)
     @rule(data=st.data())
-    def scale_down_mid_rollout(self, data: st.DataObject) -> None:
-        """Scale down while some Instances run the new revision and some the old (issue 15).
+    def scale_mid_rollout(self, data: st.DataObject) -> None:
+        """Scale (down, issue 15; or up) while some Instances run the new revision and some
+        the old.
 
         With no rollout under way, the replica settles for 30 s, then one starts and runs,
         5 s at a time, for a few seconds or until some Instances are updated and some are
-        not. The step invariants then hold the replica to the new ``replicas`` +
-        ``maxSurge`` (invariant 4 takes ``desired`` from the spec each plan was made from).
+        not. The step invariants then hold the replica to the larger of the old and new
+        ``replicas`` + ``maxSurge`` (invariant 4').
         """
         if not self._rolling_out():
             self.world.advance(self.world.now + 30)
@@ -269,8 +394,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                     break
                 self.world.advance(self.world.now + 5)
                 self.reconcile()
-        lower = data.draw(st.integers(0, self._replicas() - 1))
-        self._set_replicas(lower)
+        other = data.draw(st.integers(0, self.top))
+        self._set_replicas(other)
         self.reconcile()
 
     @rule()
@@ -315,12 +440,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         if not names:
             return
         self.faults += 1
+        self._fault()
         self.world.fail_pod(data.draw(st.sampled_from(names)))
 
     @precondition(lambda self: self.faults < 2)
     @rule()
     def bad_image(self) -> None:
         self.faults += 1
+        self._fault()
         self.image_n += 1
         image = f"img:{self.image_n}"
         self.world.add_bad_image(image)
@@ -331,12 +458,15 @@ class LifecycleMachine(RuleBasedStateMachine):
     def fail_node(self, data: st.DataObject) -> None:
         """One node stops heartbeating (the cluster keeps enough capacity without it)."""
         self.node_failed = True
+        self._fault()
         self.world.fail_node(data.draw(st.sampled_from(sorted(self.world.nodes))))
 
     # ------------------------------------------------------------------ operator verbs
 
     @rule(strategy=st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]))
     def change_strategy(self, strategy: str) -> None:
+        self.strategy = strategy
+        self.surge_only = self.surge_only and strategy == "SurgeThenDrain"
         self.world.patch_replica({"spec": {"lifecycle": {"updateStrategy": {"type": strategy}}}})
 
     @rule(partition=st.sampled_from([None, 0, 1, 2]))
@@ -364,6 +494,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         if not rows:
             return
         self.migrations += 1
+        self._fault()
         index = data.draw(st.sampled_from(rows))
         nodes = sorted(
             {
@@ -390,6 +521,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @invariant()
     def plans_are_deterministic(self) -> None:
+        self.steps += 1  # after the initialization, then after each rule step
         snap = self.world.snapshot()
         determinism(snap, self.plan(snap))
 
@@ -416,7 +548,10 @@ class LifecycleMachine(RuleBasedStateMachine):
             world.advance(world.now + max(step, 0.5))
         snap = world.snapshot()
         converged(snap, self.plan(snap))
+        converged_pods(snap, self.multi, self.size)
+        LifecycleMachine.steps_seen.append(max(self.steps - 1, 0))
         # 10. teardown: Instances drain before their pods go; the finalizer goes
+        self._fault()  # a deleted replica stops serving by design
         world.patch_replica({"metadata": {"deletionTimestamp": _stamp(world)}})
         for _ in range(200):
             plan = self.reconcile(rounds=20)

@@ -7,6 +7,7 @@ database is not in the repository and may not find them again.
 
 from __future__ import annotations
 
+from tests.property.test_lifecycle_machine import Draws as _Draws
 from tests.property.test_lifecycle_machine import LifecycleMachine
 
 
@@ -62,4 +63,33 @@ def test_a_scale_to_zero_before_a_create_is_condemned_stays_under_the_pod_ceilin
     m.scale(replicas=0)
     m.partial_apply(limit=0)
     m.controller_pass()
+    m.teardown()
+
+
+def test_a_surge_pod_left_by_an_ended_surge_counts_until_it_is_gone() -> None:
+    """Dev-profile seed 2 (incremental machine): an abandoned single-pod surge's pod was
+    still draining (not yet terminating) with no Update open, so two more surges opened
+    under maxSurge 2: 8 Instances' worth of pods for 5 replicas (``pod_ceiling``)."""
+    m = LifecycleMachine()
+    m.setup(multi=False, size=1, replicas=5, strategy="SurgeThenDrain", spare_nodes=0,
+            opening="settle")
+    m.migrate(data=_Draws(0))  # type: ignore[arg-type]
+    m.time_passes(seconds=10)
+    m.bad_image()
+    m.bad_image()
+    m.controller_pass()
+    m.controller_pass()
+    m.controller_pass()
+    m.teardown()
+
+
+def test_surges_opened_before_a_scale_down_finish_under_the_larger_ceiling() -> None:
+    """Dev-profile seed 7: 6 gangs rolling with maxSurge 25% (2 surges), then replicas 4
+    (25% is 1): the two surges in flight finish; the row ceiling, like the pod ceiling,
+    takes maxSurge at the larger desired count (issue 30 item 3)."""
+    m = LifecycleMachine()
+    m.setup(multi=True, size=1, replicas=6, strategy="SurgeThenDrain", spare_nodes=0)
+    m.controller_pass()
+    m.scale_mid_rollout(data=_Draws(False, 6))  # type: ignore[arg-type]
+    m.scale_mid_rollout(data=_Draws(4))  # type: ignore[arg-type]
     m.teardown()

@@ -9,20 +9,8 @@ pods with ``replicas`` 0 (one Instance), ``maxSurge`` 1 and one migration in fli
 
 from __future__ import annotations
 
-from typing import Any
-
+from tests.property.test_lifecycle_machine import Draws as _Draws
 from tests.property.test_lifecycle_machine import LifecycleMachine
-
-
-class _Draws:
-    """Stands in for hypothesis' ``data()``: hands out the values the search drew."""
-
-    def __init__(self, *values: Any) -> None:
-        self.values = list(values)
-
-    def draw(self, strategy: Any) -> Any:
-        del strategy
-        return self.values.pop(0)
 
 
 def _queued_migrations_past_their_deadline() -> LifecycleMachine:

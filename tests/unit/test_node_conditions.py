@@ -283,3 +283,31 @@ def test_many_waiting_instances_keep_the_message_short() -> None:
     cond = _condition(plan(world.snapshot()), "InsufficientCapacity")
     assert cond is not None and cond[1] == "InsufficientFreeCapacity"
     assert "Instance(s) 1, 2, 3, 4, 5 and 3 more;" in cond[2]
+
+
+def test_a_gang_bigger_than_any_topology_domain_is_reported_as_exceeding_capacity() -> None:
+    # issue 30: a leader+3 workers gang of 4 GPUs with topologyKey ZONE fits the cluster's
+    # 8 GPUs, but each zone (one node) has 2: no placement can ever hold it
+    world = World(
+        ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2, pod_ready_seconds=2,
+                    node_labels={f"node-{i}": {ZONE: f"z{i}"} for i in range(4)}),
+        _manifest(workers=3, gpus=1, topologyKey=ZONE),
+    )
+    run_world(world, 30)
+    p = plan(world.snapshot())
+    cond = _condition(p, "InsufficientCapacity")
+    assert cond is not None and cond[:2] == ("True", "GangExceedsCapacity")
+    assert f"topologyKey {ZONE!r}" in cond[2] and "has 2" in cond[2]
+    status = world.status
+    assert status is not None and status.instances[0].phase != "Failed"
+
+
+def test_a_gang_that_fits_one_domain_is_not_reported_as_exceeding_capacity() -> None:
+    world = World(
+        ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2, pod_ready_seconds=2,
+                    node_labels={f"node-{i}": {ZONE: f"z{i // 2}"} for i in range(4)}),
+        _manifest(workers=3, gpus=1, replicas=2, topologyKey=ZONE),
+    )
+    run_world(world, 30)
+    cond = _condition(plan(world.snapshot()), "InsufficientCapacity")
+    assert cond is None or cond[1] != "GangExceedsCapacity"

@@ -139,12 +139,13 @@ def test_mode_never_refuses_a_migration_with_a_warning_naming_the_setting() -> N
     world = _serving(_world(_manifest(lifecycle={"migrationPolicy": {"mode": "Never"}})))
     world.set_annotation(PREFIX + UUID, _request())
     p = plan(world.snapshot())
-    event = _only(p.events, "MigrationDisabled")
+    event = _only(p.events, "MigrationRequestRejected")  # OME's reason under Never
     assert event.type == "Warning" and event.instance == 0
     assert UUID in event.message and "lifecycle.migrationPolicy.mode is Never" in event.message
     assert "MigrationAccepted" not in _reasons(p.events)
     (record,) = p.status.migrations
-    assert record.phase == "Failed" and record.message.startswith("MigrationDisabled")
+    assert record.phase == "Failed"
+    assert record.message.startswith("MigrationRequestRejected")
 
 
 def test_a_request_beyond_the_in_flight_cap_is_accepted_with_a_warning_that_it_waits() -> None:
@@ -219,10 +220,10 @@ def _verb(annotation: str, value: str, reason: str) -> tuple[Event, list[str]]:
 
 
 
-@pytest.mark.parametrize("value", ["1,,2", "All", "one"])
+@pytest.mark.parametrize("value", ["1,,2", "All", "one", "-1", "0,-1"])  # OME rejects -1 too
 def test_a_reset_value_that_does_not_parse_is_rejected_naming_the_annotation(value: str) -> None:
     event, others = _verb("ome.io/reset-instances", value, "InstancesResetRejected")
-    assert "comma-separated Instance indexes" in event.message
+    assert "comma-separated non-negative Instance indexes" in event.message
     assert "InstancesReset" not in others
 
 
@@ -292,3 +293,25 @@ def test_an_image_still_unpullable_at_the_deadline_is_blamed_on_the_revision() -
     assert block.state == "Held"  # the revision's own fault: the ladder holds it
     held = _only(events, "RetryHeld")
     assert held.type == "Warning" and block.target_revision in held.message
+
+
+def test_a_reset_touches_only_the_instances_it_names() -> None:
+    # OME clears only the named Instance's attempt; the RetryBlock all Instances share
+    # keeps its backoff (it was moved to now, which restarted an unnamed Failed Instance)
+    config = LifecycleConfig(instance_ready_timeout=timedelta(seconds=60))
+    world = World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=1,
+                              pod_ready_seconds=10_000), _manifest(replicas=2), config=config)
+    run_world(world, 90)
+    before = world.status
+    assert before is not None
+    assert [r.phase for r in before.instances] == ["Failed", "Failed"]
+    (block,) = before.retry_blocks
+    assert block.state == "Backoff" and block.next_retry_at is not None
+    world.set_annotation("ome.io/reset-instances", "0")
+    p = plan(world.snapshot())
+    assert p.status.retry_blocks == before.retry_blocks
+    rows = {r.index: r for r in p.status.instances}
+    assert rows[1] == before.instances[1]
+    assert rows[0].phase == "Pending" and rows[0].operation is None
+    reset = _only(p.events, "InstancesReset")
+    assert "DeadlineExceeded" in reset.message  # the cleared lastFailure, kept in the Event

@@ -7,6 +7,8 @@ never to see more live Instances than the new ``replicas`` + ``maxSurge``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -201,17 +203,22 @@ def _holding(world: World) -> int:
     return len({p.labels.get(LABEL_INSTANCE_INDEX) for p in world.snapshot().pods})
 
 
-def _peak_holding(world: World, seconds: float) -> int:
-    """Run ``seconds`` one pass at a time; the most Instances that held pods at once."""
+def _peak_holding(world: World, seconds: float, count: Callable[[World], int] = _holding,
+                  react: Callable[[Plan], Plan] | None = None) -> int:
+    """Run ``seconds`` one pass at a time; the most Instances that held pods at once
+    (``count`` of the world after each pass; ``react`` may act on a plan first and return
+    the one to apply)."""
     peak = 0
     end = world.now + seconds
     while world.now < end:
         p = plan(world.snapshot())
+        if react is not None:
+            p = react(p)
         if p.actions:
             world.apply(p)
         else:
             world.advance(world.now + 1)
-        peak = max(peak, _holding(world))
+        peak = max(peak, count(world))
     return peak
 
 
@@ -248,3 +255,38 @@ def test_scale_up_right_after_a_scale_down_waits_for_the_condemned_to_drain() ->
     assert _peak_holding(world, 120) <= 4 + 1
     status = world.status
     assert status is not None and status.ready_replicas == 4
+
+
+def _pods_held(world: World) -> int:
+    """Single-pod Instances' worth of pods the world holds (each pod, terminating too)."""
+    return len(world.snapshot().pods)
+
+
+def test_a_terminating_abandoned_surge_pod_still_counts_against_max_surge() -> None:
+    # seed 2 of the incremental machine: a bad image's surge pod was terminating after its
+    # surge was abandoned (row Ready, no operation), so another Instance opened a surge and
+    # 4 pods were held by a 2-replica single-pod replica with maxSurge 1
+    world = World(ClusterSpec(nodes=8, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2.0, termination_seconds=90),
+                  engine_manifest(replicas=2, workers=0),
+                  config=LifecycleConfig(stuck_pod_grace_period=timedelta(seconds=10)))
+    run_world(world, 60)
+    world.add_bad_image("img:bad")
+    _new_image(world, "img:bad", workers=0)
+    abandoned: list[int] = []
+
+    def react(p: Plan) -> Plan:
+        for e in p.events:
+            if e.reason == "SurgeAbandoned" and e.instance is not None and not abandoned:
+                abandoned.append(e.instance)
+                # its serving pod fails too: that Instance is no candidate for the next
+                # surge, so another one is
+                row = next(r for r in p.status.instances if r.index == e.instance)
+                world.apply(p)
+                world.fail_pod(f"chat-engine-{e.instance}-default-{row.active_ordinal}")
+                return plan(world.snapshot())
+        return p
+
+    peak = _peak_holding(world, 400, count=_pods_held, react=react)
+    assert abandoned  # the scenario happened: a surge pod was left terminating
+    assert peak <= 2 + 1

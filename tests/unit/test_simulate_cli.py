@@ -90,6 +90,17 @@ def test_the_three_core_examples_converge() -> None:
     assert gang["summary"]["peakGpus"] > gang["timeline"][0]["gpusInUse"]
 
 
+def test_a_restarted_gang_converges_when_it_is_ready_again() -> None:
+    # the restart series ends 10 min after the gang is Ready with a status-only write:
+    # bookkeeping, not activity, so convergence is when the gang served again
+    data = json.loads(
+        _run(str(next(p for p in EXAMPLES if p.name == "worker-crash.yaml")), "--json")[1]
+    )
+    back = next(s["t"] for s in data["timeline"] if s["t"] > 300 and s["servingReplicas"] == 1)
+    assert data["converged"] and data["convergedAtSeconds"] == back
+    assert back < 300 + 600  # well before the series' 10-minute reset
+
+
 def test_bad_scenario_exits_2_naming_the_key(tmp_path: Path) -> None:
     text = (next(p for p in EXAMPLES if p.name == "worker-crash.yaml")).read_text()
     bad = tmp_path / "bad.yaml"

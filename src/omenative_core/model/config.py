@@ -154,6 +154,9 @@ class LifecycleConfig:
     instance_ready_timeout: timedelta | None = timedelta(minutes=30)
     stuck_pod_grace_period: timedelta | None = timedelta(seconds=60)
     unschedulable_grace_period: timedelta | None = timedelta(minutes=15)
+    scheduling_decision_timeout: timedelta | None = timedelta(minutes=5)
+    """How long pods may wait for any scheduling decision before ``RolloutStalled``
+    (``NoSchedulingDecision``) says so; None: never reported."""
     update_retry: UpdateRetry | None = field(factory=UpdateRetry)
     auto_migrate: AutoMigrateConfig | None = field(factory=AutoMigrateConfig)
     force_delete: ForceDeleteConfig | None = None
@@ -183,7 +186,8 @@ UNCONFIGURED = LifecycleConfig(
 """What each absent key of a present ``lifecycle`` entry means, as OME's binary reads it.
 ``gangScheduleTimeout`` and ``requeue`` keep the chart's values (omenative needs a PodGroup
 timeout and a cadence; OME falls back to no clamp and to rate-limited backoff), and
-``gangScheduling`` / ``lwsHandoverTradeAfter`` are omenative's own keys."""
+``gangScheduling`` / ``lwsHandoverTradeAfter`` / ``schedulingDecisionTimeout`` are
+omenative's own keys."""
 
 
 class _Problems:
@@ -450,6 +454,8 @@ _BLOCKS: dict[str, _Block] = {
     "stuckPodGracePeriod": _optional_duration("stuckPodGracePeriod", "stuck_pod_grace_period"),
     "unschedulableGracePeriod": _optional_duration(
         "unschedulableGracePeriod", "unschedulable_grace_period"),
+    "schedulingDecisionTimeout": _optional_duration(
+        "schedulingDecisionTimeout", "scheduling_decision_timeout"),
     "updateRetry": _update_retry,
     "autoMigrate": _auto_migrate,
     "forceDelete": _force_delete,

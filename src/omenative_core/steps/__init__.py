@@ -15,6 +15,7 @@
 | ``updates`` | which stale Instances start an Update this pass, by strategy and budget |
 | ``migrations`` | migration records: accept, start, progress, the Migrate moves, prune |
 | ``verbs`` | user verbs: release-held, reset-instances, migration-request annotations |
+| ``stalls`` | waits nobody reports: pods no scheduler decided on (``RolloutStalled``) |
 | ``teardown`` | Delete moves, condemning Instances, InferenceReplica deletion, orphans |
 | ``status`` | counters, conditions, rolloutHold, the assembled ``Plan`` |
 

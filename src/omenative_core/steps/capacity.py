@@ -9,8 +9,9 @@ Normal Event) when the nodes change so that the problem is gone.
   schedulable node carries (``DoNotSchedule`` keeps every anchor pod Pending).
 - ``InsufficientCapacity``: ``GangExceedsCapacity`` when one pod needs more
   ``nvidia.com/gpu`` than the largest Ready node has, or the gang more than all Ready
-  nodes together; ``InsufficientFreeCapacity`` when it would fit the cluster but the
-  scheduler cannot place its pods in what is free now.
+  nodes together, or (``topologyKey``: one domain per gang) more than the largest domain
+  once its pods are reported unschedulable; ``InsufficientFreeCapacity`` when it would
+  fit the cluster but the scheduler cannot place its pods in what is free now.
 
 Only Ready, schedulable nodes count. With none observed, or (for capacity) a node whose
 GPUs are unknown, the pass cannot tell: a condition keeps what it last said.
@@ -114,6 +115,37 @@ def _gang_words(runners: Sequence[Runner], per_pod: Sequence[tuple[str, int]]) -
     return f"a leader+{workers} {noun} gang needs {total} {GPU_RESOURCE}, {each}"
 
 
+def _domain_shortfall(
+    st: PassState, runners: Sequence[Runner], need: int, words: str
+) -> tuple[str, str, str] | None:
+    """``GangExceedsCapacity`` when ``topologyKey`` keeps a gang in one domain and no
+    domain of Ready nodes has the GPUs the gang needs (None: some domain could hold it).
+
+    Read only while some pods are unschedulable, so a steady pass does not scan the
+    nodes; the scheduler says so within seconds of the gang's creation.
+    """
+    key = st.view.spec.topology_key
+    if not key or len(runners) < 2:
+        return None
+    domains: dict[str, int] = {}
+    for node in st.view.snap.nodes.values():
+        value = node.labels.get(key)
+        if node.ready is True and not node.unschedulable and value is not None:
+            domains[value] = domains.get(value, 0) + (node.gpus or 0)
+    if not domains:
+        return None  # no node has the key: TopologyKeyMissing's case (Required) or waits
+    best = max(domains.values())
+    if need <= best:
+        return None
+    return (
+        "True",
+        "GangExceedsCapacity",
+        f"{words}; topologyKey {key!r} keeps a gang in one domain, and the largest "
+        f"({len(domains)} domain(s) of Ready nodes) has {best}; its pods stay Pending "
+        "until a domain grows",
+    )
+
+
 def _capacity(st: PassState, largest: int, together: int) -> tuple[str, str, str] | None:
     """The condition for a gang bigger than the cluster, or than what is free (None: fine)."""
     runners = st.view.runners(st.view.target) or st.view.spec.runners
@@ -137,6 +169,9 @@ def _capacity(st: PassState, largest: int, together: int) -> tuple[str, str, str
     waiting = sorted(unschedulable_now(st))
     if not waiting:
         return None
+    domain = _domain_shortfall(st, runners, need, words)
+    if domain is not None:
+        return domain
     return (
         "True",
         "InsufficientFreeCapacity",

@@ -135,8 +135,9 @@ def accept(st: PassState, uuid: str, value: str) -> None:
 def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
     """(reason, what is wrong) when a well-formed request cannot run here; None when it can."""
     if st.view.policy.migration_mode == "Never":
-        return (
-            "MigrationDisabled",
+        return (  # OME's reason for a request under Never (migration_accept.go)
+            MIGRATION_REQUEST_REJECTED,
+            "migrations disabled by MigrationPolicy Mode=Never: "
             "lifecycle.migrationPolicy.mode is Never on this component; "
             "set it to Auto or Surge to allow migrations",
         )

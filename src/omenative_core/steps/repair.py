@@ -26,7 +26,7 @@ from omenative_core.model.observed import PodView
 from omenative_core.model.plan import SetServingGate
 from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
 from omenative_core.model.timefmt import format_duration
-from omenative_core.phases import OpType, Outcome, Phase, Step, Waiting
+from omenative_core.phases import OpType, Outcome, Phase, Step, Strategy, Waiting
 from omenative_core.policy import RECREATE_ON_RESTART
 from omenative_core.steps import steady
 from omenative_core.steps.bringup import bring_up, park
@@ -275,12 +275,38 @@ def _restart(
         index,
     )
     drain(st, [p for p in pods if p.name in mine], "InstanceRestart")
+    revision = _restart_revision(st, row)
+    if revision != row.running_revision:
+        st.start_attempt(revision)  # an attempt of the target, as an Update's would be
     return evolve(
         row,
         phase=Phase.RESTARTING,
         ready_since=None,
-        operation=st.view.op(OpType.RESTART, Step.DRAIN, row.running_revision, why),
+        target_revision=revision,
+        operation=st.view.op(OpType.RESTART, Step.DRAIN, revision, why),
     )
+
+
+def _restart_revision(st: PassState, row: InstanceStatus) -> str:
+    """The revision a whole-Instance restart brings up (issue 30 item 4).
+
+    The gang goes down anyway, so when a rollout would replace it next (it is stale, at
+    or above the partition, the rollout is not paused, the strategy may replace it, and
+    the target is neither held nor backing off) it comes back on the target: one gang
+    start instead of a restart at the old revision and a replacement seconds later.
+    Otherwise it comes back on the revision it ran.
+    """
+    target = st.view.target
+    if (
+        row.running_revision == target
+        or target not in st.view.runners_by_rev
+        or row.index < st.view.policy.partition
+        or st.view.policy.paused
+        or st.view.policy.strategy == Strategy.IN_PLACE_ONLY
+        or not st.book.may_start(target, st.view.now)
+    ):
+        return row.running_revision
+    return target
 
 
 def _count_restart(

@@ -20,12 +20,12 @@ from attrs import evolve
 
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step, Strategy, Waiting
-from omenative_core.render import is_multi_pod
+from omenative_core.render import is_multi_pod, pod_name
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import PassState
 from omenative_core.steps.update_moves import images_only
 
-__all__ = ["draining_condemned", "start", "surges_in_flight"]
+__all__ = ["draining_condemned", "leaving_surge_slots", "start", "surges_in_flight"]
 
 
 def start(st: PassState) -> None:
@@ -178,13 +178,45 @@ def draining_condemned(st: PassState) -> int:
     return total
 
 
+def leaving_surge_slots(st: PassState) -> int:
+    """Single pods left in the surge slot of a row with no open Update.
+
+    An abandoned or cancelled single-pod surge ends its operation before its pod is gone
+    (in the same pass, while the pod drains, and while it terminates); that pod still
+    holds an Instance's worth of GPUs, so it counts against maxSurge until it is gone (as
+    ``draining_condemned`` does for condemned rows). Pods on a lost node do not count.
+    """
+    if st.view.policy.multi_pod:
+        return 0  # a gang surge lives at its own index, condemned when abandoned
+    total = 0
+    for row in st.rows.values():
+        op = row.operation
+        if op is not None and op.type in (OpType.UPDATE, OpType.DELETE):
+            continue  # counted by surges_in_flight / draining_condemned
+        surge_pod = pod_name(st.view.prefix, row.index, "default", 1 - row.active_ordinal)
+        total += sum(
+            1
+            for p in st.pods_of(row.index)
+            if p.name == surge_pod and not st.view.node_lost(p)
+        )
+    return total
+
+
 def _surge_room(st: PassState) -> int:
-    return st.view.policy.max_surge - surges_in_flight(st) - draining_condemned(st)
+    return (
+        st.view.policy.max_surge
+        - surges_in_flight(st)
+        - draining_condemned(st)
+        - leaving_surge_slots(st)
+    )
 
 
 def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
     """SurgeThenDrain: open a replacement for each candidate within maxSurge."""
     target = st.view.target
+    if st.view.policy.max_surge == 0:
+        _no_surge_budget(st)
+        return
     room = _surge_room(st)
     for row in candidates:
         if room <= 0:
@@ -216,6 +248,29 @@ def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
             st.advance(row.index)
 
 
+NO_SURGE_BUDGET = "NoSurgeBudget"
+"""``FailedUpdate`` reason: SurgeThenDrain with ``maxSurge`` 0 can never open a replacement."""
+
+
+def _no_surge_budget(st: PassState) -> None:
+    """SurgeThenDrain with maxSurge 0: say so (condition, one Warning), start nothing.
+
+    A replacement is built before its source drains, so with no surge room the rollout
+    could never start; a silent wait would look like a slow rollout. The user picks:
+    a maxSurge of at least 1, or ``RecreatePod`` (which is paced by maxUnavailable).
+    """
+    message = (
+        "lifecycle.updateStrategy.rollingUpdate.maxSurge resolves to 0: SurgeThenDrain "
+        "builds each replacement before its source drains, so no Instance can be updated; "
+        "set maxSurge >= 1 or updateStrategy.type RecreatePod"
+    )
+    st.extra_conditions["FailedUpdate"] = ("True", NO_SURGE_BUDGET, message)
+    st.set_hold("Plan", "maxSurge 0: SurgeThenDrain cannot open a replacement")
+    prev = next((c for c in st.view.prev.conditions if c.type == "FailedUpdate"), None)
+    if prev is None or prev.status != "True" or prev.reason != NO_SURGE_BUDGET:
+        st.warn(NO_SURGE_BUDGET, message)
+
+
 def _no_room_reason(st: PassState) -> str:
     """Why no surge opens: unschedulable replacements, condemned Instances, or maxSurge."""
     stuck = any(
@@ -230,6 +285,10 @@ def _no_room_reason(st: PassState) -> str:
     if draining:
         return (f"maxSurge {st.view.policy.max_surge}: {draining} condemned Instance(s) still "
                 "draining")
+    leaving = leaving_surge_slots(st)
+    if leaving:
+        return (f"maxSurge {st.view.policy.max_surge}: {leaving} ended surge pod(s) still "
+                "going")
     return f"maxSurge {st.view.policy.max_surge} replacement(s) in flight"
 
 

@@ -1,7 +1,7 @@
 """User verbs: the annotations a user sets to act on an InferenceReplica, consumed once.
 
 - ``ome.io/release-held-revision=<name | hash (8+ chars)>``: release a Held RetryBlock.
-- ``ome.io/reset-instances=all|i,j``: rebuild those Failed Instances now.
+- ``ome.io/reset-instances=all|i,j``: rebuild those Failed Instances (only those).
 - ``ome.io/migration-request-v1-<uuid>``: a migration request (``migrations.accept``).
 
 Each is removed from the object in the same plan (``RemoveAnnotations``) and answered with
@@ -85,13 +85,17 @@ def _reset(st: PassState, value: str) -> None:
         try:
             wanted = sorted({int(v) for v in value.split(",")})
         except ValueError:
+            wanted = [-1]
+        if min(wanted) < 0:  # OME: "-1" is not a non-negative index, so nothing is reset
             st.warn(
                 "InstancesResetRejected",
-                f"{ANNOTATION_RESET}={value!r}: expected 'all' or comma-separated Instance indexes",
+                f"{ANNOTATION_RESET}={value!r}: expected 'all' or comma-separated "
+                "non-negative Instance indexes; nothing reset",
             )
             return
     done: list[int] = []
     skipped: list[str] = []
+    evidence: list[str] = []
     for index in wanted:
         row = st.rows.get(index)
         if row is None:
@@ -107,15 +111,21 @@ def _reset(st: PassState, value: str) -> None:
         ):
             skipped.append(f"{index}: owned by {row.operation.type}")
             continue
-        drain(st, st.pods_of(index), "Reset")
-        # a reset starts the Instance afresh: its restart series too (``restarts``)
+        pods = st.pods_of(index)
+        if any(p.serving_gate and not p.terminating for p in pods):
+            skipped.append(f"{index}: still serving")  # OME: draining it is the rollout's job
+            continue
+        drain(st, pods, "Reset")
+        # a reset starts the named Instance afresh (its restart series too: ``restarts``);
+        # the revision's RetryBlock, shared by every Instance, is left alone, so a reset
+        # touches only the Instances it names (as OME's)
         st.rows[index] = restarts.clear(
             evolve(row, phase=Phase.PENDING, operation=None, last_failure=None))
-        block = st.book.blocks.get(row.target_revision or st.view.target)
-        if block is not None and block.state == "Backoff":
-            st.book.blocks[block.target_revision] = evolve(block, next_retry_at=st.view.now)
         done.append(index)
+        if row.last_failure is not None:
+            evidence.append(f"{index} ({row.last_failure.reason} on {row.last_failure.pod_name})")
     if done:
-        st.note("InstancesReset", f"reset Failed Instance(s) {', '.join(map(str, done))}")
+        st.note("InstancesReset", f"reset Failed Instance(s) {', '.join(map(str, done))}"
+                + (f"; last failure: {', '.join(evidence)}" if evidence else ""))
     if skipped or not done:
         st.note("InstancesResetSkipped", "; ".join(skipped) or "nothing to reset")
