@@ -264,7 +264,8 @@ class Manager:
                 opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
                 str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
                 revision_lookup=kube_revision_lookup(self.client),
-                service_lookup=kube_service_lookup(self.client))
+                service_lookup=kube_service_lookup(self.client),
+                on_answer=self.metrics.webhook_answered)
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)
@@ -369,6 +370,7 @@ class Manager:
                 guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
                 backoff_base=opts.backoff_base, backoff_max=opts.backoff_max,
                 revision_namespace=opts.config_namespace)
+            isvc.rollout.ome_series = self.metrics.ome
             self._isvc = isvc
             self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
         if opts.advisor != "off" and self.client is not None and self.events is not None:
@@ -496,6 +498,8 @@ class Manager:
         except CodecError as exc:
             where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
                 "InvalidSpec")
+            if isinstance(reason := getattr(exc, "reason", None), str):
+                self.metrics.ome.codec_error(reason)  # OME's decode reasons only
             await self._reject(ctx, where, str(exc))
             return "rejected"
         if needs_refs(replica, raw):  # rendered from spec.runtimeRef, this pass only
