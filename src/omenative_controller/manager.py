@@ -481,6 +481,14 @@ class Manager:
                                     create_errors=self.create_errors.take(key),
                                     config=self.config)
 
+    async def _undecodable(self, ctx: PassContext, exc: CodecError) -> str:
+        """The replica does not decode: reject it (and count OME's decode reason)."""
+        where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else "InvalidSpec"
+        if isinstance(reason := getattr(exc, "reason", None), str):
+            self.metrics.ome.codec_error(reason)
+        await self._reject(ctx, where, str(exc))
+        return "rejected"
+
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
         raw = self.replicas.get(key)
@@ -496,12 +504,7 @@ class Manager:
         try:  # a pass for a pod change decodes the (unchanged) replica no more
             replica = await decode_replica(self.decoder, raw)  # a big one off the loop
         except CodecError as exc:
-            where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
-                "InvalidSpec")
-            if isinstance(reason := getattr(exc, "reason", None), str):
-                self.metrics.ome.codec_error(reason)  # OME's decode reasons only
-            await self._reject(ctx, where, str(exc))
-            return "rejected"
+            return await self._undecodable(ctx, exc)
         if needs_refs(replica, raw):  # rendered from spec.runtimeRef, this pass only
             rendered = with_rendered_runners(replica, raw, self._isvc, self.service_config)
             if not isinstance(rendered, InferenceReplica):

@@ -9,7 +9,9 @@ is installed, no service is started. A cached binary is returned at once.
 
 ``PrometheusServer`` runs it on 127.0.0.1 on a free port, scraping one target every second
 (its TSDB in a temporary folder), waits for ``/-/ready`` and stops it; ``rule_files``
-are loaded and evaluated every ``interval`` (alerts on ``/api/v1/alerts``). With
+are loaded and evaluated every ``interval`` (alerts on ``/api/v1/alerts``), and
+``target_labels`` are added to every scraped series (a ``pod`` label, as Kubernetes service
+discovery would give). With
 ``basic_auth=BasicAuth(user, password, bcrypt_hash)`` every endpoint (``/-/ready``
 included) asks for those credentials, through Prometheus's ``--web.config.file``
 (``basic_auth_users``); the readiness check sends them.
@@ -154,9 +156,11 @@ class PrometheusServer:
 
     def __init__(self, target_url: str, *, binary: Path | None = None,
                  interval: str = "1s", basic_auth: BasicAuth | None = None,
-                 rule_files: tuple[Path, ...] = ()) -> None:
+                 rule_files: tuple[Path, ...] = (),
+                 target_labels: dict[str, str] | None = None) -> None:
         self.target_url = target_url
         self.rule_files = rule_files
+        self.target_labels = dict(target_labels or {})
         self.binary = binary
         self.interval = interval
         self.basic_auth = basic_auth
@@ -182,6 +186,7 @@ class PrometheusServer:
             f"  metrics_path: {parts.path or '/metrics'}\n"
             "  static_configs:\n"
             f"  - targets: ['{parts.netloc}']\n"
+            + (f"    labels: {json.dumps(self.target_labels)}\n" if self.target_labels else "")
         )
 
     def _web_config(self) -> str:
