@@ -512,18 +512,20 @@ def _app(
         return web.Response(text="ok")
 
     @web.middleware
-    async def count(req: web.Request, handler: Any) -> web.StreamResponse:
+    async def count(request: web.Request,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                    ) -> web.StreamResponse:
         code = 500  # what aiohttp answers for an exception a handler let through
         try:
-            resp: web.StreamResponse = await handler(req)
+            resp: web.StreamResponse = await handler(request)
             code = resp.status
             return resp
         except web.HTTPException as exc:
             code = exc.status
             raise
         finally:
-            if on_answer is not None and req.path != "/healthz":
-                on_answer(req.path, code)
+            if on_answer is not None and request.path != "/healthz":
+                on_answer(request.path, code)
 
     app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[count])
     app.router.add_post(ISVC_PATH, handle)
