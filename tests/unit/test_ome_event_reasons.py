@@ -84,3 +84,20 @@ def test_a_pod_group_for_the_default_scheduler_may_have_no_gang_scheduler() -> N
     warned = _of(events, "MaybeNoGangScheduler")
     assert warned and warned[0].type == "Warning" and warned[0].instance == 0
     assert "PodGroup chat-engine-0-1" in warned[0].message
+
+
+def test_in_place_only_refusing_a_revision_warns_in_place_update_not_possible() -> None:
+    manifest = engine_manifest(replicas=1, workers=1)
+    manifest["spec"]["lifecycle"] = {"updateStrategy": {"type": "InPlaceOnly"}}
+    world = World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2,
+                              pod_ready_seconds=2.0), manifest, config=LifecycleConfig())
+    run_world(world, 30)
+    world.patch_replica({"spec": {"topologyKey": "kubernetes.io/hostname"}})  # not an image
+    events: list[Event] = []
+    run_world(world, 30, events)
+    warned = _of(events, "InPlaceUpdateNotPossible")
+    assert warned and warned[0].type == "Warning"
+    assert "1 Instance(s) keep their revision" in warned[0].message
+    assert world.status is not None
+    failed = {c.type: c for c in world.status.conditions}["FailedUpdate"]
+    assert (failed.status, failed.reason) == ("True", "InPlaceNotPossible")
