@@ -17,10 +17,9 @@ from omenative_sim.world import ClusterSpec, World
 
 
 def _world(**spec: object) -> World:
-    world = World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2,
+    return World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=2,
                               pod_ready_seconds=2.0),
                   engine_manifest(replicas=1, workers=1, **spec), config=LifecycleConfig())
-    return world
 
 
 def _of(events: list[Event], reason: str) -> list[Event]:
