@@ -75,6 +75,7 @@ from omenative_controller.kube.resources import (
 )
 from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
+from omenative_controller.ome_series import WriteResult, encoding_label
 from omenative_controller.pass_context import (
     ApplyResult,
     PassContext,
@@ -429,13 +430,20 @@ class Executor:
             body, size = await asyncio.to_thread(self._status_body, action, ctx)
         else:
             body, size = self._status_body(action, ctx)
+        ome = self.metrics.ome if self.metrics is not None else None
+        label = ome.status_write(ctx, body, size) if ome is not None else ""
         await self._check_status_size(body, size, ctx)
         try:
             obj = await self.client.replace(
                 INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
             )
         except ApiError as exc:
+            if ome is not None:
+                ome.status_written(label, WriteResult.CONFLICT if exc.conflict
+                                   else WriteResult.ERROR)
             raise self._replica_conflict(exc, "status update") from None
+        if ome is not None:
+            ome.status_committed(ctx, body, label, action.status)
         self._wrote_replica(ctx, obj)
 
     async def _check_status_size(self, body: JSON, size: int, ctx: PassContext) -> None:
@@ -444,6 +452,8 @@ class Executor:
             self.metrics.status_bytes.labels(ctx.namespace, ctx.name).set(size)
         if size <= self.status_size_limit:
             return
+        if self.metrics is not None:
+            self.metrics.ome.status_written(encoding_label(body), WriteResult.REJECTED)
         rows = len((body.get("status") or {}).get("instanceStatuses") or ())
         message = (
             f"status update not sent: its body is {size} bytes, over the "

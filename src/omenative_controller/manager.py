@@ -264,7 +264,8 @@ class Manager:
                 opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
                 str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
                 revision_lookup=kube_revision_lookup(self.client),
-                service_lookup=kube_service_lookup(self.client))
+                service_lookup=kube_service_lookup(self.client),
+                on_answer=self.metrics.webhook_answered)
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)
@@ -369,6 +370,7 @@ class Manager:
                 guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
                 backoff_base=opts.backoff_base, backoff_max=opts.backoff_max,
                 revision_namespace=opts.config_namespace)
+            isvc.rollout.ome_series = self.metrics.ome
             self._isvc = isvc
             self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
         if opts.advisor != "off" and self.client is not None and self.events is not None:
@@ -479,6 +481,14 @@ class Manager:
                                     create_errors=self.create_errors.take(key),
                                     config=self.config)
 
+    async def _undecodable(self, ctx: PassContext, exc: CodecError) -> str:
+        """The replica does not decode: reject it (and count OME's decode reason)."""
+        where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else "InvalidSpec"
+        if isinstance(reason := getattr(exc, "reason", None), str):
+            self.metrics.ome.codec_error(reason)
+        await self._reject(ctx, where, str(exc))
+        return "rejected"
+
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
         raw = self.replicas.get(key)
@@ -494,10 +504,7 @@ class Manager:
         try:  # a pass for a pod change decodes the (unchanged) replica no more
             replica = await decode_replica(self.decoder, raw)  # a big one off the loop
         except CodecError as exc:
-            where = "InstanceStatusDecodeFailed" if exc.path.startswith("status") else (
-                "InvalidSpec")
-            await self._reject(ctx, where, str(exc))
-            return "rejected"
+            return await self._undecodable(ctx, exc)
         if needs_refs(replica, raw):  # rendered from spec.runtimeRef, this pass only
             rendered = with_rendered_runners(replica, raw, self._isvc, self.service_config)
             if not isinstance(rendered, InferenceReplica):

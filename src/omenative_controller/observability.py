@@ -5,7 +5,8 @@
   by kind, actions in flight, every API request by verb, resource and code (reads
   included), write calls, API errors, status bytes per InferenceReplica, held status
   writes, the wait for a worker (by queue lane) and for an in-flight slot, leadership,
-  cache sizes and watch restarts.
+  cache sizes and watch restarts, admission answers by code; OME's ``ome_omenative_*``
+  series beside them (``Metrics.ome``, ome_series.py).
 * An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
   (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
 * structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
@@ -29,6 +30,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+
+from omenative_controller.ome_series import OMESeries
 
 __all__ = ["WRITE_VERBS", "Metrics", "ProbeServer", "configure_logging"]
 
@@ -141,6 +144,13 @@ class Metrics:
             "omenative_config_reloads", "Lifecycle config reads, by result.", ["result"],
             registry=r,
         )
+        self.webhook_requests = Counter(
+            "omenative_webhook_requests", "Admission requests the webhook answered, by path "
+            "and HTTP code (a denial is a 200; OMEWebhookFailing reads the 5xx share).",
+            ["webhook", "code"], registry=r,
+        )
+        #: OME's ``ome_omenative_*`` series (ome_series.py), beside these
+        self.ome = OMESeries(r)
 
     # ------------------------------------------------------------------ observers
 
@@ -162,9 +172,14 @@ class Metrics:
             self.api_errors.labels(verb, resource, code).inc()
 
     def forget_status_bytes(self, namespace: str, replica: str) -> None:
-        """Drop the status size series of a deleted InferenceReplica."""
+        """Drop the status size series (ours and OME's) of a deleted InferenceReplica."""
         with contextlib.suppress(KeyError):
             self.status_bytes.remove(namespace, replica)
+        self.ome.forget(namespace, replica)
+
+    def webhook_answered(self, path: str, code: int) -> None:
+        """Count one admission answer (the webhook server's ``on_answer`` hook)."""
+        self.webhook_requests.labels(path, str(code)).inc()
 
     def watch_restart(self, resource: str, reason: str) -> None:
         """Count a watch restart (the informer's observer hook)."""

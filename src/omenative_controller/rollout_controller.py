@@ -51,6 +51,7 @@ from omenative_controller.kube.resources import (
     SERVICES,
     Resource,
 )
+from omenative_controller.ome_series import OMESeries
 from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
 from omenative_core.codec import CodecError, spec_from_json
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
@@ -124,6 +125,8 @@ class RolloutPass:
     decision: RolloutDecision
     members: dict[str, MemberView]
     live: dict[str, JSON] = field(factory=dict)
+    #: the group phases persisted before this pass (for the transition counter)
+    phases_before: tuple[str, ...] = ()
 
     def replica_body(self, component: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The InferenceReplica apply body with the member's pacing (and group budgets)."""
@@ -203,6 +206,8 @@ class RolloutController:
         self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
         #: per ISVC uid, the revision Services last made to match (``revision_services``)
         self._revision_memo: dict[str, str] = {}
+        #: OME's series; the manager sets it, and committed passes count group transitions
+        self.ome_series: OMESeries | None = None
 
     # ------------------------------------------------------------------ before writing
 
@@ -261,7 +266,8 @@ class RolloutController:
         answers = list(self._answers.get(isvc.uid, {}).values())
         decision = decide(spec, state, members, self.now(), answers, isvc.annotations,
                           self.config)
-        return RolloutPass(spec=spec, decision=decision, members=members, live=dict(owned))
+        return RolloutPass(spec=spec, decision=decision, members=members, live=dict(owned),
+                           phases_before=tuple(g.phase.value for g in state.groups))
 
     async def _pairing_tokens(self, isvc: InferenceService) -> dict[str, dict[str, str | None]]:
         page = await self.client.list(CONTROLLER_REVISIONS, isvc.namespace,
@@ -286,6 +292,10 @@ class RolloutController:
     ) -> float | None:
         """Apply the rest of a committed pass; returns seconds until the next look."""
         d = rp.decision
+        if self.ome_series is not None:
+            self.ome_series.group_transitions(isvc.namespace, isvc.name, (
+                (i, rp.phases_before[i], g.phase.value) for i, g in enumerate(d.state.groups)
+                if i < len(rp.phases_before)))
         for ev in d.events:
             await self._event(_reference(raw, "InferenceService"), ev.type, ev.reason,
                               ev.message)

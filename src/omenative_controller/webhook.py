@@ -482,7 +482,7 @@ class WebhookServer:
 
 def _app(
     runtime_lookup: RuntimeLookup | None, revision_lookup: RevisionLookup | None,
-    service_lookup: ServiceLookup | None,
+    service_lookup: ServiceLookup | None, on_answer: Callable[[str, int], None] | None = None,
 ) -> web.Application:
     async def handle(req: web.Request) -> web.Response:
         try:
@@ -511,7 +511,23 @@ def _app(
     async def healthz(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    app = web.Application(client_max_size=8 * 1024 * 1024)
+    @web.middleware
+    async def count(request: web.Request,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+                    ) -> web.StreamResponse:
+        code = 500  # what aiohttp answers for an exception a handler let through
+        try:
+            resp: web.StreamResponse = await handler(request)
+            code = resp.status
+            return resp
+        except web.HTTPException as exc:
+            code = exc.status
+            raise
+        finally:
+            if on_answer is not None and request.path != "/healthz":
+                on_answer(request.path, code)
+
+    app = web.Application(client_max_size=8 * 1024 * 1024, middlewares=[count])
     app.router.add_post(ISVC_PATH, handle)
     app.router.add_post(REPLICA_PATH, handle)
     app.router.add_get("/healthz", healthz)
@@ -527,16 +543,18 @@ async def serve_webhook(
     runtime_lookup: RuntimeLookup | None = None,
     revision_lookup: RevisionLookup | None = None,
     service_lookup: ServiceLookup | None = None,
+    on_answer: Callable[[str, int], None] | None = None,
 ) -> WebhookServer:
     """Start the webhook on ``host:port`` (0: any free port) with the given TLS key pair.
 
     ``runtime_lookup`` fetches the runtime an InferenceService names; ``revision_lookup``
     lists an InferenceReplica's ControllerRevisions (for ``rollbackToRevision``);
-    ``service_lookup`` finds the InferenceServices a new standalone replica collides with.
+    ``service_lookup`` finds the InferenceServices a new standalone replica collides with;
+    ``on_answer(path, code)`` sees every admission answer (metrics).
     """
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
-    runner = web.AppRunner(_app(runtime_lookup, revision_lookup, service_lookup),
+    runner = web.AppRunner(_app(runtime_lookup, revision_lookup, service_lookup, on_answer),
                            access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)

@@ -31,6 +31,9 @@ __all__ = [
     "routed_pods_from_endpoint_slices",
 ]
 
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+"""The taint the node lifecycle controller adds when a node stops heartbeating."""
+
 
 def _obj(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
@@ -133,6 +136,7 @@ def pod_view_fields(obj: Mapping[str, Any]) -> dict[str, Any]:
         "creation_timestamp": _time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         "scheduling_gates": gates,
         "pod_ip": pod_ip if isinstance(pod_ip, str) and pod_ip else None,
+        "finalizers": tuple(f for f in _list(meta.get("finalizers")) if isinstance(f, str)),
     }
 
 
@@ -140,7 +144,8 @@ def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
     """Build a ``NodeView`` from a Node: Ready True/False, or None when Unknown or missing.
 
     ``not_ready_since`` is the Ready condition's lastTransitionTime while it is not True;
-    ``gpus`` is allocatable ``nvidia.com/gpu`` (0 when absent, None with no allocatable).
+    ``gpus`` is allocatable ``nvidia.com/gpu`` (0 when absent, None with no allocatable);
+    ``unreachable_since`` is the ``timeAdded`` of the ``node.kubernetes.io/unreachable`` taint.
     """
     meta = _obj(obj.get("metadata"))
     spec = _obj(obj.get("spec"))
@@ -157,6 +162,10 @@ def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
                 cond.get("lastTransitionTime"), "status.conditions[Ready].lastTransitionTime"
             )
         break
+    tainted: datetime | None = None
+    for taint in map(_obj, _list(spec.get("taints"))):
+        if taint.get("key") == UNREACHABLE_TAINT:
+            tainted = _time(taint.get("timeAdded"), "spec.taints[unreachable].timeAdded")
     return NodeView(
         name=str(meta.get("name", "")),
         ready=ready,
@@ -164,6 +173,7 @@ def node_view_from_json(obj: Mapping[str, Any]) -> NodeView:
         labels=_str_map(meta.get("labels")),
         not_ready_since=since,
         gpus=_allocatable_gpus(status.get("allocatable")),
+        unreachable_since=tainted,
     )
 
 

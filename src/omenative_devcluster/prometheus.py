@@ -3,11 +3,15 @@
 ``fetch_prometheus()`` downloads the ``prometheus`` .deb with ``apt-get download`` (running
 ``apt-get update`` once when the lists are missing), unpacks it with ``dpkg-deb -x`` in a
 temporary folder and copies ``usr/bin/prometheus`` to
-``~/.cache/omenative/prometheus/<version>/prometheus``; nothing is installed, no service
-is started. A cached binary is returned at once.
+``~/.cache/omenative/prometheus/<version>/prometheus`` (and ``usr/bin/promtool`` beside it,
+for ``fetch_promtool()``: rule files are unit-tested with ``promtool test rules``); nothing
+is installed, no service is started. A cached binary is returned at once.
 
 ``PrometheusServer`` runs it on 127.0.0.1 on a free port, scraping one target every second
-(its TSDB in a temporary folder), waits for ``/-/ready`` and stops it. With
+(its TSDB in a temporary folder), waits for ``/-/ready`` and stops it; ``rule_files``
+are loaded and evaluated every ``interval`` (alerts on ``/api/v1/alerts``), and
+``target_labels`` are added to every scraped series (a ``pod`` label, as Kubernetes service
+discovery would give). With
 ``basic_auth=BasicAuth(user, password, bcrypt_hash)`` every endpoint (``/-/ready``
 included) asks for those credentials, through Prometheus's ``--web.config.file``
 (``basic_auth_users``); the readiness check sends them.
@@ -41,6 +45,7 @@ __all__ = [
     "PrometheusServer",
     "cache_dir",
     "fetch_prometheus",
+    "fetch_promtool",
     "main",
 ]
 
@@ -87,7 +92,16 @@ def _run(cmd: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess
 
 def fetch_prometheus(version: str = DEFAULT_VERSION) -> Path:
     """The path of the Prometheus binary of ``version``, downloading it when not cached."""
-    target = cache_dir() / version / "prometheus"
+    return _fetch_binary(version, "prometheus")
+
+
+def fetch_promtool(version: str = DEFAULT_VERSION) -> Path:
+    """The path of ``promtool`` of ``version`` (same package), downloading it when not cached."""
+    return _fetch_binary(version, "promtool")
+
+
+def _fetch_binary(version: str, name: str) -> Path:
+    target = cache_dir() / version / name
     if target.is_file() and os.access(target, os.X_OK):
         return target
     with tempfile.TemporaryDirectory(prefix="omenative-prometheus-") as tmp:
@@ -115,14 +129,16 @@ def fetch_prometheus(version: str = DEFAULT_VERSION) -> Path:
         if unpack.returncode != 0:
             raise PrometheusError(f"dpkg-deb -x {debs[0].name} failed: "
                                   f"{unpack.stderr.strip()[-400:]}")
-        binary = root / "usr" / "bin" / "prometheus"
-        if not binary.is_file():
-            raise PrometheusError(f"{debs[0].name} has no usr/bin/prometheus")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(".partial")
-        shutil.copy2(binary, partial)
-        partial.chmod(0o755)
-        partial.replace(target)  # atomic: a concurrent fetch sees all or nothing
+        for each in ("prometheus", "promtool"):
+            binary = root / "usr" / "bin" / each
+            if not binary.is_file():
+                raise PrometheusError(f"{debs[0].name} has no usr/bin/{each}")
+            dest = target.parent / each
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            partial = dest.with_suffix(".partial")
+            shutil.copy2(binary, partial)
+            partial.chmod(0o755)
+            partial.replace(dest)  # atomic: a concurrent fetch sees all or nothing
     return target
 
 
@@ -139,8 +155,12 @@ class PrometheusServer:
     refuse requests without those credentials (HTTP 401)."""
 
     def __init__(self, target_url: str, *, binary: Path | None = None,
-                 interval: str = "1s", basic_auth: BasicAuth | None = None) -> None:
+                 interval: str = "1s", basic_auth: BasicAuth | None = None,
+                 rule_files: tuple[Path, ...] = (),
+                 target_labels: dict[str, str] | None = None) -> None:
         self.target_url = target_url
+        self.rule_files = rule_files
+        self.target_labels = dict(target_labels or {})
         self.binary = binary
         self.interval = interval
         self.basic_auth = basic_auth
@@ -156,7 +176,9 @@ class PrometheusServer:
             "global:\n"
             f"  scrape_interval: {self.interval}\n"
             f"  evaluation_interval: {self.interval}\n"
-            "scrape_configs:\n"
+            + ("rule_files:\n" if self.rule_files else "")
+            + "".join(f"- {json.dumps(str(p))}\n" for p in self.rule_files)
+            + "scrape_configs:\n"
             "- job_name: target\n"
             f"  scrape_interval: {self.interval}\n"
             f"  scrape_timeout: {self.interval}\n"
@@ -164,6 +186,7 @@ class PrometheusServer:
             f"  metrics_path: {parts.path or '/metrics'}\n"
             "  static_configs:\n"
             f"  - targets: ['{parts.netloc}']\n"
+            + (f"    labels: {json.dumps(self.target_labels)}\n" if self.target_labels else "")
         )
 
     def _web_config(self) -> str:

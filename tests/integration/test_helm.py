@@ -192,7 +192,9 @@ def test_helm_lint_passes_with_defaults_and_with_every_option(helm_home: Path) -
     for extra in ([], ["--set", "omenative.webhook.enabled=true",
                        "--set", "omenative.metricsService.enabled=true",
                        "--set", "omenative.podMonitor.enabled=true",
-                       "--set", "omenative.grafanaDashboard.enabled=true"]):
+                       "--set", "omenative.grafanaDashboard.enabled=true",
+                       "--set", "prometheusRule.enabled=true",
+                       "--set", "serviceMonitor.enabled=true"]):
         out = helm(helm_home, "lint", "--strict", str(CHART), *extra).stdout
         assert "1 chart(s) linted, 0 chart(s) failed" in out, out
 
@@ -232,6 +234,32 @@ def test_the_grafana_dashboard_option_renders_config_grafana(helm_home: Path) ->
     problems = differences(extra, kustomize(REPO / "config" / "grafana"))
     assert not problems, "\n".join(problems)
     assert json.loads(cm["data"]["omenative-dashboard.json"])["uid"] == "omenative-manager"
+def test_the_alerting_options_render_config_monitoring(helm_home: Path) -> None:
+    chart = template(helm_home, "--set", "prometheusRule.enabled=true",
+                     "--set", "serviceMonitor.enabled=true")
+    extra = [o for o in chart if key(o) not in {key(r) for r in kustomize(REPO / "config")}]
+    problems = differences(extra, kustomize(REPO / "config" / "monitoring"))
+    assert not problems, "\n".join(problems)
+
+
+def test_alerting_values_reach_the_rules_and_an_empty_selector_is_refused(
+        helm_home: Path) -> None:
+    chart = template(helm_home, "--set", "prometheusRule.enabled=true",
+                     "--set", "prometheusRule.runbookUrlBase=https://runbooks.example.com/ome",
+                     "--set", "prometheusRule.rules.webhookFailing.enabled=false",
+                     "--set", "prometheusRule.rules.reconcileStalled.minQueueDepth=7",
+                     "--set", "prometheusRule.additionalLabels.release=kube-prometheus-stack")
+    (rule,) = [o for o in chart if o["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    rules = {r["alert"]: r for r in rule["spec"]["groups"][0]["rules"]}
+    assert "OMEWebhookFailing" not in rules and len(rules) == 4
+    assert rules["OMEControllerDown"]["annotations"]["runbook_url"] == \
+        "https://runbooks.example.com/ome#omecontrollerdown"
+    assert "> 7)" in rules["OMEReconcileStalled"]["expr"]
+    done = helm(helm_home, "template", RELEASE, str(CHART), "--set",
+                "prometheusRule.enabled=true", "--set", "prometheusRule.selectors.controlPlane=",
+                check=False)
+    assert done.returncode != 0 and "controlPlane" in done.stderr, done.stderr
 
 
 def test_a_webhook_without_a_certificate_is_refused_naming_the_value(helm_home: Path) -> None:

@@ -192,15 +192,18 @@ def test_a_finished_migration_gets_a_migration_completed_event() -> None:
     assert "MigrationFailed" not in _reasons(events)
 
 
-def test_a_failed_migration_gets_a_migration_failed_warning_saying_why() -> None:
+def test_a_migration_past_its_deadline_gets_omes_migration_expired_warning_saying_why() -> None:
     # one node: the replacement gang cannot be placed, and the source keeps serving
     config = LifecycleConfig(instance_ready_timeout=timedelta(seconds=60))
     world = _serving(_world(config=config, nodes=1))
     record, events = _migrate(world, 300)
     assert record.phase == "Failed"
-    failed = _only(events, "MigrationFailed")
+    failed = _only(events, "MigrationExpired")
     assert failed.type == "Warning" and failed.instance == 0
-    assert UUID in failed.message and "failed: " in failed.message
+    assert UUID in failed.message and "failed: DeadlineExceeded" in failed.message
+    assert "MigrationFailed" not in _reasons(events)
+    started = _only(events, "MigrationRequestAccepted")  # OME's, when the surge opens
+    assert started.type == "Normal" and f"uuid={UUID}" in started.message
     assert "MigrationCompleted" not in _reasons(events)
     assert world.status is not None and world.status.ready_replicas == 1
 

@@ -53,7 +53,7 @@ def test_a_worker_failing_after_every_start_is_spaced_out_then_failed() -> None:
     run_world(world, 30)
     events: list[Event] = []
     pods = _crash_after_ready(world, 3 * 3600, 120, events)
-    restarts = [e for e in events if e.reason == "InstanceRestart"]
+    restarts = [e for e in events if e.reason == "RestartTriggered"]
     assert 1 <= len(restarts) <= 6  # maxRestarts 6 within 1h, then Failed
     assert "restart 1 (1 of 6 within 1h0m0s); the next waits 20s" in restarts[0].message
     assert f"restart {len(restarts)} (" in restarts[-1].message  # each counted in its Event
@@ -73,7 +73,7 @@ def test_restarts_back_off_exponentially_before_the_new_pods() -> None:
     run_world(world, 30)
     events: list[Event] = []
     _crash_after_ready(world, 3600, 30, events)
-    restarts = [e.message for e in events if e.reason == "InstanceRestart"]
+    restarts = [e.message for e in events if e.reason == "RestartTriggered"]
     waits = [m.rsplit("waits ", 1)[1] for m in restarts]
     assert waits[:6] == ["20s", "40s", "1m20s", "2m40s", "5m0s", "5m0s"]
     assert not [e for e in events if e.reason == LIMIT_REASON]  # maxRestarts null: never
@@ -84,7 +84,7 @@ def test_a_series_ends_after_ten_minutes_ready() -> None:
     run_world(world, 30)
     events: list[Event] = []
     _crash_after_ready(world, 400, 60, events)
-    assert len([e for e in events if e.reason == "InstanceRestart"]) >= 2
+    assert len([e for e in events if e.reason == "RestartTriggered"]) >= 2
     run_world(world, 11 * 60)  # Ready for 10 minutes: the series ends
     status = world.status
     assert status is not None
@@ -92,7 +92,7 @@ def test_a_series_ends_after_ten_minutes_ready() -> None:
     events.clear()
     world.fail_pod("chat-engine-0-worker-0")
     run_world(world, 60, events)
-    again = [e.message for e in events if e.reason == "InstanceRestart"]
+    again = [e.message for e in events if e.reason == "RestartTriggered"]
     assert len(again) == 1 and "restart 1 (1 of 6" in again[0]
 
 

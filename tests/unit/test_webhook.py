@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from omenative_controller.observability import Metrics
 from omenative_controller.webhook import (
     ISVC_PATH,
     REPLICA_PATH,
@@ -398,3 +399,28 @@ def test_a_standalone_replica_with_a_free_name_or_an_update_is_admitted() -> Non
     out = review_response(review(changed, stored, kind="InferenceReplica"),
                           services=["chat"])["response"]
     assert out["allowed"] is True
+
+
+async def test_every_admission_answer_is_counted_by_path_and_code(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    metrics = Metrics()
+    server = await serve_webhook("127.0.0.1", 0, str(cert), str(key),
+                                 on_answer=metrics.webhook_answered)
+    ctx = ssl.create_default_context(cafile=str(cert))
+    try:
+        async with aiohttp.ClientSession() as session:
+            body = isvc(decoder={"annotations": {"ome.io/deploymentMode": "RawDeployment"}})
+            for _ in range(2):  # a denial is a 200: the webhook did its job
+                async with session.post(server.url(ISVC_PATH), json=review(body),
+                                        ssl=ctx) as resp:
+                    assert resp.status == 200
+            async with session.post(server.url(REPLICA_PATH), data=b"{", ssl=ctx) as resp:
+                assert resp.status == 400
+            async with session.get(server.url("/healthz"), ssl=ctx) as resp:
+                assert resp.status == 200
+    finally:
+        await server.stop()
+    name = "omenative_webhook_requests_total"
+    assert metrics.sample(name, {"webhook": ISVC_PATH, "code": "200"}) == 2
+    assert metrics.sample(name, {"webhook": REPLICA_PATH, "code": "400"}) == 1
+    assert metrics.sample(name) == 3  # probes are not admission answers

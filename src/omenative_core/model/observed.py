@@ -69,6 +69,7 @@ class PodView:
     scheduling_gates: tuple[str, ...] = ()
     pod_ip: str | None = None
     annotations: Mapping[str, str] = field(factory=dict)
+    finalizers: tuple[str, ...] = ()  # a pod with any is never force-deleted (OME's rule)
     # Derived when the view is built (the shell builds one per pod change, not per pass):
     # what every planning pass asks of every pod, so a pass over 20,000 pods reads these
     # slots instead of the label, condition and container maps (``steps.verdicts.group_all``,
@@ -155,6 +156,8 @@ class NodeView:
     labels: Mapping[str, str] = field(factory=dict)
     not_ready_since: datetime | None = None
     gpus: int | None = None
+    #: when the ``node.kubernetes.io/unreachable`` taint was added (None: not tainted)
+    unreachable_since: datetime | None = None
 
 
 @frozen(kw_only=True)

@@ -195,7 +195,7 @@ def _recycle(
             return
     scan.recycled += 1
     st.out.add(DeletePod(name=pod.name, uid=pod.uid, reason="TerminalPod"))
-    st.note(
+    st.warn(
         "TerminalPodRecycled",
         f"pod {pod.name} ended {pod.phase}; recreating it (recycle {n} of this attempt)",
         row.index,

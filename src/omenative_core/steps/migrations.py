@@ -397,6 +397,10 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
             **moves,
         ),
     )
+    st.note("MigrationRequestAccepted",
+            f"OMENative component={st.view.spec.component} instance={source.index} migration "
+            f"accepted (uuid={m.request_uuid}, source-node={m.from_node or ''}, "
+            f"surge-index={surge_index})", source.index)
     st.migrations[m.request_uuid] = evolve(
         m,
         phase=MigrationPhase.SURGE_PENDING,

@@ -92,6 +92,13 @@ def ensure(
     if chosen == MECHANISM_POD_GROUP:
         pg = st.view.snap.pod_groups.get(name)
         if pg is None:
+            if scheduler_name(runners) is None:
+                st.warn("MaybeNoGangScheduler",
+                        f"OMENative component={st.view.spec.component} instance={index}: PodGroup "
+                        f"{name} is created for pods on the default scheduler; a stock "
+                        "kube-scheduler does not read scheduling.x-k8s.io PodGroups, so the "
+                        "gang may be placed pod by pod (name the coscheduling scheduler in "
+                        "schedulerName)", index)
             timeout = st.view.config.gang_schedule_timeout
             st.out.add(CreatePodGroup(body=render_pod_group(
                 st.view.ir, index=index, incarnation=incarnation, min_member=count,

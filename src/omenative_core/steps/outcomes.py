@@ -14,7 +14,7 @@ from __future__ import annotations
 from attrs import evolve
 
 from omenative_core import restarts
-from omenative_core.failures import Failure
+from omenative_core.failures import REVISION_FAULT_REASONS, Failure
 from omenative_core.model.status import InstanceStatus, InstanceTermination, MigrationStatus
 from omenative_core.model.timefmt import format_time
 from omenative_core.phases import ACTIVE_MIGRATION_PHASES, MigrationPhase, OpType, Phase, Step
@@ -213,11 +213,21 @@ def abandon_surge(
     )
 
 
+_FAILED_EVENTS = {"DeadlineExceeded": "MigrationExpired",
+                  **dict.fromkeys(REVISION_FAULT_REASONS | {"CrashLoopBackOff",
+                                                            "CreateContainerError",
+                                                            "RunContainerError"},
+                                  "MigrationSurgeWedged")}
+"""OME's Event reason per migration failure reason (others: ``MigrationFailed``)."""
+
+
 def end_migration(st: PassState, m: MigrationStatus, phase: str, reason: str, message: str) -> None:
     """Close a migration record (Completed or Failed), write its audit entry and say so.
 
-    The Event is Normal ``MigrationCompleted`` or Warning ``MigrationFailed`` naming the
-    request, the source Instance and, for a failure, why (``reason: message``).
+    The Event is Normal ``MigrationCompleted`` or a Warning naming the request, the source
+    Instance and why (``reason: message``): OME's ``MigrationExpired`` past the deadline,
+    ``MigrationSurgeWedged`` when the replacement's pod is stuck on a kubelet waiting reason,
+    else ``MigrationFailed``.
     """
     if phase == MigrationPhase.COMPLETED:
         moved = f"; Instance {m.surge_instance} replaces it" if m.surge_instance is not None else ""
@@ -229,7 +239,7 @@ def end_migration(st: PassState, m: MigrationStatus, phase: str, reason: str, me
     else:
         why = ": ".join(part for part in (reason, message) if part) or "no reason recorded"
         st.warn(
-            "MigrationFailed",
+            _FAILED_EVENTS.get(reason, "MigrationFailed"),
             f"migration {m.request_uuid} of Instance {m.source_instance} failed: {why}",
             m.source_instance,
         )

@@ -3,13 +3,15 @@
 ``drain`` is the one way a pod leaves: its ``ome.io/serving`` gate goes False, the pass
 waits until the EndpointSlices stop routing to it, then deletes it. A pod that already
 ended, or whose node is lost, is deleted at once. A pod stuck Terminating on a node that
-is unreachable is force-deleted only when ``forceDelete`` is configured, after
-``overdueSlack`` and ``nodeUnreachableThreshold`` (an audit entry records it).
+is dead (gone, unreachable-tainted or not Ready for ``nodeUnreachableThreshold``) is
+force-deleted only when ``forceDelete`` is configured, ``overdueSlack`` past its deletion
+(an audit entry records it); one with finalizers is reported, never force-deleted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from omenative_core.gang import MECHANISM_NATIVE, MECHANISM_POD_GROUP
@@ -17,7 +19,7 @@ from omenative_core.model.observed import PodView
 from omenative_core.model.plan import CreatePod, DeletePod, SetServingGate
 from omenative_core.model.spec import Runner
 from omenative_core.model.status import InstanceOperation, InstanceStatus
-from omenative_core.model.timefmt import format_time
+from omenative_core.model.timefmt import format_duration, format_time
 from omenative_core.render import render_pod
 from omenative_core.revisions import hash_of
 from omenative_core.steps.native_gang import mechanism
@@ -79,19 +81,35 @@ def drain(st: PassState, pods: Iterable[PodView], reason: str) -> bool:
 
 
 def maybe_force_delete(st: PassState, pod: PodView) -> None:
-    """Force-delete a pod stuck Terminating on an unreachable node, once it is overdue."""
+    """Force-delete a pod stuck Terminating on a dead node, once it is overdue (OME's rule).
+
+    Overdue: ``overdueSlack`` past its ``deletionTimestamp``. Dead, by the first evidence
+    that holds: ``node-gone`` (no Node object), ``node-unreachable-taint`` (tainted at least
+    ``nodeUnreachableThreshold``), ``node-not-ready`` (Ready False/Unknown that long); a
+    Ready node never is. A pod with finalizers is never force-deleted: once overdue it is
+    reported (``PodDeleteBlockedByFinalizer``) for the finalizers' owner to resolve.
+    """
     fd = st.view.config.force_delete
     st.poll = True
     if fd is None or pod.deletion_timestamp is None or not pod.node_name:
         return
-    node = st.view.snap.nodes.get(pod.node_name)
-    if node is None or node.ready is True:
-        return
-    since = node.not_ready_since
     overdue = pod.deletion_timestamp + fd.overdue_slack
-    if since is None:
+    if pod.finalizers:
+        if st.view.now < overdue:
+            st.wake.append(overdue)
+            return
+        st.warn("PodDeleteBlockedByFinalizer",
+                f"OMENative component={st.view.spec.component} instance={pod.instance}: pod "
+                f"{pod.name} is past its own deletion deadline ({format_time(overdue)}) but "
+                f"pinned by finalizers [{' '.join(pod.finalizers)}]; omenative never strips "
+                "another controller's finalizer: the finalizer owner must resolve it",
+                pod.instance)
         return
-    due = max(overdue, since + fd.node_unreachable_threshold)
+    found = _dead_node_evidence(st, pod.node_name, fd.node_unreachable_threshold)
+    if found is None:
+        return
+    evidence, dead_at = found
+    due = max(overdue, dead_at)
     if st.view.now < due:
         st.wake.append(due)
         return
@@ -102,7 +120,7 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
             "component": st.view.spec.component,
             "sourceInstance": pod.instance,
             "phase": "Completed",
-            "reason": "NodeUnreachable",
+            "reason": "ForceDelete",
             "fromNode": pod.node_name,
             "startedAt": format_time(st.view.now),
             "completedAt": format_time(st.view.now),
@@ -111,6 +129,26 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
     )
     st.warn(
         "PodForceDeleted",
-        f"force-deleted {pod.name} stuck Terminating on unreachable node {pod.node_name}",
+        f"OMENative component={st.view.spec.component} instance={pod.instance}: force-deleted "
+        f"stuck-Terminating pod {pod.name} on node {pod.node_name} (evidence={evidence}, "
+        f"{format_duration(st.view.now - pod.deletion_timestamp)} past the pod's own deletion "
+        "deadline)",
         pod.instance,
     )
+
+
+def _dead_node_evidence(st: PassState, node_name: str,
+                        threshold: timedelta) -> tuple[str, datetime] | None:
+    """How the node is known dead and from when a force-delete may act (None: it is not)."""
+    node = st.view.snap.nodes.get(node_name)
+    if node is None:
+        return "node-gone", st.view.now
+    if node.ready is True:
+        return None
+    found = [(since + threshold, name) for name, since in (
+        ("node-unreachable-taint", node.unreachable_since),
+        ("node-not-ready", node.not_ready_since)) if since is not None]
+    if not found:
+        return None
+    at, name = min(found)
+    return name, at

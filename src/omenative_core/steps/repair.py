@@ -22,6 +22,7 @@ from attrs import evolve
 
 from omenative_core import restarts
 from omenative_core.failures import CRASH_REASONS
+from omenative_core.labels import LABEL_INCARNATION
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import SetServingGate
 from omenative_core.model.status import InstanceOperation, InstanceStatus, InstanceTermination
@@ -106,6 +107,12 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     if st.view.policy.freeze:
         return evolve(row, operation=park(op, Waiting.PAUSED))
     old = [p for p in st.pods_of(row.index) if p.incarnation < row.incarnation + 1]
+    for pod in old:
+        if LABEL_INCARNATION not in pod.labels:  # OME refuses these; omenative drains them
+            st.warn("FoundOrphan",
+                    f"OMENative component={st.view.spec.component} instance={row.index} found "
+                    f"orphan pod {pod.name} without {LABEL_INCARNATION}; draining it as an "
+                    "older incarnation", row.index)
     if not drain(st, old, "InstanceRestart"):
         return evolve(row, phase=Phase.RESTARTING, operation=op)
     delete_pod_group(st, row.index, row.incarnation)  # the next attempt gets its own
@@ -123,6 +130,9 @@ def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
         st, row, op, op.target_revision, row.active_ordinal, paused_applies=False
     )
     if outcome == Outcome.READY:
+        st.note("RestartCompleted",
+                f"OMENative component={st.view.spec.component} instance={row.index}: restart "
+                f"completed (incarnation={row.incarnation})", row.index)
         return settle_ready(st, row, op.target_revision)
     if outcome == Outcome.FAILED and failure is not None:
         return fail_row(st, row, op.target_revision, failure)
@@ -257,7 +267,7 @@ def _restart(
         st.poll = True  # the restart waits for room in the status budget
         return row
     if wedged and not _repair_budget_ok(st, index):
-        st.note(
+        st.warn(
             "RepairHeld",
             f"Instance {index} needs a restart; waiting for the maxUnavailable budget",
             index,
@@ -268,10 +278,10 @@ def _restart(
     if counted is None:
         return _give_up(st, row, mine)
     row, told = counted
-    st.note(
-        "InstanceRestart",
-        f"restarting Instance {index} whole ({why}) at incarnation {row.incarnation + 1}"
-        + told,
+    st.warn(
+        "RestartTriggered",
+        f"OMENative component={st.view.spec.component} instance={index}: restart triggered: "
+        f"{why} (incarnation={row.incarnation + 1})" + told,
         index,
     )
     drain(st, [p for p in pods if p.name in mine], "InstanceRestart")

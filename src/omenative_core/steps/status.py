@@ -38,6 +38,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import Phase, Waiting
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
+from omenative_core.steps.teardown import drain_condition
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
 from omenative_core.steps.totals import was_ready as was_ready_of
 from omenative_core.steps.verdicts import (
@@ -525,6 +526,7 @@ def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
         ),
         **_config_conditions(st),
     }
+    wanted["DrainOverdue"] = drain_condition(st, sums.rows)
     wanted.update(st.extra_conditions)
     if "FailedUpdate" not in wanted:
         wanted["FailedUpdate"] = ("False", "UpdateAccepted", "the update can proceed")

@@ -90,6 +90,10 @@ def _in_place(
             "images, so it cannot be applied in place",
         )
         st.set_hold("Plan", "InPlaceOnly cannot apply this revision in place")
+        st.warn("InPlaceUpdateNotPossible",  # OME's Event beside the condition
+                f"OMENative component={st.view.spec.component}: updateStrategy InPlaceOnly cannot "
+                f"apply {target} in place (it changes more than container images); "
+                f"{len(candidates) - len(possible)} Instance(s) keep their revision")
         candidates = possible
     budget = st.view.policy.max_unavailable - st.unavailable()
     for row in candidates:
