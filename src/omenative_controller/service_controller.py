@@ -1,30 +1,25 @@
-"""The InferenceService controller: watch ISVCs and runtimes, apply ``render_service``'s plan.
+"""The InferenceService controller: observe an ISVC, ``plan_service`` once, carry it out.
 
-Per InferenceService key ``namespace/name`` a pass: decode the cached ISVC (a bad field is
-a ``SpecValid=False`` condition plus a Warning Event, nothing else), check it with
-``validate_isvc`` (a rejection is reported the same way and nothing is applied), call
-``render_service`` with every cached ServingRuntime / ClusterServingRuntime and BaseModel
-/ ClusterBaseModel (``service_sources.Sources``; a missing model or runtime blocks the
-components and is a Warning Event), the CRDs present and the live replica counts,
-server-side apply every object of every component that is not blocked
-(``application/apply-patch+yaml``, field manager ``omenative-isvc``, ``force=true``), and
-write ``status`` (``with_status(isvc, service_status(...))``) through the status
-subresource when it changed, with the cached ``resourceVersion`` as the precondition. A
-blocked component keeps its objects: nothing is ever deleted here (owned objects go with
-the ISVC through garbage collection), except an owned LeaderWorkerSet at the end of its
-hand-over to OMENative (``lws_handover.py``: its leader pods are labelled before the
-Service's selector changes, it is scaled down one group at a time after the status is
-written, and no multi-pod OMENative component is applied before the LeaderWorkerSet CRD
-and cache are known). The InferenceReplica spec is written only by this controller; the IR
-manager writes the IR status, which brings the ISVC back here (the owned InferenceReplicas
-and Deployments are watched).
-
-With ``spec.rollout`` groups, ``rollout_controller.RolloutController`` decides before the
-writes (its pacing is added to each member's InferenceReplica apply body), shapes the
-status (``status.rollout``, traffic, holds) and, once the status is written, emits the
-rollout Events, removes consumed annotations, mirrors traffic and runs the analysis queries
-(docs/rollout-groups.md, "What the shell does"). Every OMENative component, in a group or
-not, gets the per-revision Services of its live revisions (``revision_services``).
+Per InferenceService key ``namespace/name`` a pass: ``observe`` builds the
+``ServiceSnapshot`` from the caches (the ISVC, every ServingRuntime /
+ClusterServingRuntime, BaseModel / ClusterBaseModel, AcceleratorClass and runtime revision
+in ``service_sources.Sources``, the CRDs present, the owned InferenceReplicas and
+Deployments, the LeaderWorkerSets of ``lws_handover.py``) and, with ``spec.rollout``
+groups, the pairing tokens and last pass's analysis answers (``rollout_controller.py``);
+``omenative_core.service.plan_service`` decides everything; ``carry_out`` makes the
+``ServicePass``'s writes in its order: the migration requests a component took removed,
+Warnings, pinned runtime revisions, the LeaderWorkerSet leader labels, then either the
+rejection (``SpecValid=False`` and a Warning, nothing else) or every object of every
+component that is not blocked, server-side applied (``application/apply-patch+yaml``, field
+manager ``omenative-isvc``, ``force=true``), and the status through the status subresource
+when it changed, with the cached ``resourceVersion`` as the precondition. Only once the
+status is written: the LeaderWorkerSet scale-downs and hand-over Events, the rollout's
+Events, annotation removals, traffic mirrors and analysis queries, and the per-revision
+Services. A blocked component keeps its objects: nothing is ever deleted here (owned
+objects go with the ISVC through garbage collection) but an owned LeaderWorkerSet at the
+end of its hand-over and stale per-revision Services. The InferenceReplica spec is written
+only by this controller; the IR manager writes the IR status, which brings the ISVC back
+here (the owned InferenceReplicas and Deployments are watched).
 
 The manager (``manager.py``) runs it while it leads, next to the IR workers, with its
 client, namespaces and the settings of ``inferenceservice-config`` (``lifecycle`` and the
@@ -380,9 +375,9 @@ class ServiceController:
         if sp.wait_for_lws:  # never decide "no LeaderWorkerSet" before we can see them
             self.queue.add_after(key, sp.requeue_after or 1.0)
             return True
-        namespace = str(raw["metadata"].get("namespace") or "")
         for step in sp.handovers:  # before the Service's selector changes
-            await self.lws.prepare(namespace, step)
+            assert sp.isvc is not None
+            await self.lws.prepare(sp.isvc.namespace, step)
         if sp.rejection is not None:
             await self._report_invalid(raw, sp)
             return True
