@@ -73,7 +73,7 @@ def _siblings_graph(graph: grimp.ImportGraph, package: str) -> grimp.ImportGraph
     def child(module: str) -> str | None:
         if not module.startswith(prefix):
             return None
-        return prefix + module[len(prefix):].split(".")[0]
+        return prefix + module[len(prefix):].split(".", maxsplit=1)[0]
 
     squashed = grimp.ImportGraph()
     for module in graph.modules:
