@@ -27,15 +27,15 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Gauge
 
-from omenative_controller.cli.advise_output import move_request
-from omenative_controller.cli.ome_output import (
-    ACTIVE_MIGRATION_PHASES,
-    ANNOTATION_MIGRATION_PREFIX,
-)
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder, involved_object
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS
+from omenative_controller.migration_requests import (
+    ACTIVE_MIGRATION_PHASES,
+    ANNOTATION_MIGRATION_PREFIX,
+    move_request,
+)
 from omenative_core.advisor import Advice, AdvisorConfig, Recommendation, advise
 from omenative_core.advisor.observe import cluster_view_from_json
 from omenative_core.model.config import LifecycleConfig

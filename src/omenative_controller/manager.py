@@ -24,13 +24,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from pathlib import Path
 from typing import Any
 
 import structlog
 from attrs import evolve
 
-from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
+from omenative_controller.advisor_loop import AdvisorMetrics
 from omenative_controller.cache_views import FrozenCopy, ObjectRef, service_index
 from omenative_controller.coalesce import StatusCoalescer
 from omenative_controller.create_pipeline import PIPELINE_DEPTH
@@ -51,6 +50,7 @@ from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, SERVICES
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
+from omenative_controller.leader_tasks import LeaderTasks
 from omenative_controller.manager_config import (
     LIFECYCLE_KEY,
     ConfigSource,
@@ -58,8 +58,9 @@ from omenative_controller.manager_config import (
     StartupError,
     default_identity,
 )
+from omenative_controller.manager_servers import ManagerServers
 from omenative_controller.memos import PlanMemos
-from omenative_controller.observability import Metrics, ProbeServer
+from omenative_controller.observability import Metrics
 from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.replica_refs import needs_refs, with_rendered_runners
@@ -71,13 +72,7 @@ from omenative_controller.watch_caches import (
     build_watch_caches,
     settle_after_sync,
 )
-from omenative_controller.webhook import (
-    WebhookServer,
-    kube_revision_lookup,
-    kube_runtime_lookup,
-    kube_service_lookup,
-    serve_webhook,
-)
+from omenative_controller.webhook import WebhookServer
 from omenative_core import planner
 from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
@@ -144,23 +139,38 @@ class Manager:
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
         self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1alpha2
-        self.servers: list[ProbeServer] = []
-        self.webhook: WebhookServer | None = None
-        self.metrics_port: int | None = None
-        self.probe_port: int | None = None
+        self.listeners = ManagerServers()
         self.started = asyncio.Event()
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._workers: list[asyncio.Task[None]] = []
         self.config_source: ConfigSource | None = None
-        self._isvc_task: asyncio.Task[None] | None = None
-        self._isvc: ServiceController | None = None
-        self._advisor_task: asyncio.Task[None] | None = None
+        self.leader_tasks = LeaderTasks()
         self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
 
     # ------------------------------------------------------------------ public
+
+    @property
+    def metrics_port(self) -> int | None:
+        """The bound metrics port (None when not serving metrics)."""
+        return self.listeners.metrics_port
+
+    @property
+    def probe_port(self) -> int | None:
+        """The bound probe port (None when not serving probes)."""
+        return self.listeners.probe_port
+
+    @property
+    def _isvc(self) -> ServiceController | None:
+        """The InferenceService controller while leading (``--inference-services``)."""
+        return self.leader_tasks.isvc
+
+    @property
+    def webhook(self) -> WebhookServer | None:
+        """The running admission webhook, if ``--webhook-port`` was given."""
+        return self.listeners.webhook
 
     def stop(self) -> None:
         """Ask for a graceful stop (finish in-flight passes, release the Lease)."""
@@ -242,33 +252,9 @@ class Manager:
         return lifecycle
 
     async def _start_servers(self) -> None:
-        opts = self.options
-        if opts.metrics_port is not None and opts.metrics_port == opts.probe_port != 0:
-            server = ProbeServer(metrics=self.metrics, ready=self.readiness, healthy=self.health)
-            port = await server.start(opts.bind_address, opts.metrics_port)
-            self.servers.append(server)
-            self.metrics_port = self.probe_port = port
-            return
-        if opts.metrics_port is not None:
-            server = ProbeServer(metrics=self.metrics, ready=self.readiness, healthy=self.health)
-            self.metrics_port = await server.start(opts.bind_address, opts.metrics_port)
-            self.servers.append(server)
-        if opts.probe_port is not None:
-            server = ProbeServer(metrics=None, ready=self.readiness, healthy=self.health)
-            self.probe_port = await server.start(opts.bind_address, opts.probe_port)
-            self.servers.append(server)
-        if opts.webhook_port is not None:
-            assert self.client is not None
-            certs = Path(opts.webhook_cert_dir)
-            self.webhook = await serve_webhook(
-                opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
-                str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
-                revision_lookup=kube_revision_lookup(self.client),
-                service_lookup=kube_service_lookup(self.client),
-                on_answer=self.metrics.webhook_answered)
-        log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
-                 webhook_port=self.webhook.port if self.webhook is not None else None,
-                 address=opts.bind_address)
+        assert self.client is not None
+        await self.listeners.start(self.options, self.client, self.metrics,
+                                   ready=self.readiness, healthy=self.health)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         self._tasks.append(asyncio.create_task(coro, name=name))
@@ -364,34 +350,17 @@ class Manager:
         self._workers = [asyncio.create_task(self._worker(queue, i >= ordinary),
                                              name=f"worker-{i}")
                          for i in range(ordinary + PRIORITY_WORKERS)]
-        if opts.inference_services and self.client is not None:
-            isvc = ServiceController(
-                self.client, opts.namespaces, lambda: self.service_config,
-                guard=lambda: self.is_leader, crd_poll_seconds=opts.crd_poll_seconds,
-                backoff_base=opts.backoff_base, backoff_max=opts.backoff_max,
-                revision_namespace=opts.config_namespace)
-            isvc.rollout.ome_series = self.metrics.ome
-            self._isvc = isvc
-            self._isvc_task = asyncio.create_task(isvc.run(), name="isvc-controller")
-        if opts.advisor != "off" and self.client is not None and self.events is not None:
-            loop = AdvisorLoop(self.client, self.events, self.advisor_metrics, mode=opts.advisor,
-                               config=lambda: self.config, namespaces=opts.namespaces,
-                               bad_gpu_conditions=opts.advisor_bad_gpu_conditions,
-                               interval=opts.advisor_interval)
-            self._advisor_task = asyncio.create_task(loop.run(), name="advisor")
+        if self.client is not None:
+            self.leader_tasks.start(opts, self.client, self.events,
+                                    service_config=lambda: self.service_config,
+                                    lifecycle=lambda: self.config,
+                                    is_leader=lambda: self.is_leader,
+                                    advisor_metrics=self.advisor_metrics,
+                                    ome_series=self.metrics.ome)
         log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
 
     async def _on_stopped_leading(self) -> None:
-        if self._advisor_task is not None:
-            self._advisor_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._advisor_task
-            self._advisor_task = None
-        if self._isvc_task is not None:
-            self._isvc_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._isvc_task
-            self._isvc_task = self._isvc = None
+        await self.leader_tasks.stop()
         queue, self.queue = self.queue, None
         if queue is not None:
             queue.shutdown()
@@ -423,8 +392,7 @@ class Manager:
                 continue
             self.config, self.service_config = changed
             self.wakeups.all()
-            if self._isvc is not None:
-                self._isvc.enqueue_all()
+            self.leader_tasks.settings_changed()
 
     async def _resync_loop(self) -> None:
         while True:
@@ -621,14 +589,7 @@ class Manager:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._workers, self._tasks = [], []
-        for server in self.servers:
-            with contextlib.suppress(Exception):
-                await server.stop()
-        self.servers = []
-        if self.webhook is not None:
-            with contextlib.suppress(Exception):
-                await self.webhook.stop()
-            self.webhook = None
+        await self.listeners.stop()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.close()

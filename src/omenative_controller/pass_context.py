@@ -13,8 +13,8 @@ from typing import Any
 from attrs import define
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_core.conditions import merge_condition_json
 from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import Plan
 
@@ -139,10 +139,11 @@ async def write_rejection(client: KubeClient, ctx: PassContext, reason: str, mes
                                 current.get("message")) == ("False", reason, message):
         return None
     generation = (ctx.raw.get("metadata") or {}).get("generation")
-    conditions = set_condition(
-        previous, type_="Ready", status="False", reason=reason, message=message[:32768],
-        now=datetime.now(UTC),
-        observed_generation=generation if isinstance(generation, int) else None)
+    ready: JSON = {"type": "Ready", "status": "False", "reason": reason,
+                   "message": message[:32768]}
+    if isinstance(generation, int):
+        ready["observedGeneration"] = generation
+    conditions = merge_condition_json(previous, [ready], datetime.now(UTC))
     patch = {"metadata": {"resourceVersion": ctx.resource_version},
              "status": {"conditions": conditions}}
     return await client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,

@@ -1,32 +1,22 @@
-"""Rollout groups, the shell side: feed ``omenative_core.rollout.decide`` and apply it.
+"""Rollout groups, the shell side: what ``omenative_core.service.plan_service`` asks of them.
 
-The InferenceService controller calls this module in every pass over an ISVC whose
-``spec.rollout`` has groups (without groups nothing here runs and every component rolls
-on its own). One pass:
+The core decides a pass's rollout groups (``omenative_core.service.rollout_pass``: the
+members' views, ``decide``, the pacing in each member's apply body, ``status.rollout``,
+traffic and holds in the status, the per-revision Services wanted). This module does the
+I/O around it for the InferenceService controller:
 
-1. ``RolloutController.prepare`` (before any write): one ``MemberView`` per member from
-   the live InferenceReplica's status and the *rendered* spec (so the revision is the one
-   about to be applied), the pairing token of every live revision from its
-   ControllerRevision, the state persisted in ``status.rollout``, the measurements taken
-   for the queries asked last pass, then ``decide``.
-2. ``RolloutPass.replica_body``: the member's pacing (``spec.pacing.partition``,
-   ``rollbackToRevision``) and a rollingUpdate group's budgets
-   (``spec.lifecycle.updateStrategy.rollingUpdate``) go into the same server-side apply
-   body as the template, under the same field manager: a new template never lands without
-   the partition that holds it back, and the pacing is dropped by SSA when rollout groups
-   are removed.
-3. ``RolloutPass.shape_status``: ``status.rollout`` (``state_to_json``),
-   ``status.components.<c>.traffic`` and the group's hold in
-   ``status.components.<c>.lifecycle.rolloutHold``; the ISVC status write is the commit
-   point of the pass.
-4. ``RolloutController.finish`` (only after that write succeeded, so a pass repeated from
-   the same persisted state emits nothing twice): Events on the ISVC, consumed annotations
-   removed by a JSON patch that first tests their value, each member's traffic and
-   ``coordinationGroupRef`` mirrored into the InferenceReplica status (the planner keeps
+1. before planning: ``pairing_tokens`` (the pairing token of every stored revision, read
+   from the ISVC's ControllerRevisions) and ``answers`` (the measurements of the queries
+   asked last pass, kept in memory by ISVC uid) go into the ``ServiceSnapshot``;
+2. ``finish`` (only after the ISVC status write succeeded, so a pass repeated from the same
+   persisted state emits nothing twice): Events on the ISVC and its members, consumed
+   annotations removed by a JSON patch that first tests their value, each member's traffic
+   and ``coordinationGroupRef`` mirrored into the InferenceReplica status (the planner keeps
    both; its own status PUT carries a resourceVersion, so a concurrent write makes it
-   re-read, never overwrite), per-revision Services created and the stale ones deleted,
-   the due analysis queries run (with the ``authRef`` Secret's credentials); it returns
-   when to look again.
+   re-read, never overwrite), the due analysis queries run (with the ``authRef`` Secret's
+   credentials); it returns when to look again;
+3. ``revision_services``: the per-revision Services the pass wants created (server-side
+   apply) and the stale ones deleted.
 """
 
 from __future__ import annotations
@@ -39,7 +29,6 @@ from datetime import datetime
 from typing import Any, Final
 
 import structlog
-from attrs import define, evolve, field
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -53,43 +42,17 @@ from omenative_controller.kube.resources import (
 )
 from omenative_controller.ome_series import OMESeries
 from omenative_controller.prometheus import AuthSecretError, PrometheusClient, auth_headers
-from omenative_core.codec import CodecError, spec_from_json
+from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_REVISION_HASH
-from omenative_core.model.spec import InferenceReplica
-from omenative_core.revisions import hash_of, pairing_from_revision
-from omenative_core.rollout import (
-    AnalysisMeasurement,
-    MemberView,
-    RolloutConfig,
-    RolloutDecision,
-    RolloutSpec,
-    RolloutSpecError,
-    RolloutState,
-    RolloutStateError,
-    decide,
-    member_view,
-    parse_rollout,
-    state_from_json,
-    validate_rollout,
-)
-from omenative_core.rollout.services import component_revision_services, live_revision_hashes
-from omenative_core.rollout.validate import errors as rollout_errors
-from omenative_core.service import InferenceService, ServicePlan
-from omenative_core.service.modes import MODE_OMENATIVE
-from omenative_core.service.render import isvc_owner_reference
-from omenative_core.service.rollout_writes import (
-    member_replica_body,
-    member_traffic,
-    shape_rollout_status,
-)
+from omenative_core.revisions import pairing_from_revision
+from omenative_core.rollout import AnalysisMeasurement
+from omenative_core.service import InferenceService
+from omenative_core.service.rollout_pass import RolloutPass
 from omenative_core.views import revision_view_from_json
 
 __all__ = [
     "ANSWERED_REQUEUE_SECONDS",
     "RolloutController",
-    "RolloutPass",
-    "RolloutRejected",
-    "has_rollout_groups",
 ]
 
 log = structlog.get_logger("omenative.rollout")
@@ -100,78 +63,6 @@ ANSWERED_REQUEUE_SECONDS: Final = 0.5
 _INFERENCE_SERVICES: Final = Resource(
     "ome.io", "v1beta1", "inferenceservices", "InferenceService"
 )
-
-
-def has_rollout_groups(isvc: InferenceService) -> bool:
-    """``spec.rollout`` names at least one group (otherwise components roll on their own)."""
-    rollout = isvc.spec.get("rollout")
-    return isinstance(rollout, Mapping) and bool(rollout.get("groups"))
-
-
-class RolloutRejected(Exception):
-    """``spec.rollout`` or ``status.rollout`` cannot be used; nothing is applied."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
-
-
-@define
-class RolloutPass:
-    """One decided pass: what to write into the member specs, the status, and after."""
-
-    spec: RolloutSpec
-    decision: RolloutDecision
-    members: dict[str, MemberView]
-    live: dict[str, JSON] = field(factory=dict)
-    #: the group phases persisted before this pass (for the transition counter)
-    phases_before: tuple[str, ...] = ()
-
-    def replica_body(self, component: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """The InferenceReplica apply body with the member's pacing (and group budgets)."""
-        return member_replica_body(obj, self.decision.components.get(component))
-
-    def traffic_json(self, component: str) -> list[Any]:
-        """The member's traffic targets as status JSON."""
-        return member_traffic(self.decision.components.get(component))
-
-    def shape_status(self, status: dict[str, Any]) -> dict[str, Any]:
-        """Add ``rollout``, each member's ``traffic`` and the group holds to a status."""
-        return shape_rollout_status(status, self.decision)
-
-
-def _live_revisions(component: str, view: MemberView, state: RolloutState) -> set[str]:
-    """The revisions of ``component`` that run, are rendered, or are a group's stable or
-    canary revision."""
-    revisions = {r for r, n in view.instances.items() if n > 0} | {view.revision}
-    for g in state.groups:
-        for m in (g.stable, g.canary):
-            if m.get(component):
-                revisions.add(m[component])
-    return revisions
-
-
-def _wanted_revision_services(
-    isvc: InferenceService, plan: ServicePlan, decoded: Mapping[str, InferenceReplica],
-    rp: RolloutPass | None,
-) -> dict[str, JSON]:
-    """By name, the traffic and headless Service of every live revision of every OMENative
-    component, as in OME (a rollout group's stable and canary revisions included)."""
-    owner = isvc_owner_reference(isvc)
-    wanted: dict[str, JSON] = {}
-    for cp in plan.components:
-        if cp.mode != MODE_OMENATIVE or cp.blocked or cp.replica is None:
-            continue
-        hashes = live_revision_hashes(decoded.get(cp.component), cp.revision_hash)
-        view = rp.members.get(cp.component) if rp is not None else None
-        if rp is not None and view is not None:
-            hashes |= {hash_of(r) for r in _live_revisions(cp.component, view,
-                                                            rp.decision.state)}
-        wanted.update(component_revision_services(
-            isvc.name, isvc.namespace, cp.component, {h for h in hashes if h},
-            main_service=cp.object("Service"), owner=owner))
-    return wanted
 
 
 _REVISION_MEMOS: Final = 4096
@@ -193,14 +84,12 @@ class RolloutController:
         guard: Callable[[], bool],
         now: Callable[[], datetime],
         prometheus: PrometheusClient | None = None,
-        config: RolloutConfig | None = None,
         source: str = "omenative-isvc",
     ) -> None:
         self.client = client
         self.guard = guard
         self.now = now
         self.prometheus = prometheus or PrometheusClient()
-        self.config = config or RolloutConfig()
         self.source = source
         self.events = EventRecorder(client, component=source, guard=guard, window=0, now=now)
         self._answers: dict[str, dict[str, AnalysisMeasurement]] = {}
@@ -209,67 +98,18 @@ class RolloutController:
         #: OME's series; the manager sets it, and committed passes count group transitions
         self.ome_series: OMESeries | None = None
 
-    # ------------------------------------------------------------------ before writing
+    # ------------------------------------------------------------------ before planning
 
-    async def prepare(
-        self,
-        isvc: InferenceService,
-        raw: Mapping[str, Any],
-        plan: ServicePlan,
-        owned: Mapping[str, JSON],
-        decoded: Mapping[str, InferenceReplica],
-    ) -> RolloutPass | None:
-        """Decide this pass (None without rollout groups); raises ``RolloutRejected``.
+    def answers(self, uid: str) -> tuple[AnalysisMeasurement, ...]:
+        """The measurements taken for the queries asked last pass (the next snapshot's)."""
+        return tuple(self._answers.get(uid, {}).values())
 
-        ``owned``: each member's live InferenceReplica object, ``decoded``: the same decoded
-        (one that does not decode is missing and its group holds)."""
-        if not has_rollout_groups(isvc):
-            self._answers.pop(isvc.uid, None)
-            return None
-        rollout_json = isvc.spec.get("rollout")
-        try:
-            spec = parse_rollout(rollout_json)
-        except RolloutSpecError as exc:
-            first = exc.problems[0] if exc.problems else None
-            raise RolloutRejected(first.reason if first else "InvalidRolloutSpec",
-                                  str(exc)) from None
-        found = rollout_errors(validate_rollout(rollout_json, annotations=isvc.annotations,
-                                                config=self.config))
-        if found:
-            raise RolloutRejected(found[0].reason,
-                                  "; ".join(f"{r.path}: {r.message}" for r in found))
-        status = raw.get("status") if isinstance(raw.get("status"), Mapping) else {}
-        assert isinstance(status, Mapping)
-        try:
-            state = state_from_json(status.get("rollout"))
-        except RolloutStateError as exc:
-            raise RolloutRejected("InvalidRolloutState", str(exc)) from None
-        members: dict[str, MemberView] = {}
-        named = {c for g in spec.groups for c in g.components}
-        pairing = await self._pairing_tokens(isvc) if named else {}
-        for cp in plan.components:
-            if cp.component not in named or cp.blocked or cp.replica is None:
-                continue
-            live = decoded.get(cp.component)
-            if live is None or not cp.revision_hash:
-                continue  # not created yet (or undecodable): its group holds with gate Plan
-            try:  # the live status against the spec about to be applied
-                replica = evolve(live, spec=spec_from_json(cp.replica["spec"]))
-            except CodecError as exc:
-                log.info("rollout.bad_replica", isvc=isvc.name, component=cp.component,
-                         error=str(exc))
-                continue
-            revision = f"{isvc.name}-{cp.component}-{cp.revision_hash}"
-            tokens: dict[str, str | None] = dict(pairing.get(cp.component, {}))
-            tokens[revision] = replica.spec.pairing_protocol
-            members[cp.component] = member_view(replica, revision, pairing=tokens)
-        answers = list(self._answers.get(isvc.uid, {}).values())
-        decision = decide(spec, state, members, self.now(), answers, isvc.annotations,
-                          self.config)
-        return RolloutPass(spec=spec, decision=decision, members=members, live=dict(owned),
-                           phases_before=tuple(g.phase.value for g in state.groups))
+    def forget(self, uid: str) -> None:
+        """The ISVC has no rollout groups (any more): drop what waits for it."""
+        self._answers.pop(uid, None)
 
-    async def _pairing_tokens(self, isvc: InferenceService) -> dict[str, dict[str, str | None]]:
+    async def pairing_tokens(self, isvc: InferenceService) -> dict[str, dict[str, str | None]]:
+        """By component, the pairing token of each revision stored for ``isvc``."""
         page = await self.client.list(CONTROLLER_REVISIONS, isvc.namespace,
                                       label_selector=f"{LABEL_ISVC}={isvc.name}")
         out: dict[str, dict[str, str | None]] = {}
@@ -287,10 +127,11 @@ class RolloutController:
     # ------------------------------------------------------------------ after the status
 
     async def finish(
-        self, raw: Mapping[str, Any], isvc: InferenceService, plan: ServicePlan,
-        rp: RolloutPass,
+        self, raw: Mapping[str, Any], isvc: InferenceService, rp: RolloutPass,
+        live: Mapping[str, JSON],
     ) -> float | None:
-        """Apply the rest of a committed pass; returns seconds until the next look."""
+        """Apply the rest of a committed pass (``live``: each member's InferenceReplica as
+        last written or cached); returns seconds until the next look."""
         d = rp.decision
         if self.ome_series is not None:
             self.ome_series.group_transitions(isvc.namespace, isvc.name, (
@@ -300,13 +141,13 @@ class RolloutController:
             await self._event(_reference(raw, "InferenceService"), ev.type, ev.reason,
                               ev.message)
             for component in ev.components:  # also where `kubectl describe irep` shows it
-                member = rp.live.get(component)
+                member = live.get(component)
                 if member is not None:
                     await self._event(_reference(member, INFERENCE_REPLICAS.kind), ev.type,
                                       ev.reason, ev.message)
         if d.remove_annotations:
             await self._remove_annotations(raw, d.remove_annotations)
-        await self._mirror_traffic(isvc, rp)
+        await self._mirror_traffic(isvc, rp, live)
         answered = await self._run_queries(isvc, rp)
         delays = []
         if d.requeue_after is not None:
@@ -338,9 +179,10 @@ class RolloutController:
             # a changed value (test failed) or a gone ISVC: the next pass decides again
             log.info("rollout.annotations_not_removed", keys=list(keys), error=exc.message)
 
-    async def _mirror_traffic(self, isvc: InferenceService, rp: RolloutPass) -> None:
+    async def _mirror_traffic(self, isvc: InferenceService, rp: RolloutPass,
+                              members: Mapping[str, JSON]) -> None:
         for c, cd in sorted(rp.decision.components.items()):
-            live = rp.live.get(c)
+            live = members.get(c)
             status = live.get("status") if live is not None else None
             if not isinstance(status, Mapping) or live is None:
                 continue  # the manager has not written a status yet
@@ -360,13 +202,10 @@ class RolloutController:
                 log.info("rollout.traffic_not_mirrored", component=c, error=exc.message)
 
     async def revision_services(
-        self, isvc: InferenceService, plan: ServicePlan,
-        decoded: Mapping[str, InferenceReplica], rp: RolloutPass | None,
+        self, isvc: InferenceService, wanted: Mapping[str, JSON], kept: frozenset[str],
     ) -> None:
-        """Create the Services of every live revision of every OMENative component; delete
-        the rest (a blocked component's are kept)."""
-        wanted = _wanted_revision_services(isvc, plan, decoded, rp)
-        kept = {cp.component for cp in plan.components if cp.blocked}
+        """Create the ``wanted`` per-revision Services; delete the rest, except those of the
+        ``kept`` components (blocked ones)."""
         memo = json.dumps([sorted(kept), wanted], sort_keys=True)
         if self._revision_memo.get(isvc.uid) == memo:
             return  # done for this set already: no LIST on every pass of every ISVC

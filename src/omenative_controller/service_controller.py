@@ -1,30 +1,25 @@
-"""The InferenceService controller: watch ISVCs and runtimes, apply ``render_service``'s plan.
+"""The InferenceService controller: observe an ISVC, ``plan_service`` once, carry it out.
 
-Per InferenceService key ``namespace/name`` a pass: decode the cached ISVC (a bad field is
-a ``SpecValid=False`` condition plus a Warning Event, nothing else), check it with
-``validate_isvc`` (a rejection is reported the same way and nothing is applied), call
-``render_service`` with every cached ServingRuntime / ClusterServingRuntime and BaseModel
-/ ClusterBaseModel (``service_sources.Sources``; a missing model or runtime blocks the
-components and is a Warning Event), the CRDs present and the live replica counts,
-server-side apply every object of every component that is not blocked
-(``application/apply-patch+yaml``, field manager ``omenative-isvc``, ``force=true``), and
-write ``status`` (``with_status(isvc, service_status(...))``) through the status
-subresource when it changed, with the cached ``resourceVersion`` as the precondition. A
-blocked component keeps its objects: nothing is ever deleted here (owned objects go with
-the ISVC through garbage collection), except an owned LeaderWorkerSet at the end of its
-hand-over to OMENative (``lws_handover.py``: its leader pods are labelled before the
-Service's selector changes, it is scaled down one group at a time after the status is
-written, and no multi-pod OMENative component is applied before the LeaderWorkerSet CRD
-and cache are known). The InferenceReplica spec is written only by this controller; the IR
-manager writes the IR status, which brings the ISVC back here (the owned InferenceReplicas
-and Deployments are watched).
-
-With ``spec.rollout`` groups, ``rollout_controller.RolloutController`` decides before the
-writes (its pacing is added to each member's InferenceReplica apply body), shapes the
-status (``status.rollout``, traffic, holds) and, once the status is written, emits the
-rollout Events, removes consumed annotations, mirrors traffic and runs the analysis queries
-(docs/rollout-groups.md, "What the shell does"). Every OMENative component, in a group or
-not, gets the per-revision Services of its live revisions (``revision_services``).
+Per InferenceService key ``namespace/name`` a pass: ``observe`` builds the
+``ServiceSnapshot`` from the caches (the ISVC, every ServingRuntime /
+ClusterServingRuntime, BaseModel / ClusterBaseModel, AcceleratorClass and runtime revision
+in ``service_sources.Sources``, the CRDs present, the owned InferenceReplicas and
+Deployments, the LeaderWorkerSets of ``lws_handover.py``) and, with ``spec.rollout``
+groups, the pairing tokens and last pass's analysis answers (``rollout_controller.py``);
+``omenative_core.service.plan_service`` decides everything; ``carry_out`` makes the
+``ServicePass``'s writes in its order: the migration requests a component took removed,
+Warnings, pinned runtime revisions, the LeaderWorkerSet leader labels, then either the
+rejection (``SpecValid=False`` and a Warning, nothing else) or every object of every
+component that is not blocked, server-side applied (``application/apply-patch+yaml``, field
+manager ``omenative-isvc``, ``force=true``), and the status through the status subresource
+when it changed, with the cached ``resourceVersion`` as the precondition. Only once the
+status is written: the LeaderWorkerSet scale-downs and hand-over Events, the rollout's
+Events, annotation removals, traffic mirrors and analysis queries, and the per-revision
+Services. A blocked component keeps its objects: nothing is ever deleted here (owned
+objects go with the ISVC through garbage collection) but an owned LeaderWorkerSet at the
+end of its hand-over and stale per-revision Services. The InferenceReplica spec is written
+only by this controller; the IR manager writes the IR status, which brings the ISVC back
+here (the owned InferenceReplicas and Deployments are watched).
 
 The manager (``manager.py``) runs it while it leads, next to the IR workers, with its
 client, namespaces and the settings of ``inferenceservice-config`` (``lifecycle`` and the
@@ -46,7 +41,6 @@ from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube import apiwatch
 from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
@@ -61,12 +55,11 @@ from omenative_controller.kube.resources import (
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
 from omenative_controller.repeat_applies import RepeatApplies
-from omenative_controller.rollout_controller import RolloutController, RolloutPass, RolloutRejected
+from omenative_controller.rollout_controller import RolloutController
 from omenative_controller.service_sources import (
     CLUSTER_SERVING_RUNTIMES,
     SERVING_RUNTIMES,
     Sources,
-    plan_warnings,
 )
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC
@@ -78,20 +71,15 @@ from omenative_core.service import (
     CRD_POD_MONITOR,
     InferenceService,
     ServiceConfig,
-    ServicePlan,
     ServingRuntime,
-    accepted_migration_annotations,
-    find_runtime,
-    handover_events,
-    isvc_from_json,
-    isvc_to_json,
-    render_service,
-    service_status,
-    validate_isvc,
-    with_handovers,
-    with_status,
 )
-from omenative_core.service.modes import MODE_OMENATIVE
+from omenative_core.service.rollout_pass import has_rollout_groups
+from omenative_core.service.service_pass import (
+    VALIDATION_CONDITION,
+    ServicePass,
+    ServiceSnapshot,
+    plan_service,
+)
 
 __all__ = [
     "CLUSTER_SERVING_RUNTIMES",
@@ -112,8 +100,6 @@ DEPLOYMENTS: Final = Resource("apps", "v1", "deployments", "Deployment")
 """RawDeployment components' Deployments."""
 FIELD_MANAGER: Final = "omenative-isvc"
 """The server-side apply field manager of everything this controller writes."""
-VALIDATION_CONDITION: Final = "SpecValid"
-"""The ISVC condition that reports a decode or admission failure (False); removed when valid."""
 
 _APPLY: Final = "application/apply-patch+yaml"
 _WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP)
@@ -129,16 +115,6 @@ def _owner_key(obj: Mapping[str, Any]) -> str | None:
             return object_key(namespace, str(ref.get("name")))
     name = (meta.get("labels") or {}).get(LABEL_ISVC)
     return object_key(namespace, name) if isinstance(name, str) else None
-
-
-def _collision_counts(owned: Mapping[str, JSON]) -> dict[str, int]:
-    """Each owned InferenceReplica's ``status.collisionCount`` (salts its revision hash)."""
-    out: dict[str, int] = {}
-    for component, obj in owned.items():
-        n = (obj.get("status") or {}).get("collisionCount")
-        if isinstance(n, int) and n > 0:
-            out[component] = n
-    return out
 
 
 class ServiceController:
@@ -353,126 +329,100 @@ class ServiceController:
                 out[component] = obj
         return out
 
-    def _current_replicas(
-        self, isvc: InferenceService, owned: Mapping[str, JSON]
-    ) -> dict[str, int]:
-        current: dict[str, int] = {}
-        for component, obj in owned.items():
-            n = (obj.get("spec") or {}).get("replicas")
-            if isinstance(n, int):
-                current[component] = n
-        for _key, dep in self.deployments.items():
-            if _owner_key(dep) != object_key(isvc.namespace, isvc.name):
-                continue
-            label = (dep["metadata"].get("labels") or {}).get(LABEL_COMPONENT)
-            count = (dep.get("spec") or {}).get("replicas")
-            if isinstance(label, str) and isinstance(count, int):
-                current.setdefault(label, count)
-        return current
+    def lws_known(self) -> bool:
+        """The LeaderWorkerSet CRD and cache are known (always, when the CRDs are given)."""
+        return self._crds_present is not None or self.lws.known()
+
+    async def observe(self, raw: JSON) -> ServiceSnapshot:
+        """The snapshot of one InferenceService from the caches; the one read that is not
+        cached: the pairing tokens of its ControllerRevisions, when it has rollout groups."""
+        isvc = InferenceService(raw)
+        owned = self._owned_replicas(isvc)
+        key = object_key(isvc.namespace, isvc.name)
+        grouped = has_rollout_groups(isvc)
+        if not grouped:
+            self.rollout.forget(isvc.uid)
+        models = self.sources.all_models()
+        revisions = self.sources.all_runtime_revisions()
+        return ServiceSnapshot(
+            isvc=raw, now=self.now(), config=self.config,
+            runtimes=tuple(self.sources.all_runtimes()), crds=self.crds(), owned=owned,
+            replicas=self._decoded(isvc, owned),
+            deployments=tuple(d for _k, d in self.deployments.items() if _owner_key(d) == key),
+            models=tuple(models) if models is not None else None,
+            accelerator_classes=tuple(self.sources.all_accelerator_classes()),
+            runtime_revisions=tuple(revisions),
+            lws=self.lws.views(isvc.namespace, isvc.name, isvc.uid), lws_known=self.lws_known(),
+            pairing=await self.rollout.pairing_tokens(isvc) if grouped else {},
+            answers=self.rollout.answers(isvc.uid))
 
     async def reconcile(self, key: str) -> bool:
         """One pass over ``namespace/name``; False asks for a (rate-limited) retry."""
         raw = self.isvcs.get(key)
         if raw is None or (raw.get("metadata") or {}).get("deletionTimestamp"):
             return True
-        try:
-            isvc = isvc_from_json(raw)
-        except CodecError as exc:
-            await self._report_invalid(raw, "InvalidSpec", str(exc))
+        sp = plan_service(await self.observe(raw))
+        return await self.carry_out(key, raw, sp)
+
+    async def carry_out(self, key: str, raw: JSON, sp: ServicePass) -> bool:
+        """Make the writes of ``sp`` in its order (``service_pass.py``); False: retry."""
+        if sp.take_migrations:
+            raw = await self._take_migrations(raw, sp.take_migrations)
+        for reason, message in sp.warnings:  # a missing model or runtime, advisories
+            await self._warn(raw, reason, message)
+        if sp.runtime_revisions and self.guard():  # a pinned runtime's snapshot, first
+            await self.sources.create_revisions(sp.runtime_revisions)
+        if sp.wait_for_lws:  # never decide "no LeaderWorkerSet" before we can see them
+            self.queue.add_after(key, sp.requeue_after or 1.0)
             return True
-        runtimes = self.sources.all_runtimes()
-        runtime = find_runtime(isvc, runtimes)
-        rejections = validate_isvc(isvc, runtime=runtime)
-        if rejections:
-            await self._report_invalid(raw, rejections[0].reason,
-                                       "; ".join(r.message for r in rejections))
+        for step in sp.handovers:  # before the Service's selector changes
+            assert sp.isvc is not None
+            await self.lws.prepare(sp.isvc.namespace, step)
+        if sp.rejection is not None:
+            await self._report_invalid(raw, sp)
             return True
-        owned = self._owned_replicas(isvc)
-        decoded = self._decoded(isvc, owned)
-        raw, isvc = await self._take_migrations(raw, isvc, decoded)
-        plan = await self._render(raw, isvc, runtimes, owned)
-        if self._lws_unknown(plan):  # never decide "no LeaderWorkerSet" before we can see them
-            self.queue.add_after(key, 1.0)
-            return True
-        plan, handovers = with_handovers(
-            plan, self.lws.views(isvc.namespace, isvc.name, isvc.uid), decoded, self.now(),
-            self.config.lifecycle.lws_handover_trade_after)
-        for step in handovers:  # before the Service's selector changes
-            await self.lws.prepare(isvc.namespace, step)
-        self.rollout.config = self.config.rollout  # reloads with inferenceservice-config
-        try:  # rollout groups: decided before any write, so pacing rides with the template
-            rollout = await self.rollout.prepare(isvc, raw, plan, owned, decoded)
-        except RolloutRejected as exc:
-            await self._report_invalid(raw, exc.reason, exc.message)
-            return True
-        await self._apply_plan(key, isvc, plan, rollout, owned)
-        ok = await self._write_status(isvc, plan, owned, rollout)
+        owned = await self._apply_all(key, sp)
+        assert sp.status is not None
+        ok = await self._put_status(raw, {**raw, "status": sp.status})
         if ok:
-            await self._after_status(key, raw, isvc, plan, handovers, rollout, decoded)
+            await self._after_status(key, raw, sp, owned)
         return ok
 
-    async def _after_status(
-        self, key: str, raw: JSON, isvc: InferenceService, plan: ServicePlan,
-        handovers: Sequence[Any], rollout: RolloutPass | None,
-        decoded: Mapping[str, InferenceReplica],
-    ) -> None:
+    async def _after_status(self, key: str, raw: JSON, sp: ServicePass,
+                            owned: Mapping[str, JSON]) -> None:
         """Once the status is written: finish hand-overs, the rollout pass, and keep the
         per-revision Services of every OMENative component (as OME does)."""
+        assert sp.isvc is not None
         if self.guard():
-            for step in handovers:
-                await self.lws.finish(isvc.namespace, step)
-                for event in handover_events(step):
-                    await self._event(raw, event.type, event.reason, event.message)
-                if step.recheck_after is not None:  # a trade may be due then
-                    self.queue.add_after(key, step.recheck_after + 0.5)
-        if rollout is not None:
-            delay = await self.rollout.finish(raw, isvc, plan, rollout)
+            for step in sp.handovers:
+                await self.lws.finish(sp.isvc.namespace, step)
+            for event in sp.events:
+                await self._event(raw, event.type, event.reason, event.message)
+            if sp.requeue_after is not None:  # a trade may be due then
+                self.queue.add_after(key, sp.requeue_after)
+        if sp.rollout is not None:
+            delay = await self.rollout.finish(raw, sp.isvc, sp.rollout, owned)
             if delay is not None:
                 self.queue.add_after(key, delay)
         if self.guard():
-            await self.rollout.revision_services(isvc, plan, decoded, rollout)
+            await self.rollout.revision_services(sp.isvc, sp.revision_services,
+                                                 sp.kept_components)
 
-    async def _render(self, raw: JSON, isvc: InferenceService,
-                      runtimes: Sequence[ServingRuntime], owned: Mapping[str, JSON]) -> ServicePlan:
-        """``render_service`` over the caches; the Warnings it asks for are sent."""
-        plan = render_service(isvc, runtimes, self.crds(), self.config,
-                              current_replicas=self._current_replicas(isvc, owned),
-                              collision_counts=_collision_counts(owned),
-                              models=self.sources.all_models(),
-                              accelerator_classes=self.sources.all_accelerator_classes(),
-                              runtime_revisions=self.sources.all_runtime_revisions())
-        for reason, message in plan_warnings(plan):  # a missing model or runtime, advisories
-            await self._warn(raw, reason, message)
-        if plan.runtime_revisions and self.guard():  # a pinned runtime's snapshot, first
-            await self.sources.create_revisions(plan.runtime_revisions)
-        return plan
-
-    async def _apply_plan(self, key: str, isvc: InferenceService, plan: ServicePlan,
-                          rollout: RolloutPass | None, owned: dict[str, JSON]) -> None:
-        """Apply every object of every component that is not blocked; ``owned`` gets the
-        InferenceReplicas as written."""
-        for cp in plan.components:
+    async def _apply_all(self, key: str, sp: ServicePass) -> dict[str, JSON]:
+        """Apply every object in order; returns the owned InferenceReplicas as written."""
+        assert sp.isvc is not None and sp.render is not None
+        owned = self._owned_replicas(sp.isvc)
+        for cp in sp.render.components:
             if cp.blocked:
                 log.info("isvc.component_blocked", key=key, component=cp.component,
                          reason=cp.ready.reason if cp.ready else "")
-                continue
-            for rendered in cp.objects:
-                obj = rendered
-                if rollout is not None and obj.get("kind") == "InferenceReplica":
-                    obj = rollout.replica_body(cp.component, obj)
-                applied = await self.apply(obj)
-                if obj.get("kind") == "InferenceReplica":
-                    self.replicas.upsert_if_newer(applied)
-                    owned[cp.component] = self.replicas.get(
-                        object_key(isvc.namespace, obj["metadata"]["name"])) or applied
-
-    def _lws_unknown(self, plan: ServicePlan) -> bool:
-        """A multi-pod OMENative component is about to be applied while the LeaderWorkerSet
-        CRD or cache is not known yet (only when this controller watches the CRDs)."""
-        if self._crds_present is not None or self.lws.known():
-            return False
-        return any(cp.mode == MODE_OMENATIVE and cp.multi_pod and not cp.blocked
-                   for cp in plan.components)
+        for component, obj in sp.applies:
+            applied = await self.apply(obj)
+            if obj.get("kind") == "InferenceReplica":
+                self.replicas.upsert_if_newer(applied)
+                owned[component] = self.replicas.get(
+                    object_key(sp.isvc.namespace, obj["metadata"]["name"])) or applied
+        return owned
 
     async def apply(self, obj: Mapping[str, Any]) -> JSON:
         """Server-side apply ``obj`` (field manager ``omenative-isvc``, force)."""
@@ -498,18 +448,6 @@ class ServiceController:
         self.repeats.record(obj, applied)
         return applied
 
-    async def _write_status(
-        self, isvc: InferenceService, plan: ServicePlan, owned: Mapping[str, JSON],
-        rollout: RolloutPass | None = None,
-    ) -> bool:
-        status = service_status(isvc, plan, self._decoded(isvc, owned), self.now())
-        status["conditions"] = [c for c in status["conditions"]
-                                if c.get("type") != VALIDATION_CONDITION]
-        if rollout is not None:
-            status = rollout.shape_status(status)
-        body = with_status(isvc, status)
-        return await self._put_status(isvc_to_json(isvc), body)
-
     def _decoded(self, isvc: InferenceService,
                  owned: Mapping[str, JSON]) -> dict[str, InferenceReplica]:
         """The owned InferenceReplicas decoded (each once per resourceVersion), by component;
@@ -524,28 +462,23 @@ class ServiceController:
                          error=str(exc))
         return decoded
 
-    async def _take_migrations(
-        self, raw: JSON, isvc: InferenceService, replicas: Mapping[str, InferenceReplica]
-    ) -> tuple[JSON, InferenceService]:
+    async def _take_migrations(self, raw: JSON, taken: Sequence[str]) -> JSON:
         """Drop the ISVC's migration requests that a component has recorded (the IR manager
         audits them), so they are not forwarded again; returns the ISVC as it now stands."""
-        taken = accepted_migration_annotations(isvc, replicas)
-        ops = annotation_removal(isvc.annotations, taken)
+        meta = raw["metadata"]
+        ops = annotation_removal(meta.get("annotations") or {}, tuple(taken))
         if not ops or not self.guard():
-            return raw, isvc
+            return raw
         try:
-            patched = await self.client.patch(INFERENCE_SERVICES, isvc.name, ops,
-                                              isvc.namespace, patch_type="json")
+            patched = await self.client.patch(INFERENCE_SERVICES, meta["name"], ops,
+                                              meta.get("namespace"), patch_type="json")
         except ApiError as exc:  # rewritten meanwhile, or gone: the next pass decides again
-            log.info("isvc.migration_annotations_kept", isvc=isvc.name, keys=list(taken),
+            log.info("isvc.migration_annotations_kept", isvc=meta["name"], keys=list(taken),
                      error=exc.message)
-            return raw, isvc
-        log.info("isvc.migration_requests_taken", isvc=isvc.name, keys=list(taken))
+            return raw
+        log.info("isvc.migration_requests_taken", isvc=meta["name"], keys=list(taken))
         self.isvcs.upsert_if_newer(patched)
-        try:
-            return patched, isvc_from_json(patched)
-        except CodecError:
-            return raw, isvc
+        return patched
 
     async def _put_status(self, raw: JSON, body: JSON) -> bool:
         if body.get("status") == raw.get("status"):
@@ -564,19 +497,14 @@ class ServiceController:
         self.isvcs.upsert_if_newer(written)
         return True
 
-    async def _report_invalid(self, raw: JSON, reason: str, message: str) -> None:
-        """``SpecValid=False`` with ``reason`` on the ISVC, plus one Warning Event."""
-        old_status = raw.get("status")
-        status = dict(old_status) if isinstance(old_status, Mapping) else {}
-        status["conditions"] = set_condition(
-            status.get("conditions"), type_=VALIDATION_CONDITION, status="False",
-            reason=reason, message=message, now=self.now())
-        body = dict(raw)
-        body["status"] = status
+    async def _report_invalid(self, raw: JSON, sp: ServicePass) -> None:
+        """``SpecValid=False`` with the rejection's reason on the ISVC, plus one Warning."""
+        assert sp.rejection is not None and sp.status is not None
+        reason, message = sp.rejection.reason, sp.rejection.message
         log.info("isvc.invalid", name=raw["metadata"].get("name"), reason=reason,
                  error=message)
         with contextlib.suppress(ApiError):
-            await self._put_status(raw, body)
+            await self._put_status(raw, {**raw, "status": sp.status})
         await self._warn(raw, reason, message)
 
     async def _warn(self, raw: JSON, reason: str, message: str) -> None:

@@ -14,12 +14,8 @@ ISVC names must exist. A change queues the InferenceServices it can alter:
 * a model: those naming it in ``spec.model`` (a BaseModel only in its own namespace), so an
   InferenceService blocked with ``ModelNotFound`` renders as soon as its model exists.
 
-``plan_warnings`` lists the Warning Events a pass's plan asks for: a component blocked by
-its model or runtime (``ModelNotFound``, ``ModelDisabled``, ``RuntimeNotFound``,
-``RuntimeDisabled``, a broken inheritance chain, a placeholder OME cannot fill: the same
-message for every component, so one Event) and the plan's own
-Events (``RuntimeCompatibilityAdvisory``). The controller sends each once per ISVC
-generation.
+The Warning Events a pass asks for when a model or runtime is missing are the core's
+(``omenative_core.service.plan_warnings``).
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ from omenative_core.service import (
     AcceleratorClass,
     BaseModel,
     RuntimeRevision,
-    ServicePlan,
     ServingRuntime,
     accelerator_class_from_json,
     basemodel_from_json,
@@ -55,7 +50,6 @@ __all__ = [
     "CLUSTER_SERVING_RUNTIMES",
     "SERVING_RUNTIMES",
     "Sources",
-    "plan_warnings",
 ]
 
 log = structlog.get_logger("omenative.isvc")
@@ -241,19 +235,3 @@ class Sources:
                 continue
             if _spec(isvc, "model").get("name") == name:
                 self.enqueue(key)
-
-
-_SOURCE_REASONS: Final = frozenset(
-    {"ModelNotFound", "ModelDisabled", "RuntimeNotFound", "RuntimeDisabled",
-     "RuntimeValidationError", "RuntimeFetchError", "RenderFailed", "RuntimePinError",
-     "AcceleratorClassError", "RuntimePieceMissing"})
-
-
-def plan_warnings(plan: ServicePlan) -> list[tuple[str, str]]:
-    """``(reason, message)`` of each Warning the plan asks for, in order, without repeats."""
-    out: list[tuple[str, str]] = []
-    for cp in plan.components:
-        if cp.blocked and cp.ready is not None and cp.ready.reason in _SOURCE_REASONS:
-            out.append((cp.ready.reason, cp.ready.message))
-    out.extend((e.reason, e.message) for e in plan.events if e.type == "Warning")
-    return list(dict.fromkeys(out))

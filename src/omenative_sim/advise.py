@@ -29,8 +29,9 @@ from typing import Any
 
 from attrs import frozen
 
-from omenative_controller.cli.advise_output import advice_json, move_request
+from omenative_controller.cli.advise_output import advice_json
 from omenative_controller.cli.ome_output import ANNOTATION_MIGRATION_PREFIX
+from omenative_controller.migration_requests import move_request
 from omenative_core.advisor import (
     Advice,
     AdvisorConfig,

@@ -842,7 +842,7 @@ async def test_a_manager_restarted_during_the_soak_finishes_the_sequence_from_th
                                   what="the engine Stable and the decoder soaking")
         # a hard kill: nothing drained, the Lease not released; its ISVC controller goes too
         await first.kill()
-        assert first.manager._isvc_task is None
+        assert first.manager.leader_tasks.isvc is None  # its ISVC controller stopped
         decoder = await kube.get(INFERENCE_REPLICAS, "pd-decoder", namespace)
         assert decoder["spec"]["pacing"]["partition"] == replicas  # still held whole
         await start_manager(identity="second", write_config=False)
@@ -900,7 +900,7 @@ async def test_a_canary_paused_across_a_manager_restart_is_promoted_by_the_succe
         before = await eventually(paused, timeout=90, interval=0.3, what="Paused at step 1")
         new = {c: hash_of(group(before)["canary"][c]) for c in MEMBERS}
         await first.kill()
-        assert first.manager._isvc_task is None
+        assert first.manager.leader_tasks.isvc is None  # its ISVC controller stopped
         await start_manager(identity="second", write_config=False)
         await asyncio.sleep(3)  # the successor keeps the pause: nothing more moves
         isvc = await get_isvc(kube, namespace)

@@ -64,3 +64,46 @@ def test_the_check_finds_a_circle() -> None:
     graph.add_import(importer="b", imported="a")
     graph.add_import(importer="b", imported="c")
     assert _circles(graph) == [["a", "b"]]
+
+
+def _siblings_graph(graph: grimp.ImportGraph, package: str) -> grimp.ImportGraph:
+    """The imports between ``package``'s direct children, each subpackage taken whole."""
+    prefix = package + "."
+
+    def child(module: str) -> str | None:
+        if not module.startswith(prefix):
+            return None
+        return prefix + module[len(prefix):].split(".", maxsplit=1)[0]
+
+    squashed = grimp.ImportGraph()
+    for module in graph.modules:
+        top = child(module)
+        if top is not None:
+            squashed.add_module(top)
+    for module in graph.modules:
+        importer = child(module)
+        if importer is None:
+            continue
+        for imported in graph.find_modules_directly_imported_by(module):
+            target = child(imported)
+            if target is not None and target != importer:
+                squashed.add_import(importer=importer, imported=target)
+    return squashed
+
+
+def test_no_package_imports_itself_through_its_siblings() -> None:
+    """Package by package too: the shell's ``manager -> advisor_loop -> cli -> manager`` was
+    such a circle (``cli/manager.py`` starts the manager, the advisor loop used ``cli``)."""
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    found = {p: _circles(_siblings_graph(graph, p)) for p in PACKAGES}
+    assert found == {p: [] for p in PACKAGES}
+
+
+def test_the_sibling_check_finds_a_circle_through_a_subpackage() -> None:
+    """A module and a subpackage importing each other through different modules is found."""
+    graph = grimp.ImportGraph()
+    for m in ("p", "p.loop", "p.cli", "p.cli.main", "p.cli.out"):
+        graph.add_module(m)
+    graph.add_import(importer="p.loop", imported="p.cli.out")
+    graph.add_import(importer="p.cli.main", imported="p.loop")
+    assert _circles(_siblings_graph(graph, "p")) == [["p.cli", "p.loop"]]

@@ -12,7 +12,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from omenative_controller.rollout_controller import RolloutPass
 from omenative_core.rollout import parse_rollout
 from omenative_core.service import (
     ServiceConfig,
@@ -20,6 +19,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
+from omenative_core.service.rollout_pass import RolloutPass
 from omenative_sim.scenario import load_yaml
 from omenative_sim.service import ServiceWorld, parse_service_scenario
 

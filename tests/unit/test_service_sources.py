@@ -6,8 +6,13 @@ from __future__ import annotations
 from typing import Any, cast
 
 from omenative_controller.kube.client import KubeClient
-from omenative_controller.service_sources import Sources, plan_warnings
-from omenative_core.service import basemodel_from_json, isvc_from_json, render_service
+from omenative_controller.service_sources import Sources
+from omenative_core.service import (
+    basemodel_from_json,
+    isvc_from_json,
+    plan_warnings,
+    render_service,
+)
 
 
 class _Isvcs:

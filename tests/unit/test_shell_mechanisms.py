@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.conditions import set_condition
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
+from omenative_core.conditions import merge_condition_json
 
 NOW = datetime(2026, 12, 3, 22, 0, 5, 123456, tzinfo=UTC)
 IR = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "chat",
@@ -67,20 +67,32 @@ async def test_window_zero_creates_every_event_and_the_guard_stops_all() -> None
     assert [k for k, _ in api.calls] == ["create", "create"]
 
 
-def test_set_condition_moves_the_transition_time_only_when_the_status_changes() -> None:
+def _cond(type_: str, status: str, reason: str, message: str, **more: Any) -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, **more}
+
+
+def test_the_condition_merge_moves_the_transition_time_only_when_the_status_changes() -> None:
     old = [{"type": "Progressing", "status": "True"},
            {"type": "Ready", "status": "False", "reason": "A", "message": "a",
             "lastTransitionTime": "2026-01-01T00:00:00Z"}]
-    same = set_condition(old, type_="Ready", status="False", reason="B", message="b", now=NOW,
-                         observed_generation=4)
+    same = merge_condition_json(old, [_cond("Ready", "False", "B", "b", observedGeneration=4)],
+                                NOW)
     assert same[0] == old[0]
     assert same[1] == {"type": "Ready", "status": "False", "reason": "B", "message": "b",
                        "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 4}
-    flipped = set_condition(old, type_="Ready", status="True", reason="R", message="", now=NOW)
+    flipped = merge_condition_json(old, [_cond("Ready", "True", "R", "")], NOW)
     assert flipped[1]["lastTransitionTime"] == "2026-12-03T22:00:05Z"
-    added = set_condition(None, type_="SpecValid", status="False", reason="X", message="x",
-                          now=NOW)
+    added = merge_condition_json(None, [_cond("SpecValid", "False", "X", "x")], NOW)
     assert [c["type"] for c in added] == ["SpecValid"]
+
+
+def test_the_condition_merge_removes_and_sorts_but_keeps_what_it_sets() -> None:
+    old = [{"type": "SpecValid", "status": "False"}, {"type": "Ready", "status": "True"},
+           {"type": "DecoderReady", "status": "True"}]
+    merged = merge_condition_json(old, [_cond("EngineReady", "True", "Ready", "")], NOW,
+                                  remove={"SpecValid", "DecoderReady", "EngineReady"},
+                                  sort=True)
+    assert [c["type"] for c in merged] == ["EngineReady", "Ready"]
 
 
 async def test_crd_presence_without_an_informer_follows_established() -> None:

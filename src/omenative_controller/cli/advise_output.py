@@ -6,10 +6,9 @@ migration requests ``--apply`` would write; the command itself is in ``kubectl_o
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from omenative_controller.cli.ome_output import MAX_HINT_NODES, migration_request
+from omenative_controller.migration_requests import move_request
 from omenative_core.advisor import Advice, Recommendation
 from omenative_core.codec import to_json
 
@@ -32,23 +31,6 @@ def move_line(rec: Recommendation) -> str:
     """One move in words: which Instance, from where to where, why."""
     return (f"{rec.instance}: {rec.reason}, {','.join(rec.from_nodes)} -> "
             f"{','.join(rec.target_nodes)} ({rec.gpus} GPUs; {_frees(rec)})")
-
-
-def move_request(rec: Recommendation, *, component: str, tool: str, requested_by: str,
-                 requested_at: datetime) -> str:
-    """The migration-request annotation value that carries out one recommended move.
-
-    One mapping for every writer (``kubectl ome advise --apply``, the manager's
-    ``--advisor=apply``, ``omenative advise``): the source node when the Instance is on one,
-    the advisor's target nodes as hints (at most ``MAX_HINT_NODES``, as admission allows),
-    and a reason naming ``tool``, the advisor's reason and its group.
-    """
-    return migration_request(
-        instance=rec.instance.index, component=component,
-        from_node=rec.from_nodes[0] if len(rec.from_nodes) == 1 else None,
-        hint_nodes=rec.target_nodes[:MAX_HINT_NODES],
-        reason=f"{tool}: {rec.reason} ({rec.group})",
-        requested_by=requested_by, requested_at=requested_at)
 
 
 def format_advice(advice: Advice) -> str:

@@ -7,25 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from omenative_controller.cli.output_basics import age, table
+from omenative_controller.migration_requests import (
+    ACTIVE_MIGRATION_PHASES,
+    ANNOTATION_MIGRATION_PREFIX,
+)
 from omenative_core.codec import to_json
 from omenative_core.model.status import (
     InferenceReplicaStatus,
     MigrationStatus,
 )
-from omenative_core.model.timefmt import format_time
-
-ANNOTATION_MIGRATION_PREFIX = "ome.io/migration-request-v1-"
-"""A migration request; the rest of the key is the request's UUID."""
-
-ACTIVE_MIGRATION_PHASES = ("Accepted", "SurgePending", "SurgeReady", "Draining")
-"""Migration phases that are still work in progress."""
-
-MAX_HINT_NODES = 8
-"""At most this many ``hint_target_nodes`` in one request."""
 
 # ---------------------------------------------------------------------------- migrations
 
@@ -97,33 +91,6 @@ def migration_conflict(ir: Mapping[str, Any], status: InferenceReplicaStatus,
                 return f"a migration request for Instance {instance} is already waiting " \
                        f"({key})"
     return None
-
-
-def migration_request(
-    *,
-    instance: int,
-    component: str,
-    from_node: str | None,
-    hint_nodes: Sequence[str],
-    reason: str,
-    requested_by: str,
-    requested_at: datetime,
-) -> str:
-    """The annotation value of a migration request (OME's v1 JSON, compact).
-
-    An unknown ``from_node`` is left out: admission refuses an empty one.
-    """
-    body: dict[str, Any] = {
-        "schemaVersion": "v1",
-        "component": component,
-        "instance": instance,
-        **({"from_node": from_node} if from_node else {}),
-        "hint_target_nodes": list(hint_nodes),
-        "reason": reason,
-        "requested_at": format_time(requested_at.astimezone(UTC)),
-        "requested_by": requested_by,
-    }
-    return json.dumps(body, separators=(",", ":"))
 
 
 # ---------------------------------------------------------------------------- scale

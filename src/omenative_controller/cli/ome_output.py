@@ -30,12 +30,8 @@ from omenative_controller.cli.instance_output import (
     rollout_json,
 )
 from omenative_controller.cli.migration_output import (
-    ACTIVE_MIGRATION_PHASES,
-    ANNOTATION_MIGRATION_PREFIX,
-    MAX_HINT_NODES,
     format_migrations,
     migration_conflict,
-    migration_request,
     migrations_json,
     pending_migration_requests,
     scale_refusal,
@@ -60,6 +56,12 @@ from omenative_controller.cli.rollout_verbs_output import (
     repin_refusal,
     rollback_preview,
     valid_repin_token,
+)
+from omenative_controller.migration_requests import (
+    ACTIVE_MIGRATION_PHASES,
+    ANNOTATION_MIGRATION_PREFIX,
+    MAX_HINT_NODES,
+    migration_request,
 )
 from omenative_core.rollout import (
     ANNOTATION_OVERRIDE_ANALYSIS,

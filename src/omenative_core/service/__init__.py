@@ -2,9 +2,10 @@
 status rollup for OME's InferenceService, ServingRuntime and ClusterServingRuntime.
 
 Everything here is a pure function of plain data: no I/O, clock, randomness, asyncio or
-Kubernetes client. The shell watches InferenceServices, calls ``render_service`` and applies
-the ``ServicePlan``; its webhook calls ``validate_isvc``; it writes the status that
-``service_status`` returns.
+Kubernetes client. The shell observes an InferenceService into a ``ServiceSnapshot``, calls
+``plan_service`` once and carries out the ``ServicePass`` (``render_service``'s
+``ServicePlan``, the hand-overs, the rollout groups and the status, in order); its webhook
+calls ``validate_isvc``.
 """
 
 from omenative_core.service.accelerators import *  # noqa: F403
@@ -18,8 +19,10 @@ from omenative_core.service.modes import *  # noqa: F403
 from omenative_core.service.placeholders import *  # noqa: F403
 from omenative_core.service.render import *  # noqa: F403
 from omenative_core.service.resolve import *  # noqa: F403
+from omenative_core.service.rollout_pass import *  # noqa: F403
 from omenative_core.service.runtime_pin import *  # noqa: F403
 from omenative_core.service.runtime_select import *  # noqa: F403
+from omenative_core.service.service_pass import *  # noqa: F403
 from omenative_core.service.status import *  # noqa: F403
 from omenative_core.service.validate import *  # noqa: F403
 from omenative_core.service.validate_lws import *  # noqa: F403

@@ -28,9 +28,9 @@ from datetime import datetime
 from typing import Any
 
 from omenative_core.codec import spec_from_json, to_json
+from omenative_core.conditions import merge_condition_json
 from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec
 from omenative_core.model.status import InferenceReplicaStatus
-from omenative_core.model.timefmt import format_time
 from omenative_core.policy import BudgetError, desired_instances, resolve_budget
 from omenative_core.service.model import COMPONENT_ORDER, InferenceService
 from omenative_core.service.modes import MODE_OMENATIVE
@@ -147,38 +147,6 @@ def service_ready(
     )
 
 
-def _merge_conditions(
-    previous: object, wanted: list[ServiceCondition], remove: set[str], now: datetime
-) -> list[dict[str, Any]]:
-    old: list[dict[str, Any]] = (
-        [dict(c) for c in previous if isinstance(c, Mapping) and isinstance(c.get("type"), str)]
-        if isinstance(previous, list)
-        else []
-    )
-    by_type = {c["type"]: c for c in old}
-    stamp = format_time(now)
-    out = [c for c in old if c["type"] not in remove and c["type"] not in {w.type for w in wanted}]
-    for w in wanted:
-        prev = by_type.get(w.type)
-        since = stamp
-        if (
-            prev is not None
-            and prev.get("status") == w.status
-            and isinstance(prev.get("lastTransitionTime"), str)
-        ):
-            since = prev["lastTransitionTime"]
-        entry = dict(prev or {})
-        entry.update(
-            type=w.type,
-            status=w.status,
-            reason=w.reason,
-            message=w.message,
-            lastTransitionTime=since,
-        )
-        out.append(entry)
-    return sorted(out, key=lambda c: str(c["type"]))
-
-
 def _condition_json(c: ServiceCondition) -> dict[str, Any]:
     return {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
 
@@ -223,7 +191,9 @@ def service_status(
     remove = {condition_type(c) for c in COMPONENT_ORDER if c not in present}
     remove |= set(plan.removed_conditions)
     out: dict[str, Any] = {
-        "conditions": _merge_conditions(isvc.status.get("conditions"), wanted, remove, now),
+        "conditions": merge_condition_json(isvc.status.get("conditions"),
+                                           [_condition_json(c) for c in wanted], now,
+                                           remove=remove, sort=True),
         **plan.status_fields,
     }
     if components:
