@@ -9,7 +9,8 @@ through the ``kubernetes`` Service), one holds the Lease; an OMENative Inference
 the model server gets Ready and answers through its engine Service; the webhook answers
 from the pod (a bad InferenceService is refused with its message); the leader's process
 is killed (SIGKILL from the host: a crash) and the standby takes the Lease and scales the
-engine. Printed: cold start to leader, the take-over time, the managers' RSS.
+engine; ``helm test`` passes; ``helm uninstall`` leaves the InferenceService serving (as
+docs/install.md says). Printed: cold start to leader, the take-over time, the managers' RSS.
 """
 
 from __future__ import annotations
@@ -215,6 +216,17 @@ async def test_helm_install_runs_two_managers_one_leads_serves_and_survives_a_cr
         "minReplicas": 3, "maxReplicas": 3}}}, ns)
     await _serving(kube, ns, pods=3)
     await wait_answering(url, pods=3, timeout=60)
+
+    home, kubeconfig = helm_release["home"], helm_release["kubeconfig"]
+    smoke = helm(home, "test", RELEASE, "--namespace", "default", "--timeout", "120s",
+                 kubeconfig=kubeconfig)
+    assert "Succeeded" in smoke.stdout, smoke.stdout
+    # docs/install.md: uninstall deletes the manager and its objects, keeps the CRDs and so
+    # every InferenceService, whose pods keep serving (nobody manages them meanwhile)
+    helm(home, "uninstall", RELEASE, "--namespace", "default", "--wait", kubeconfig=kubeconfig)
+    assert (await kube.get(INFERENCE_SERVICES, "llm", ns))["metadata"]["name"] == "llm"
+    await wait_answering(url, pods=3, timeout=30)
+    assert not await _managers(kube)
     print(f"\nmanager image {helm_release['image'].size / 2**20:.1f} MiB; helm install -> "
           f"2 pods Ready, leader elected: {cold:.1f} s; -> InferenceService Ready and "
           f"answering: {first_pass:.1f} s; RSS at rest (leader, standby): "
