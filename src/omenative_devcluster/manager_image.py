@@ -264,14 +264,19 @@ def build_image(ref: str | None = None, *, use_cache: bool = True) -> BuiltImage
             base, deps, app = (work / n for n in ("base", "deps", "app"))
             for d in (base, deps, app):
                 d.mkdir()
+            t1 = time.monotonic()
             installed = _pip_trees(work, deps, app)
+            t2 = time.monotonic()
             manifest = "".join(
                 ["# Debian packages (dpkg-deb -x)\n", *(f"{n}={v}\n" for n, v in packages),
                  "# Python packages (pip install --target)\n", *(f"{p}\n" for p in installed)])
             _base_tree(base, debs, manifest)
             for tree in (base, deps, app):
                 _compile(tree)
+            t3 = time.monotonic()
             image = _pack(ref, base, deps, app)
+            log(f"image steps: debs {t1 - t0:.1f} s, pip {t2 - t1:.1f} s, "
+                f"extract+compile {t3 - t2:.1f} s, pack {time.monotonic() - t3:.1f} s")
         short = image.manifest_digest.removeprefix("sha256:")[:12]
         _, tag = oci.split_ref(ref)
         archive = image.write(out_dir / f"omenative-manager-{tag}-{short}.tar")
