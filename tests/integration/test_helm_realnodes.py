@@ -10,11 +10,14 @@ the model server gets Ready and answers through its engine Service; the webhook 
 from the pod (a bad InferenceService is refused with its message); the leader's process
 is killed (SIGKILL from the host: a crash) and the standby takes the Lease and scales the
 engine; ``helm test`` passes; ``helm uninstall`` leaves the InferenceService serving (as
-docs/install.md says). Printed: cold start to leader, the take-over time, the managers' RSS.
+docs/install.md says). And ``helm upgrade`` to a new image in the middle of a rollout under
+traffic: the managers roll onto it, the rollout finishes with every Instance once, and no
+request fails. Printed: cold start to leader, the take-over time, the managers' RSS.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -27,13 +30,16 @@ import pytest
 from manager_fixtures import apply_crd, conditions, eventually
 from test_admission import _bad_migration
 from test_helm import CHART, helm
+from test_traffic_canary import ready_revisions
+from traffic_checks import print_figures
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, ApiError, KubeClient
 from omenative_controller.kube.resources import LEASES, PODS, SERVICES
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 from omenative_devcluster import manager_image, oci
-from omenative_devcluster.model_engine import server_container, wait_answering
+from omenative_devcluster.model_engine import live_pods, server_container, wait_answering
+from omenative_devcluster.traffic import LoadGenerator
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
@@ -42,6 +48,11 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.compon
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "omenative"
 MANAGERS = "app.kubernetes.io/name=omenative-manager"
+#: the upgrade's image: the same build under a new version (a new reference and digest)
+NEXT_TAG = "0.1.0-next"
+#: engine Instances in the upgrade test, and the new revision's model load time
+INSTANCES = 3
+LOAD = 4.0
 
 
 def _pod_ready(pod: JSON) -> bool:
@@ -153,6 +164,29 @@ async def _serving(kube: KubeClient, ns: str, pods: int) -> str:
     return url
 
 
+async def _two_managers_one_leads(kube: KubeClient, image: str) -> str:
+    """Until 2 manager pods of ``image`` are Ready and one holds the Lease; its name."""
+
+    async def there() -> str | None:
+        pods = await _managers(kube)
+        if len(pods) != 2 or not all(_pod_ready(p) for p in pods) or any(
+                p["spec"]["containers"][0]["image"] != image for p in pods):
+            return None
+        return await _leader_pod(kube)
+
+    return await eventually(there, timeout=180, interval=0.5,
+                            what=f"2 manager pods of {image} Ready, one holding the Lease")
+
+
+async def _install(kube: KubeClient, release: dict[str, Any]) -> str:
+    """The CRDs applied, ``helm install``, until both managers run and one leads; its name."""
+    for crd in service_crds.SERVICE_CRDS:
+        await apply_crd(kube, REPO / crd.file)
+    helm(release["home"], "install", RELEASE, str(CHART), "--namespace", "default",
+         *release["args"], kubeconfig=release["kubeconfig"])
+    return await _two_managers_one_leads(kube, release["image"].ref)
+
+
 async def _refused(kube: KubeClient, ns: str) -> ApiError | None:
     """The error creating an InferenceService only the webhook refuses (None: admitted)."""
     try:
@@ -167,20 +201,8 @@ async def test_helm_install_runs_two_managers_one_leads_serves_and_survives_a_cr
     real_kube: KubeClient, real_namespace: str, helm_release: dict[str, Any],
 ) -> None:
     kube, ns = real_kube, real_namespace
-    for crd in service_crds.SERVICE_CRDS:
-        await apply_crd(kube, REPO / crd.file)
     t0 = time.monotonic()
-    helm(helm_release["home"], "install", RELEASE, str(CHART), "--namespace", "default",
-         *helm_release["args"], kubeconfig=helm_release["kubeconfig"])
-
-    async def both_ready_one_leads() -> str | None:
-        pods = await _managers(kube)
-        if len(pods) != 2 or not all(_pod_ready(p) for p in pods):
-            return None
-        return await _leader_pod(kube)
-
-    leader = await eventually(both_ready_one_leads, timeout=180, interval=0.5,
-                              what="2 manager pods Ready, one holding the Lease")
+    leader = await _install(kube, helm_release)
     cold = time.monotonic() - t0
     pods = {p["metadata"]["name"]: p for p in await _managers(kube)}
     spec = pods[leader]["spec"]["containers"][0]
@@ -232,3 +254,46 @@ async def test_helm_install_runs_two_managers_one_leads_serves_and_survives_a_cr
           f"answering: {first_pass:.1f} s; RSS at rest (leader, standby): "
           f"{rss[leader]:.0f}, {rss[standby]:.0f} MiB; leader SIGKILLed -> standby "
           f"leads: {takeover:.1f} s")
+
+
+async def test_helm_upgrade_to_a_new_image_during_a_rollout_fails_no_request(
+    real_kube: KubeClient, real_namespace: str, helm_release: dict[str, Any], real_cluster: Any,
+) -> None:
+    kube, ns = real_kube, real_namespace
+    await _install(kube, helm_release)
+    await kube.create(SERVING_RUNTIMES, runtime_body(), ns)
+    await kube.create(INFERENCE_SERVICES, isvc_body(INSTANCES), ns)
+    url = await _serving(kube, ns, pods=INSTANCES)
+    repo, _ = oci.split_ref(helm_release["image"].ref)
+    newer = manager_image.build_image(f"{repo}:{NEXT_TAG}")
+    real_cluster.nodes.import_images(real_cluster.cluster, {newer.ref: newer.archive})
+
+    async with LoadGenerator(url, rate=25, duration=600) as gen:
+        await asyncio.sleep(2)
+        # a rollout that takes a while: each new pod loads its model for LOAD seconds
+        await kube.patch(SERVING_RUNTIMES, "srt-llm", {"spec": {"engineConfig": {
+            "runner": server_container("rev-2", load_seconds=LOAD)}}}, ns)
+        await asyncio.sleep(1)
+        t_upgrade = gen.now()
+        helm(helm_release["home"], "upgrade", RELEASE, str(CHART), "--namespace", "default",
+             "--reuse-values", "--set", f"omenative.image.tag={NEXT_TAG}",
+             kubeconfig=helm_release["kubeconfig"])
+        await _two_managers_one_leads(kube, newer.ref)
+        t_managers = gen.now()
+
+        async def rolled_out() -> bool:
+            return await ready_revisions(kube, ns) == {"rev-2": INSTANCES} and conditions(
+                await kube.get(INFERENCE_SERVICES, "llm", ns)).get("Ready") == "True"
+
+        await eventually(rolled_out, timeout=240, interval=0.5,
+                         what=f"the rollout to rev-2 done: {INSTANCES} Ready pods, llm Ready")
+        t_done = gen.now()
+        await asyncio.sleep(3)
+    pods = await live_pods(kube, ns)
+    assert len(pods) == INSTANCES, f"Instances lost or doubled: {sorted(pods)}"
+    report = gen.report()
+    print_figures("helm upgrade of the manager during a rollout", report,
+                  upgrade_at=round(t_upgrade, 1), managers_new_at=round(t_managers, 1),
+                  rollout_done_at=round(t_done, 1))
+    assert report.failed == 0, report.table("failed requests")
+    assert report.answers_by_revision().get("rev-2"), "no answer from the new revision"
