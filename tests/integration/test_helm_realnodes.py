@@ -27,11 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from manager_fixtures import apply_crd, conditions, eventually
-from test_admission import _bad_migration
-from test_helm import CHART, helm
-from test_traffic_canary import ready_revisions
-from traffic_checks import print_figures
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, ApiError, KubeClient
@@ -41,9 +36,18 @@ from omenative_devcluster import manager_image, oci
 from omenative_devcluster.model_engine import live_pods, server_container, wait_answering
 from omenative_devcluster.traffic import LoadGenerator
 
+pytest.register_assert_rewrite("manager_fixtures")
+from manager_fixtures import apply_crd, conditions, eventually  # noqa: E402
+from test_admission import _bad_migration  # noqa: E402
+from test_helm import CHART, helm  # noqa: E402
+from test_traffic_canary import ready_revisions  # noqa: E402
+from traffic_checks import print_figures  # noqa: E402
+
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
-pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
-              pytest.mark.component("helm"), pytest.mark.asyncio(loop_scope="session")]
+# ranked by its later component (conftest's COMPONENT_ORDER: helm after coredns), since
+# get_closest_marker reads the first "component" mark
+pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("helm"),
+              pytest.mark.component("coredns"), pytest.mark.asyncio(loop_scope="session")]
 
 REPO = Path(__file__).resolve().parents[2]
 RELEASE = "omenative"
