@@ -11,8 +11,9 @@ from the pod (a bad InferenceService is refused with its message); the leader's 
 is killed (SIGKILL from the host: a crash) and the standby takes the Lease and scales the
 engine; ``helm test`` passes; ``helm uninstall`` leaves the InferenceService serving (as
 docs/install.md says). And ``helm upgrade`` to a new image in the middle of a rollout under
-traffic: the managers roll onto it, the rollout finishes with every Instance once, and no
-request fails. Printed: cold start to leader, the take-over time, the managers' RSS.
+traffic: the managers roll onto it (and a renewed webhook certificate), the rollout
+finishes with every Instance once, and no request fails. Printed: cold start to leader,
+the take-over time, the managers' RSS.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pytest
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, ApiError, KubeClient
-from omenative_controller.kube.resources import LEASES, PODS, SERVICES
+from omenative_controller.kube.resources import LEASES, PODS, SECRETS, SERVICES
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 from omenative_devcluster import manager_image, oci
 from omenative_devcluster.model_engine import live_pods, server_container, wait_answering
@@ -275,6 +276,8 @@ async def test_helm_upgrade_to_a_new_image_during_a_rollout_fails_no_request(
     newer = manager_image.build_image(f"{repo}:{NEXT_TAG}")
     real_cluster.nodes.import_images(real_cluster.cluster, {newer.ref: newer.archive})
 
+    cert_before = (await kube.get(SECRETS, "omenative-webhook-cert", "ome"))["data"]
+
     async with LoadGenerator(url, rate=25, duration=600) as gen:
         await asyncio.sleep(2)
         # a rollout that takes a while: each new pod loads its model for LOAD seconds
@@ -296,6 +299,8 @@ async def test_helm_upgrade_to_a_new_image_during_a_rollout_fails_no_request(
                          what=f"the rollout to rev-2 done: {INSTANCES} Ready pods, llm Ready")
         t_done = gen.now()
         await asyncio.sleep(3)
+    cert_after = (await kube.get(SECRETS, "omenative-webhook-cert", "ome"))["data"]
+    assert cert_after["tls.crt"] != cert_before["tls.crt"], "the upgrade kept the certificate"
     pods = await live_pods(kube, ns)
     assert len(pods) == INSTANCES, f"Instances lost or doubled: {sorted(pods)}"
     report = gen.report()
