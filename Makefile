@@ -128,8 +128,14 @@ install: ## apply config/ to the current cluster (guarded against foreign CRDs; 
 uninstall: ## remove what `make install` applied (keeps the CRDs; refuses while workloads remain)
 	$(VENV)/bin/omenative uninstall
 
-image: ## build the manager image (needs docker; not available on the dev machine)
-	docker build -t omenative-manager:0.1.0 .
+# `make image IMAGE_TAG=0.1.1 IMAGE_REPOSITORY=registry.example/omenative-manager`; the OCI
+# archive lands in $OMENATIVE_CACHE/images/ (path on stdout). No Docker, no registry: Debian
+# packages (apt-get download) and wheels (pip), pinned in image/ (docs/install.md).
+IMAGE_REPOSITORY ?= ghcr.io/omenative/omenative-manager
+IMAGE_TAG ?=
+
+image: ## build the manager's OCI image reproducibly (cached), print its archive path
+	$(PY) -m omenative_devcluster.manager_image --repository $(IMAGE_REPOSITORY) $(if $(IMAGE_TAG),--tag $(IMAGE_TAG))
 
 ci: ## what CI runs
 	bash .ci/run

@@ -57,12 +57,17 @@ class LayerFile:
 
 @frozen
 class ImageSpec:
-    """What an image holds and how it starts: one layer and the config's run settings."""
+    """What an image holds and how it starts: its layers and the config's run settings."""
 
     #: full reference, e.g. ``omenative.local/model-server:v1``
     ref: str
+    #: the last layer's files (none: no such layer)
     files: tuple[LayerFile, ...]
     entrypoint: tuple[str, ...]
+    #: layer tars built elsewhere (``tree_layer``), below the files' layer, bottom first
+    layers: tuple[bytes, ...] = field(default=(), repr=lambda ls: f"<{len(ls)} layers>")
+    #: the config's ``Labels`` (OCI annotations such as ``org.opencontainers.image.version``)
+    labels: tuple[tuple[str, str], ...] = ()
     cmd: tuple[str, ...] = ()
     env: tuple[str, ...] = ()
     #: ``uid:gid`` (numeric, so no ``/etc/passwd`` is needed); empty runs as root
@@ -131,11 +136,46 @@ def layer_tar(files: Iterable[LayerFile]) -> bytes:
     return _tar(sorted(entries.items()), modes)
 
 
+def tree_layer(root: Path, special: Mapping[str, tuple[int, int, int]] | None = None) -> bytes:
+    """A deterministic layer of the tree under ``root`` (folders, files, symlinks).
+
+    Entries are sorted by path, dated 0, owned by 0:0 and their modes normalized (folders
+    0755, files 0755 when any execute bit is set, else 0644; no setuid), so the same tree
+    gives the same bytes on any machine and umask. ``special`` sets (uid, gid, mode) of
+    some paths (relative, no leading ``/``): ``tmp`` 1777, a user's home. A hard link is
+    stored as a second copy.
+    """
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            name = path.relative_to(root).as_posix()
+            st = path.lstat()
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            info.uname = info.gname = ""
+            if path.is_symlink():
+                info.type, info.mode = tarfile.SYMTYPE, 0o777
+                info.linkname = os.readlink(path)
+            elif path.is_dir():
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+            else:
+                info.mode = 0o755 if st.st_mode & 0o111 else 0o644
+                info.size = st.st_size
+            info.uid, info.gid, info.mode = (special or {}).get(name, (0, 0, info.mode))
+            if info.type == tarfile.REGTYPE:
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    return buf.getvalue()
+
+
 def pack(spec: ImageSpec) -> PackedImage:
     """Pack ``spec`` into its blobs, manifest and index (nothing is written)."""
     _, tag = split_ref(spec.ref)
-    layer = layer_tar(spec.files)
-    layer_digest = digest_of(layer)
+    layers = [*spec.layers, *([layer_tar(spec.files)] if spec.files else [])]
+    if not layers:
+        raise ValueError(f"image {spec.ref}: no layer (no files and no prebuilt layers)")
     run: dict[str, object] = {
         "Entrypoint": list(spec.entrypoint),
         "Env": [DEFAULT_PATH, *spec.env],
@@ -147,26 +187,29 @@ def pack(spec: ImageSpec) -> PackedImage:
         run["User"] = spec.user
     if spec.exposed_ports:
         run["ExposedPorts"] = {p: {} for p in spec.exposed_ports}
+    if spec.labels:
+        run["Labels"] = dict(spec.labels)
     config = canonical_json({
         "created": EPOCH,
         "architecture": spec.architecture,
         "os": spec.os,
         "config": run,
-        "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-        "history": [{"created": EPOCH, "created_by": "omenative_devcluster.oci"}],
+        "rootfs": {"type": "layers", "diff_ids": [digest_of(layer) for layer in layers]},
+        "history": [{"created": EPOCH, "created_by": "omenative_devcluster.oci"}
+                    for _ in layers],
     })
     manifest = canonical_json({
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
         "config": _descriptor(MEDIA_CONFIG, config),
-        "layers": [_descriptor(MEDIA_LAYER, layer)],
+        "layers": [_descriptor(MEDIA_LAYER, layer) for layer in layers],
     })
     manifest_desc = _descriptor(MEDIA_MANIFEST, manifest)
     manifest_desc["annotations"] = {CONTAINERD_NAME: spec.ref, REF_NAME: tag}
     manifest_desc["platform"] = {"architecture": spec.architecture, "os": spec.os}
     index = canonical_json({"schemaVersion": 2, "mediaType": MEDIA_INDEX,
                             "manifests": [manifest_desc]})
-    blobs = {digest_of(b): b for b in (layer, config, manifest)}
+    blobs = {digest_of(b): b for b in (*layers, config, manifest)}
     return PackedImage(ref=spec.ref, manifest_digest=str(manifest_desc["digest"]), blobs=blobs,
                        index_json=index)
 

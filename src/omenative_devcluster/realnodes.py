@@ -176,6 +176,13 @@ class RealNodes:
                 raise RealNodesError(f"importing {ref} ({archive}) into {node.name}'s containerd "
                                      f"failed: {out.stderr.strip()}")
 
+    def import_images(self, cluster: Cluster, archives: dict[str, Path]) -> None:
+        """Import more OCI archives (ref -> archive) into every running node's containerd:
+        an image built after the nodes started (the manager's, ``manager_image.py``)."""
+        ctr = self._component("containerd") / "ctr"
+        for node in self.layouts:
+            self._import_images(cluster, node, ctr, archives)
+
     def _start_kubelet(self, cluster: Cluster, node: NodeLayout, kubelet: Path,
                        kubeconfig: Path) -> None:
         conf = node.dir / "kubelet.json"

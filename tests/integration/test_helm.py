@@ -16,6 +16,7 @@ leave the CRDs.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -88,7 +89,7 @@ def helm(home: Path, *args: str, check: bool = True,
 
 def template(home: Path, *args: str) -> list[JSON]:
     """``helm template`` of the chart with ``args`` as objects."""
-    out = helm(home, "template", RELEASE, str(CHART), *args).stdout
+    out = helm(home, "template", RELEASE, str(CHART), "--skip-tests", *args).stdout
     return [d for d in yaml.safe_load_all(out) if isinstance(d, dict)]
 
 
@@ -234,6 +235,8 @@ def test_the_grafana_dashboard_option_renders_config_grafana(helm_home: Path) ->
     problems = differences(extra, kustomize(REPO / "config" / "grafana"))
     assert not problems, "\n".join(problems)
     assert json.loads(cm["data"]["omenative-dashboard.json"])["uid"] == "omenative-manager"
+
+
 def test_the_alerting_options_render_config_monitoring(helm_home: Path) -> None:
     chart = template(helm_home, "--set", "prometheusRule.enabled=true",
                      "--set", "serviceMonitor.enabled=true")
@@ -262,23 +265,79 @@ def test_alerting_values_reach_the_rules_and_an_empty_selector_is_refused(
     assert done.returncode != 0 and "controlPlane" in done.stderr, done.stderr
 
 
-def test_a_webhook_without_a_certificate_is_refused_naming_the_value(helm_home: Path) -> None:
+def test_a_webhook_without_cert_manager_gets_a_certificate_the_chart_makes(
+        helm_home: Path, tmp_path: Path) -> None:
+    chart = template(helm_home, "--set", "omenative.webhook.enabled=true",
+                     "--set", "omenative.webhook.certManager.enabled=false")
+    assert not [o for o in chart if o["kind"] in ("Issuer", "Certificate")]
+    (secret,) = [o for o in chart if o["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == "omenative-webhook-cert"
+    assert secret["type"] == "kubernetes.io/tls"
+    (vwc,) = [o for o in chart if o["kind"] == "ValidatingWebhookConfiguration"]
+    assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {secret["data"]["ca.crt"]}
+    for name in ("ca.crt", "tls.crt"):
+        (tmp_path / name).write_bytes(base64.b64decode(secret["data"][name]))
+    verify = subprocess.run(["openssl", "verify", "-CAfile", str(tmp_path / "ca.crt"),
+                             str(tmp_path / "tls.crt")], capture_output=True, text=True,
+                            check=False)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName", "-in",
+                           str(tmp_path / "tls.crt")], capture_output=True, text=True,
+                          check=True).stdout
+    assert "DNS:omenative-webhook.ome.svc" in sans
+    pod = deployment(chart)["spec"]["template"]
+    assert "omenative.io/webhook-cert-checksum" in pod["metadata"]["annotations"]
+    assert {"name": "webhook-cert", "secret": {"secretName": "omenative-webhook-cert"}} in \
+        pod["spec"]["volumes"]
+
+
+def test_a_webhook_secret_of_your_own_needs_its_ca_bundle(helm_home: Path) -> None:
     done = helm(helm_home, "template", RELEASE, str(CHART), "--set",
                 "omenative.webhook.enabled=true", "--set",
-                "omenative.webhook.certManager.enabled=false", check=False)
+                "omenative.webhook.certManager.enabled=false", "--set",
+                "omenative.webhook.secretName=my-tls", check=False)
     assert done.returncode != 0
-    assert "omenative.webhook.secretName" in done.stderr, done.stderr
+    assert "omenative.webhook.caBundle" in done.stderr, done.stderr
 
     chart = template(helm_home, "--set", "omenative.webhook.enabled=true",
                      "--set", "omenative.webhook.certManager.enabled=false",
                      "--set", "omenative.webhook.secretName=my-tls",
                      "--set", "omenative.webhook.caBundle=Q0E=")
-    assert not [o for o in chart if o["kind"] in ("Issuer", "Certificate")]
+    assert not [o for o in chart if o["kind"] in ("Issuer", "Certificate", "Secret")]
     (vwc,) = [o for o in chart if o["kind"] == "ValidatingWebhookConfiguration"]
     assert "annotations" not in vwc["metadata"]
     assert {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]} == {"Q0E="}
     volumes = deployment(chart)["spec"]["template"]["spec"]["volumes"]
     assert {"name": "webhook-cert", "secret": {"secretName": "my-tls"}} in volumes
+
+
+def test_two_leader_elected_replicas_and_a_budget_by_default(helm_home: Path) -> None:
+    chart = template(helm_home)
+    dep = deployment(chart)
+    assert dep["spec"]["replicas"] == 2
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--lease-duration=15s", "--renew-deadline=10s", "--retry-period=2s"} <= set(args)
+    (pdb,) = [o for o in chart if o["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": {
+        "app.kubernetes.io/name": "omenative-manager"}}}
+    chart = template(helm_home, "--set", "ome.controller.leaderElection.leaseDuration=60s",
+                     "--set", "ome.controller.leaderElection.renewDeadline=40s",
+                     "--set", "ome.controller.leaderElection.retryPeriod=8s")
+    args = deployment(chart)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--lease-duration=60s", "--renew-deadline=40s", "--retry-period=8s"} <= set(args)
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("ome.controller.leaderElection.leaseDuration=15",
+     "/ome/controller/leaderElection/leaseDuration"),
+    ("ome.controller.replicaCount=-1", "/ome/controller/replicaCount"),
+    ("omenative.image.pullPolicy=Sometimes", "/omenative/image/pullPolicy"),
+])
+def test_bad_image_and_election_values_are_refused_by_the_schema(
+        helm_home: Path, setting: str, named: str) -> None:
+    done = helm(helm_home, "template", RELEASE, str(CHART), "--set", setting, check=False)
+    assert done.returncode != 0
+    assert named in done.stderr, done.stderr
 
 
 def test_an_ome_values_file_carries_over(helm_home: Path, tmp_path: Path) -> None:

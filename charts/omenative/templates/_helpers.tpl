@@ -61,8 +61,8 @@ A ConfigMap block of ome.controller as JSON, nulls put back. Argument: (list $ "
 {{- end -}}
 
 {{/*
-The webhook's serving-certificate Secret: cert-manager's (config/webhook/certificate.yaml) or the
-one named in omenative.webhook.secretName; without either the chart refuses to render.
+The webhook's serving-certificate Secret: cert-manager's (config/webhook/certificate.yaml), the
+one named in omenative.webhook.secretName, or else the one the chart makes (omenative.selfSignedCert).
 */}}
 {{- define "omenative.webhookSecret" -}}
 {{- $wh := .Values.omenative.webhook -}}
@@ -71,6 +71,38 @@ omenative-webhook-cert
 {{- else if $wh.secretName -}}
 {{- $wh.secretName -}}
 {{- else -}}
-{{- fail "omenative.webhook.enabled with omenative.webhook.certManager.enabled=false needs omenative.webhook.secretName (a kubernetes.io/tls Secret in namespace ome for omenative-webhook.ome.svc) and omenative.webhook.caBundle (its CA, base64 PEM)" -}}
+omenative-webhook-cert
 {{- end -}}
+{{- end -}}
+
+{{/*
+True when the chart makes the webhook's certificate itself: the webhook is on, without
+cert-manager and without a Secret of the user's.
+*/}}
+{{- define "omenative.chartMadeCert" -}}
+{{- $wh := .Values.omenative.webhook -}}
+{{- if and $wh.enabled (not $wh.certManager.enabled) (not $wh.secretName) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The chart-made webhook certificate as JSON {ca, crt, key, bundle}: a CA and a serving
+certificate for omenative-webhook.ome.svc (genCA/genSignedCert, 365 days), new at every
+install and upgrade. Made once per render and kept in .Values._omenativeWebhookCert, so the
+Secret (webhook.yaml) and the Deployment's checksum annotation see the same one. `bundle`
+(the ValidatingWebhookConfiguration's caBundle) also trusts the CA of the Secret in the
+cluster (lookup), so the old pods keep being called while the new ones roll out.
+*/}}
+{{- define "omenative.selfSignedCert" -}}
+{{- if not (hasKey .Values "_omenativeWebhookCert") -}}
+{{- $ca := genCA "omenative-webhook-ca" 365 -}}
+{{- $dns := list "omenative-webhook" "omenative-webhook.ome" "omenative-webhook.ome.svc" "omenative-webhook.ome.svc.cluster.local" -}}
+{{- $cert := genSignedCert "omenative-webhook.ome.svc" nil $dns 365 $ca -}}
+{{- $bundle := $ca.Cert -}}
+{{- $old := lookup "v1" "Secret" "ome" "omenative-webhook-cert" -}}
+{{- if and $old $old.data (hasKey $old.data "ca.crt") -}}
+{{- $bundle = printf "%s\n%s" (trim $ca.Cert) (index $old.data "ca.crt" | b64dec | trim) -}}
+{{- end -}}
+{{- $_ := set .Values "_omenativeWebhookCert" (dict "ca" $ca.Cert "crt" $cert.Cert "key" $cert.Key "bundle" $bundle) -}}
+{{- end -}}
+{{- toJson (get .Values "_omenativeWebhookCert") -}}
 {{- end -}}
