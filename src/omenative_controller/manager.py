@@ -78,6 +78,7 @@ from omenative_controller.webhook import (
     kube_service_lookup,
     serve_webhook,
 )
+from omenative_controller.webhook_sources import kube_sources_lookup
 from omenative_core import planner
 from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
@@ -264,7 +265,8 @@ class Manager:
                 opts.bind_address, opts.webhook_port, str(certs / "tls.crt"),
                 str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(self.client),
                 revision_lookup=kube_revision_lookup(self.client),
-                service_lookup=kube_service_lookup(self.client))
+                service_lookup=kube_service_lookup(self.client),
+                sources_lookup=kube_sources_lookup(self.client))
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)
