@@ -59,10 +59,11 @@ def _list(items: dict[str, Any], *, atomic: bool = False) -> dict[str, Any]:
 
 
 def _map_list(items: dict[str, Any], *keys: str) -> dict[str, Any]:
-    """A list keyed by ``keys`` (``+listType=map``); the keys are required in each item."""
+    """A list keyed by ``keys`` (``+listType=map``): each item declares and requires them."""
+    props = {k: dict(_STR) for k in keys} | items.get("properties", {})
     return {
         "type": "array",
-        "items": {**items, "required": list(keys)},
+        "items": {**items, "properties": props, "required": list(keys)},
         "x-kubernetes-list-type": "map",
         "x-kubernetes-list-map-keys": list(keys),
     }
