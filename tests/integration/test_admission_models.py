@@ -93,18 +93,25 @@ async def test_the_webhook_refuses_a_model_ome_would_not_find_or_serve(
     assert (f"ModelNotFound: referenced model 'no-such-model' not found in namespace "
             f"'{namespace}'") in exc.message, exc.message
 
+    # OME's CRD defaults spec.model.kind to ClusterBaseModel: a BaseModel is named with
+    # kind: BaseModel, as OME's guides say
     await kube.create(BASE_MODELS, base_model(namespace), namespace)
-    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(namespace, "none"),
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(namespace, "defaulted"),
                                      namespace))
+    assert "ModelNotFound" in exc.message, exc.message
+    local = {"name": "llama", "kind": "BaseModel"}
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(namespace, "none",
+                                                                   model=local), namespace))
     assert ("RuntimeNotFound: no supporting runtime found for model llama and engine does not "
             "have complete runner configuration") in exc.message, exc.message
 
     await kube.create(SERVING_RUNTIMES, serving_runtime(namespace), namespace)
-    warnings = await _create_with_warnings(kube, isvc_body(namespace, "chat"), namespace)
+    warnings = await _create_with_warnings(kube, isvc_body(namespace, "chat", model=local),
+                                           namespace)
     assert any("Runtime srt-auto will be auto-selected for model llama" in w
                for w in warnings), warnings
 
     await kube.patch(BASE_MODELS, "llama", {"spec": {"disabled": True}}, namespace)
-    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(namespace, "off"),
-                                     namespace))
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(namespace, "off",
+                                                                   model=local), namespace))
     assert "ModelDisabled: model llama is disabled" in exc.message, exc.message

@@ -54,7 +54,8 @@ def runtime_body(namespace: str, image: str) -> JSON:
         "spec": {
             "engineConfig": {
                 "terminationGracePeriodSeconds": 1,
-                "runner": {"image": image, "ports": [{"name": "http", "containerPort": 30000}]},
+                "runner": {"name": "ome-container", "image": image,
+                           "ports": [{"name": "http", "containerPort": 30000}]},
                 "leader": {"runner": {"name": "ome-container", "command": ["serve", "--leader"]}},
                 "worker": {"size": 1, "runner": {"name": "ome-container",
                                                  "command": ["serve", "--worker"]}},
