@@ -22,8 +22,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from manager_fixtures import apply_crd, delete_crd, eventually
-from test_isvc_models import MODEL_LABEL, cluster_base_model, guide_isvc, runtime
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
@@ -32,6 +30,15 @@ from omenative_controller.kube.resources import NODES, PODS, SERVICES
 from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 from omenative_devcluster.model_engine import server_container, wait_answering
+
+pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
+from manager_fixtures import apply_crd, delete_crd, eventually  # noqa: E402
+from test_isvc_models import (  # noqa: E402
+    MODEL_LABEL,
+    cluster_base_model,
+    guide_isvc,
+    runtime,
+)
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
