@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Coroutine, Mapping
+from functools import partial
 from typing import Any
 
 import structlog
@@ -63,7 +64,7 @@ from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics
 from omenative_controller.pass_context import pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
-from omenative_controller.replica_refs import needs_refs, with_rendered_runners
+from omenative_controller.replica_refs import RefsWarnings, needs_refs, render_refs
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -128,6 +129,7 @@ class Manager:
         self.executor: Executor | None = None
         self.events: EventRecorder | None = None
         self.recorder: ReplicaEvents | None = None
+        self._refs_warnings = RefsWarnings()
         self.caches: WatchCaches | None = None
         self.replicas: Informer[Mapping[str, Any]] | None = None
         self.decoder = ReplicaDecoder(max_decoded=self.config.max_decoded_instances)
@@ -474,7 +476,10 @@ class Manager:
         except CodecError as exc:
             return await self._undecodable(ctx, exc)
         if needs_refs(replica, raw):  # rendered from spec.runtimeRef, this pass only
-            rendered = with_rendered_runners(replica, raw, self._isvc, self.service_config)
+            warn = None if self.recorder is None else partial(self.recorder.emit_raw, ctx,
+                                                                "Warning")
+            rendered = await render_refs(replica, raw, self._isvc, self.service_config,
+                                         self._refs_warnings, key, warn)
             if not isinstance(rendered, InferenceReplica):
                 return await self._refs_blocked(ctx, rendered, queue)
             replica = rendered
@@ -526,6 +531,7 @@ class Manager:
         """End the work for ``key``: no retry, no delayed look, no stored create errors (a
         watch event for the object brings it back)."""
         self.create_errors.drop(key)
+        self._refs_warnings.forget(key)
         if self._memos is not None:
             self._memos.pop(key)
         queue.forget(key)

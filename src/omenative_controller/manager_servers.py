@@ -23,6 +23,7 @@ from omenative_controller.webhook import (
     kube_service_lookup,
     serve_webhook,
 )
+from omenative_controller.webhook_sources import kube_sources_lookup
 
 __all__ = ["ManagerServers"]
 
@@ -58,7 +59,8 @@ class ManagerServers:
                 str(certs / "tls.key"), runtime_lookup=kube_runtime_lookup(client),
                 revision_lookup=kube_revision_lookup(client),
                 service_lookup=kube_service_lookup(client),
-                on_answer=metrics.webhook_answered)
+                on_answer=metrics.webhook_answered,
+                sources_lookup=kube_sources_lookup(client))
         log.info("manager.listening", metrics_port=self.metrics_port, probe_port=self.probe_port,
                  webhook_port=self.webhook.port if self.webhook is not None else None,
                  address=opts.bind_address)

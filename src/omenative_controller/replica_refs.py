@@ -5,7 +5,9 @@ The runners are rendered in memory from the runtimes and models the InferenceSer
 controller's caches hold (it runs while this manager leads) and put into the decoded
 replica for this pass only; the stored spec is never written. Until those caches have
 listed the runtimes (and, for a ``modelRef``, the models) the pass waits (``None``); a
-Warning the render asks for (OME's ``RuntimeCompatibilityAdvisory``) is logged. Without
+Warning the render asks for (OME's ``RuntimeCompatibilityAdvisory``) is logged and handed
+to the caller, which sends it as a Warning Event once per replica generation
+(``RefsWarnings``), as OME's controller does for an InferenceService. Without
 an InferenceService controller (``--no-inference-services``) the replica is blocked
 ``RenderFailed`` with OME's message for a controller that is not configured to render
 from references.
@@ -13,18 +15,21 @@ from references.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
-from attrs import evolve
+from attrs import define, evolve, field
 
 from omenative_controller.service_controller import ServiceController
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.service.plan import ServiceConfig
 from omenative_core.service.replica_refs import RefsRender, has_refs, render_replica_refs
 
-__all__ = ["needs_refs", "with_rendered_runners"]
+__all__ = ["Emit", "RefsWarnings", "needs_refs", "render_refs", "with_rendered_runners"]
+
+Emit = Callable[[str, str], Awaitable[None]]
+"""Sends one Warning Event ``(reason, message)`` on the replica."""
 
 log = structlog.get_logger("omenative.manager")
 
@@ -35,12 +40,37 @@ def needs_refs(replica: InferenceReplica, raw: Mapping[str, Any]) -> bool:
     return not replica.spec.runners and isinstance(spec, Mapping) and has_refs(spec)
 
 
+@define
+class RefsWarnings:
+    """The render Warnings already sent, per replica key: each once per ``generation``."""
+
+    sent: dict[str, tuple[int, frozenset[tuple[str, str]]]] = field(factory=dict)
+
+    def fresh(self, key: str, raw: Mapping[str, Any],
+              warnings: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The ``warnings`` not sent yet for this generation of the replica (and remember
+        them as sent)."""
+        generation = (raw.get("metadata") or {}).get("generation")
+        gen = generation if isinstance(generation, int) else 0
+        seen_gen, seen = self.sent.get(key, (gen, frozenset()))
+        if seen_gen != gen:
+            seen = frozenset()
+        out = [w for w in warnings if w not in seen]
+        self.sent[key] = (gen, seen | frozenset(warnings))
+        return out
+
+    def forget(self, key: str) -> None:
+        """The replica is gone."""
+        self.sent.pop(key, None)
+
+
 def with_rendered_runners(
     replica: InferenceReplica, raw: Mapping[str, Any], isvc: ServiceController | None,
-    config: ServiceConfig,
+    config: ServiceConfig, warnings: list[tuple[str, str]] | None = None,
 ) -> InferenceReplica | RefsRender | None:
     """``replica`` with the runners its references render, the block that stops it, or
-    None while the runtimes are not known yet."""
+    None while the runtimes are not known yet; the render's Warnings are appended to
+    ``warnings``."""
     if isvc is None:
         return RefsRender(reason="RenderFailed", message="this controller is not configured "
                           "to render from modelRef or runtimeRef")
@@ -56,4 +86,20 @@ def with_rendered_runners(
     for reason, message in rendered.warnings:
         log.info("replica.refs_warning", replica=(raw.get("metadata") or {}).get("name"),
                  reason=reason, error=message)
+        if warnings is not None:
+            warnings.append((reason, message))
     return evolve(replica, spec=evolve(replica.spec, runners=rendered.runners))
+
+
+async def render_refs(
+    replica: InferenceReplica, raw: Mapping[str, Any], isvc: ServiceController | None,
+    config: ServiceConfig, sent: RefsWarnings, key: str, emit: Emit | None,
+) -> InferenceReplica | RefsRender | None:
+    """``with_rendered_runners``, and its Warnings sent with ``emit``, each once per
+    generation of the replica (``sent`` remembers)."""
+    warnings: list[tuple[str, str]] = []
+    rendered = with_rendered_runners(replica, raw, isvc, config, warnings)
+    for reason, message in sent.fresh(key, raw, warnings):
+        if emit is not None:
+            await emit(reason, message)
+    return rendered

@@ -246,6 +246,8 @@ class ServiceController:
         direct = [i for i in self._informers if not (polled and i.name in self._served.wanted)]
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}") for i in direct]
         tasks.append(asyncio.create_task(self.sources.served.run(), name="isvc-models-served"))
+        tasks.append(asyncio.create_task(self.sources.status_writer.run(),
+                                         name="isvc-runtime-status"))
         if polled:
             tasks.append(asyncio.create_task(self._served.run(), name="isvc-crds-served"))
             tasks.extend(asyncio.create_task(w.run(), name=f"isvc-crd-{name}")

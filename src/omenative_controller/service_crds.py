@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from attrs import frozen
+from attrs import evolve, frozen
+
+from omenative_controller import ome_schema
 
 __all__ = [
     "ACCELERATOR_CLASS",
@@ -43,7 +45,11 @@ __all__ = [
     "CLUSTER_BASE_MODEL",
     "CLUSTER_SERVING_RUNTIME",
     "INFERENCE_SERVICE",
+    "LOOSE_SERVICE_CRDS",
     "MODEL_CRDS",
+    "OME_CLUSTER_SERVING_RUNTIME",
+    "OME_INFERENCE_SERVICE",
+    "OME_SERVING_RUNTIME",
     "SERVICE_CRDS",
     "SERVING_RUNTIME",
     "CrdKind",
@@ -130,8 +136,24 @@ CLUSTER_BASE_MODEL = CrdKind(
     folder="ome-crd",
 )
 """``clusterbasemodels.ome.io`` (cluster-scoped, status subresource)."""
-SERVICE_CRDS: tuple[CrdKind, ...] = (INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME)
-"""The InferenceService and runtime CRDs."""
+LOOSE_SERVICE_CRDS: tuple[CrdKind, ...] = (
+    INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME,
+)
+"""omenative's own loose InferenceService and runtime CRDs (``config/crd/``, for a cluster
+without OME)."""
+OME_INFERENCE_SERVICE = evolve(INFERENCE_SERVICE, folder="ome-crd")
+"""``inferenceservices.ome.io`` with OME v1.3's schema (``omenative_controller.ome_schema``)."""
+OME_SERVING_RUNTIME = evolve(SERVING_RUNTIME, folder="ome-crd", status_subresource=True)
+"""``servingruntimes.ome.io`` with OME v1.3's schema and status subresource."""
+OME_CLUSTER_SERVING_RUNTIME = evolve(
+    CLUSTER_SERVING_RUNTIME, folder="ome-crd", status_subresource=True
+)
+"""``clusterservingruntimes.ome.io`` with OME v1.3's schema and status subresource."""
+SERVICE_CRDS: tuple[CrdKind, ...] = (
+    OME_INFERENCE_SERVICE, OME_SERVING_RUNTIME, OME_CLUSTER_SERVING_RUNTIME,
+)
+"""The InferenceService and runtime CRDs as OME v1.3 publishes them (what the tests install:
+what an OME user's cluster holds), plus omenative's CEL admission rules."""
 ACCELERATOR_CLASS = CrdKind(
     kind="AcceleratorClass",
     plural="acceleratorclasses",
@@ -144,7 +166,9 @@ ACCELERATOR_CLASS = CrdKind(
 """``acceleratorclasses.ome.io`` (cluster-scoped, status subresource)."""
 MODEL_CRDS: tuple[CrdKind, ...] = (BASE_MODEL, CLUSTER_BASE_MODEL)
 """OME's model CRDs: with them installed, an InferenceService's ``spec.model`` must exist."""
-ALL_CRDS: tuple[CrdKind, ...] = (*SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS)
+ALL_CRDS: tuple[CrdKind, ...] = (
+    *LOOSE_SERVICE_CRDS, *SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS,
+)
 """Every CRD this module generates."""
 
 _FREE: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
@@ -343,6 +367,10 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
     if crd is ACCELERATOR_CLASS:
         strings = {"type": "object", "additionalProperties": {"type": "string"}}
         return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
+    if crd is OME_INFERENCE_SERVICE:
+        spec = ome_schema.isvc_spec_schema(_rollout_schema())
+        spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
+        return spec
     if crd is INFERENCE_SERVICE:
         spec = _free(
             deploymentMode={"type": "string", "maxLength": 64},
@@ -353,9 +381,13 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
         )
         spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
         return spec
-    spec = _free(
-        engineConfig=_component_schema(with_annotations=False),
-        decoderConfig=_component_schema(with_annotations=False),
+    spec = (
+        ome_schema.runtime_spec_schema()
+        if crd.folder == OME_SERVING_RUNTIME.folder
+        else _free(
+            engineConfig=_component_schema(with_annotations=False),
+            decoderConfig=_component_schema(with_annotations=False),
+        )
     )
     spec["x-kubernetes-validations"] = [
         _rule(
@@ -371,6 +403,8 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
 
 def _columns(crd: CrdKind) -> list[dict[str, Any]]:
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+    if crd in SERVICE_CRDS:
+        return ome_schema.printer_columns(crd.kind)
     if crd is INFERENCE_SERVICE:
         return [
             {"name": "Ready", "type": "string",
@@ -407,7 +441,11 @@ def crd_manifest(crd: CrdKind) -> dict[str, Any]:
         "kind": {"type": "string"},
         "metadata": {"type": "object"},
         "spec": _spec_schema(crd),
-        "status": dict(_FREE),
+        "status": (
+            ome_schema.runtime_status_schema()
+            if crd in (OME_SERVING_RUNTIME, OME_CLUSTER_SERVING_RUNTIME)
+            else dict(_FREE)
+        ),
     }
     names: dict[str, Any] = {
         "kind": crd.kind,
@@ -445,9 +483,19 @@ def crd_manifest(crd: CrdKind) -> dict[str, Any]:
     }
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Writes a schema shared by two fields twice instead of as a YAML alias (``&id001``),
+    so each file reads like OME's."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render_yaml(crd: CrdKind) -> str:
     """The CRD file's exact text (header comment plus YAML)."""
-    body = yaml.safe_dump(crd_manifest(crd), sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(
+        crd_manifest(crd), Dumper=_NoAliases, sort_keys=False, allow_unicode=True, width=100
+    )
     return HEADER + "---\n" + body
 
 

@@ -30,6 +30,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, Resource
+from omenative_controller.runtime_status import RuntimeStatusWriter
 from omenative_core.codec import CodecError
 from omenative_core.service import (
     AcceleratorClass,
@@ -111,6 +112,10 @@ class Sources:
             client, CLUSTER_BASE_MODELS, dict, on_change=self._model_changed)
         self.accelerators: Informer[JSON] = Informer(
             client, ACCELERATOR_CLASSES, dict, on_change=self._accelerator_changed)
+        self.status_writer = RuntimeStatusWriter(
+            client, ((self.runtimes, SERVING_RUNTIMES),
+                     (self.cluster_runtimes, CLUSTER_SERVING_RUNTIMES)))
+        """Writes the runtimes' inheritance status (the controller runs it)."""
         self.served = ServedInformers(
             client, (self.models, self.cluster_models, self.accelerators), interval=interval)
         """Runs the model and accelerator caches while discovery lists their CRDs (polled)."""
@@ -213,6 +218,7 @@ class Sources:
     def _runtime_changed(self, namespace: str | None, old: JSON | None, new: JSON | None) -> None:
         obj = new if new is not None else old
         assert obj is not None
+        self.status_writer.mark()
         name = obj["metadata"]["name"]
         kind = "ClusterServingRuntime" if namespace is None else "ServingRuntime"
         for key, isvc in self.isvcs.items():

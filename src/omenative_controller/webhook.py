@@ -48,9 +48,11 @@ from attrs import frozen
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, Resource
+from omenative_controller.webhook_sources import SourcesLookup
 from omenative_core.codec import CodecError
 from omenative_core.labels import LABEL_REPLICA
 from omenative_core.rollout.validate import validate_rollout
+from omenative_core.service.admission_models import AdmissionSources, model_admission
 from omenative_core.service.model import InferenceService, ServingRuntime, isvc_from_json
 from omenative_core.service.model import runtime_from_json as _runtime_from_json
 from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_mode
@@ -175,7 +177,8 @@ def _rollout_findings(
 
 
 def _isvc_verdict(
-    request: Mapping[str, Any], runtime: ServingRuntime | None
+    request: Mapping[str, Any], runtime: ServingRuntime | None,
+    sources: AdmissionSources | None = None,
 ) -> Verdict:
     raw = request.get("object")
     if not isinstance(raw, Mapping):
@@ -203,6 +206,10 @@ def _isvc_verdict(
             f"RuntimeNotFound: {new.runtime_ref.kind} {new.runtime_ref.name} was not found: "
             "leader/worker pairing was not checked against it"
         )
+    if sources is not None:  # OME's model and runtime lookups (admission_models)
+        found = model_admission(new, sources.runtimes, sources.models)
+        rejections += [r for r in found if not r.warning]
+        warnings += [r.message for r in found if r.warning]
     errors = [r.message for r in rejections]
     reason = rejections[0].reason if rejections else ""
     roll_errors, roll_warnings, roll_reason = _rollout_findings(new, old)
@@ -292,6 +299,7 @@ def validate_request(
     runtime: ServingRuntime | None = None,
     revisions: Sequence[str] | None = None,
     services: Sequence[str] | None = None,
+    sources: AdmissionSources | None = None,
 ) -> Verdict:
     """The verdict on one AdmissionRequest (its ``kind`` picks the checks); pure.
 
@@ -299,7 +307,8 @@ def validate_request(
     InferenceReplica, are admitted. A validator that fails is an admission with a warning.
     ``revisions``: the InferenceReplica's ControllerRevision names, when the caller listed
     them (for the ``rollbackToRevision`` warning); ``services``: the existing
-    InferenceServices a new standalone replica's name could collide with.
+    InferenceServices a new standalone replica's name could collide with; ``sources``: the
+    runtimes and models an InferenceService may use (OME's model and runtime checks).
     """
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return Verdict(True)
@@ -307,7 +316,7 @@ def validate_request(
     name = kind.get("kind") if isinstance(kind, Mapping) else None
     try:
         if name == "InferenceService":
-            return _isvc_verdict(request, runtime)
+            return _isvc_verdict(request, runtime, sources)
         if name == "InferenceReplica":
             return _replica_verdict(request, revisions, services)
     except Exception as exc:  # a validator bug must not lock users out
@@ -322,6 +331,7 @@ def review_response(
     runtime: ServingRuntime | None = None,
     revisions: Sequence[str] | None = None,
     services: Sequence[str] | None = None,
+    sources: AdmissionSources | None = None,
 ) -> dict[str, Any]:
     """The AdmissionReview (``admission.k8s.io/v1``) answering ``review``; pure, never raises.
 
@@ -336,7 +346,7 @@ def review_response(
     else:
         uid = request.get("uid", "")
         verdict = validate_request(request, runtime=runtime, revisions=revisions,
-                                   services=services)
+                                   services=services, sources=sources)
     response: dict[str, Any] = {"uid": uid if isinstance(uid, str) else "",
                                 "allowed": verdict.allowed}
     if not verdict.allowed:
@@ -483,6 +493,7 @@ class WebhookServer:
 def _app(
     runtime_lookup: RuntimeLookup | None, revision_lookup: RevisionLookup | None,
     service_lookup: ServiceLookup | None, on_answer: Callable[[str, int], None] | None = None,
+    sources_lookup: SourcesLookup | None = None,
 ) -> web.Application:
     async def handle(req: web.Request) -> web.Response:
         try:
@@ -492,12 +503,15 @@ def _app(
         runtime: ServingRuntime | None = None
         revisions: Sequence[str] | None = None
         services: Sequence[str] | None = None
+        sources: AdmissionSources | None = None
         isvc = _request_isvc(review)
         replica = _rollback_target(review)
         created = _new_standalone(review)
         try:  # the lookups are best effort
             if isvc is not None and runtime_lookup is not None:
                 runtime = await runtime_lookup(isvc)
+            if isvc is not None and sources_lookup is not None:
+                sources = await sources_lookup(isvc)
             if replica is not None and revision_lookup is not None:
                 revisions = await revision_lookup(*replica)
             if created is not None and service_lookup is not None:
@@ -506,7 +520,7 @@ def _app(
         except Exception as exc:
             log.info("webhook.lookup_failed", error=str(exc))
         return web.json_response(review_response(review, runtime=runtime, revisions=revisions,
-                                                 services=services))
+                                                 services=services, sources=sources))
 
     async def healthz(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -544,17 +558,20 @@ async def serve_webhook(
     revision_lookup: RevisionLookup | None = None,
     service_lookup: ServiceLookup | None = None,
     on_answer: Callable[[str, int], None] | None = None,
+    sources_lookup: SourcesLookup | None = None,
 ) -> WebhookServer:
     """Start the webhook on ``host:port`` (0: any free port) with the given TLS key pair.
 
     ``runtime_lookup`` fetches the runtime an InferenceService names; ``revision_lookup``
     lists an InferenceReplica's ControllerRevisions (for ``rollbackToRevision``);
     ``service_lookup`` finds the InferenceServices a new standalone replica collides with;
-    ``on_answer(path, code)`` sees every admission answer (metrics).
+    ``on_answer(path, code)`` sees every admission answer (metrics); ``sources_lookup``
+    reads the runtimes and models for OME's model and runtime checks.
     """
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
-    runner = web.AppRunner(_app(runtime_lookup, revision_lookup, service_lookup, on_answer),
+    runner = web.AppRunner(_app(runtime_lookup, revision_lookup, service_lookup, on_answer,
+                                sources_lookup),
                            access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=context)

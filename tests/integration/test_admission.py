@@ -162,9 +162,11 @@ async def test_the_crd_rejects_more_than_three_rollout_groups(
     assert exc.status == 422 and "must have at most 3 items" in exc.message, exc.message
 
 
-async def test_valid_objects_pass_the_crd_rules_and_keep_unknown_fields(
+async def test_valid_objects_pass_the_crd_rules_and_omes_schema_prunes_unknown_fields(
     kube: KubeClient, namespace: str, admission_crds: list[str]
 ) -> None:
+    """OME v1.3's CRDs (config/ome-crd/) are structural: a field OME does not know is dropped
+    by the API server, as on an OME cluster, and OME's defaults are filled in."""
     body = isvc_body(namespace, decoder={"leader": {}, "worker": {"size": 2},
                                          "someFutureOmeField": {"kept": True}},
                      rollout={"groupOrdering": "Sequential", "groups": [
@@ -172,7 +174,18 @@ async def test_valid_objects_pass_the_crd_rules_and_keep_unknown_fields(
                              {"capacity": 1, "traffic": 10}, {"capacity": "100%",
                                                               "traffic": 100}]}}]})
     created = await kube.create(INFERENCE_SERVICES, body, namespace)
-    assert created["spec"]["decoder"]["someFutureOmeField"] == {"kept": True}
+    assert "someFutureOmeField" not in created["spec"]["decoder"]
+    assert created["spec"]["decoder"]["worker"] == {"size": 2}
+    assert created["spec"]["model"] == {"name": "llama", "kind": "ClusterBaseModel",
+                                        "apiGroup": "ome.io"}
+    # the pre-v1.3 scaleTarget is gone from OME's schema: pruned; a bad enum is refused
+    legacy = isvc_body(namespace, "legacy", engine={"minReplicas": 1, "scaleTarget": 60,
+                                                    "leader": {}, "worker": {"size": 1}})
+    assert "scaleTarget" not in (await kube.create(INFERENCE_SERVICES, legacy,
+                                                   namespace))["spec"]["engine"]
+    exc = await rejected(kube.create(INFERENCE_SERVICES, isvc_body(
+        namespace, "multinode", deploymentMode="MultiNode"), namespace))
+    assert "spec.deploymentMode" in exc.message and "Unsupported value" in exc.message
     # a leader without its own worker is fine over a runtime (the webhook checks that one)
     over_runtime = isvc_body(namespace, "over-runtime", runtime={"name": "srt"},
                              engine={"minReplicas": 1, "leader": {}})
@@ -466,7 +479,7 @@ async def test_the_webhook_denies_what_cel_cannot_see_with_omes_reason(
     await kube.create(SERVING_RUNTIMES, {
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "srt", "namespace": namespace},
-        "spec": {"engineConfig": {"runner": {"image": "example.com/llm:1"},
+        "spec": {"engineConfig": {"runner": {"name": "ome-container", "image": "example.com/llm:1"},
                                   "leader": {}, "worker": {"size": 1}}},
     }, namespace)
     ready_none = isvc_body(namespace, "ready", runtime={"name": "srt", "kind": "ServingRuntime"},
@@ -478,7 +491,8 @@ async def test_the_webhook_denies_what_cel_cannot_see_with_omes_reason(
     await kube.create(SERVING_RUNTIMES, {
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "bare", "namespace": namespace},
-        "spec": {"engineConfig": {"runner": {"image": "example.com/llm:1"}}},
+        "spec": {"engineConfig": {"runner": {"name": "ome-container",
+                                             "image": "example.com/llm:1"}}},
     }, namespace)
     leader_only = isvc_body(namespace, "lonely",
                             runtime={"name": "bare", "kind": "ServingRuntime"},

@@ -69,10 +69,11 @@ def runtime_body(namespace: str, engine_node_selector: dict[str, str] | None = N
     engine: JSON = {
         "labels": {POOL_LABEL: namespace},
         "terminationGracePeriodSeconds": 1,
-        "runner": {"image": "example.com/llm:1",
+        "runner": {"name": "ome-container", "image": "example.com/llm:1",
                    "ports": [{"name": "http", "containerPort": 30000}]},
-        "leader": {"runner": {"command": ["serve", "--leader"]}},
-        "worker": {"size": 1, "runner": {"command": ["serve", "--worker"]}},
+        "leader": {"runner": {"name": "ome-container", "command": ["serve", "--leader"]}},
+        "worker": {"size": 1, "runner": {"name": "ome-container",
+                                         "command": ["serve", "--worker"]}},
     }
     if engine_node_selector:
         engine["nodeSelector"] = dict(engine_node_selector)
@@ -84,7 +85,7 @@ def runtime_body(namespace: str, engine_node_selector: dict[str, str] | None = N
             "engineConfig": engine,
             "routerConfig": {
                 "terminationGracePeriodSeconds": 1,
-                "runner": {"image": "example.com/router:1"},
+                "runner": {"name": "ome-container", "image": "example.com/router:1"},
             },
         },
     }

@@ -62,7 +62,7 @@ def kubectl(kubectl_on_path: Kubectl) -> Kubectl:  # noqa: F811 - the imported f
 @pytest.fixture(scope="session")
 async def isvc_crd(kube: KubeClient) -> str:
     """The InferenceService CRD (status subresource), Established."""
-    return await apply_crd(kube, REPO / service_crds.INFERENCE_SERVICE.file)
+    return await apply_crd(kube, REPO / service_crds.OME_INFERENCE_SERVICE.file)
 
 
 def views(on: dict[str, dict[str, int]], latest: dict[str, str]) -> dict[str, MemberView]:

@@ -52,7 +52,7 @@ MODE = "ome.io/deploymentMode"
 
 def runtime_body(namespace: str) -> JSON:
     """A ServingRuntime: the engine is a leader + 1 worker of 4 GPUs each."""
-    runner = {"image": "example.com/llm:1",
+    runner = {"name": "ome-container", "image": "example.com/llm:1",
               "ports": [{"name": "http", "containerPort": 30000}],
               "resources": {"limits": {"nvidia.com/gpu": "4"}}}
     return {
@@ -61,8 +61,9 @@ def runtime_body(namespace: str) -> JSON:
         "spec": {"engineConfig": {
             "terminationGracePeriodSeconds": 1,
             "runner": runner,
-            "leader": {"runner": {"command": ["serve", "--leader"]}},
-            "worker": {"size": 1, "runner": {"command": ["serve", "--worker"]}},
+            "leader": {"runner": {"name": "ome-container", "command": ["serve", "--leader"]}},
+            "worker": {"size": 1, "runner": {"name": "ome-container",
+                                             "command": ["serve", "--worker"]}},
         }},
     }
 

@@ -39,15 +39,17 @@ WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 
 def runtime_body(namespace: str) -> JSON:
     """A ServingRuntime: an engine of a leader and one worker, 4 GPUs a pod."""
-    runner = {"image": "example.com/llm:1", "ports": [{"name": "http", "containerPort": 30000}],
+    runner = {"name": "ome-container", "image": "example.com/llm:1",
+              "ports": [{"name": "http", "containerPort": 30000}],
               "resources": {"limits": {GPU: "4"}}}
     return {
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "srt-chat", "namespace": namespace},
         "spec": {"engineConfig": {
             "terminationGracePeriodSeconds": 1, "runner": runner,
-            "leader": {"runner": {"command": ["serve", "--leader"]}},
-            "worker": {"size": 1, "runner": {"command": ["serve", "--worker"]}}}},
+            "leader": {"runner": {"name": "ome-container", "command": ["serve", "--leader"]}},
+            "worker": {"size": 1, "runner": {"name": "ome-container",
+                                             "command": ["serve", "--worker"]}}}},
     }
 
 

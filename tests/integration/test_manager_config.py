@@ -100,7 +100,8 @@ def _router_isvc(namespace: str) -> tuple[JSON, JSON]:
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "srt-cfg", "namespace": namespace},
         "spec": {"routerConfig": {"terminationGracePeriodSeconds": 1,
-                                  "runner": {"image": "example.com/router:1"}}},
+                                  "runner": {"name": "ome-container",
+                                             "image": "example.com/router:1"}}},
     }
     isvc: JSON = {
         "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",

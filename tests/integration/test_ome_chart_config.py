@@ -96,7 +96,8 @@ async def test_the_manager_runs_on_omes_chart_configmap_with_omes_meaning(
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "srt-ome", "namespace": namespace},
         "spec": {"routerConfig": {"terminationGracePeriodSeconds": 1,
-                                  "runner": {"image": "example.com/router:1"}}},
+                                  "runner": {"name": "ome-container",
+                                             "image": "example.com/router:1"}}},
     }
     isvc: JSON = {
         "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",

@@ -180,7 +180,8 @@ def runtime_body(namespace: str, image: str) -> JSON:
     """A ServingRuntime with single-pod engine and decoder."""
     def cfg(role: str) -> JSON:
         return {"terminationGracePeriodSeconds": 1,
-                "runner": {"image": image, "command": ["serve", f"--{role}"],
+                "runner": {"name": "ome-container",
+                           "image": image, "command": ["serve", f"--{role}"],
                            "ports": [{"name": "http", "containerPort": 30000}]}}
     return {
         "apiVersion": "ome.io/v1beta1",

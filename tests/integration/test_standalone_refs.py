@@ -60,7 +60,8 @@ async def test_a_standalone_replica_runs_from_its_runtime_ref(
         "apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
         "metadata": {"name": "srt-pool", "namespace": namespace},
         "spec": {"engineConfig": {"terminationGracePeriodSeconds": 1,
-                                  "runner": {"image": "example.com/llm:1"}}},
+                                  "runner": {"name": "ome-container",
+                                             "image": "example.com/llm:1"}}},
     }
     await kube.create(SERVING_RUNTIMES, runtime, namespace)
     await kube.create(INFERENCE_REPLICAS, _pool("llama-pool", "srt-pool", 0), namespace)

@@ -12,7 +12,7 @@ from omenative_controller import service_crds
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("crd", service_crds.ALL_CRDS, ids=lambda c: c.kind)
+@pytest.mark.parametrize("crd", service_crds.ALL_CRDS, ids=lambda c: f"{c.folder}/{c.kind}")
 def test_checked_in_crd_is_fresh(crd: service_crds.CrdKind) -> None:
     path = ROOT / crd.file
     assert path.is_file(), f"{crd.file} is missing: run python -m omenative_controller.service_crds"
@@ -25,7 +25,7 @@ def test_check_flag(tmp_path: Path) -> None:
     assert service_crds.main(["--root", str(tmp_path), "--check"]) == 1
     assert service_crds.main(["--root", str(tmp_path)]) == 0
     assert service_crds.main(["--root", str(tmp_path), "--check"]) == 0
-    (tmp_path / service_crds.SERVING_RUNTIME.file).write_text("stale\n")
+    (tmp_path / service_crds.OME_SERVING_RUNTIME.file).write_text("stale\n")
     assert service_crds.main(["--root", str(tmp_path), "--check"]) == 1
 
 
@@ -50,7 +50,11 @@ def test_names_scopes_and_subresources() -> None:
     assert csr["spec"]["names"]["kind"] == "ClusterServingRuntime"
 
 
-@pytest.mark.parametrize("crd", service_crds.ALL_CRDS, ids=lambda c: c.kind)
+LOOSE = (*service_crds.LOOSE_SERVICE_CRDS, *service_crds.MODEL_CRDS,
+         service_crds.ACCELERATOR_CLASS)
+
+
+@pytest.mark.parametrize("crd", LOOSE, ids=lambda c: f"{c.folder}/{c.kind}")
 def test_unknown_fields_are_preserved(crd: service_crds.CrdKind) -> None:
     version = _version(crd)
     schema = version["schema"]["openAPIV3Schema"]  # type: ignore[index]

@@ -291,6 +291,16 @@ def test_pdb_from_the_component_policy_rounds_percentages_up(
     assert pdb is not None and pdb["spec"]["minAvailable"] == expected
 
 
+def test_omes_inline_budget_fields_render_the_pdb_and_stay_out_of_the_pods() -> None:
+    """OME v1.3 sets the budget on the component itself (``component.go``
+    ``MinAvailable`` / ``MaxUnavailable``); its schema prunes ``podDisruptionBudget``."""
+    rendered = comp(render(seed_isvc(minReplicas=4, maxUnavailable="25%")), "engine")
+    pdb = rendered.object("PodDisruptionBudget")
+    assert pdb is not None and pdb["spec"]["minAvailable"] == 6
+    for runner in replica_of(rendered).spec.runners:
+        assert "maxUnavailable" not in runner.template["spec"]
+
+
 def test_no_pdb_when_the_operator_sets_none() -> None:
     config = ServiceConfig(pdb_omenative=None)
     assert comp(render(seed_isvc(), config=config), "engine").object("PodDisruptionBudget") is None

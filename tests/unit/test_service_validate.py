@@ -239,6 +239,13 @@ def test_bad_pod_disruption_budget(pdb: dict[str, Any]) -> None:
     assert rejections and set(reasons(rejections)) == {"InvalidPodDisruptionBudget"}
 
 
+def test_omes_inline_budget_fields_are_checked_at_their_own_path() -> None:
+    (rejection,) = validate_isvc(isvc({"engine": {"minAvailable": 1, "maxUnavailable": 1}}))
+    assert rejection.reason == "InvalidPodDisruptionBudget"
+    assert rejection.field == "spec.engine"
+    assert "engine sets both minAvailable and maxUnavailable" in rejection.message
+
+
 def test_good_pod_disruption_budget() -> None:
     for pdb in ({"minAvailable": "50%"}, {"maxUnavailable": 0}, {"maxUnavailable": "100%"}):
         assert validate_isvc(isvc({"engine": {"podDisruptionBudget": pdb}})) == []

@@ -20,6 +20,8 @@ from omenative_controller.webhook import (
     review_response,
     serve_webhook,
 )
+from omenative_core.service import basemodel_from_json
+from omenative_core.service.admission_models import AdmissionSources
 from omenative_core.service.model import ServingRuntime, runtime_from_json
 from omenative_core.service.validate_replica import colliding_service_names
 
@@ -137,6 +139,24 @@ def test_an_unknown_runtime_skips_pairing_with_a_warning() -> None:
     response = answer(body, runtime=None)
     assert response["allowed"] is True
     assert any(w.startswith("RuntimeNotFound:") for w in response["warnings"])
+
+
+def test_a_missing_model_is_refused_when_the_webhook_read_the_models() -> None:
+    """OME's validator looks the model up (``validateModelExists``); so does the webhook
+    when it was given what it read of the cluster (``AdmissionSources``)."""
+    model = basemodel_from_json({"kind": "ClusterBaseModel", "metadata": {"name": "llama"},
+                                 "spec": {"modelFormat": {"name": "safetensors"}}})
+    body = isvc(model={"name": "llama-typo"})
+    read = AdmissionSources(runtimes=(runtime(),), models=(model,))
+    out = review_response(review(body), runtime=runtime(), sources=read)["response"]
+    message = denied(out, "ModelNotFound")
+    assert "referenced model 'llama-typo' not found in namespace 'ns'" in message
+    body["spec"]["model"]["name"] = "llama"
+    assert review_response(review(body), runtime=runtime(), sources=read)["response"]["allowed"]
+    # the model CRDs not served: not checked
+    unread = AdmissionSources(runtimes=(runtime(),), models=None)
+    body["spec"]["model"]["name"] = "llama-typo"
+    assert review_response(review(body), runtime=runtime(), sources=unread)["response"]["allowed"]
 
 
 def test_rollout_rejections_carry_omes_reason() -> None:

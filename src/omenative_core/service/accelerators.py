@@ -4,9 +4,9 @@ to the engine's and decoder's pods, as OME renders them.
 Which class (OME@cfa05c69 ``pkg/acceleratorclassselector/selector.go``
 ``GetAcceleratorClass``): only a runtime that lists ``acceleratorRequirements.
 acceleratorClasses`` has one; the component's ``acceleratorOverride.acceleratorClass``
-names it, else ``spec.acceleratorSelector.acceleratorClass``. (OME's policies, such as
-``BestFit``, that choose a class among the runtime's are not implemented: with only a policy
-the component gets no class.) A named class that does not exist is OME's
+names it, else ``spec.acceleratorSelector.acceleratorClass``, else the selection policy
+picks one among the runtime's (``accelerator_policy``: ``FirstAvailable`` only). A named
+class that does not exist is OME's
 ``AcceleratorClassError``.
 
 What it adds (``components/base.go``, ``utils/merging.go``), on the runner's container:

@@ -25,10 +25,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from attrs import frozen
+
 from omenative_core.service.merge import merge_json
 from omenative_core.service.model import ServingRuntime
 
-__all__ = ["ANNOTATION_INHERIT_FROM", "MAX_CHAIN", "InheritanceError", "inherited_runtime"]
+__all__ = [
+    "ANNOTATION_INHERIT_FROM",
+    "INHERITANCE_READY",
+    "MAX_CHAIN",
+    "InheritanceError",
+    "InheritanceHealth",
+    "inheritance_health",
+    "inherited_runtime",
+]
 
 ANNOTATION_INHERIT_FROM: Final = "ome.io/inherit-from"
 """On a runtime: the name of the runtime whose spec it inherits."""
@@ -36,8 +46,18 @@ MAX_CHAIN: Final = 5
 """The most runtimes in a chain (the runtime and four ancestors)."""
 
 
+INHERITANCE_READY: Final = "InheritanceReady"
+"""The runtime status condition that says whether its chain resolves (OME v1.3)."""
+
+
 class InheritanceError(ValueError):
-    """A runtime's chain does not resolve; the message is OME's."""
+    """A runtime's chain does not resolve; the message is OME's, ``reason`` the
+    ``InheritanceReady`` reason (``ParentNotFound``, ``InheritanceCycle``,
+    ``MaxDepthExceeded``)."""
+
+    def __init__(self, message: str, reason: str = "ResolverError") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _annotations(rt: ServingRuntime) -> Mapping[str, Any]:
@@ -80,14 +100,14 @@ def _chain(runtime: ServingRuntime, runtimes: Sequence[ServingRuntime]) -> list[
         names = [rt.name for rt in chain]
         if parent_name in names:
             raise InheritanceError(f"inheritance cycle detected: [{' '.join(names)} "
-                                   f"{parent_name}]")
+                                   f"{parent_name}]", "InheritanceCycle")
         if len(chain) >= MAX_CHAIN:
             raise InheritanceError(f"inheritance chain exceeds max depth {MAX_CHAIN}: "
-                                   f"[{' '.join([*names, parent_name])}]")
+                                   f"[{' '.join([*names, parent_name])}]", "MaxDepthExceeded")
         parent = _parent(chain[-1], parent_name, runtimes)
         if parent is None:
             raise InheritanceError(f'inherit-from parent "{parent_name}" not found '
-                                   f"(chain so far: [{' '.join(names)}])")
+                                   f"(chain so far: [{' '.join(names)}])", "ParentNotFound")
         chain.append(parent)
 
 
@@ -102,3 +122,29 @@ def inherited_runtime(runtime: ServingRuntime,
     for rt in reversed(chain):
         spec = merge_json(spec, _without_empty(rt.spec))
     return ServingRuntime({**runtime.raw, "spec": spec})
+
+
+@frozen
+class InheritanceHealth:
+    """What a runtime's status says of its chain (OME v1.3 docs, runtime-inheritance.md,
+    "When a chain breaks"): ``chain`` root first when it resolves (None when it does not:
+    the status keeps the last chain that did), and the ``InheritanceReady`` condition's
+    status, reason (``Resolved`` or the error's) and message."""
+
+    chain: tuple[str, ...] | None
+    ready: bool
+    reason: str
+    message: str
+
+
+def inheritance_health(runtime: ServingRuntime,
+                       runtimes: Sequence[ServingRuntime]) -> InheritanceHealth:
+    """``runtime``'s chain health among ``runtimes``: a runtime without a parent resolves to
+    ``[itself]``."""
+    try:
+        chain = _chain(runtime, runtimes)
+    except InheritanceError as exc:
+        return InheritanceHealth(chain=None, ready=False, reason=exc.reason, message=str(exc))
+    names = tuple(rt.name for rt in reversed(chain))
+    return InheritanceHealth(chain=names, ready=True, reason="Resolved",
+                             message=f"inheritance chain resolved: [{' '.join(names)}]")

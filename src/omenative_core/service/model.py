@@ -82,6 +82,10 @@ COMPONENT_KEYS: Final = frozenset(
         "kedaConfig",
         "autoscaler",
         "podDisruptionBudget",
+        "minAvailable",
+        "maxUnavailable",
+        "servicePortAppProtocols",
+        "autoscalerPolicyRef",
         "acceleratorOverride",
         # OMENative component settings
         "lifecycle",
@@ -311,8 +315,19 @@ class ComponentSpec:
         return _opt_obj(self.raw, "autoscaler")
 
     @property
+    def pdb_path(self) -> str:
+        """Where the budget is set, under ``spec.<component>``: OME v1.3's inline
+        ``minAvailable`` / ``maxUnavailable`` (``component.go``), else the older
+        ``podDisruptionBudget`` block (OME v1.3's schema prunes it)."""
+        inline = any(self.raw.get(k) is not None for k in ("minAvailable", "maxUnavailable"))
+        return "" if inline else "podDisruptionBudget"
+
+    @property
     def pod_disruption_budget(self) -> Mapping[str, Any] | None:
-        """``podDisruptionBudget: {minAvailable | maxUnavailable}``, if any."""
+        """``{minAvailable | maxUnavailable}`` from ``pdb_path``, if any."""
+        if not self.pdb_path:
+            return {k: self.raw[k] for k in ("minAvailable", "maxUnavailable")
+                    if self.raw.get(k) is not None}
         return _opt_obj(self.raw, "podDisruptionBudget")
 
     @property

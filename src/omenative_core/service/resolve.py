@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 
 from attrs import evolve, field, frozen
 
+from omenative_core.service.accelerator_policy import policy_class
 from omenative_core.service.accelerators import (
     Accelerator,
     AcceleratorClass,
@@ -86,7 +87,8 @@ def _accelerators(
     found: dict[str, Accelerator] = {}
     fmt = supported_format(runtime, model, named=isvc.runtime_ref is not None)
     for component in ("engine", "decoder"):
-        name = accelerator_name(isvc, runtime, component)
+        name = accelerator_name(isvc, runtime, component) or policy_class(
+            isvc, runtime, component, classes or ())
         if name is None:
             continue
         cls = next((c for c in classes or () if c.name == name), None)

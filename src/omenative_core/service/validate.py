@@ -277,14 +277,13 @@ def _pdb(new: InferenceService) -> list[Rejection]:
         if pdb is None:
             continue
         low, high = pdb.get("minAvailable"), pdb.get("maxUnavailable")
-        path = f"spec.{c}.podDisruptionBudget"
+        where = ".".join(p for p in (c, comp.pdb_path) if p) if comp is not None else c
         if low is not None and high is not None:
             out.append(
                 _reject(
                     "InvalidPodDisruptionBudget",
-                    path,
-                    f"{c}.podDisruptionBudget sets both minAvailable and "
-                    "maxUnavailable; set only one",
+                    f"spec.{where}",
+                    f"{where} sets both minAvailable and maxUnavailable; set only one",
                 )
             )
         for key, value in (("minAvailable", low), ("maxUnavailable", high)):
@@ -292,8 +291,8 @@ def _pdb(new: InferenceService) -> list[Rejection]:
                 out.append(
                     _reject(
                         "InvalidPodDisruptionBudget",
-                        f"{path}.{key}",
-                        f"{c}.podDisruptionBudget.{key}={value!r} is neither a "
+                        f"spec.{where}.{key}",
+                        f"{where}.{key}={value!r} is neither a "
                         "count >= 0 nor a percentage 'N%' from 0% to 100%",
                     )
                 )
