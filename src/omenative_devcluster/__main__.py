@@ -30,7 +30,9 @@ def cli() -> None:
 @click.option("--with", "extra", default="", metavar="NAMES",
               help="Also build these Go components, comma-separated, or 'all': "
                    "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm.")
-def build_cmd(extra: str) -> None:
+@click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
+              help="Kubernetes release of the control plane (and the etcd it pins).")
+def build_cmd(extra: str, k8s_version: str) -> None:
     """Build (or find in the cache) the binaries; print their folder.
 
     One builder, one build at a time: the control plane first, then the real nodes' images
@@ -39,7 +41,7 @@ def build_cmd(extra: str) -> None:
     """
     from omenative_devcluster import components, images  # noqa: PLC0415 - keeps `up` light
 
-    rc = build_mod.main()
+    rc = build_mod.main(version=k8s_version)
     if rc:
         sys.exit(rc)
     names = sorted(components.COMPONENTS) if extra.strip() == "all" else [
