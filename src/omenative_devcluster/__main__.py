@@ -31,7 +31,8 @@ def cli() -> None:
               help="Also build these Go components, comma-separated, or 'all': "
                    "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm.")
 @click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
-              help="Kubernetes release of the control plane (and the etcd it pins).")
+              help="Kubernetes release of the control plane (and the etcd it pins); "
+                   "$OMENATIVE_K8S_VERSION sets the default.")
 def build_cmd(extra: str, k8s_version: str) -> None:
     """Build (or find in the cache) the binaries; print their folder.
 
@@ -80,6 +81,9 @@ def build_cmd(extra: str, k8s_version: str) -> None:
 @click.option("--scheduler-burst", type=int, default=None,
               help="kube-scheduler client burst (--kube-api-burst; default 100).")
 @click.option("--no-build", is_flag=True, help="Fail instead of building missing binaries.")
+@click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
+              help="Kubernetes release to run (with its own gang feature gates); "
+                   "$OMENATIVE_K8S_VERSION sets the default.")
 def up(
     *,
     state_dir: Path,
@@ -95,6 +99,7 @@ def up(
     scheduler_qps: float | None,
     scheduler_burst: int | None,
     no_build: bool,
+    k8s_version: str,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
     from omenative_devcluster.cluster import ClusterOptions  # noqa: PLC0415
@@ -114,6 +119,7 @@ def up(
         scheduler_qps=scheduler_qps,
         scheduler_burst=scheduler_burst,
         build_if_missing=not no_build,
+        version=k8s_version,
     )
     sys.exit(asyncio.run(run_up(opts)))
 

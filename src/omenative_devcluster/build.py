@@ -23,9 +23,15 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-#: The Kubernetes release we build (its go.mod says ``go 1.26.0``: builds with Go 1.26.x).
-K8S_VERSION = "v1.36.3"
-#: The etcd release we build (3.5+ is required by current kube-apiservers).
+#: The Kubernetes release built and run by default (its go.mod says ``go 1.26.0``: builds
+#: with Go 1.26.x).
+DEFAULT_K8S_VERSION = "v1.36.3"
+#: The other release we test (``make test-k8s-other``).
+OTHER_K8S_VERSION = "v1.37.2"
+#: The release this process builds and runs: ``$OMENATIVE_K8S_VERSION`` (how the test
+#: fixtures and ``make`` pick one), else the default.
+K8S_VERSION = os.environ.get("OMENATIVE_K8S_VERSION") or DEFAULT_K8S_VERSION
+#: The etcd release of 1.36 (3.5+ is required by current kube-apiservers).
 ETCD_VERSION = "v3.6.16"
 #: The etcd each Kubernetes release pins (its ``build/dependencies.yaml``).
 ETCD_VERSIONS = {"v1.36.3": ETCD_VERSION, "v1.37.2": "v3.7.0"}

@@ -42,11 +42,29 @@ FAULTS_FILE = "faults.json"
 #: Components in start order; ``stop`` goes in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
-#: Kubernetes 1.36 gang scheduling (alpha): the Workload and PodGroup API
-#: (``scheduling.k8s.io/v1alpha2``) and kube-scheduler's gang and topology-aware placement.
-#: They change nothing for pods without ``spec.schedulingGroup``.
-GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
-GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+#: Gang scheduling per Kubernetes minor release: (feature gates, ``--runtime-config``) of the
+#: Workload and PodGroup API and kube-scheduler's gang and topology-aware placement; they
+#: change nothing for pods without ``spec.schedulingGroup``. 1.36: ``v1alpha2``, alpha gates
+#: ``GenericWorkload`` and ``GangScheduling``. 1.37: ``v1beta1`` (beta APIs are off by
+#: default), gate ``GenericWorkload`` (beta, off by default) brings the gang plugin; there is
+#: no ``GangScheduling`` gate in 1.37's ``pkg/features`` and a binary refuses a gate it does
+#: not know.
+GANG_FLAGS = {
+    "1.36": ("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true",
+             "scheduling.k8s.io/v1alpha2=true"),
+    "1.37": ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+             "scheduling.k8s.io/v1beta1=true"),
+}
+
+
+def gang_flags(version: str) -> tuple[str, str]:
+    """(``--feature-gates``, ``--runtime-config``) for gang scheduling on ``version``."""
+    minor = ".".join(version.removeprefix("v").split(".")[:2])
+    try:
+        return GANG_FLAGS[minor]
+    except KeyError:
+        raise ClusterError(f"Kubernetes {version}: no gang flags known (known minor releases: "
+                           f"{', '.join(sorted(GANG_FLAGS))})") from None
 
 
 class ClusterError(RuntimeError):
@@ -219,6 +237,7 @@ class Cluster:
         self._write_pids()
 
         p = self.ports
+        gates, runtime_config = gang_flags(opts.version)
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
         self.spawn(
@@ -258,8 +277,8 @@ class Cluster:
                 f"--service-account-key-file={sa_key}",
                 f"--service-account-signing-key-file={sa_key}",
                 "--profiling=false",
-                f"--feature-gates={GANG_FEATURE_GATES}",
-                f"--runtime-config={GANG_RUNTIME_CONFIG}",
+                f"--feature-gates={gates}",
+                f"--runtime-config={runtime_config}",
                 "--v=1",
             ],
         )
@@ -293,7 +312,7 @@ class Cluster:
                 "--node-monitor-period=2s",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
-                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--feature-gates={gates}",
                 *self._client_limits(),
             ],
         )
@@ -303,7 +322,7 @@ class Cluster:
                 str(bdir / "kube-scheduler"),
                 *common,
                 f"--secure-port={p['scheduler']}",
-                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--feature-gates={gates}",
                 *self._client_limits(scheduler=True),
             ],
         )

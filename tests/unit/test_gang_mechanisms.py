@@ -301,14 +301,17 @@ def test_instance_list_wide_shows_each_instances_gang() -> None:
     pods = [_pod(0, "leader", native="demo-0-1"), _pod(0, "worker", native="demo-0-1"),
             _pod(1, "leader", label="demo-1-2"), _pod(1, "worker", label="demo-1-2"),
             _pod(2, "leader"), _pod(2, "worker"), _pod(3, "default")]
-    gangs = out.gang_by_instance(pods)
-    assert gangs == {0: "Native:demo-0-1", 1: "PodGroup:demo-1-2", 2: "None", 3: "-"}
+    gangs = out.gang_by_instance(pods, NATIVE_API_V1BETA1)
+    assert gangs == {0: "Native/v1beta1:demo-0-1", 1: "PodGroup/v1alpha1:demo-1-2", 2: "None",
+                     3: "-"}
+    assert out.gang_by_instance(pods[:1], NATIVE_API_V1ALPHA2) == {0: "Native/v1alpha2:demo-0-1"}
+    assert out.gang_by_instance(pods[:1]) == {0: "Native:demo-0-1"}  # not served (any more)
     status = InferenceReplicaStatus(instances=(
         InstanceStatus(index=0, incarnation=1, phase="Ready"),
         InstanceStatus(index=4, incarnation=1, phase="Pending")))
     lines = out.format_instance_table("engine", status, gangs).splitlines()
     assert lines[0].split()[-1] == "GANG"
-    assert lines[1].split()[-1] == "Native:demo-0-1"
+    assert lines[1].split()[-1] == "Native/v1beta1:demo-0-1"
     assert lines[2].split()[-1] == "-"  # no pods yet
     assert "GANG" not in out.format_instance_table("engine", status)
 
