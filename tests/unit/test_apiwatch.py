@@ -90,7 +90,8 @@ async def _scenario() -> list[tuple[str, bool, int, str | None]]:
         for informer in made[-1].values():
             informer.list_failures, informer.list_error = 3, "500 InternalError: decode"
         await look("upgraded, its objects unreadable")
-        assert watch.failing == "LIST scheduling.k8s.io/v1beta1 podgroups: 500 InternalError: decode"
+        assert watch.failing == (
+            "LIST scheduling.k8s.io/v1beta1 podgroups: 500 InternalError: decode")
         for informer in made[-1].values():
             informer.synced.set()
         await look("upgraded and synced")

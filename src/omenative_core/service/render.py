@@ -172,8 +172,9 @@ def render_service(
     shell's). ``crds_present``: CRD names (``CRD_LEADER_WORKER_SET``, ``CRD_POD_MONITOR``,
     ``CRD_POD_GROUP``), and ``API_NATIVE_GANG`` (or ``API_NATIVE_GANG_ALPHA``) when
     Kubernetes serves its own gang scheduling API in that version. ``current_replicas``:
-    the live ``spec.replicas`` per component, kept when an autoscaler owns the count. ``collision_counts``: each InferenceReplica's
-    ``status.collisionCount``, salting ``ComponentPlan.revision_hash`` as the manager does.
+    the live ``spec.replicas`` per component, kept when an autoscaler owns the count.
+    ``collision_counts``: each InferenceReplica's ``status.collisionCount``, salting
+    ``ComponentPlan.revision_hash`` as the manager does.
     Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``
     (the decoder's names the engine revision rendered in this same pass). A component
     runs when the ISVC declares it (``engine: {}`` is enough); an ISVC that declares none
