@@ -6,8 +6,8 @@ The local control plane runs with its version's gates (``GenericWorkload``, 1.36
 ``GangScheduling``, and ``TopologyAwareWorkloadScheduling``) and the API enabled; the
 manager runs with ``lifecycle.gangScheduling: Native``. Each test brings its own GPU nodes
 (a second kubelet stand-in in this process), labelled and tainted for its namespace so no
-other pod lands there, and its pods select them. What is asserted is what a user sees: which pods got a
-``nodeName``, the InferenceReplica's rows, and the PodGroups.
+other pod lands there, and its pods select them. What is asserted is what a user sees:
+which pods got a ``nodeName``, the InferenceReplica's rows, and the PodGroups.
 
 * 3 nodes x 8 GPUs, two Instances of a leader + 3 workers x 4 GPUs (16 GPUs each): one
   binds whole, the other has no pod bound at any look and is not Failed past its readiness
