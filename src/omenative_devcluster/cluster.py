@@ -333,10 +333,17 @@ class Cluster:
         _log(f"control plane up at {self.server_url}")
 
     def _real_node_flags(self) -> list[str]:
-        """Real kubelets are reached by InternalIP; their pods get service account tokens."""
+        """Real kubelets are reached by InternalIP; their pods get service account tokens.
+
+        Without real nodes the API server advertises 127.0.0.1, which 1.37 refuses with its
+        endpoint reconciler ("cannot use public IP 127.0.0.1 with endpoint reconciler ...
+        may not be in the loopback range"): no pod needs the ``kubernetes`` Service's
+        endpoints then, so the reconciler is off (1.36 keeps its default)."""
         if self.options.real_nodes:
             return ["--kubelet-preferred-address-types=InternalIP"]
-        return ["--disable-admission-plugins=ServiceAccount"]
+        minor = int(self.options.version.removeprefix("v").split(".")[1])
+        return ["--disable-admission-plugins=ServiceAccount",
+                *(["--endpoint-reconciler-type=none"] if minor >= 37 else [])]
 
     def _client_limits(self, *, scheduler: bool = False) -> list[str]:
         """kube-controller-manager's (or kube-scheduler's) client-limit flags."""
