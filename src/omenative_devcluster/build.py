@@ -25,9 +25,9 @@ from pathlib import Path
 
 #: The Kubernetes release built and run by default (its go.mod says ``go 1.26.0``: builds
 #: with Go 1.26.x).
-DEFAULT_K8S_VERSION = "v1.36.3"
-#: The other release we test (``make test-k8s-other``).
-OTHER_K8S_VERSION = "v1.37.2"
+DEFAULT_K8S_VERSION = "v1.37.2"
+#: The other release we test (``make test-k8s-other``): the previous one, 1.36.
+OTHER_K8S_VERSION = "v1.36.3"
 #: The release this process builds and runs: ``$OMENATIVE_K8S_VERSION`` (how the test
 #: fixtures and ``make`` pick one), else the default.
 K8S_VERSION = os.environ.get("OMENATIVE_K8S_VERSION") or DEFAULT_K8S_VERSION
