@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import attrs
 
 from omenative_devcluster import build
+from omenative_devcluster.k8s_versions import gang_flags
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
 from omenative_devcluster.realnodes_host import HOST_ADDRESS, process_cmdline
 
@@ -42,29 +43,28 @@ FAULTS_FILE = "faults.json"
 #: Components in start order; ``stop`` goes in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 
-#: Gang scheduling per Kubernetes minor release: (feature gates, ``--runtime-config``) of the
-#: Workload and PodGroup API and kube-scheduler's gang and topology-aware placement; they
-#: change nothing for pods without ``spec.schedulingGroup``. 1.36: ``v1alpha2``, alpha gates
-#: ``GenericWorkload`` and ``GangScheduling``. 1.37: ``v1beta1`` (beta APIs are off by
-#: default), gate ``GenericWorkload`` (beta, off by default) brings the gang plugin; there is
-#: no ``GangScheduling`` gate in 1.37's ``pkg/features`` and a binary refuses a gate it does
-#: not know.
-GANG_FLAGS = {
-    "1.36": ("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true",
-             "scheduling.k8s.io/v1alpha2=true"),
-    "1.37": ("GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-             "scheduling.k8s.io/v1beta1=true"),
-}
+KUBELET_CLIENT_CA = "kubelet-client-ca.crt"
+KUBELET_CLIENT_CERT = "kubelet-client.crt"
+KUBELET_CLIENT_KEY = "kubelet-client.key"
 
 
-def gang_flags(version: str) -> tuple[str, str]:
-    """(``--feature-gates``, ``--runtime-config``) for gang scheduling on ``version``."""
-    minor = ".".join(version.removeprefix("v").split(".")[:2])
-    try:
-        return GANG_FLAGS[minor]
-    except KeyError:
-        raise ClusterError(f"Kubernetes {version}: no gang flags known (known minor releases: "
-                           f"{', '.join(sorted(GANG_FLAGS))})") from None
+def kubelet_client_certs(certs: Path) -> None:
+    """A CA for the real kubelets' client authentication and the API server's certificate
+    from it (group ``system:masters``): a pod reaches the kubelets' address, so the kubelets
+    accept no anonymous request (exec, logs, pod lists) and trust only this CA."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    ca_key, csr = certs / "kubelet-client-ca.key", certs / "kubelet-client.csr"
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30",
+            "-subj", "/CN=omenative-devcluster-kubelet-client-ca",
+            "-keyout", str(ca_key), "-out", str(certs / KUBELET_CLIENT_CA))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(certs / KUBELET_CLIENT_KEY),
+            "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client", "-out", str(csr))
+    openssl("x509", "-req", "-in", str(csr), "-CA", str(certs / KUBELET_CLIENT_CA),
+            "-CAkey", str(ca_key), "-CAcreateserial", "-days", "30",
+            "-out", str(certs / KUBELET_CLIENT_CERT))
 
 
 class ClusterError(RuntimeError):
@@ -233,11 +233,16 @@ class Cluster:
         subprocess.run(
             ["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True
         )
+        if opts.real_nodes:
+            kubelet_client_certs(certs)
         self.etcd_data_dir = Path(tempfile.mkdtemp(prefix="omenative-etcd-"))
         self._write_pids()
 
         p = self.ports
-        gates, runtime_config = gang_flags(opts.version)
+        try:
+            gates, runtime_config = gang_flags(opts.version)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
         self.spawn(
@@ -333,17 +338,26 @@ class Cluster:
         _log(f"control plane up at {self.server_url}")
 
     def _real_node_flags(self) -> list[str]:
-        """Real kubelets are reached by InternalIP; their pods get service account tokens.
+        """Real kubelets are reached by InternalIP with a client certificate (they refuse
+        anyone else); their pods get service account tokens.
 
         Without real nodes the API server advertises 127.0.0.1, which 1.37 refuses with its
         endpoint reconciler ("cannot use public IP 127.0.0.1 with endpoint reconciler ...
         may not be in the loopback range"): no pod needs the ``kubernetes`` Service's
         endpoints then, so the reconciler is off (1.36 keeps its default)."""
         if self.options.real_nodes:
-            return ["--kubelet-preferred-address-types=InternalIP"]
+            certs = self.state_dir / "certs"
+            return ["--kubelet-preferred-address-types=InternalIP",
+                    f"--kubelet-client-certificate={certs / KUBELET_CLIENT_CERT}",
+                    f"--kubelet-client-key={certs / KUBELET_CLIENT_KEY}"]
         minor = int(self.options.version.removeprefix("v").split(".")[1])
         return ["--disable-admission-plugins=ServiceAccount",
                 *(["--endpoint-reconciler-type=none"] if minor >= 37 else [])]
+
+    @property
+    def kubelet_client_ca(self) -> Path:
+        """The CA real kubelets trust for client certificates (only the API server has one)."""
+        return self.state_dir / "certs" / KUBELET_CLIENT_CA
 
     def _client_limits(self, *, scheduler: bool = False) -> list[str]:
         """kube-controller-manager's (or kube-scheduler's) client-limit flags."""

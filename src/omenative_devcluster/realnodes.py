@@ -179,7 +179,7 @@ class RealNodes:
     def _start_kubelet(self, cluster: Cluster, node: NodeLayout, kubelet: Path,
                        kubeconfig: Path) -> None:
         conf = node.dir / "kubelet.json"
-        conf.write_text(kubelet_config(node))
+        conf.write_text(kubelet_config(node, cluster.kubelet_client_ca))
         cluster.spawn(f"kubelet-{node.index}", [
             str(kubelet), f"--config={conf}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={node.dir / 'kubelet'}", f"--hostname-override={node.name}",

@@ -147,8 +147,9 @@ def cni_config(node: NodeLayout) -> str:
     return json.dumps(conf, indent=2) + "\n"
 
 
-def kubelet_config(node: NodeLayout) -> str:
-    """KubeletConfiguration of one node (JSON is YAML): cgroupfs on cgroup v1, own dirs/ports."""
+def kubelet_config(node: NodeLayout, client_ca: Path) -> str:
+    """KubeletConfiguration of one node (JSON is YAML): cgroupfs on cgroup v1, own dirs/ports;
+    only clients with a certificate from ``client_ca`` (the API server) are served."""
     conf = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -157,9 +158,10 @@ def kubelet_config(node: NodeLayout) -> str:
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": node.healthz_port,
-        # the API server calls the kubelet (logs, exec) without a client certificate; the
-        # kubelet listens only on the host address of ours, never on the machine's own
-        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        # pods reach the host address the kubelet listens on: no anonymous request (exec,
+        # logs, pod lists); only the API server's client certificate is accepted
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": False},
+                           "x509": {"clientCAFile": str(client_ca)}},
         "authorization": {"mode": "AlwaysAllow"},
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": node.cgroup_root,

@@ -32,8 +32,10 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import socket
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from attrs import define, field, frozen
@@ -300,7 +302,7 @@ class LoadGenerator:
         conn = None if fresh or not kept or not self._idle else self._idle.pop()
         reused = conn is not None
         if conn is None:
-            reader, writer = await asyncio.open_connection(self._target.host, self._target.port)
+            reader, writer = await _connect(self._target.host, self._target.port)
             conn = _Conn(reader, writer)
         request = (f"GET {self._target.path} HTTP/1.1\r\nHost: {self._target.host}:"
                    f"{self._target.port}\r\nUser-Agent: omenative-traffic\r\n"
@@ -317,3 +319,42 @@ class LoadGenerator:
         else:
             conn.close()
         return status, body
+
+
+CONNTRACK = Path("/proc/net/nf_conntrack")
+
+
+async def _connect(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A new connection; when it fails, the error names where kube-proxy's DNAT sent it
+    (the connection tracking entry of its local port), so a failure says which endpoint."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    local = 0
+    try:
+        sock.bind(("", 0))
+        local = int(sock.getsockname()[1])
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+    except OSError as exc:
+        sock.close()
+        where = _dnat_target(local) if local else None
+        if where:
+            exc.args = (*exc.args[:-1], f"{exc.args[-1]} (sent to {where})")
+        raise
+    return await asyncio.open_connection(sock=sock)
+
+
+def _dnat_target(local_port: int) -> str | None:
+    """The address the connection from ``local_port`` was translated to, if tracked."""
+    try:
+        lines = CONNTRACK.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if f"sport={local_port}" in fields:
+            replies = [f for f in fields if f.startswith("src=")]
+            ports = [f for f in fields if f.startswith("sport=")]
+            if len(replies) >= 2 and len(ports) >= 2:
+                return f"{replies[1][4:]}:{ports[1][6:]} ({fields[5] if len(fields) > 5 else ''})"
+    return None
+

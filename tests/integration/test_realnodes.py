@@ -11,7 +11,9 @@ the host is left as it was.
 from __future__ import annotations
 
 import json
+import ssl
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime
 from typing import Any
@@ -132,6 +134,25 @@ def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealClust
     assert answer["revision"] == "rev-a"
     assert answer["ready"] is True
     rc.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_kubelets_refuse_anonymous_requests_from_the_address_pods_reach(
+        real_cluster: RealCluster) -> None:
+    """Pods reach the host address the kubelets listen on: without the API server's client
+    certificate, a kubelet answers 401 (no pod list, logs or exec for a curious pod), while
+    the API server still reaches it (``kubectl logs`` in the test above)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    for node in real_cluster.get("nodes")["items"]:
+        address = next(a["address"] for a in node["status"]["addresses"]
+                       if a["type"] == "InternalIP")
+        port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        for path in ("/pods", "/runningpods/", "/logs/"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(f"https://{address}:{port}{path}", timeout=5,
+                                       context=ctx)
+            assert refused.value.code == 401, (node["metadata"]["name"], path)
 
 
 def test_up_down_twice_leaves_the_host_as_it_was(real_cluster: RealCluster) -> None:

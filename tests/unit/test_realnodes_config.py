@@ -61,7 +61,7 @@ def test_one_pod_subnet_per_node_and_no_route_off_the_machine() -> None:
 
 
 def test_kubelets_differ_in_cgroup_root_ports_and_dirs_and_use_cluster_dns() -> None:
-    confs = [json.loads(kubelet_config(n)) for n in NODES]
+    confs = [json.loads(kubelet_config(n, Path("/certs/ca.crt"))) for n in NODES]
     for key in ("cgroupRoot", "port", "healthzPort", "podLogsDir", "containerRuntimeEndpoint"):
         assert len({c[key] for c in confs}) == 4, key
     for conf in confs:
@@ -69,6 +69,12 @@ def test_kubelets_differ_in_cgroup_root_ports_and_dirs_and_use_cluster_dns() -> 
         assert conf["cgroupDriver"] == "cgroupfs"
         assert conf["clusterDNS"] == [HOST_ADDRESS]
         assert conf["address"] == HOST_ADDRESS
+
+
+def test_kubelets_refuse_anonymous_clients_and_trust_only_the_api_servers_ca() -> None:
+    conf = json.loads(kubelet_config(NODES[0], Path("/certs/ca.crt")))
+    assert conf["authentication"]["anonymous"]["enabled"] is False
+    assert conf["authentication"]["x509"]["clientCAFile"] == "/certs/ca.crt"
 
 
 def test_node_labels_are_the_stand_in_topology_minus_what_the_kubelet_sets() -> None:
