@@ -3,7 +3,7 @@ PY ?= .venv/bin/python
 VENV ?= .venv
 export PYTHONPATH := src
 
-.PHONY: help setup test test-build test-unit test-property test-integration test-long lint format \
+.PHONY: help setup test test-build test-unit test-property test-integration test-k8s-other test-long lint format \
         typecheck bench bench-controller bench-failover realnodes-deps bench-memory simulate api-docs manifests docs pictures chart chart-check cluster \
         cluster-down install uninstall image ci clean demo
 
@@ -41,6 +41,14 @@ test-property: ## property tests only (dev profile)
 
 test-integration: ## integration tests against the local control plane (starts one unless KUBECONFIG is set)
 	$(PY) -m pytest tests/integration
+
+# The Kubernetes release that is not the default (omenative_devcluster.build.OTHER_K8S_VERSION);
+# its control plane is cached beside the default one (~25 min cold, so not in `make test`).
+K8S_OTHER ?= $(shell PYTHONPATH=src $(PY) -c 'from omenative_devcluster.build import OTHER_K8S_VERSION as v; print(v)')
+
+test-k8s-other: ## native-gang integration tests on the other Kubernetes release (K8S_OTHER; builds it first, ~25 min cold)
+	OMENATIVE_K8S_VERSION=$(K8S_OTHER) $(PY) -m omenative_devcluster build
+	env -u KUBECONFIG OMENATIVE_K8S_VERSION=$(K8S_OTHER) $(PY) -m pytest -q tests/integration/test_native_gang.py
 
 test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property

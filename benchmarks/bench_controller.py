@@ -65,7 +65,7 @@ from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
 from slow_watchers import SlowWatchers
 from watching import T_START, Tracker, pod_ready, say, wait_done
 
-from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, NATIVE_POD_GROUPS, WORKLOADS
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
@@ -326,7 +326,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mgr_services = [copied_service(s) for s in
                         (await kube.list(SERVICES, ns_mgr)).get("items") or ()]
         mgr_gangs: list[JSON] = []
-        for res in (WORKLOADS, NATIVE_POD_GROUPS):  # native gang scheduling (Auto, Native)
+        for res in (r for pair in NATIVE_GANG_VERSIONS for r in reversed(pair)):  # native gangs
+            # (Auto, Native), in the version served (1.37: v1beta1; 1.36: v1alpha2)
             with contextlib.suppress(ApiError):  # not served: no gangs to copy
                 mgr_gangs += [copied_object(o, res.api_version, res.kind) for o in
                               (await kube.list(res, ns_mgr)).get("items") or ()]

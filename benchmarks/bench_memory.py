@@ -312,7 +312,8 @@ class ReplayClient:
         await asyncio.Event().wait()  # an open stream with nothing more to say
 
     async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
-        """Discovery: the recorded control plane serves ``scheduling.k8s.io/v1alpha2``."""
+        """Discovery: the control plane serves the native gang API (as ``v1beta1``; the
+        recorded objects of either version are listed by their plural)."""
         if path == f"/apis/{WORKLOADS.api_version}":
             return {"resources": [{"name": NATIVE_POD_GROUPS.plural},
                                   {"name": WORKLOADS.plural}]}

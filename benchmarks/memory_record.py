@@ -4,9 +4,9 @@ Starts ``python -m omenative_devcluster up`` (GPU nodes of the kubelet stand-in)
 real manager (``omenative-manager``) on one InferenceReplica of 2 Instances x (leader +
 worker), 8 GPUs a pod, until it reports both Instances Ready, then saves what the API server
 holds, as its JSON: the InferenceReplica, its pods, ControllerRevisions, headless Service,
-EndpointSlices, nodes, and the native gang objects (``scheduling.k8s.io/v1alpha2``: the
-control plane serves them, so the manager gives the replica one Workload and each Instance
-one PodGroup). ``bench_memory.py`` replays them, renamed, at fleet scale.
+EndpointSlices, nodes, and the native gang objects (``scheduling.k8s.io/v1beta1`` or
+``v1alpha2``: the control plane serves them, so the manager gives the replica one Workload
+and each Instance one PodGroup). ``bench_memory.py`` replays them, renamed, at fleet scale.
 The cluster and the manager are removed at the end, also on error.
 """
 
@@ -28,7 +28,7 @@ from bench_controller import (
 )
 from watching import say
 
-from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, served_resources
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import (
     CONTROLLER_REVISIONS,
@@ -132,12 +132,15 @@ async def record(path: Path, workdir: Path, kubeconfig: Path | None = None) -> N
             "services": await _items(kube, SERVICES, ns),
             "slices": await _items(kube, ENDPOINT_SLICES, ns, LABEL_REPLICA),
             "nodes": await _items(kube, NODES, None),
-            "workloads": await _items(kube, WORKLOADS, ns, selector),
-            "pod_groups": await _items(kube, NATIVE_POD_GROUPS, ns, selector),
         }
-        if not objects["workloads"] or not objects["pod_groups"]:
+        for pod_groups, workloads in NATIVE_GANG_VERSIONS:  # the version served, 1.37's first
+            if isinstance(await served_resources(kube, workloads.api_version), frozenset):
+                objects["workloads"] = await _items(kube, workloads, ns, selector)
+                objects["pod_groups"] = await _items(kube, pod_groups, ns, selector)
+                break
+        if not objects.get("workloads") or not objects.get("pod_groups"):
             raise RuntimeError("no native Workload/PodGroup recorded: does the control plane "
-                               "serve scheduling.k8s.io/v1alpha2?")
+                               "serve scheduling.k8s.io/v1beta1 or v1alpha2?")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(objects, indent=1))
         counts = ", ".join(f"{len(v)} {k}" for k, v in objects.items() if isinstance(v, list))

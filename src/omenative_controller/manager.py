@@ -140,7 +140,7 @@ class Manager:
         self.services: Informer[ObjectRef] | None = None
         self.slices: Informer[JSON] | None = None
         self.pod_group_crd: CrdPresence | None = None
-        self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1alpha2
+        self.native_gang: ApiPresence | None = None  # scheduling.k8s.io/v1beta1 or v1alpha2
         self.listeners = ManagerServers()
         self.started = asyncio.Event()
         self._stop = asyncio.Event()
@@ -184,7 +184,9 @@ class Manager:
         return self.elector is not None and self.elector.is_leader
 
     def caches_synced(self) -> bool:
-        """Every watch cache listed once (and the PodGroup one, when its CRD is present)."""
+        """Every watch cache listed once (and the PodGroup one, when its CRD is present; the
+        native gang ones, when served, unless their LISTs keep failing: an API server that
+        cannot read the gang objects must not stop the reconciling of everything else)."""
         informers = (self.replicas, self.pods, self.nodes, self.revisions, self.services,
                      self.slices)
         if any(i is None or not i.synced.is_set() for i in informers):
@@ -194,8 +196,8 @@ class Manager:
             return False
         if native is None or not native.checked.is_set():
             return False
-        return (crd.informer is None or crd.present) and (not native.informers
-                                                          or native.present)
+        return (crd.informer is None or crd.present) and (
+            not native.informers or native.present or bool(native.failing))
 
     def readiness(self) -> tuple[bool, str]:
         """/readyz: ready once the caches are synced."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from omenative_controller.pass_context import instance_of
-from omenative_core.gang import NATIVE_API_VERSION
+from omenative_core.gang import NATIVE_API_V1BETA1
 from omenative_core.model.plan import (
     Action,
     CreateObject,
@@ -29,7 +29,7 @@ from omenative_core.model.plan import (
 
 __all__ = ["action_runs", "bound_creates", "creates_behind", "position", "status_first"]
 
-_NATIVE_GROUP = NATIVE_API_VERSION.rpartition("/")[0] + "/"
+_NATIVE_GROUP = NATIVE_API_V1BETA1.rpartition("/")[0] + "/"
 _FAMILY: dict[type[Action], str] = {
     CreateRevision: "prelude", CreateObject: "prelude",
     **{kind: kind.__name__ for kind in (DeletePod, DeletePodGroup, PatchPodImages)},

@@ -39,7 +39,7 @@ import structlog
 
 from omenative_controller.decoded import ReplicaDecoder
 from omenative_controller.kube import apiwatch
-from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.errors import ApiError
@@ -160,7 +160,7 @@ class ServiceController:
         self._crd_watches[CRD_LEADER_WORKER_SET] = self.lws.presence
         # not a CRD: Kubernetes' own gang scheduling API, for GangSchedulingUnavailable
         self._crd_watches[API_NATIVE_GANG] = ApiPresence(
-            client, (NATIVE_POD_GROUPS, WORKLOADS), dict, interval=crd_poll_seconds,
+            client, NATIVE_GANG_VERSIONS, lambda _version: {}, interval=crd_poll_seconds,
             on_change=lambda _present: self.enqueue_all())
         self.workers = workers
         self.resync_seconds = resync_seconds
@@ -203,11 +203,13 @@ class ServiceController:
         return self._config()
 
     def crds(self) -> frozenset[str]:
-        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet), and
-        ``API_NATIVE_GANG`` while Kubernetes serves its own gang scheduling API."""
+        """The optional CRDs present (PodGroup, PodMonitor, LeaderWorkerSet), and the
+        version of Kubernetes' own gang scheduling API it serves (``API_NATIVE_GANG``, 1.37's,
+        or ``API_NATIVE_GANG_ALPHA``, 1.36's)."""
         if self._crds_present is not None:
             return frozenset(self._crds_present())
-        return frozenset(name for name, w in self._crd_watches.items() if w.present)
+        return frozenset((w.served or name) if name == API_NATIVE_GANG else name
+                         for name, w in self._crd_watches.items() if w.present)
 
     # ------------------------------------------------------------------ change handlers
 

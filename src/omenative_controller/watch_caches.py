@@ -32,7 +32,7 @@ from omenative_controller.cache_views import (
     service_index,
     slice_view,
 )
-from omenative_controller.kube.apiwatch import NATIVE_POD_GROUPS, WORKLOADS, ApiPresence
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
 from omenative_controller.kube.informer import Informer, InformerObserver
@@ -126,7 +126,8 @@ class WatchCaches:
             return {}
         views = {kind: {v.name: v for v in informer.by_index("owner", key)}
                  for kind, informer in native.informers.items()}
-        return {"native_gang_api": True, "native_pod_groups": views.get("PodGroup", {}),
+        return {"native_gang_api": native.served or "",
+                "native_pod_groups": views.get("PodGroup", {}),
                 "workloads": views.get("Workload", {})}
 
 
@@ -143,9 +144,10 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
                         indexers={"owner": owner_index}, on_change=wakeups.owned, observer=m,
                         page_size=LIST_PAGE, list_gate=gate)
 
-    def make_native() -> dict[str, Informer[Any]]:
+    def make_native(version: str) -> dict[str, Informer[Any]]:
         return {res.kind: owned(res, pod_group_view)
-                for res in (NATIVE_POD_GROUPS, WORKLOADS)}
+                for resources in NATIVE_GANG_VERSIONS for res in resources
+                if res.api_version == version}
 
     def on_node(ns: str | None, old: NodeView | None, new: NodeView | None) -> None:
         node_map.changed()  # the copy first: the replicas woken read the new one
@@ -174,7 +176,7 @@ def build_watch_caches(client: KubeClient, namespaces: Sequence[str] | None, wak
         pod_group_crd=CrdPresence(
             client, POD_GROUP_CRD, lambda version: owned(pod_groups(version), pod_group_view),
             interval=crd_poll_seconds, on_change=lambda _present: wakeups.all()),
-        native_gang=ApiPresence(client, (NATIVE_POD_GROUPS, WORKLOADS), make_native,
+        native_gang=ApiPresence(client, NATIVE_GANG_VERSIONS, make_native,
                                 interval=crd_poll_seconds,
                                 on_change=lambda _present: wakeups.all()),
     )

@@ -2,8 +2,9 @@
 
 Two mechanisms place an Instance's pods all at once or not at all:
 
-- ``Native``: Kubernetes' own gang scheduling (1.36, alpha; API group
-  ``scheduling.k8s.io/v1alpha2``, read by the default kube-scheduler). One ``Workload``
+- ``Native``: Kubernetes' own gang scheduling, read by the default kube-scheduler:
+  ``scheduling.k8s.io/v1beta1`` (1.37) or ``v1alpha2`` (1.36), whichever the cluster serves
+  (``v1beta1`` first; ``NATIVE_API_VERSIONS``). One ``Workload``
   per (replica, revision), ``{prefix}-{revision hash}``, whose one PodGroup template holds
   the gang policy (``minCount`` = pods per Instance) and, when the replica sets
   ``topologyKey``, the topology constraint; one ``PodGroup`` per Instance attempt,
@@ -43,12 +44,17 @@ __all__ = [
     "MECHANISM_NATIVE",
     "MECHANISM_NONE",
     "MECHANISM_POD_GROUP",
-    "NATIVE_API_VERSION",
+    "NATIVE_API_V1ALPHA2",
+    "NATIVE_API_V1BETA1",
+    "NATIVE_API_VERSIONS",
+    "NATIVE_FEATURE_GATES",
     "POD_GROUP_API_VERSION",
     "POD_GROUP_TEMPLATE",
     "choose_mechanism",
     "gang_condition",
+    "native_api_of",
     "pod_group_name",
+    "priority_class_name",
     "render_native_pod_group",
     "render_pod_group",
     "render_workload",
@@ -58,14 +64,24 @@ __all__ = [
 ]
 
 MECHANISM_NATIVE: Final = "Native"
-"""Kubernetes' own gang scheduling (``scheduling.k8s.io/v1alpha2``)."""
+"""Kubernetes' own gang scheduling (``scheduling.k8s.io/v1beta1`` or ``v1alpha2``)."""
 MECHANISM_POD_GROUP: Final = "PodGroup"
 """The scheduler-plugins PodGroup (``scheduling.x-k8s.io/v1alpha1``)."""
 MECHANISM_NONE: Final = "None"
 """No gang scheduling: pods are placed one by one."""
 
-NATIVE_API_VERSION: Final = "scheduling.k8s.io/v1alpha2"
-"""The API version of Kubernetes' Workload and PodGroup."""
+NATIVE_API_V1BETA1: Final = "scheduling.k8s.io/v1beta1"
+"""Kubernetes 1.37's Workload and PodGroup (beta; ``v1alpha2`` is gone in 1.37)."""
+NATIVE_API_V1ALPHA2: Final = "scheduling.k8s.io/v1alpha2"
+"""Kubernetes 1.36's Workload and PodGroup (alpha)."""
+NATIVE_API_VERSIONS: Final = (NATIVE_API_V1BETA1, NATIVE_API_V1ALPHA2)
+"""The native gang API versions omenative writes, the preferred one first."""
+NATIVE_FEATURE_GATES: Final = {
+    NATIVE_API_V1BETA1: "GenericWorkload (1.37), --runtime-config=scheduling.k8s.io/v1beta1=true",
+    NATIVE_API_V1ALPHA2: "GenericWorkload and GangScheduling (1.36), "
+                         "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+}
+"""What a cluster enables to serve each version (named when neither is served)."""
 POD_GROUP_API_VERSION: Final = "scheduling.x-k8s.io/v1alpha1"
 """The API version of the scheduler-plugins PodGroup."""
 POD_GROUP_TEMPLATE: Final = "instance"
@@ -112,17 +128,23 @@ def scheduler_name(runners: Sequence[Runner]) -> str | None:
     return None
 
 
+def native_api_of(served: frozenset[str] | set[str]) -> str:
+    """The preferred native gang API version among ``served`` ("" when none is)."""
+    return next((v for v in NATIVE_API_VERSIONS if v in served), "")
+
+
 def choose_mechanism(
     setting: str,
     *,
     multi_pod: bool,
-    native_api: bool,
+    native_api: str,
     pod_group_crd: bool,
     scheduler: str | None,
 ) -> str:
     """The gang mechanism for a replica: ``Native``, ``PodGroup`` or ``None``.
 
-    Single-pod Instances need none. ``Native`` and ``PodGroup`` are used when their API is
+    ``native_api`` is the native gang API version served ("" when none is). Single-pod
+    Instances need none. ``Native`` and ``PodGroup`` are used when their API is
     there (else none); ``Auto`` takes the native one when it is served and the pods use the
     default scheduler, the PodGroup when its CRD is installed and the pods name another
     scheduler (``scheduler``), else none.
@@ -144,7 +166,7 @@ def gang_condition(
     setting: str,
     *,
     multi_pod: bool,
-    native_api: bool,
+    native_api: str,
     pod_group_crd: bool,
     scheduler: str | None,
 ) -> tuple[str, str, str]:
@@ -162,17 +184,21 @@ def gang_condition(
     if chosen == MECHANISM_NATIVE:
         return ("False", "GangSchedulingAvailable",
                 f"gang mechanism Native (lifecycle.gangScheduling {setting}): Kubernetes "
-                f"{NATIVE_API_VERSION} Workload and PodGroups are used")
+                f"{native_api} Workload and PodGroups are used")
     if chosen == MECHANISM_POD_GROUP:
         return ("False", "GangSchedulingAvailable",
                 f"gang mechanism PodGroup (lifecycle.gangScheduling {setting}): "
                 f"scheduler-plugins PodGroups ({POD_GROUP_API_VERSION}) are used")
-    native = "served" if native_api else "not served"
+    if native_api:
+        native = f"{native_api} served"
+    else:
+        gates = "; ".join(f"{v} needs {g}" for v, g in NATIVE_FEATURE_GATES.items())
+        native = f"{' and '.join(NATIVE_API_VERSIONS)} not served ({gates})"
     crd = "installed" if pod_group_crd else "not installed"
     who = scheduler or "the default scheduler"
     return ("True", "PodGroupCRDNotInstalled",
             f"gang mechanism None (lifecycle.gangScheduling {setting}; "
-            f"{NATIVE_API_VERSION} {native}, the scheduler-plugins PodGroup CRD {crd}, "
+            f"{native}, the scheduler-plugins PodGroup CRD {crd}, "
             f"pods use {who}); multi-pod Instances may schedule partially")
 
 
@@ -219,30 +245,54 @@ def render_pod_group(
     }
 
 
-def _gang_spec(replica: InferenceReplica, min_count: int) -> dict[str, Any]:
-    """The gang policy and (with ``topologyKey``) the topology constraint."""
+def priority_class_name(runners: Sequence[Runner]) -> str:
+    """The ``priorityClassName`` the runners' pod templates name ("" when none does)."""
+    for runner in runners:
+        name = as_dict(as_dict(runner.template).get("spec")).get("priorityClassName")
+        if isinstance(name, str) and name:
+            return name
+    return ""
+
+
+def _gang_spec(
+    replica: InferenceReplica, min_count: int, api_version: str, priority_class: str
+) -> dict[str, Any]:
+    """The gang policy and (with ``topologyKey``) the topology constraint; with ``v1beta1``
+    also ``disruptionMode: {all: {}}`` (an Instance is disrupted whole) and the pods'
+    ``priorityClassName``."""
     spec: dict[str, Any] = {"schedulingPolicy": {"gang": {"minCount": min_count}}}
     if replica.spec.topology_key:
         spec["schedulingConstraints"] = {"topology": [{"key": replica.spec.topology_key}]}
+    if api_version == NATIVE_API_V1BETA1:
+        spec["disruptionMode"] = {"all": {}}
+        if priority_class:
+            spec["priorityClassName"] = priority_class
     return spec
 
 
 def render_workload(
-    replica: InferenceReplica, *, revision_hash: str, min_count: int
+    replica: InferenceReplica,
+    *,
+    revision_hash: str,
+    min_count: int,
+    api_version: str = NATIVE_API_V1BETA1,
+    priority_class: str = "",
 ) -> dict[str, Any]:
-    """The native Workload of one revision: one PodGroup template, the Instance's gang."""
+    """The native Workload of one revision (in ``api_version``): one PodGroup template, the
+    Instance's gang; ``v1beta1`` names the InferenceReplica in ``spec.controllerRef``."""
     metadata = _metadata(
         replica, workload_name(replica.prefix, revision_hash),
         {LABEL_REVISION_HASH: revision_hash},
     )
     metadata["ownerReferences"] = [owner_reference(replica)]
-    template = {"name": POD_GROUP_TEMPLATE, **_gang_spec(replica, min_count)}
-    return {
-        "apiVersion": NATIVE_API_VERSION,
-        "kind": "Workload",
-        "metadata": metadata,
-        "spec": {"podGroupTemplates": [template]},
-    }
+    template = {"name": POD_GROUP_TEMPLATE,
+                **_gang_spec(replica, min_count, api_version, priority_class)}
+    spec: dict[str, Any] = {"podGroupTemplates": [template]}
+    if api_version == NATIVE_API_V1BETA1:
+        owner = owner_reference(replica)
+        spec = {"controllerRef": {"apiGroup": str(owner["apiVersion"]).split("/")[0],
+                                  "kind": owner["kind"], "name": owner["name"]}, **spec}
+    return {"apiVersion": api_version, "kind": "Workload", "metadata": metadata, "spec": spec}
 
 
 def render_native_pod_group(
@@ -252,8 +302,11 @@ def render_native_pod_group(
     incarnation: int,
     revision_hash: str,
     min_count: int,
+    api_version: str = NATIVE_API_V1BETA1,
+    priority_class: str = "",
 ) -> dict[str, Any]:
-    """The native PodGroup of one attempt, made from its revision's Workload template."""
+    """The native PodGroup of one attempt, made from its revision's Workload template
+    (``v1beta1``: ``spec.workloadRef``; ``v1alpha2``: ``spec.podGroupTemplateRef.workload``)."""
     metadata = _metadata(
         replica,
         pod_group_name(replica.prefix, index, incarnation),
@@ -264,15 +317,15 @@ def render_native_pod_group(
         },
     )
     metadata["ownerReferences"] = [owner_reference(replica)]
-    ref = {
-        "workload": {
-            "workloadName": workload_name(replica.prefix, revision_hash),
-            "podGroupTemplateName": POD_GROUP_TEMPLATE,
-        }
-    }
+    workload = workload_name(replica.prefix, revision_hash)
+    ref: dict[str, Any] = (
+        {"workloadRef": {"workloadName": workload, "templateName": POD_GROUP_TEMPLATE}}
+        if api_version == NATIVE_API_V1BETA1 else
+        {"podGroupTemplateRef": {"workload": {"workloadName": workload,
+                                              "podGroupTemplateName": POD_GROUP_TEMPLATE}}})
     return {
-        "apiVersion": NATIVE_API_VERSION,
+        "apiVersion": api_version,
         "kind": "PodGroup",
         "metadata": metadata,
-        "spec": {"podGroupTemplateRef": ref, **_gang_spec(replica, min_count)},
+        "spec": {**ref, **_gang_spec(replica, min_count, api_version, priority_class)},
     }

@@ -184,16 +184,20 @@ def _allocatable_gpus(allocatable: object) -> int | None:
     return gpu_quantity(allocatable.get(GPU_RESOURCE))
 
 
+_SCHEDULED_TYPES = frozenset({"PodGroupScheduled", "PodGroupInitiallyScheduled"})
+
+
 def pod_group_view_from_json(obj: Mapping[str, Any]) -> PodGroupView:
     """Build a ``PodGroupView`` from a PodGroup (either API) or a native Workload.
 
-    ``deleting``: being deleted; ``scheduled``: the native ``PodGroupScheduled`` condition.
+    ``deleting``: being deleted; ``scheduled``: the native ``PodGroupScheduled`` condition
+    (``v1alpha2``) or ``PodGroupInitiallyScheduled`` (its name in ``v1beta1``).
     """
     meta = _obj(obj.get("metadata"))
     scheduled: Mapping[str, Any] = {}
     conditions = _obj(obj.get("status")).get("conditions")
     for cond in conditions if isinstance(conditions, list) else ():
-        if isinstance(cond, Mapping) and cond.get("type") == "PodGroupScheduled":
+        if isinstance(cond, Mapping) and cond.get("type") in _SCHEDULED_TYPES:
             scheduled = cond
     status = scheduled.get("status")
     return PodGroupView(

@@ -30,7 +30,10 @@ def cli() -> None:
 @click.option("--with", "extra", default="", metavar="NAMES",
               help="Also build these Go components, comma-separated, or 'all': "
                    "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm.")
-def build_cmd(extra: str) -> None:
+@click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
+              help="Kubernetes release of the control plane (and the etcd it pins); "
+                   "$OMENATIVE_K8S_VERSION sets the default.")
+def build_cmd(extra: str, k8s_version: str) -> None:
     """Build (or find in the cache) the binaries; print their folder.
 
     One builder, one build at a time: the control plane first, then the real nodes' images
@@ -39,7 +42,7 @@ def build_cmd(extra: str) -> None:
     """
     from omenative_devcluster import components, images  # noqa: PLC0415 - keeps `up` light
 
-    rc = build_mod.main()
+    rc = build_mod.main(version=k8s_version)
     if rc:
         sys.exit(rc)
     names = sorted(components.COMPONENTS) if extra.strip() == "all" else [
@@ -78,6 +81,9 @@ def build_cmd(extra: str) -> None:
 @click.option("--scheduler-burst", type=int, default=None,
               help="kube-scheduler client burst (--kube-api-burst; default 100).")
 @click.option("--no-build", is_flag=True, help="Fail instead of building missing binaries.")
+@click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
+              help="Kubernetes release to run (with its own gang feature gates); "
+                   "$OMENATIVE_K8S_VERSION sets the default.")
 def up(
     *,
     state_dir: Path,
@@ -93,6 +99,7 @@ def up(
     scheduler_qps: float | None,
     scheduler_burst: int | None,
     no_build: bool,
+    k8s_version: str,
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
     from omenative_devcluster.cluster import ClusterOptions  # noqa: PLC0415
@@ -112,6 +119,7 @@ def up(
         scheduler_qps=scheduler_qps,
         scheduler_burst=scheduler_burst,
         build_if_missing=not no_build,
+        version=k8s_version,
     )
     sys.exit(asyncio.run(run_up(opts)))
 

@@ -23,10 +23,18 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-#: The Kubernetes release we build (its go.mod says ``go 1.26.0``: builds with Go 1.26.x).
-K8S_VERSION = "v1.36.3"
-#: The etcd release we build (3.5+ is required by current kube-apiservers).
+#: The Kubernetes release built and run by default (its go.mod says ``go 1.26.0``: builds
+#: with Go 1.26.x).
+DEFAULT_K8S_VERSION = "v1.37.2"
+#: The other release we test (``make test-k8s-other``): the previous one, 1.36.
+OTHER_K8S_VERSION = "v1.36.3"
+#: The release this process builds and runs: ``$OMENATIVE_K8S_VERSION`` (how the test
+#: fixtures and ``make`` pick one), else the default.
+K8S_VERSION = os.environ.get("OMENATIVE_K8S_VERSION") or DEFAULT_K8S_VERSION
+#: The etcd release of 1.36 (3.5+ is required by current kube-apiservers).
 ETCD_VERSION = "v3.6.16"
+#: The etcd each Kubernetes release pins (its ``build/dependencies.yaml``).
+ETCD_VERSIONS = {"v1.36.3": ETCD_VERSION, "v1.37.2": "v3.7.0"}
 
 #: The control plane, and the kubelet and kube-proxy that real nodes run (one ``go build``:
 #: they share most packages, so building them together costs a few minutes, not a second build).
@@ -202,8 +210,14 @@ def prepare_etcd_module(version: str, wdir: Path) -> None:
     _run(["go", "get", f"go.etcd.io/etcd/server/v3@{version}"], wdir)
 
 
-def build(version: str = K8S_VERSION, etcd_version: str = ETCD_VERSION) -> Path:
+def etcd_version_for(version: str) -> str:
+    """The etcd release ``version`` of Kubernetes pins (the newest we know for others)."""
+    return ETCD_VERSIONS.get(version, ETCD_VERSIONS[max(ETCD_VERSIONS)])
+
+
+def build(version: str = K8S_VERSION, etcd_version: str | None = None) -> Path:
     """Build what is missing into the cache and return the bin directory."""
+    etcd_version = etcd_version or etcd_version_for(version)
     bdir = bin_dir(version)
     missing = missing_binaries(version)
     if not missing:
@@ -281,11 +295,11 @@ def _build_locked(version: str, etcd_version: str) -> Path:
     return bdir
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: build (or find) the binaries and print the bin directory."""
+def main(argv: Sequence[str] | None = None, version: str = K8S_VERSION) -> int:
+    """Command-line entry: build (or find) the binaries of ``version``; print the bin folder."""
     del argv
     try:
-        bdir = build()
+        bdir = build(version)
     except RuntimeError as exc:
         log(f"BUILD FAILED: {exc}")
         return 1

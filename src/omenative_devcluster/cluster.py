@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import attrs
 
 from omenative_devcluster import build
+from omenative_devcluster.k8s_versions import gang_flags
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
 from omenative_devcluster.realnodes_host import HOST_ADDRESS, process_cmdline
 
@@ -41,14 +42,6 @@ FAULTS_FILE = "faults.json"
 
 #: Components in start order; ``stop`` goes in reverse.
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
-
-#: Kubernetes 1.36 gang scheduling (alpha): the Workload and PodGroup API
-#: (``scheduling.k8s.io/v1alpha2``) and kube-scheduler's gang and topology-aware placement.
-#: They change nothing for pods without ``spec.schedulingGroup``.
-GANG_FEATURE_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
-GANG_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
-
-
 
 KUBELET_CLIENT_CA = "kubelet-client-ca.crt"
 KUBELET_CLIENT_CERT = "kubelet-client.crt"
@@ -246,6 +239,10 @@ class Cluster:
         self._write_pids()
 
         p = self.ports
+        try:
+            gates, runtime_config = gang_flags(opts.version)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd-peer']}"
         self.spawn(
@@ -285,8 +282,8 @@ class Cluster:
                 f"--service-account-key-file={sa_key}",
                 f"--service-account-signing-key-file={sa_key}",
                 "--profiling=false",
-                f"--feature-gates={GANG_FEATURE_GATES}",
-                f"--runtime-config={GANG_RUNTIME_CONFIG}",
+                f"--feature-gates={gates}",
+                f"--runtime-config={runtime_config}",
                 "--v=1",
             ],
         )
@@ -320,7 +317,7 @@ class Cluster:
                 "--node-monitor-period=2s",
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
-                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--feature-gates={gates}",
                 *self._client_limits(),
             ],
         )
@@ -330,7 +327,7 @@ class Cluster:
                 str(bdir / "kube-scheduler"),
                 *common,
                 f"--secure-port={p['scheduler']}",
-                f"--feature-gates={GANG_FEATURE_GATES}",
+                f"--feature-gates={gates}",
                 *self._client_limits(scheduler=True),
             ],
         )
@@ -342,13 +339,20 @@ class Cluster:
 
     def _real_node_flags(self) -> list[str]:
         """Real kubelets are reached by InternalIP with a client certificate (they refuse
-        anyone else); their pods get service account tokens."""
+        anyone else); their pods get service account tokens.
+
+        Without real nodes the API server advertises 127.0.0.1, which 1.37 refuses with its
+        endpoint reconciler ("cannot use public IP 127.0.0.1 with endpoint reconciler ...
+        may not be in the loopback range"): no pod needs the ``kubernetes`` Service's
+        endpoints then, so the reconciler is off (1.36 keeps its default)."""
         if self.options.real_nodes:
             certs = self.state_dir / "certs"
             return ["--kubelet-preferred-address-types=InternalIP",
                     f"--kubelet-client-certificate={certs / KUBELET_CLIENT_CERT}",
                     f"--kubelet-client-key={certs / KUBELET_CLIENT_KEY}"]
-        return ["--disable-admission-plugins=ServiceAccount"]
+        minor = int(self.options.version.removeprefix("v").split(".")[1])
+        return ["--disable-admission-plugins=ServiceAccount",
+                *(["--endpoint-reconciler-type=none"] if minor >= 37 else [])]
 
     @property
     def kubelet_client_ca(self) -> Path:

@@ -2,8 +2,8 @@
 
 ``python -m omenative_devcluster up --real-nodes N`` (1..4) starts, beside the control
 plane, per node a containerd v2 (runc with seccomp; own root, state, socket, CNI bridge and
-/24) and a kubelet v1.36.3 built from the control plane's own module; then one kube-proxy
-(iptables mode) and CoreDNS as the kubelets' ``clusterDNS``. The API server and CoreDNS
+/24) and a kubelet of the control plane's release, built from its own module; then one
+kube-proxy (iptables mode) and CoreDNS as the kubelets' ``clusterDNS``. The API server and CoreDNS
 serve pods on ``HOST_ADDRESS``, an address on a dummy interface of ours: nothing listens on,
 or is routed to, the machine's own address. Nodes advertise ``nvidia.com/gpu`` (patched into
 their status) and the stand-in's topology labels.

@@ -35,6 +35,7 @@ from omenative_controller.service_controller import (
     SERVING_RUNTIMES,
     ServiceController,
 )
+from omenative_devcluster import build
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -48,7 +49,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")
 pytest_plugins = ["manager_fixtures"]
 
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-KUBECTL = Path.home() / ".cache" / "omenative" / "k8s" / "v1.36.3" / "bin" / "kubectl"
+KUBECTL = build.bin_dir() / "kubectl"  # the release under test (OMENATIVE_K8S_VERSION)
 
 ENGINE = "chat-engine"
 ENGINE_INSTANCES = (0, 1)

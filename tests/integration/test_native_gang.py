@@ -1,11 +1,13 @@
-"""Kubernetes 1.36 gang scheduling (``scheduling.k8s.io/v1alpha2``) with the real kube-scheduler.
+"""Kubernetes' own gang scheduling with the real kube-scheduler: 1.37 (``scheduling.k8s.io/
+v1beta1``) or 1.36 (``v1alpha2``), whichever the local control plane runs
+(``$OMENATIVE_K8S_VERSION``; ``make test-k8s-other`` runs these tests on the other one).
 
-The local control plane runs with the gates ``GenericWorkload``, ``GangScheduling`` and
-``TopologyAwareWorkloadScheduling`` and the API enabled; the manager runs with
-``lifecycle.gangScheduling: Native``. Each test brings its own GPU nodes (a second kubelet
-stand-in in this process), labelled and tainted for its namespace so no other pod lands
-there, and its pods select them. What is asserted is what a user sees: which pods got a
-``nodeName``, the InferenceReplica's rows, and the PodGroups.
+The local control plane runs with its version's gates (``GenericWorkload``, 1.36 also
+``GangScheduling``, and ``TopologyAwareWorkloadScheduling``) and the API enabled; the
+manager runs with ``lifecycle.gangScheduling: Native``. Each test brings its own GPU nodes
+(a second kubelet stand-in in this process), labelled and tainted for its namespace so no
+other pod lands there, and its pods select them. What is asserted is what a user sees:
+which pods got a ``nodeName``, the InferenceReplica's rows, and the PodGroups.
 
 * 3 nodes x 8 GPUs, two Instances of a leader + 3 workers x 4 GPUs (16 GPUs each): one
   binds whole, the other has no pod bound at any look and is not Failed past its readiness
@@ -24,9 +26,10 @@ from typing import Any
 
 import pytest
 
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, served_resources
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS, Resource
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
 from omenative_devcluster.loopback import kubectl
 
@@ -43,8 +46,6 @@ from manager_fixtures import (  # noqa: E402
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
 
-NATIVE_POD_GROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
-WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload")
 GPU = "nvidia.com/gpu"
 TEST_NODE = "omenative.io/gang-test"
 DOMAIN = "example.com/nvlink-domain"
@@ -57,7 +58,8 @@ LIFECYCLE = {**TEST_LIFECYCLE, "gangScheduling": "Native", "instanceReadyTimeout
 
 
 class GangNodes:
-    """This test's GPU nodes: kubelet stand-ins whose nodes only this namespace's pods use."""
+    """This test's GPU nodes: kubelet stand-ins whose nodes only this namespace's pods use;
+    ``pod_groups`` and ``workloads``: the native gang API version the cluster serves."""
 
     def __init__(self, kube: KubeClient, kubeconfig: Path, namespace: str) -> None:
         self.kube = kube
@@ -65,6 +67,7 @@ class GangNodes:
         self.namespace = namespace
         self.standins: list[KubeletStandIn] = []
         self.names: list[str] = []
+        self.pod_groups, self.workloads = NATIVE_GANG_VERSIONS[0]
 
     async def add(self, count: int, domains: list[str] | None = None) -> list[str]:
         """Start ``count`` 8-GPU nodes (``domains``: their DOMAIN label, one each)."""
@@ -109,15 +112,12 @@ class GangNodes:
 @pytest.fixture
 async def gang_nodes(kube: KubeClient, kubeconfig_path: Path, namespace: str
                      ) -> AsyncIterator[GangNodes]:
-    """Nodes for one test; skips where the cluster does not serve the native gang API."""
-    try:
-        await kube.request("GET", "/apis/scheduling.k8s.io/v1alpha2", verb="get",
-                           resource="discovery")
-    except ApiError as exc:
-        if exc.not_found:
-            pytest.skip("the cluster does not serve scheduling.k8s.io/v1alpha2")
-        raise
+    """Nodes for one test; the local control plane serves the native gang API."""
+    served = [r for r in NATIVE_GANG_VERSIONS
+              if isinstance(await served_resources(kube, r[0].api_version), frozenset)]
+    assert served, "the local control plane serves no native gang API version"
     nodes = GangNodes(kube, kubeconfig_path, namespace)
+    nodes.pod_groups, nodes.workloads = served[0]
     try:
         yield nodes
     finally:
@@ -167,17 +167,18 @@ def placement(pods: dict[str, JSON]) -> dict[str, str | None]:
     return {n: (p.get("spec") or {}).get("nodeName") for n, p in sorted(pods.items())}
 
 
-async def pod_groups(kube: KubeClient, namespace: str) -> dict[str, JSON]:
+async def pod_groups(kube: KubeClient, nodes: GangNodes, namespace: str) -> dict[str, JSON]:
     """The native PodGroups of the namespace by name."""
-    page = await kube.list(NATIVE_POD_GROUPS, namespace)
+    page = await kube.list(nodes.pod_groups, namespace)
     return {g["metadata"]["name"]: g for g in page.get("items") or ()}
 
 
-async def show_kubectl(kubeconfig: Path, namespace: str) -> None:
+async def show_kubectl(kubeconfig: Path, namespace: str, version: str) -> None:
     """What ``kubectl get`` shows of the PodGroups and the pods (the docs quote it)."""
-    cond = '.status.conditions[?(@.type=="PodGroupScheduled")]'
+    kind = "PodGroupScheduled" if version.endswith("v1alpha2") else "PodGroupInitiallyScheduled"
+    cond = f'.status.conditions[?(@.type=="{kind}")]'
     for what, columns in (
-        ("podgroups.scheduling.k8s.io",
+        (f"podgroups.{version.split('/')[1]}.scheduling.k8s.io",
          "NAME:.metadata.name,MINCOUNT:.spec.schedulingPolicy.gang.minCount,"
          f"SCHEDULED:{cond}.status,REASON:{cond}.reason,MESSAGE:{cond}.message"),
         ("pods", "NAME:.metadata.name,PHASE:.status.phase,NODE:.spec.nodeName,"
@@ -189,9 +190,10 @@ async def show_kubectl(kubeconfig: Path, namespace: str) -> None:
 
 
 def scheduled(group: JSON) -> dict[str, Any]:
-    """A PodGroup's PodGroupScheduled condition (status, reason, message)."""
+    """A PodGroup's PodGroupScheduled condition (v1alpha2; PodGroupInitiallyScheduled in
+    v1beta1): status, reason, message."""
     for cond in (group.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "PodGroupScheduled":
+        if cond.get("type") in ("PodGroupScheduled", "PodGroupInitiallyScheduled"):
             return {k: cond.get(k) for k in ("status", "reason", "message")}
     return {}
 
@@ -217,14 +219,19 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
 
     bound, pending = await eventually(one_bound_one_waiting, timeout=90,
                                       what="one Instance bound whole, one waiting")
-    groups = await pod_groups(kube, namespace)
+    groups = await pod_groups(kube, gang_nodes, namespace)
     show("the PodGroups", {n: {"minCount": g["spec"]["schedulingPolicy"]["gang"]["minCount"],
                                "PodGroupScheduled": scheduled(g)} for n, g in groups.items()})
     assert set(groups) == {f"chat-{bound}-1", f"chat-{pending}-1"}
     assert scheduled(groups[f"chat-{pending}-1"])["status"] == "False"
     assert scheduled(groups[f"chat-{bound}-1"])["status"] == "True"
-    workloads = (await kube.list(WORKLOADS, namespace)).get("items") or ()
+    workloads = (await kube.list(gang_nodes.workloads, namespace)).get("items") or ()
     assert len(workloads) == 1  # one per revision
+    if gang_nodes.pod_groups.version == "v1beta1":  # an Instance is disrupted whole
+        for group in groups.values():
+            assert group["spec"]["disruptionMode"] == {"all": {}}
+            assert group["spec"]["workloadRef"]["workloadName"] == (
+                workloads[0]["metadata"]["name"])
 
     # every pod change recorded for well past the 10 s readiness deadline: none of the
     # waiting Instance's pods is ever bound, and it is not Failed
@@ -245,7 +252,7 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
     assert row["operation"]["waiting"] == "PodGroupUnschedulable", row
     assert row["operation"].get("deadline") is None, row  # parked
     show("pods and their nodes while one waits", placement(await list_pods(kube, namespace)))
-    await show_kubectl(kubeconfig_path, namespace)
+    await show_kubectl(kubeconfig_path, namespace, gang_nodes.pod_groups.api_version)
 
     await gang_nodes.add(1)
 
@@ -260,7 +267,7 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
     nodes = await eventually(both_ready, timeout=90, what="both Instances Ready")
     show("pods and their nodes after a node was added", nodes)
     assert all(nodes.values())
-    await show_kubectl(kubeconfig_path, namespace)
+    await show_kubectl(kubeconfig_path, namespace, gang_nodes.pod_groups.api_version)
 
 
 async def test_a_native_gang_with_a_topology_key_lands_in_one_domain(
@@ -290,6 +297,6 @@ async def test_a_native_gang_with_a_topology_key_lands_in_one_domain(
         domains = {domain[p["spec"]["nodeName"]] for p in members}
         assert len(domains) == 1, (index, domains)
         assert "podAffinity" not in (members[0]["spec"].get("affinity") or {})
-    groups = await pod_groups(kube, namespace)
+    groups = await pod_groups(kube, gang_nodes, namespace)
     for group in groups.values():
         assert group["spec"]["schedulingConstraints"] == {"topology": [{"key": DOMAIN}]}

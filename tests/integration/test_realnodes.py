@@ -23,6 +23,7 @@ import pytest
 pytest.register_assert_rewrite("realnode_fixtures")
 from realnode_fixtures import REAL_NODES, RealCluster  # noqa: E402
 
+from omenative_devcluster import build  # noqa: E402
 from omenative_devcluster.images import MODEL_SERVER_IMAGE  # noqa: E402
 from omenative_devcluster.kubelet_api import GPU  # noqa: E402
 from omenative_devcluster.realnodes_host import host_snapshot  # noqa: E402
@@ -92,7 +93,7 @@ def test_nodes_are_real_gpu_nodes_with_the_stand_in_labels(real_cluster: RealClu
     for node in nodes:
         info = node["status"]["nodeInfo"]
         assert info["containerRuntimeVersion"].startswith("containerd://2.4.2")
-        assert info["kubeletVersion"] == "v1.36.3"
+        assert info["kubeletVersion"] == build.K8S_VERSION  # the release under test
         assert node["status"]["allocatable"][GPU] == "8"
         assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] in ("zone-a", "zone-b")
         assert not node["spec"].get("taints"), "real nodes must take pods"

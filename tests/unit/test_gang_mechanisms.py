@@ -11,7 +11,15 @@ from sim_helpers import engine_manifest as _manifest
 from sim_helpers import run_world as _run
 
 from omenative_controller.cli import ome_output as out
-from omenative_core.gang import choose_mechanism, pod_group_name, workload_name
+from omenative_core.gang import (
+    NATIVE_API_V1ALPHA2,
+    NATIVE_API_V1BETA1,
+    choose_mechanism,
+    gang_condition,
+    native_api_of,
+    pod_group_name,
+    workload_name,
+)
 from omenative_core.incremental import plan_incremental
 from omenative_core.model import (
     ConfigError,
@@ -36,9 +44,10 @@ def _world(manifest: dict[str, Any]) -> World:
                              pod_ready_seconds=2), manifest, config=LifecycleConfig())
 
 
-def _native(snap: Snapshot, **kw: Any) -> Snapshot:
-    """The snapshot of a cluster that serves scheduling.k8s.io/v1alpha2, no PodGroup CRD."""
-    return attrs.evolve(snap, native_gang_api=True, pod_group_crd=False, pod_groups={},
+def _native(snap: Snapshot, api: str = NATIVE_API_V1ALPHA2, **kw: Any) -> Snapshot:
+    """The snapshot of a cluster that serves ``api`` (1.36's scheduling.k8s.io/v1alpha2
+    unless told), no PodGroup CRD."""
+    return attrs.evolve(snap, native_gang_api=api, pod_group_crd=False, pod_groups={},
                         config=kw.pop("config", NATIVE), **kw)
 
 
@@ -88,11 +97,28 @@ def test_gang_scheduling_defaults_to_auto_and_a_bad_value_names_the_key() -> Non
 )
 def test_mechanism_choice(setting: str, native: bool, crd: bool, scheduler: str | None,
                           expected: str) -> None:
-    got = choose_mechanism(setting, multi_pod=True, native_api=native, pod_group_crd=crd,
-                           scheduler=scheduler)
-    assert got == expected
-    assert choose_mechanism(setting, multi_pod=False, native_api=native, pod_group_crd=crd,
-                            scheduler=scheduler) == "None"
+    for api in (NATIVE_API_V1BETA1, NATIVE_API_V1ALPHA2) if native else ("",):
+        got = choose_mechanism(setting, multi_pod=True, native_api=api, pod_group_crd=crd,
+                               scheduler=scheduler)
+        assert got == expected
+        assert choose_mechanism(setting, multi_pod=False, native_api=api, pod_group_crd=crd,
+                                scheduler=scheduler) == "None"
+
+
+def test_auto_prefers_v1beta1_when_a_cluster_serves_both() -> None:
+    assert native_api_of({NATIVE_API_V1ALPHA2, NATIVE_API_V1BETA1}) == NATIVE_API_V1BETA1
+    assert native_api_of({NATIVE_API_V1ALPHA2, "podgroups.scheduling.x-k8s.io"}) == (
+        NATIVE_API_V1ALPHA2)
+    assert native_api_of({"podgroups.scheduling.x-k8s.io"}) == ""
+
+
+def test_no_native_api_names_the_versions_and_gates_to_enable() -> None:
+    status, reason, message = gang_condition("Native", multi_pod=True, native_api="",
+                                             pod_group_crd=False, scheduler=None)
+    assert (status, reason) == ("True", "PodGroupCRDNotInstalled")
+    assert "scheduling.k8s.io/v1beta1 and scheduling.k8s.io/v1alpha2 not served" in message
+    assert "GenericWorkload (1.37), --runtime-config=scheduling.k8s.io/v1beta1=true" in message
+    assert "GenericWorkload and GangScheduling (1.36)" in message
 
 
 # ---------------------------------------------------------------------------- native
@@ -133,6 +159,45 @@ def test_native_gang_creates_workload_then_pod_groups_then_pods() -> None:
     cond = _condition(p, "GangSchedulingUnavailable")
     assert cond["status"] == "False" and cond["reason"] == "GangSchedulingAvailable"
     assert "Native" in cond["message"] and "scheduling.k8s.io/v1alpha2" in cond["message"]
+
+
+def test_v1beta1_gang_is_disrupted_whole_refers_to_its_workload_and_carries_priority() -> None:
+    manifest = _manifest(workers=1, replicas=1, topologyKey="rack")
+    for runner in manifest["spec"]["runners"]:
+        runner["template"]["spec"]["priorityClassName"] = "inference-high"
+    world = _world(manifest)
+    p = plan(_native(world.snapshot(), NATIVE_API_V1BETA1))
+    (workload,) = [b for b in _creates(p, CreateObject) if b["kind"] == "Workload"]
+    rev_hash = workload["metadata"]["labels"]["ome.io/revision-hash"]
+    gang = {
+        "schedulingPolicy": {"gang": {"minCount": 2}},
+        "schedulingConstraints": {"topology": [{"key": "rack"}]},
+        "disruptionMode": {"all": {}},
+        "priorityClassName": "inference-high",
+    }
+    assert workload["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert workload["spec"] == {
+        "controllerRef": {"apiGroup": "ome.io", "kind": "InferenceReplica",
+                          "name": "chat-engine"},
+        "podGroupTemplates": [{"name": "instance", **gang}],
+    }
+    (group,) = _creates(p, CreatePodGroup)
+    assert group["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert group["spec"] == {
+        "workloadRef": {"workloadName": f"chat-engine-{rev_hash}", "templateName": "instance"},
+        **gang,
+    }
+    cond = _condition(p, "GangSchedulingUnavailable")
+    assert "scheduling.k8s.io/v1beta1 Workload and PodGroups are used" in cond["message"]
+
+
+def test_native_objects_are_deleted_through_the_version_served() -> None:
+    world = _world(_manifest(workers=1, replicas=1))
+    snap = _native(world.snapshot(), NATIVE_API_V1BETA1, native_pod_groups={
+        "chat-engine-0-7": PodGroupView(name="chat-engine-0-7", uid="old",
+                                        labels={"ome.io/instance-index": "0"})})
+    (delete,) = [a for a in plan(snap).actions if a.kind == "DeletePodGroup"]
+    assert (delete.name, delete.api_version) == ("chat-engine-0-7", "scheduling.k8s.io/v1beta1")
 
 
 def test_scheduler_plugins_pods_keep_the_leader_affinity() -> None:
@@ -186,7 +251,7 @@ def test_native_objects_nothing_uses_are_deleted() -> None:
 
 def test_no_mechanism_keeps_omes_reason_and_says_why() -> None:
     world = _world(_manifest(workers=1, replicas=1))
-    snap = attrs.evolve(world.snapshot(), pod_group_crd=True, native_gang_api=False,
+    snap = attrs.evolve(world.snapshot(), pod_group_crd=True, native_gang_api="",
                         config=LifecycleConfig())
     p = plan(snap)
     assert not _creates(p, CreatePodGroup)
@@ -236,14 +301,17 @@ def test_instance_list_wide_shows_each_instances_gang() -> None:
     pods = [_pod(0, "leader", native="demo-0-1"), _pod(0, "worker", native="demo-0-1"),
             _pod(1, "leader", label="demo-1-2"), _pod(1, "worker", label="demo-1-2"),
             _pod(2, "leader"), _pod(2, "worker"), _pod(3, "default")]
-    gangs = out.gang_by_instance(pods)
-    assert gangs == {0: "Native:demo-0-1", 1: "PodGroup:demo-1-2", 2: "None", 3: "-"}
+    gangs = out.gang_by_instance(pods, NATIVE_API_V1BETA1)
+    assert gangs == {0: "Native/v1beta1:demo-0-1", 1: "PodGroup/v1alpha1:demo-1-2", 2: "None",
+                     3: "-"}
+    assert out.gang_by_instance(pods[:1], NATIVE_API_V1ALPHA2) == {0: "Native/v1alpha2:demo-0-1"}
+    assert out.gang_by_instance(pods[:1]) == {0: "Native:demo-0-1"}  # not served (any more)
     status = InferenceReplicaStatus(instances=(
         InstanceStatus(index=0, incarnation=1, phase="Ready"),
         InstanceStatus(index=4, incarnation=1, phase="Pending")))
     lines = out.format_instance_table("engine", status, gangs).splitlines()
     assert lines[0].split()[-1] == "GANG"
-    assert lines[1].split()[-1] == "Native:demo-0-1"
+    assert lines[1].split()[-1] == "Native/v1beta1:demo-0-1"
     assert lines[2].split()[-1] == "-"  # no pods yet
     assert "GANG" not in out.format_instance_table("engine", status)
 

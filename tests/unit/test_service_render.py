@@ -10,6 +10,7 @@ import attrs
 import pytest
 
 from omenative_core.codec import spec_from_json
+from omenative_core.gang import native_api_of
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import Snapshot
 from omenative_core.model.plan import CreatePod
@@ -18,6 +19,7 @@ from omenative_core.render import instance_slots, pod_name, render_pod
 from omenative_core.revisions import revision_hash
 from omenative_core.service import (
     API_NATIVE_GANG,
+    API_NATIVE_GANG_ALPHA,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -362,6 +364,8 @@ GANG_CASES = [
     # (gangScheduling, what the cluster offers, schedulerName) -> (status, mechanism named)
     ("Auto", (), None, ("True", "None")),
     ("Auto", (API_NATIVE_GANG,), None, ("False", "Native")),
+    ("Auto", (API_NATIVE_GANG_ALPHA,), None, ("False", "Native")),
+    ("Native", (API_NATIVE_GANG_ALPHA, API_NATIVE_GANG), None, ("False", "Native")),
     # the PodGroup CRD alone does not gang pods of the default scheduler (it does not read it)
     ("Auto", (CRD_POD_GROUP,), None, ("True", "None")),
     ("Auto", (CRD_POD_GROUP,), "scheduler-plugins-scheduler", ("False", "PodGroup")),
@@ -399,7 +403,7 @@ def test_gang_scheduling_condition_is_the_replicas_own(
     ir = replica_of(cp)
     ir = attrs.evolve(ir, metadata=attrs.evolve(ir.metadata, uid="ir-uid"))
     status = plan_replica(Snapshot(replica=ir, now=NOW, config=lifecycle,
-                                   native_gang_api=API_NATIVE_GANG in crds,
+                                   native_gang_api=native_api_of(frozenset(crds)),
                                    pod_group_crd=CRD_POD_GROUP in crds)).status
     assert status is not None
     (ir_cond,) = [c for c in status.conditions if c.type == "GangSchedulingUnavailable"]

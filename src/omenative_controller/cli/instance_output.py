@@ -49,27 +49,31 @@ def _pods(row: InstanceStatus) -> str:
     return f"{row.serving_pod_count}/{row.available_pod_count}/{row.pod_count}"
 
 
-def gang_of(pod: Mapping[str, Any]) -> str:
-    """A pod's gang: ``Native:<PodGroup>`` (``spec.schedulingGroup``), ``PodGroup:<name>``
-    (the scheduler-plugins label), or ``None``."""
+def gang_of(pod: Mapping[str, Any], native_api: str = "") -> str:
+    """A pod's gang, mechanism and API version: ``Native/<version>:<PodGroup>``
+    (``spec.schedulingGroup``; the version of ``scheduling.k8s.io`` the cluster serves,
+    ``native_api``, left out when unknown), ``PodGroup/v1alpha1:<name>`` (the scheduler-plugins
+    label), or ``None``."""
     group = ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName")
     if group:
-        return f"Native:{group}"
+        version = native_api.rpartition("/")[2]
+        return f"Native/{version}:{group}" if version else f"Native:{group}"
     label = ((pod.get("metadata") or {}).get("labels") or {}).get(
         "scheduling.x-k8s.io/pod-group")
-    return f"PodGroup:{label}" if label else "None"
+    return f"PodGroup/v1alpha1:{label}" if label else "None"
 
 
-def gang_by_instance(pods: Sequence[Mapping[str, Any]]) -> dict[int, str]:
-    """Instance index -> the gang its pods joined (``instance list -o wide``'s GANG);
-    single-pod Instances show ``-``, pods of several gangs (a restart under way) all."""
+def gang_by_instance(pods: Sequence[Mapping[str, Any]], native_api: str = "") -> dict[int, str]:
+    """Instance index -> the gang its pods joined (``instance list -o wide``'s GANG, see
+    ``gang_of``); single-pod Instances show ``-``, pods of several gangs (a restart under
+    way) all."""
     found: dict[int, set[str]] = {}
     runners: dict[int, set[str]] = {}
     for pod in pods:
         labels = (pod.get("metadata") or {}).get("labels") or {}
         raw = str(labels.get("ome.io/instance-index", ""))
         if raw.isdigit():
-            found.setdefault(int(raw), set()).add(gang_of(pod))
+            found.setdefault(int(raw), set()).add(gang_of(pod, native_api))
             runners.setdefault(int(raw), set()).add(str(labels.get("ome.io/runner", "")))
     return {i: "-" if runners[i] == {"default"} else ",".join(sorted(g))
             for i, g in found.items()}

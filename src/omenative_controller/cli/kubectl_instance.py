@@ -24,6 +24,7 @@ from omenative_controller.cli.kubectl_common import (
     _status,
     _yes,
 )
+from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, served_resources
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import (
     PODS,
@@ -37,6 +38,16 @@ def instance() -> None:
     """Instances of an InferenceReplica: list, status, retry blocks, release a hold."""
 
 
+async def _native_gang_api(kube: KubeClient) -> str:
+    """The native gang API version the cluster serves, as the manager picks it ("": none)."""
+    for resources in NATIVE_GANG_VERSIONS:
+        group_version = resources[0].api_version
+        served = await served_resources(kube, group_version)
+        if isinstance(served, frozenset) and all(r.plural in served for r in resources):
+            return group_version
+    return ""
+
+
 @instance.command("list")
 @click.argument("name")
 @_component
@@ -47,22 +58,22 @@ def instance() -> None:
 def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
     """One line per Instance: phase, pods, revisions, active ordinal, evidence."""
 
-    async def work(kube: KubeClient) -> tuple[JSON, list[JSON]]:
+    async def work(kube: KubeClient) -> tuple[JSON, list[JSON], str]:
         ir = await _get_replica(kube, target, name, component)
         if output != "wide":
-            return ir, []
+            return ir, [], ""
         selector = f"ome.io/inferencereplica={ir['metadata']['name']}"
         page = await kube.list(PODS, target.namespace, label_selector=selector)
-        return ir, list(page.get("items") or ())
+        return ir, list(page.get("items") or ()), await _native_gang_api(kube)
 
-    ir, pods = _run(target, work)
+    ir, pods, native_api = _run(target, work)
     status = _status(ir)
     comp = str((ir.get("spec") or {}).get("component") or "")
     if output == "json":
         _echo_json({"name": ir["metadata"]["name"], "component": comp,
                     "instances": [out.instance_json(r, comp) for r in status.instances]})
         return
-    gangs = out.gang_by_instance(pods) if output == "wide" else None
+    gangs = out.gang_by_instance(pods, native_api) if output == "wide" else None
     click.echo(out.format_instance_table(comp, status, gangs))
 
 

@@ -159,6 +159,10 @@ class Informer(Generic[V]):
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self.indexers}
         self._scope_synced: dict[str | None, bool] = dict.fromkeys(self.scopes, False)
         self.synced = asyncio.Event()
+        #: LIST failures in a row (reset by a LIST that succeeds) and the last one's error:
+        #: an optional API whose objects cannot be read (``ApiPresence.failing``)
+        self.list_failures = 0
+        self.list_error = ""
         self.name = resource.plural
 
     # ------------------------------------------------------------------ reading
@@ -412,7 +416,10 @@ class Informer(Generic[V]):
                 try:
                     rv = await self._gated_list(scope)
                     failures = 0  # the backoff resets only once a watch has run
+                    self.list_failures, self.list_error = 0, ""
                 except ApiError as exc:
+                    self.list_failures += 1
+                    self.list_error = f"{exc.status} {exc.reason}: {exc.message}"
                     level = "info" if exc.not_found else "warning"
                     getattr(log, level)("informer.list_failed", resource=self.name,
                                         namespace=scope, status=exc.status, reason=exc.reason,

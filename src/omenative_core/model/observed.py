@@ -208,7 +208,9 @@ class Snapshot:
     nodes: Mapping[str, NodeView] = field(factory=dict)
     pod_groups: Mapping[str, PodGroupView] = field(factory=dict)
     pod_group_crd: bool = False
-    native_gang_api: bool = False  # scheduling.k8s.io/v1alpha2 served (and its caches synced)
+    #: the native gang API version served and synced (``scheduling.k8s.io/v1beta1`` or
+    #: ``v1alpha2``), "" when none is
+    native_gang_api: str = ""
     native_pod_groups: Mapping[str, PodGroupView] = field(factory=dict)
     workloads: Mapping[str, PodGroupView] = field(factory=dict)
     routed_pods: frozenset[str] = frozenset()

@@ -13,7 +13,7 @@ from typing import Any, Final
 from attrs import evolve
 
 from omenative_core.codec import CodecError, spec_to_json
-from omenative_core.gang import gang_condition, scheduler_name
+from omenative_core.gang import gang_condition, native_api_of, scheduler_name
 from omenative_core.labels import (
     LABEL_REPLICA,
 )
@@ -63,7 +63,6 @@ from omenative_core.service.plan import (
     ANNOTATION_PARENT_GENERATION,
     ANNOTATION_REVISION_HISTORY_LIMIT,
     ANNOTATION_ROLLOUT_PAUSED,
-    API_NATIVE_GANG,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
     ComponentPlan,
@@ -212,7 +211,7 @@ def _gang_condition(spec: InferenceReplicaSpec, crds: frozenset[str],
     status, reason, message = gang_condition(
         config.lifecycle.gang_scheduling,
         multi_pod=True,
-        native_api=API_NATIVE_GANG in crds,
+        native_api=native_api_of(crds),
         pod_group_crd=CRD_POD_GROUP in crds,
         scheduler=scheduler_name(spec.runners),
     )

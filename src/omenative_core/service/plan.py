@@ -38,8 +38,11 @@ CRD_POD_MONITOR: Final = "podmonitors.monitoring.coreos.com"
 """The Prometheus operator's PodMonitor CRD."""
 CRD_POD_GROUP: Final = "podgroups.scheduling.x-k8s.io"
 """The scheduler-plugins PodGroup CRD (gang scheduling)."""
-API_NATIVE_GANG: Final = "scheduling.k8s.io/v1alpha2"
-"""Kubernetes' own gang scheduling API (not a CRD): named among ``crds_present`` when served."""
+API_NATIVE_GANG: Final = "scheduling.k8s.io/v1beta1"
+"""Kubernetes' own gang scheduling API (not a CRD): named among ``crds_present`` when served
+(1.37's version; 1.36's is ``API_NATIVE_GANG_ALPHA``; the preferred one served is used)."""
+API_NATIVE_GANG_ALPHA: Final = "scheduling.k8s.io/v1alpha2"
+"""Kubernetes 1.36's gang scheduling API version, named among ``crds_present`` when served."""
 
 ANNOTATION_CONTROLLER_WRITE: Final = "ome.io/controller-write"
 """On a projected InferenceReplica: written by the ISVC controller."""

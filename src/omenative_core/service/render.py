@@ -72,6 +72,7 @@ from omenative_core.service.plan import (
     ANNOTATION_REVISION_HISTORY_LIMIT,
     ANNOTATION_ROLLOUT_PAUSED,
     API_NATIVE_GANG,
+    API_NATIVE_GANG_ALPHA,
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
@@ -104,6 +105,7 @@ __all__ = [
     "ANNOTATION_REVISION_HISTORY_LIMIT",
     "ANNOTATION_ROLLOUT_PAUSED",
     "API_NATIVE_GANG",
+    "API_NATIVE_GANG_ALPHA",
     "CRD_LEADER_WORKER_SET",
     "CRD_POD_GROUP",
     "CRD_POD_MONITOR",
@@ -168,10 +170,11 @@ def render_service(
     ``runtimes``: the (Cluster)ServingRuntimes the shell can see; ``spec.runtime`` picks
     one, or ``auto_selected`` when the ISVC names none (runtime auto-selection is the
     shell's). ``crds_present``: CRD names (``CRD_LEADER_WORKER_SET``, ``CRD_POD_MONITOR``,
-    ``CRD_POD_GROUP``), and ``API_NATIVE_GANG`` when Kubernetes serves its own gang
-    scheduling API. ``current_replicas``: the live ``spec.replicas`` per component,
-    kept when an autoscaler owns the count. ``collision_counts``: each InferenceReplica's
-    ``status.collisionCount``, salting ``ComponentPlan.revision_hash`` as the manager does.
+    ``CRD_POD_GROUP``), and ``API_NATIVE_GANG`` (or ``API_NATIVE_GANG_ALPHA``) when
+    Kubernetes serves its own gang scheduling API in that version. ``current_replicas``:
+    the live ``spec.replicas`` per component, kept when an autoscaler owns the count.
+    ``collision_counts``: each InferenceReplica's ``status.collisionCount``, salting
+    ``ComponentPlan.revision_hash`` as the manager does.
     Under ``spec.rollout`` the components get the peer variables of ``peer_env_for``
     (the decoder's names the engine revision rendered in this same pass). A component
     runs when the ISVC declares it (``engine: {}`` is enough); an ISVC that declares none

@@ -20,11 +20,11 @@ from operator import attrgetter, is_, is_not
 from omenative_core.gang import (
     MECHANISM_NONE,
     MECHANISM_POD_GROUP,
-    NATIVE_API_VERSION,
     POD_GROUP_API_VERSION,
     choose_mechanism,
     gang_condition,
     pod_group_name,
+    priority_class_name,
     render_native_pod_group,
     render_pod_group,
     render_workload,
@@ -106,15 +106,17 @@ def ensure(
                     st.view.policy.ready_timeout, timeout.min, timeout.max))))
         return Waiting.POD_GROUP_TERMINATING if pg is not None and pg.deleting else None
     rev_hash = hash_of(revision)
+    api, priority = st.view.snap.native_gang_api, priority_class_name(runners)
     workload = st.view.snap.workloads.get(workload_name(st.view.prefix, rev_hash))
     if workload is None:
-        st.out.add(CreateObject(body=render_workload(st.view.ir, revision_hash=rev_hash,
-                                                     min_count=count)))
+        st.out.add(CreateObject(body=render_workload(
+            st.view.ir, revision_hash=rev_hash, min_count=count, api_version=api,
+            priority_class=priority)))
     native = st.view.snap.native_pod_groups.get(name)
     if native is None:
         st.out.add(CreatePodGroup(body=render_native_pod_group(
             st.view.ir, index=index, incarnation=incarnation, revision_hash=rev_hash,
-            min_count=count)))
+            min_count=count, api_version=api, priority_class=priority)))
         return None
     if native.deleting or (workload is not None and workload.deleting):
         return Waiting.POD_GROUP_TERMINATING
@@ -133,7 +135,7 @@ def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
     name = pod_group_name(st.view.prefix, index, incarnation)
     gone = True
     for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION)):
+                        (st.view.snap.native_pod_groups, st.view.snap.native_gang_api)):
         pg = groups.get(name)
         if pg is not None:
             _delete(st, pg, api)
@@ -248,8 +250,9 @@ def cleanup(st: PassState) -> None:
     """
     kept_groups: list[tuple[PodGroupView, ...]] = []
     kept_unnamed: list[frozenset[str]] = []
-    for at, (groups, api) in enumerate(((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
-                                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION))):
+    snap = st.view.snap
+    for at, (groups, api) in enumerate(((snap.pod_groups, POD_GROUP_API_VERSION),
+                                        (snap.native_pod_groups, snap.native_gang_api))):
         views = tuple(groups.values())
         unnamed = _unnamed_since(st, at, groups, views) if views else set()
         if unnamed is None:
@@ -267,18 +270,18 @@ def cleanup(st: PassState) -> None:
     revisions = _revisions_in_use(st)
     for wl in st.view.snap.workloads.values():
         if not wl.deleting and wl.labels.get(LABEL_REVISION_HASH) not in revisions:
-            st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
-                                    name=wl.name))
+            st.out.add(DeleteObject(api_version=st.view.snap.native_gang_api,
+                                    object_kind="Workload", name=wl.name))
 
 
 def delete_all(st: PassState) -> bool:
     """Teardown: delete every PodGroup and Workload; True once none is left."""
     for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
-                        (st.view.snap.native_pod_groups, NATIVE_API_VERSION)):
+                        (st.view.snap.native_pod_groups, st.view.snap.native_gang_api)):
         for pg in groups.values():
             _delete(st, pg, api)
     for wl in st.view.snap.workloads.values():
         if not wl.deleting:
-            st.out.add(DeleteObject(api_version=NATIVE_API_VERSION, object_kind="Workload",
-                                    name=wl.name))
+            st.out.add(DeleteObject(api_version=st.view.snap.native_gang_api,
+                                    object_kind="Workload", name=wl.name))
     return not (st.view.snap.pod_groups or st.view.snap.native_pod_groups or st.view.snap.workloads)
