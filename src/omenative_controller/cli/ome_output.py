@@ -19,6 +19,7 @@ from __future__ import annotations
 from omenative_controller.cli.instance_output import (
     ANNOTATION_RELEASE_HELD,
     evidence,
+    format_components_table,
     format_instance_detail,
     format_instance_table,
     format_retry_blocks,
@@ -38,6 +39,7 @@ from omenative_controller.cli.migration_output import (
     migration_request,
     migrations_json,
     pending_migration_requests,
+    scale_bounds_refusal,
     scale_refusal,
 )
 from omenative_controller.cli.output_basics import age, decode_status, revs, short_revision, table
@@ -85,6 +87,7 @@ __all__ = [
     "decode_status",
     "evidence",
     "explain_line",
+    "format_components_table",
     "format_history",
     "format_instance_detail",
     "format_instance_table",
@@ -110,6 +113,7 @@ __all__ = [
     "rollout_json",
     "rollout_requests",
     "rollout_state",
+    "scale_bounds_refusal",
     "scale_refusal",
     "service_rollout_json",
     "short_revision",
