@@ -319,10 +319,38 @@ def test_hpa_scales_the_replica_between_min_and_max() -> None:
     assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
 
 
-def test_no_hpa_without_room_to_scale_or_with_keda() -> None:
-    assert comp(render(seed_isvc()), "engine").object("HorizontalPodAutoscaler") is None
-    keda = seed_isvc(maxReplicas=5, autoscaler={"class": "KEDA"})
-    assert comp(render(keda), "engine").object("HorizontalPodAutoscaler") is None
+def test_hpa_for_every_component_as_ome_but_none_for_keda_external_or_none() -> None:
+    fixed = comp(render(seed_isvc()), "engine").object("HorizontalPodAutoscaler")
+    assert fixed is not None  # OME: even minReplicas == maxReplicas
+    assert (fixed["spec"]["minReplicas"], fixed["spec"]["maxReplicas"]) == (2, 2)
+    for cls in ("KEDA", "External", "None"):
+        isvc = seed_isvc(maxReplicas=5, autoscaler={"class": cls})
+        assert comp(render(isvc), "engine").object("HorizontalPodAutoscaler") is None, cls
+
+
+def test_hpa_keeps_the_components_behavior() -> None:
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 600}}
+    isvc = seed_isvc(maxReplicas=5, autoscaler={"hpa": {"behavior": behavior}})
+    hpa = comp(render(isvc), "engine").object("HorizontalPodAutoscaler")
+    assert hpa is not None and hpa["spec"]["behavior"] == behavior
+
+
+def test_external_keeps_the_live_count_even_without_max_replicas() -> None:
+    """OME's bring-your-own-autoscaler guide: min 2, no max, the user's HPA set 3."""
+    isvc = seed_isvc(autoscaler={"class": "External"})
+    kept = comp(render(isvc, current_replicas={"engine": 3}), "engine")
+    assert (kept.replicas, kept.replicas_source) == (3, "existing")
+    raised = comp(render(isvc, current_replicas={"engine": 1}), "engine")
+    assert raised.replicas == 2  # never below minReplicas
+    capped = seed_isvc(maxReplicas=4, autoscaler={"class": "External"})
+    assert comp(render(capped, current_replicas={"engine": 9}), "engine").replicas == 4
+    assert comp(render(isvc), "engine").replicas == 2  # first render: minReplicas
+
+
+def test_class_none_holds_the_count_at_min_replicas() -> None:
+    isvc = seed_isvc(maxReplicas=5, autoscaler={"class": "None"})
+    held = comp(render(isvc, current_replicas={"engine": 4}), "engine")
+    assert (held.replicas, held.replicas_source) == (2, "minReplicas")
 
 
 def test_autoscaled_replicas_keep_the_live_count_within_bounds() -> None:

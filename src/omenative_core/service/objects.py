@@ -283,17 +283,22 @@ def hpa_object(
     merged: ComponentSpec,
     config: ServiceConfig,
 ) -> dict[str, Any]:
-    """The autoscaling/v2 HPA on ``target``'s scale subresource."""
+    """The autoscaling/v2 HPA on ``target``'s scale subresource, with the component's
+    ``autoscaler.hpa.behavior`` copied as OME does."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": dict(target),
+        "minReplicas": low,
+        "maxReplicas": high,
+        "metrics": hpa_metrics(merged, config),
+    }
+    hpa = (merged.autoscaler or {}).get("hpa")
+    if isinstance(hpa, Mapping) and isinstance(hpa.get("behavior"), Mapping):
+        spec["behavior"] = dict(hpa["behavior"])
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": object_meta(isvc, prefix, labels),
-        "spec": {
-            "scaleTargetRef": dict(target),
-            "minReplicas": low,
-            "maxReplicas": high,
-            "metrics": hpa_metrics(merged, config),
-        },
+        "spec": spec,
     }
 
 
