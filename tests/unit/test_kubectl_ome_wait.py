@@ -3,12 +3,15 @@ bounds, ``instance list ISVC`` over every component and ``--dry-run`` parsing (n
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner
 
+from omenative_controller.cli import history_output as hist
 from omenative_controller.cli import ome_output as out
 from omenative_controller.cli import wait_output as wo
 from omenative_controller.cli.kubectl_migration import _replicas_wanted
@@ -204,3 +207,27 @@ def test_mutating_verbs_take_omes_dry_run(verb: list[str]) -> None:
     result = CliRunner().invoke(cli, [*verb, "--dry-run", "sideways"], obj=None)
     assert result.exit_code == 2
     assert "'sideways' is not one of 'none', 'client', 'server'" in result.output
+
+
+def test_migration_history_merges_live_records_and_the_audit_map() -> None:
+    live = InferenceReplicaStatus(migrations=(MigrationStatus(
+        request_uuid="7c9e6679-aaaa-4aaa-8aaa-aaaaaaaaaaaa", phase="Completed",
+        started_at=datetime(2026, 9, 28, 10, 1, tzinfo=UTC),
+        completed_at=datetime(2026, 9, 28, 10, 31, tzinfo=UTC),
+        message="migrated to instance=4"),))
+    audit_map = {"data": {"history.json": json.dumps({"entries": [
+        {"requestUUID": "3f2a9c1e-bbbb-4bbb-8bbb-bbbbbbbbbbbb", "component": "engine",
+         "phase": "Failed", "startedAt": "2026-09-28T09:00:00Z",
+         "completedAt": "2026-09-28T09:20:00Z", "outcome": "failed"}]})}}
+    audited, issues = hist.audit_records(audit_map)
+    records = hist.auth_records("engine", live) + audited
+    lines = hist.format_history_table(records, issues).splitlines()
+    assert lines[0].split() == ["EVID", "REQUEST/COMP", "PHASE/STATE", "WHEN", "DETAIL"]
+    assert lines[1].split()[:4] == ["AUTH", "7c9e6679/E", "Completed/T", "09-28T10:31Z"]
+    assert lines[2].split() == ["AUDIT", "3f2a9c1e/E", "Failed/T", "09-28T09:20Z", "failed"]
+    report = hist.history_json("prod", "chat", records, issues, audit_found=True)
+    assert report["kind"] == "MigrationHistoryReport"
+    assert report["content"]["summary"] == {"state": "Reported", "records": 2}
+    broken, codes = hist.audit_records({"data": {"history.json": "{not json"}})
+    assert (broken, codes) == ([], ["AuditMalformed"])
+    assert "Empty" in hist.format_history_table([], [])

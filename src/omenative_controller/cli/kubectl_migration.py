@@ -9,6 +9,7 @@ import uuid
 
 import click
 
+from omenative_controller.cli import history_output as hist
 from omenative_controller.cli import ome_output as out
 from omenative_controller.cli.kubectl_common import (
     EXIT_CONFLICT,
@@ -30,9 +31,12 @@ from omenative_controller.cli.kubectl_common import (
     _ref,
     _run,
     _status,
+    get_or_none,
 )
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    INFERENCE_REPLICAS,
     PODS,
 )
 
@@ -59,6 +63,39 @@ def migration_status(target: Target, name: str, component: str | None, output: s
         _echo_json({"name": ir["metadata"]["name"], **out.migrations_json(status, pending)})
         return
     click.echo(out.format_migrations(status, pending, _now()))
+
+
+@migration.command("history")
+@click.argument("name")
+@_component
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
+              show_default=True, help="Output format.")
+@_connection
+@click.pass_obj
+def migration_history(target: Target, name: str, component: str | None, output: str) -> None:
+    """The service's migrations: live records (AUTH) and the audit ConfigMap (AUDIT)."""
+
+    async def work(kube: KubeClient) -> tuple[list[JSON], JSON | None]:
+        page = await kube.list(INFERENCE_REPLICAS, target.namespace)
+        irs = [ir for ir in page.get("items") or ()
+               if ((ir.get("spec") or {}).get("parentRef") or {}).get("name") == name]
+        audit = await get_or_none(kube, CONFIG_MAPS, f"{name}-ome-migration-audit",
+                                  target.namespace)
+        return irs, audit
+
+    irs, audit = _run(target, work)
+    records = [r for ir in irs
+               for r in hist.auth_records(str((ir.get("spec") or {}).get("component") or ""),
+                                          _status(ir))]
+    audited, issues = hist.audit_records(audit)
+    records += audited
+    if component is not None:
+        records = [r for r in records if r.component == component]
+    if output == "json":
+        _echo_json(hist.history_json(target.namespace, name, records, issues,
+                                     audit is not None))
+        return
+    click.echo(hist.format_history_table(records, issues, wide=output == "wide"))
 
 
 @migration.command("start")
