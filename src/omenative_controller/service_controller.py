@@ -76,6 +76,7 @@ from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     InferenceService,
     ServiceConfig,
     ServicePlan,
@@ -116,7 +117,7 @@ VALIDATION_CONDITION: Final = "SpecValid"
 """The ISVC condition that reports a decode or admission failure (False); removed when valid."""
 
 _APPLY: Final = "application/apply-patch+yaml"
-_WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP)
+_WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP, CRD_SCALED_OBJECT)
 _OWNED_SELECTOR: Final = LABEL_ISVC  # label exists: every object an ISVC renders carries it
 
 

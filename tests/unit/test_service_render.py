@@ -21,6 +21,7 @@ from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     ComponentPlan,
     PdbPolicy,
     RuntimeRef,
@@ -362,6 +363,36 @@ def test_autoscaled_replicas_keep_the_live_count_within_bounds() -> None:
     assert (clamped.replicas, clamped.replicas_source) == (5, "existing (clamped)")
     fixed = comp(render(seed_isvc(), current_replicas={"engine": 7}), "engine")
     assert fixed.replicas == 2  # no autoscaler: minReplicas wins over a transient scale
+
+
+KEDA = {"class": "KEDA", "keda": {
+    "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prom:9090",
+                                                    "query": "sum(rate(x[1m]))",
+                                                    "threshold": "10"}}],
+    "pollingInterval": 15, "cooldownPeriod": 120, "idleReplicaCount": 0,
+    "fallback": {"failureThreshold": 3, "replicas": 2}}}
+
+
+def scaled_object_of(isvc: Any, crds: tuple[str, ...] = (CRD_SCALED_OBJECT,)) -> Any:
+    return comp(render(isvc, crds=crds), "engine").object("ScaledObject")
+
+
+def test_keda_class_gets_omes_scaled_object_when_kedas_crd_is_there() -> None:
+    isvc = seed_isvc(minReplicas=1, maxReplicas=6, autoscaler=KEDA)
+    so = scaled_object_of(isvc)
+    assert so is not None
+    assert (so["apiVersion"], so["metadata"]["name"]) == ("keda.sh/v1alpha1",
+                                                          "scaledobject-chat-engine")
+    assert so["spec"]["scaleTargetRef"] == {"apiVersion": "ome.io/v1beta1",
+                                            "kind": "InferenceReplica", "name": "chat-engine"}
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (1, 6)
+    assert so["spec"]["triggers"] == KEDA["keda"]["triggers"]  # type: ignore[index]
+    assert (so["spec"]["pollingInterval"], so["spec"]["cooldownPeriod"],
+            so["spec"]["idleReplicaCount"]) == (15, 120, 0)
+    assert so["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2}
+    assert so["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
+    assert scaled_object_of(isvc, crds=()) is None  # no KEDA installed: nothing to apply
+    assert scaled_object_of(seed_isvc(maxReplicas=6)) is None  # HPA class
 
 
 def test_omenative_keeps_at_least_one_instance() -> None:

@@ -302,6 +302,36 @@ def hpa_object(
     }
 
 
+def scaled_object(
+    isvc: InferenceService,
+    prefix: str,
+    labels: Mapping[str, str],
+    target: Mapping[str, str],
+    low: int,
+    high: int,
+    merged: ComponentSpec,
+) -> dict[str, Any]:
+    """KEDA's ``keda.sh/v1alpha1`` ScaledObject for a ``class: KEDA`` component, as OME
+    writes it: ``scaledobject-{isvc}-{component}`` (its last 50 characters), the component's
+    bounds, and ``autoscaler.keda``'s triggers, pollingInterval, cooldownPeriod, fallback,
+    idleReplicaCount and advanced copied."""
+    keda = (merged.autoscaler or {}).get("keda")
+    keda = keda if isinstance(keda, Mapping) else {}
+    spec: dict[str, Any] = {
+        "scaleTargetRef": dict(target),
+        "minReplicaCount": low,
+        "maxReplicaCount": high,
+        "triggers": list(keda.get("triggers") or ()),
+    }
+    for key in ("pollingInterval", "cooldownPeriod", "idleReplicaCount", "fallback",
+                "advanced"):
+        if keda.get(key) is not None:
+            spec[key] = keda[key]
+    meta = object_meta(isvc, f"scaledobject-{prefix[-50:]}", labels)
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta,
+            "spec": spec}
+
+
 def pdb_policy(merged: ComponentSpec, fallback: PdbPolicy | None) -> PdbPolicy | None:
     """The component's PodDisruptionBudget policy, else ``fallback``."""
     own = merged.pod_disruption_budget

@@ -46,6 +46,8 @@ class Scale:
     replicas: int
     source: str
     hpa: bool
+    klass: str = "hpa"
+    """The autoscaler class, lower case (hpa, keda, external, none)."""
 
 
 def resolve_scale(
@@ -73,4 +75,4 @@ def resolve_scale(
         replicas = min(max(current, low), high)
         source = "existing" if replicas == current else "existing (clamped)"
     hpa = cls not in _NO_HPA_CLASSES
-    return Scale(low, high, replicas, source, hpa)
+    return Scale(low, high, replicas, source, hpa, cls)
