@@ -11,6 +11,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from omenative_controller.cli import get_output as go
 from omenative_controller.cli import history_output as hist
 from omenative_controller.cli import ome_output as out
 from omenative_controller.cli import wait_output as wo
@@ -231,3 +232,50 @@ def test_migration_history_merges_live_records_and_the_audit_map() -> None:
     broken, codes = hist.audit_records({"data": {"history.json": "{not json"}})
     assert (broken, codes) == ([], ["AuditMalformed"])
     assert "Empty" in hist.format_history_table([], [])
+
+
+def test_get_accepts_omes_resource_names_in_any_case() -> None:
+    assert go.kind_of("ISVC") == "inferenceservices"
+    assert go.kind_of("ir") == "inferencereplicas"
+    assert go.kind_of("csrt") == "clusterservingruntimes"
+    assert go.kind_of("irep") is None  # kubectl's short name, not OME's plugin's
+
+
+def test_get_inferencereplicas_has_omes_columns() -> None:
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    ir = {"metadata": {"name": "chat-engine", "namespace": "prod",
+                       "creationTimestamp": "2026-12-06T09:00:00Z"},
+          "spec": {"component": "engine", "parentRef": {"name": "chat"}, "replicas": 3},
+          "status": {"replicas": 3, "readyReplicas": 2,
+                     "conditions": [{"type": "Ready", "status": "False",
+                                     "reason": "InstancesNotReady"}]}}
+    lines = go.format_get("inferencereplicas", [ir], now).splitlines()
+    assert lines[0].split() == ["NAME", "COMPONENT", "PARENT", "DESIRED", "CURRENT", "READY",
+                                "LIFECYCLE", "AGE"]
+    assert lines[1].split() == ["chat-engine", "engine", "chat", "3", "3", "2",
+                                "Ready=False", "3h"]
+    wide = go.format_get("inferencereplicas", [ir], now, wide=True,
+                         all_namespaces=True).splitlines()
+    assert wide[0].split()[:3] == ["NAMESPACE", "NAME", "COMPONENT"]
+    assert "InstancesNotReady" in wide[1] and "PAUSED" in wide[0]
+
+
+def test_get_runtimes_merges_both_scopes() -> None:
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    formats = [{"name": n} for n in ("safetensors", "pytorch", "onnx", "gguf", "tf")]
+    rows = [{"kind": "ServingRuntime", "metadata": {"name": "srt"},
+             "spec": {"supportedModelFormats": formats[:1]}},
+            {"kind": "ClusterServingRuntime", "metadata": {"name": "csrt"},
+             "spec": {"disabled": True, "supportedModelFormats": formats}}]
+    lines = go.format_get("runtimes", rows, now).splitlines()
+    assert lines[0].split() == ["NAME", "SCOPE", "DISABLED", "FORMATS", "AGE"]
+    assert lines[1].split()[:4] == ["srt", "Namespaced", "false", "safetensors"]
+    assert lines[2].split()[:4] == ["csrt", "Cluster", "true", "safetensors,pytorch,onnx,+2"]
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (45, "45s"), (450, "7m30s"), (600, "10m"), (10800, "3h"), (11100, "3h5m"),
+    (36000, "10h"), (3 * 86400 + 7200, "3d2h"), (30 * 86400, "30d"),
+])
+def test_age_reads_as_kubectls(seconds: int, shown: str) -> None:
+    assert go.human_duration(seconds) == shown

@@ -37,6 +37,7 @@ from omenative_controller.cli.kubectl_common import (
     Target,
     cli,
 )
+from omenative_controller.cli.kubectl_get import get_cmd
 from omenative_controller.cli.kubectl_handover import handover
 from omenative_controller.cli.kubectl_instance import instance
 from omenative_controller.cli.kubectl_migration import migration, scale
@@ -47,7 +48,8 @@ from omenative_controller.service_controller import INFERENCE_SERVICES
 __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "INFERENCE_SERVICES", "CliError",
            "cli", "main"]
 
-for _command in (instance, rollout, migration, scale, advise_cmd, handover, wait_cmd):
+for _command in (instance, rollout, migration, scale, advise_cmd, handover, wait_cmd,
+                 get_cmd):
     cli.add_command(_command)
 
 
