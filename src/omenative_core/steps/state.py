@@ -42,6 +42,7 @@ from omenative_core.model.plan import (
     PatchPodImages,
     RecordAudit,
     RemoveAnnotations,
+    ScaleDownWave,
     SetFinalizer,
     SetServingGate,
 )
@@ -201,6 +202,8 @@ class PassState:
     hold: RolloutHold | None = None
     extra_conditions: dict[str, tuple[str, str, str]] = field(factory=dict)
     poll: bool = False
+    wave: ScaleDownWave | None = None
+    """The scale-down batch of this pass (``steps.scale``), returned in the Plan."""
     handoffs: list[HandOff] = field(factory=list)
     errors_by_name: dict[str, CreateError] = field(factory=dict)
     migrations: dict[str, MigrationStatus] = field(factory=dict)

@@ -149,6 +149,7 @@ def finish(st: PassState) -> Plan:
         status=status,
         events=tuple(st.events),
         requeue_after=_requeue(st, acted=bool(actions)),
+        scale_down_wave=st.wave,
     )
 
 
