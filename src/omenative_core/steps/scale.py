@@ -52,9 +52,6 @@ def scale(st: PassState) -> None:
     """Bring the member count to ``replicas``."""
     count = st.member_count()
     desired = st.policy.desired
-    interval = st.config.scale_down_requeue_interval
-    if interval is not None and (count > desired or _deleting(st)):
-        st.wake.append(st.now + interval)  # OME's fallback check while scale-down runs
     if count > desired:
         _scale_down(st, sorted(st.members(), key=attrgetter("index")), desired)
         return
