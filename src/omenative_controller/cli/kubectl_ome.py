@@ -67,7 +67,10 @@ def _one_line(exc: BaseException) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the plugin; errors are one line on stderr and a non-zero exit."""
     try:
-        cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False, obj=Target())
+        code = cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False,
+                        obj=Target())
+        if isinstance(code, int):  # click returns an Exit's code instead of raising it
+            return code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:
