@@ -16,10 +16,10 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_core.conditions import merge_condition_json
 from omenative_core.labels import LABEL_INSTANCE_INDEX
-from omenative_core.model.plan import Plan
+from omenative_core.model.plan import Plan, ScaleDownWave
 
 __all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of",
-           "pass_kind", "service_owner", "write_rejection"]
+           "pass_kind", "scale_down_wave_fields", "service_owner", "write_rejection"]
 
 
 class PassStop(Exception):
@@ -148,3 +148,13 @@ async def write_rejection(client: KubeClient, ctx: PassContext, reason: str, mes
              "status": {"conditions": conditions}}
     return await client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace,
                               subresource="status")
+
+
+def scale_down_wave_fields(wave: ScaleDownWave) -> dict[str, Any]:
+    """A scale-down wave as OME logs it (``podBudget``, ``activePodCost``,
+    ``activeInstances``, ``admittedInstances``, ``deferredInstances``); the logger already
+    carries the namespace, InferenceService and component."""
+    return {"podBudget": wave.pod_budget, "activePodCost": wave.active_pod_cost,
+            "activeInstances": wave.active_instances,
+            "admittedInstances": wave.admitted_instances,
+            "deferredInstances": wave.deferred_instances, "oversized": wave.oversized}

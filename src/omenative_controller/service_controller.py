@@ -69,6 +69,7 @@ from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     InferenceService,
     ServiceConfig,
     ServingRuntime,
@@ -102,7 +103,7 @@ FIELD_MANAGER: Final = "omenative-isvc"
 """The server-side apply field manager of everything this controller writes."""
 
 _APPLY: Final = "application/apply-patch+yaml"
-_WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP)
+_WATCHED_CRDS: Final = (CRD_LEADER_WORKER_SET, CRD_POD_MONITOR, CRD_POD_GROUP, CRD_SCALED_OBJECT)
 _OWNED_SELECTOR: Final = LABEL_ISVC  # label exists: every object an ISVC renders carries it
 
 

@@ -379,6 +379,28 @@ def test_an_ome_values_file_carries_over(helm_home: Path, tmp_path: Path) -> Non
     assert service.rollout.default_ready_timeout == timedelta(minutes=20)
 
 
+def test_omes_controller_values_reach_the_manager(helm_home: Path) -> None:
+    """OME's ome.controller names for concurrency, QPS and extra env/volumes (issue 32)."""
+    dep = deployment(template(
+        helm_home, "--set", "ome.controller.inferenceServiceMaxConcurrentReconciles=4",
+        "--set", "ome.controller.inferenceReplicaMaxConcurrentReconciles=8",
+        "--set", "ome.controller.kubeAPIQPS=0", "--set", "ome.controller.kubeAPIBurst=50",
+        "--set-json", 'ome.controller.extraEnv=[{"name":"TRACE","value":"1"}]',
+        "--set-json", 'ome.controller.extraVolumes=[{"name":"x","emptyDir":{}}]',
+        "--set-json", 'ome.controller.extraVolumeMounts=[{"name":"x","mountPath":"/x"}]'))
+    pod = dep["spec"]["template"]["spec"]
+    (manager,) = pod["containers"]
+    assert {"--workers=8", "--qps=0", "--burst=50"} <= set(manager["args"])
+    assert {"name": "TRACE", "value": "1"} in manager["env"]
+    assert {"name": "x", "mountPath": "/x"} in manager["volumeMounts"]
+    assert {"name": "x", "emptyDir": {}} in pod["volumes"]
+    default = deployment(template(helm_home))["spec"]["template"]["spec"]["containers"][0]
+    assert not any(a.startswith(("--workers", "--qps", "--burst")) for a in default["args"])
+    refused = helm(helm_home, "template", str(CHART), "--set",
+                   "ome.controller.kubeAPIBurst=0", check=False)
+    assert refused.returncode != 0 and "kubeAPIBurst" in refused.stderr, refused.stderr
+
+
 def test_null_turns_a_setting_off_instead_of_restoring_its_default(helm_home: Path) -> None:
     data = configmap(template(
         helm_home, "--set", "ome.controller.lifecycle.instanceReadyTimeout=null",

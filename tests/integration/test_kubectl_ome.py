@@ -370,3 +370,68 @@ async def test_pause_and_resume_an_inference_service(
     await eventually(lambda: paused_as((None, None)), timeout=30, what="every component resumed")
     out = await kubectl.ok("rollout", "resume", "chat", "--yes")
     assert "not paused: nothing to do" in out, out
+
+
+async def test_wait_and_dry_run_on_an_inference_service(
+    kube: KubeClient, namespace: str, start_manager: Any, service_crds_applied: list[str],
+    kubectl: Kubectl,
+) -> None:
+    """OME's `wait` predicates end with their exit codes (0 matched, 2 not), `--dry-run
+    server` goes through the API server's admission and stores nothing, and `instance list
+    ISVC` shows every component."""
+    await start_manager()
+    await kube.create(SERVING_RUNTIMES, runtime_body(namespace, "example.com/llm:1"), namespace)
+    await kube.create(INFERENCE_SERVICES, chat_body(namespace), namespace)
+
+    async def projected() -> JSON | None:
+        try:
+            return await get_replica(kube, namespace, "chat-engine")
+        except ApiError:
+            return None
+
+    engine = await eventually(projected, timeout=60, what="chat-engine projected")
+    replicas = int(engine["spec"].get("replicas") or 1)
+
+    rc, out, err = await kubectl.ome("wait", "chat", "--for=replicas=current",
+                                     "--component=engine", f"--replicas={replicas}",
+                                     "--timeout=90s")
+    assert rc == 0, (out, err)
+    rows = dict(line.split(None, 1) for line in out.splitlines()[1:] if " " in line.strip())
+    assert rows["Outcome"].strip() == "Matched" and \
+        rows["Reason"].strip() == "ReplicaScaleMatched", out
+
+    rc, out, err = await kubectl.ome("wait", "chat", "--for=replicas=current",
+                                     "--component=engine", f"--replicas={replicas + 5}",
+                                     "--timeout=2s", "-o", "json")
+    assert rc == 2, (out, err)
+    report = json.loads(out)
+    assert report["kind"] == "WaitReport"
+    assert (report["content"]["outcome"], report["content"]["reason"]) == \
+        ("TimedOut", "ReplicaScaleNotMatched")
+
+    rc, out, err = await kubectl.ome("wait", "nosuch", "--for=condition=Ready", "--timeout=5s")
+    assert rc == 2 and "NotFound" in out, (out, err)
+
+    engine = await get_replica(kube, namespace, "chat-engine")
+    held = ("--for=held-revision=unheld", "--component=engine",
+            f"--revision=chat-engine-{'0' * 10}", "--ir-name=chat-engine")
+    rc, out, err = await kubectl.ome("wait", "chat", *held,
+                                     f"--ir-uid={engine['metadata']['uid']}", "--timeout=30s")
+    assert rc == 0 and "Unheld" in out, (out, err)  # never held: nothing to wait for
+    rc, out, err = await kubectl.ome("wait", "chat", *held, "--ir-uid=not-this-one",
+                                     "--timeout=2s")
+    assert rc == 2 and "ReplicaReplaced" in out, (out, err)
+
+    out = await kubectl.ok("instance", "list", "chat")
+    assert {line.split()[0] for line in out.splitlines()[1:]} >= {"engine", "router"}, out
+
+    before = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+    for mode in ("client", "server"):
+        out = await kubectl.ok("rollout", "pause", "chat", "--dry-run", mode)
+        assert f"dry run ({mode})" in out and "paused (true)" not in out, out
+    after = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+    assert "ome.io/rollout-paused" not in (after["metadata"].get("annotations") or {})
+    assert after["metadata"].get("generation") == before["metadata"].get("generation")
+    # a dry run is refused where the write would be (a projected replica pauses via its ISVC)
+    rc, out, err = await kubectl.ome("rollout", "pause", "chat-engine", "--dry-run", "server")
+    assert rc == 3, (out, err)

@@ -23,6 +23,7 @@ from omenative_core.service import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     ComponentPlan,
     PdbPolicy,
     RuntimeRef,
@@ -331,10 +332,38 @@ def test_hpa_scales_the_replica_between_min_and_max() -> None:
     assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
 
 
-def test_no_hpa_without_room_to_scale_or_with_keda() -> None:
-    assert comp(render(seed_isvc()), "engine").object("HorizontalPodAutoscaler") is None
-    keda = seed_isvc(maxReplicas=5, autoscaler={"class": "KEDA"})
-    assert comp(render(keda), "engine").object("HorizontalPodAutoscaler") is None
+def test_hpa_for_every_component_as_ome_but_none_for_keda_external_or_none() -> None:
+    fixed = comp(render(seed_isvc()), "engine").object("HorizontalPodAutoscaler")
+    assert fixed is not None  # OME: even minReplicas == maxReplicas
+    assert (fixed["spec"]["minReplicas"], fixed["spec"]["maxReplicas"]) == (2, 2)
+    for cls in ("KEDA", "External", "None"):
+        isvc = seed_isvc(maxReplicas=5, autoscaler={"class": cls})
+        assert comp(render(isvc), "engine").object("HorizontalPodAutoscaler") is None, cls
+
+
+def test_hpa_keeps_the_components_behavior() -> None:
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 600}}
+    isvc = seed_isvc(maxReplicas=5, autoscaler={"hpa": {"behavior": behavior}})
+    hpa = comp(render(isvc), "engine").object("HorizontalPodAutoscaler")
+    assert hpa is not None and hpa["spec"]["behavior"] == behavior
+
+
+def test_external_keeps_the_live_count_even_without_max_replicas() -> None:
+    """OME's bring-your-own-autoscaler guide: min 2, no max, the user's HPA set 3."""
+    isvc = seed_isvc(autoscaler={"class": "External"})
+    kept = comp(render(isvc, current_replicas={"engine": 3}), "engine")
+    assert (kept.replicas, kept.replicas_source) == (3, "existing")
+    raised = comp(render(isvc, current_replicas={"engine": 1}), "engine")
+    assert raised.replicas == 2  # never below minReplicas
+    capped = seed_isvc(maxReplicas=4, autoscaler={"class": "External"})
+    assert comp(render(capped, current_replicas={"engine": 9}), "engine").replicas == 4
+    assert comp(render(isvc), "engine").replicas == 2  # first render: minReplicas
+
+
+def test_class_none_holds_the_count_at_min_replicas() -> None:
+    isvc = seed_isvc(maxReplicas=5, autoscaler={"class": "None"})
+    held = comp(render(isvc, current_replicas={"engine": 4}), "engine")
+    assert (held.replicas, held.replicas_source) == (2, "minReplicas")
 
 
 def test_autoscaled_replicas_keep_the_live_count_within_bounds() -> None:
@@ -346,6 +375,36 @@ def test_autoscaled_replicas_keep_the_live_count_within_bounds() -> None:
     assert (clamped.replicas, clamped.replicas_source) == (5, "existing (clamped)")
     fixed = comp(render(seed_isvc(), current_replicas={"engine": 7}), "engine")
     assert fixed.replicas == 2  # no autoscaler: minReplicas wins over a transient scale
+
+
+KEDA = {"class": "KEDA", "keda": {
+    "triggers": [{"type": "prometheus", "metadata": {"serverAddress": "http://prom:9090",
+                                                    "query": "sum(rate(x[1m]))",
+                                                    "threshold": "10"}}],
+    "pollingInterval": 15, "cooldownPeriod": 120, "idleReplicaCount": 0,
+    "fallback": {"failureThreshold": 3, "replicas": 2}}}
+
+
+def scaled_object_of(isvc: Any, crds: tuple[str, ...] = (CRD_SCALED_OBJECT,)) -> Any:
+    return comp(render(isvc, crds=crds), "engine").object("ScaledObject")
+
+
+def test_keda_class_gets_omes_scaled_object_when_kedas_crd_is_there() -> None:
+    isvc = seed_isvc(minReplicas=1, maxReplicas=6, autoscaler=KEDA)
+    so = scaled_object_of(isvc)
+    assert so is not None
+    assert (so["apiVersion"], so["metadata"]["name"]) == ("keda.sh/v1alpha1",
+                                                          "scaledobject-chat-engine")
+    assert so["spec"]["scaleTargetRef"] == {"apiVersion": "ome.io/v1beta1",
+                                            "kind": "InferenceReplica", "name": "chat-engine"}
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (1, 6)
+    assert so["spec"]["triggers"] == KEDA["keda"]["triggers"]  # type: ignore[index]
+    assert (so["spec"]["pollingInterval"], so["spec"]["cooldownPeriod"],
+            so["spec"]["idleReplicaCount"]) == (15, 120, 0)
+    assert so["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 2}
+    assert so["metadata"]["ownerReferences"][0]["kind"] == "InferenceService"
+    assert scaled_object_of(isvc, crds=()) is None  # no KEDA installed: nothing to apply
+    assert scaled_object_of(seed_isvc(maxReplicas=6)) is None  # HPA class
 
 
 def test_omenative_keeps_at_least_one_instance() -> None:

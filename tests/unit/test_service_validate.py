@@ -607,3 +607,39 @@ def test_a_rollback_to_an_unknown_revision_warns_naming_the_stored_ones() -> Non
     assert replica_warnings(body, None, None) == []
     # an unchanged value is not warned about again
     assert replica_warnings(body, body, stored) == []
+
+
+# ---------------------------------------------------------------------------- autoscaler
+
+
+@pytest.mark.parametrize(("autoscaler", "annotations", "reason", "field"), [
+    ({"class": "Knative"}, {}, "AutoscalerClassUnknown", "spec.engine.autoscaler.class"),
+    ({"class": "KEDA"}, {}, "KedaTriggersRequired", "spec.engine.autoscaler.keda.triggers"),
+    ({"class": "KEDA", "keda": {"triggers": [{"type": "cpu"}], "idleReplicaCount": 2}}, {},
+     "KedaIdleBelowMin", "spec.engine.autoscaler.keda.idleReplicaCount"),
+    ({"hpa": {"metrics": [{"type": "Resource"}]}}, {}, "HPAMetricMalformed",
+     "spec.engine.autoscaler.hpa.metrics[0]"),
+    ({"hpa": {"metrics": [{"type": "Bananas", "bananas": {}}]}}, {}, "HPAMetricMalformed",
+     "spec.engine.autoscaler.hpa.metrics[0]"),
+    ({"class": "External"}, {"ome.io/autoscalerClass": "keda"},
+     "AutoscalerAnnotationConflict", "spec.engine.autoscaler.class"),
+])
+def test_omes_autoscaler_admission_reasons(autoscaler: dict[str, Any],
+                                           annotations: dict[str, str], reason: str,
+                                           field: str) -> None:
+    (rej,) = validate_isvc(isvc({"engine": {"minReplicas": 2, "autoscaler": autoscaler}},
+                                annotations))
+    assert (rej.reason, rej.field) == (reason, field)
+    assert rej.message.startswith(f"{reason}: engine")
+
+
+def test_valid_autoscalers_are_admitted() -> None:
+    cpu = {"type": "Resource",
+           "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                  "averageUtilization": 70}}}
+    for autoscaler in ({"class": "HPA", "hpa": {"metrics": [cpu]}}, {"class": "External"},
+                       {"class": "None"}, {"class": "hpa"},
+                       {"class": "KEDA", "keda": {"triggers": [{"type": "cpu"}],
+                                                  "idleReplicaCount": 1}}):
+        assert validate_isvc(isvc({"engine": {"minReplicas": 2,
+                                              "autoscaler": autoscaler}})) == [], autoscaler

@@ -83,14 +83,24 @@ def format_instance_table(
     component: str, status: InferenceReplicaStatus, gangs: Mapping[int, str] | None = None
 ) -> str:
     """``instance list``: one line per Instance, by index (``gangs``: the wide GANG column)."""
+    return format_components_table([(component, status, gangs)], wide=gangs is not None)
+
+
+def format_components_table(
+    parts: Sequence[tuple[str, InferenceReplicaStatus, Mapping[int, str] | None]],
+    *, wide: bool = False,
+) -> str:
+    """``instance list ISVC``: every component's Instances in one table, component by
+    component (``wide``: the GANG column from each part's gangs)."""
     rows = [
         (component or "-", f"{r.index}/{r.incarnation}", r.phase, _pods(r), revs(r),
          str(r.active_ordinal), evidence(r))
-        + (() if gangs is None else (gangs.get(r.index, "-"),))
+        + (() if not wide else ((gangs or {}).get(r.index, "-"),))
+        for component, status, gangs in parts
         for r in sorted(status.instances, key=lambda r: r.index)
     ]
     head = ("COMP", "IDX/INC", "PHASE", "PODS(S/A/T)", "REVS", "AOF", "EVIDENCE")
-    out = table(head + (() if gangs is None else ("GANG",)), rows)
+    out = table(head + (("GANG",) if wide else ()), rows)
     if not rows:
         out += "\n(no Instances)"
     return out

@@ -61,6 +61,9 @@ class Target:
         self.kubeconfig_flag = kubeconfig
         self.context = context
         self.namespace_flag = namespace
+        self.dry_run = "none"
+        """``--dry-run``: none (write), client (preview only) or server (the API server
+        admits the write but stores nothing)."""
 
     @property
     def kubeconfig(self) -> str | None:
@@ -109,8 +112,10 @@ def _context_namespace(path: str | None, context: str | None) -> str:
     return "default"
 
 
-def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
-    """Open a client, run ``work`` within the budget, close; API trouble is a CliError."""
+def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]],
+         budget: float = BUDGET_SECONDS) -> T:
+    """Open a client, run ``work`` within ``budget`` seconds, close; API trouble is a
+    CliError."""
 
     path = target.kubeconfig
     if path is not None and not Path(path).is_file():
@@ -125,7 +130,7 @@ def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
         except Exception as exc:
             raise CliError(f"cannot load the cluster configuration: {exc}") from None
         try:
-            async with asyncio.timeout(BUDGET_SECONDS):
+            async with asyncio.timeout(budget):
                 return await work(kube)
         finally:
             await kube.close()
@@ -133,7 +138,7 @@ def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]]) -> T:
     try:
         return asyncio.run(main())
     except TimeoutError:
-        raise CliError(f"no answer from the API server within {BUDGET_SECONDS:.0f}s") from None
+        raise CliError(f"no answer from the API server within {budget:.0f}s") from None
     except ApiError as exc:
         raise CliError(_api_message(exc), EXIT_CONFLICT if exc.conflict else EXIT_ERROR) \
             from None
@@ -195,14 +200,14 @@ def _echo_json(value: Any) -> None:
 
 
 def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = None) -> None:
-    """Show what will change on which object; unless ``yes``, ask [y/N]."""
+    """Show what will change on which object; unless ``yes`` or a dry run, ask [y/N]."""
     rv = (ir.get("metadata") or {}).get("resourceVersion", "?")
     click.echo(f"{_ref(ir)} (resourceVersion {rv}) will change:")
     for line in changes:
         click.echo(f"  {line}")
     for note in notes or ():
         click.echo(f"note: {note}", err=True)
-    if yes:
+    if yes or _dry_run_mode() != "none":
         return
     try:
         ok = click.confirm("Apply?", default=False)
@@ -215,18 +220,38 @@ def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = 
 
 def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None,
            resource: Resource = INFERENCE_REPLICAS) -> JSON:
-    """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3)."""
+    """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3).
+
+    Under ``--dry-run`` this ends the command (exit 0) after saying what happened: client,
+    nothing is sent; server, the API server checks the patch (schema, admission, the
+    resourceVersion) and stores nothing."""
     meta = ir.get("metadata") or {}
     body = dict(patch)
     body["metadata"] = {**(patch.get("metadata") or {}),
                         "resourceVersion": meta.get("resourceVersion")}
     name = str(meta.get("name"))
+    mode = target.dry_run
+    if mode == "client":
+        click.echo(f"{_ref(ir)}: dry run (client): nothing was sent")
+        raise click.exceptions.Exit(0)
 
     async def work(kube: KubeClient) -> JSON:
         return await kube.patch(resource, name, body, target.namespace,
-                                subresource=subresource)
+                                subresource=subresource, dry_run=mode == "server")
 
-    return _run(target, work)
+    result = _run(target, work)
+    if mode == "server":
+        click.echo(f"{_ref(ir)}: dry run (server): the API server accepted the change; "
+                   "nothing was stored")
+        raise click.exceptions.Exit(0)
+    return result
+
+
+def _dry_run_mode() -> str:
+    """The ``--dry-run`` of the running command (``none`` outside one)."""
+    ctx = click.get_current_context(silent=True)
+    target = ctx.find_object(Target) if ctx is not None else None
+    return target.dry_run if target is not None else "none"
 
 
 def _projected_note(ir: JSON) -> list[str]:
@@ -250,6 +275,16 @@ _component = click.option("--component", default=None,
                           help="Component (engine/decoder/router): NAME is then an "
                                "InferenceService and the replica is NAME-COMPONENT.")
 _yes = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+
+def _guarded(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--yes`` and OME's ``--dry-run none|client|server`` on a verb that writes."""
+    f = click.option("--dry-run", type=click.Choice(["none", "client", "server"]),
+                     default="none", show_default=True, expose_value=False,
+                     callback=_set("dry_run"),
+                     help="client: show the change only; server: the API server checks it "
+                          "and stores nothing.")(f)
+    return _yes(f)
 
 
 def _set(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:

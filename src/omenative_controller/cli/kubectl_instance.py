@@ -15,6 +15,7 @@ from omenative_controller.cli.kubectl_common import (
     _echo_json,
     _fail,
     _get_replica,
+    _guarded,
     _now,
     _output,
     _patch,
@@ -22,11 +23,11 @@ from omenative_controller.cli.kubectl_common import (
     _ref,
     _run,
     _status,
-    _yes,
 )
 from omenative_controller.kube.apiwatch import NATIVE_GANG_VERSIONS, served_resources
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import (
+    INFERENCE_REPLICAS,
     PODS,
 )
 
@@ -56,25 +57,51 @@ async def _native_gang_api(kube: KubeClient) -> str:
 @_connection
 @click.pass_obj
 def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
-    """One line per Instance: phase, pods, revisions, active ordinal, evidence."""
+    """One line per Instance: phase, pods, revisions, active ordinal, evidence.
 
-    async def work(kube: KubeClient) -> tuple[JSON, list[JSON], str]:
-        ir = await _get_replica(kube, target, name, component)
-        if output != "wide":
-            return ir, [], ""
-        selector = f"ome.io/inferencereplica={ir['metadata']['name']}"
-        page = await kube.list(PODS, target.namespace, label_selector=selector)
-        return ir, list(page.get("items") or ()), await _native_gang_api(kube)
+    NAME is an InferenceService (all its OMENative components, as OME; ``--component``
+    picks one) or an InferenceReplica."""
 
-    ir, pods, native_api = _run(target, work)
-    status = _status(ir)
-    comp = str((ir.get("spec") or {}).get("component") or "")
+    async def work(kube: KubeClient) -> tuple[list[tuple[JSON, list[JSON]]], str]:
+        if component is None:
+            page = await kube.list(INFERENCE_REPLICAS, target.namespace)
+            irs = sorted((ir for ir in page.get("items") or ()
+                          if ((ir.get("spec") or {}).get("parentRef") or {}).get("name")
+                          == name), key=_component_order)
+        else:
+            irs = []
+        if not irs:
+            irs = [await _get_replica(kube, target, name, component)]
+        found = []
+        for ir in irs:
+            pods: list[JSON] = []
+            if output == "wide":
+                selector = f"ome.io/inferencereplica={ir['metadata']['name']}"
+                page = await kube.list(PODS, target.namespace, label_selector=selector)
+                pods = list(page.get("items") or ())
+            found.append((ir, pods))
+        return found, (await _native_gang_api(kube) if output == "wide" else "")
+
+    found, native_api = _run(target, work)
+    parts = [(str((ir.get("spec") or {}).get("component") or ""), _status(ir), ir, pods)
+             for ir, pods in found]
     if output == "json":
-        _echo_json({"name": ir["metadata"]["name"], "component": comp,
-                    "instances": [out.instance_json(r, comp) for r in status.instances]})
+        listed = [{"name": ir["metadata"]["name"], "component": comp,
+                   "instances": [out.instance_json(r, comp) for r in status.instances]}
+                  for comp, status, ir, _ in parts]
+        _echo_json(listed[0] if len(listed) == 1 else {"name": name, "components": listed})
         return
-    gangs = out.gang_by_instance(pods, native_api) if output == "wide" else None
-    click.echo(out.format_instance_table(comp, status, gangs))
+    wide = output == "wide"
+    click.echo(out.format_components_table(
+        [(comp, status, out.gang_by_instance(pods, native_api) if wide else None)
+         for comp, status, _, pods in parts], wide=wide))
+
+
+def _component_order(ir: JSON) -> int:
+    """engine, decoder, router, then anything else."""
+    order = ("engine", "decoder", "router")
+    comp = (ir.get("spec") or {}).get("component")
+    return order.index(comp) if comp in order else len(order)
 
 
 @instance.command("status")
@@ -142,7 +169,7 @@ def instance_retry_blocks(target: Target, name: str, component: str | None,
 @click.argument("name")
 @click.option("--revision", required=True, help="Held revision: full name or hash.")
 @_component
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def instance_release_held(target: Target, name: str, revision: str, component: str | None,

@@ -9,6 +9,7 @@ import uuid
 
 import click
 
+from omenative_controller.cli import history_output as hist
 from omenative_controller.cli import ome_output as out
 from omenative_controller.cli.kubectl_common import (
     EXIT_CONFLICT,
@@ -18,7 +19,9 @@ from omenative_controller.cli.kubectl_common import (
     _connection,
     _echo_json,
     _fail,
+    _find_isvc,
     _get_replica,
+    _guarded,
     _now,
     _output,
     _patch,
@@ -28,10 +31,12 @@ from omenative_controller.cli.kubectl_common import (
     _ref,
     _run,
     _status,
-    _yes,
+    get_or_none,
 )
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import (
+    CONFIG_MAPS,
+    INFERENCE_REPLICAS,
     PODS,
 )
 
@@ -60,6 +65,39 @@ def migration_status(target: Target, name: str, component: str | None, output: s
     click.echo(out.format_migrations(status, pending, _now()))
 
 
+@migration.command("history")
+@click.argument("name")
+@_component
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
+              show_default=True, help="Output format.")
+@_connection
+@click.pass_obj
+def migration_history(target: Target, name: str, component: str | None, output: str) -> None:
+    """The service's migrations: live records (AUTH) and the audit ConfigMap (AUDIT)."""
+
+    async def work(kube: KubeClient) -> tuple[list[JSON], JSON | None]:
+        page = await kube.list(INFERENCE_REPLICAS, target.namespace)
+        irs = [ir for ir in page.get("items") or ()
+               if ((ir.get("spec") or {}).get("parentRef") or {}).get("name") == name]
+        audit = await get_or_none(kube, CONFIG_MAPS, f"{name}-ome-migration-audit",
+                                  target.namespace)
+        return irs, audit
+
+    irs, audit = _run(target, work)
+    records = [r for ir in irs
+               for r in hist.auth_records(str((ir.get("spec") or {}).get("component") or ""),
+                                          _status(ir))]
+    audited, issues = hist.audit_records(audit)
+    records += audited
+    if component is not None:
+        records = [r for r in records if r.component == component]
+    if output == "json":
+        _echo_json(hist.history_json(target.namespace, name, records, issues,
+                                     audit is not None))
+        return
+    click.echo(hist.format_history_table(records, issues, wide=output == "wide"))
+
+
 @migration.command("start")
 @click.argument("name")
 @click.option("--instance", "index", type=int, required=True, help="Instance index to move.")
@@ -71,7 +109,7 @@ def migration_status(target: Target, name: str, component: str | None, output: s
 @click.option("--requested-by", default=None, help="Who asks (default: $USER).")
 @click.option("--request-id", default=None, help="Request UUID (default: a new one).")
 @_component
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def migration_start(target: Target, name: str, index: int, from_node: str | None,
@@ -130,29 +168,58 @@ def migration_start(target: Target, name: str, index: int, from_node: str | None
 
 @click.command("scale")
 @click.argument("name")
-@click.argument("replicas", type=int)
+@click.argument("replicas_arg", metavar="[REPLICAS]", type=int, required=False)
+@click.option("--replicas", type=int, default=None,
+              help="Instance count to ask for (OME's spelling; REPLICAS is the same).")
 @click.option("--override-autoscaler", is_flag=True,
               help="Scale even though spec.autoscaler manages the count.")
 @_component
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
-def scale(target: Target, name: str, replicas: int, override_autoscaler: bool,
-          component: str | None, yes: bool) -> None:
-    """Set the Instance count through the scale subresource (transient under an autoscaler)."""
+def scale(target: Target, name: str, replicas_arg: int | None, replicas: int | None,
+          override_autoscaler: bool, component: str | None, yes: bool) -> None:
+    """Set the Instance count through the scale subresource (transient under an autoscaler).
+
+    As OME: ``kubectl ome scale ISVC --component engine --replicas 3``; refused outside the
+    component's minReplicas..maxReplicas."""
+    count = _replicas_wanted(replicas_arg, replicas)
     ir = _read_guarded(target, name, component, "scale")
     status = _status(ir)
-    refusal = out.scale_refusal(ir, status, replicas)
+    refusal = out.scale_refusal(ir, status, count)
     spec = ir.get("spec") or {}
     if refusal is None and spec.get("autoscaler") and not override_autoscaler:
         refusal = "spec.autoscaler manages the count: pass --override-autoscaler to scale anyway"
+    if refusal is None:
+        refusal = out.scale_bounds_refusal(_parent_component(target, ir), count)
     if refusal is not None:
         _fail(f"{_ref(ir)}: {refusal}", EXIT_CONFLICT)
     current = spec.get("replicas")
-    if current == replicas:
-        click.echo(f"{_ref(ir)} already has spec.replicas {replicas}: nothing to do")
+    if current == count:
+        click.echo(f"{_ref(ir)} already has spec.replicas {count}: nothing to do")
         return
     _confirm(ir, [f"scale: spec.replicas {current if current is not None else '(unset: 1)'} "
-                  f"-> {replicas}"], yes, _projected_note(ir))
-    _patch(target, ir, {"spec": {"replicas": replicas}}, subresource="scale")
-    click.echo(f"{_ref(ir)} scaled to {replicas}")
+                  f"-> {count}"], yes, _projected_note(ir))
+    _patch(target, ir, {"spec": {"replicas": count}}, subresource="scale")
+    click.echo(f"{_ref(ir)} scaled to {count}")
+
+
+def _replicas_wanted(positional: int | None, flag: int | None) -> int:
+    """The count from ``REPLICAS`` or ``--replicas`` (exactly one, or both equal)."""
+    if positional is None and flag is None:
+        raise click.UsageError("give the count: --replicas N (or REPLICAS)")
+    if positional is not None and flag is not None and positional != flag:
+        raise click.UsageError(f"REPLICAS {positional} and --replicas {flag} disagree")
+    return flag if flag is not None else int(positional or 0)
+
+
+def _parent_component(target: Target, ir: JSON) -> JSON | None:
+    """The parent InferenceService's spec of this replica's component (None: standalone)."""
+    spec = ir.get("spec") or {}
+    parent = (spec.get("parentRef") or {}).get("name")
+    comp = spec.get("component")
+    if not parent or not comp:
+        return None
+    isvc = _run(target, lambda kube: _find_isvc(kube, target, str(parent)))
+    found = ((isvc or {}).get("spec") or {}).get(str(comp))
+    return found if isinstance(found, dict) else None

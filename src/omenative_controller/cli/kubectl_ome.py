@@ -8,6 +8,7 @@ the rollout groups of InferenceServices.
     kubectl ome migration start llama-engine --instance 0 --yes
     kubectl ome advise -A
     kubectl ome handover llama
+    kubectl ome wait llama --for=condition=Ready --timeout=30m
 
 Reads print a table (or ``-o json``). Every write shows what will change on which object,
 asks ``[y/N]`` unless ``--yes`` is given, and carries the resourceVersion it read, so a
@@ -16,9 +17,9 @@ do), 1 an error or a write not confirmed, 2 bad usage, 3 refused: a precondition
 hold or the object changed while we looked at it.
 
 The commands live by group, one module each (``kubectl_instance``, ``kubectl_rollout``,
-``kubectl_migration``, ``kubectl_advise``, ``kubectl_handover``); what they share (the
-connection, exit codes, guarded writes, the root group) is in ``kubectl_common``. This module
-assembles them and is the entry point (``kubectl-ome``, ``python -m``).
+``kubectl_migration``, ``kubectl_advise``, ``kubectl_handover``, ``kubectl_wait``); what they
+share (the connection, exit codes, guarded writes, the root group) is in ``kubectl_common``.
+This module assembles them and is the entry point (``kubectl-ome``, ``python -m``).
 """
 
 from __future__ import annotations
@@ -36,16 +37,19 @@ from omenative_controller.cli.kubectl_common import (
     Target,
     cli,
 )
+from omenative_controller.cli.kubectl_get import get_cmd
 from omenative_controller.cli.kubectl_handover import handover
 from omenative_controller.cli.kubectl_instance import instance
 from omenative_controller.cli.kubectl_migration import migration, scale
 from omenative_controller.cli.kubectl_rollout import rollout
+from omenative_controller.cli.kubectl_wait import wait_cmd
 from omenative_controller.service_controller import INFERENCE_SERVICES
 
 __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "INFERENCE_SERVICES", "CliError",
            "cli", "main"]
 
-for _command in (instance, rollout, migration, scale, advise_cmd, handover):
+for _command in (instance, rollout, migration, scale, advise_cmd, handover, wait_cmd,
+                 get_cmd):
     cli.add_command(_command)
 
 
@@ -63,7 +67,10 @@ def _one_line(exc: BaseException) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> int:
     """Run the plugin; errors are one line on stderr and a non-zero exit."""
     try:
-        cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False, obj=Target())
+        code = cli.main(args=argv, prog_name="kubectl ome", standalone_mode=False,
+                        obj=Target())
+        if isinstance(code, int):  # click returns an Exit's code instead of raising it
+            return code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.ClickException as exc:

@@ -19,6 +19,7 @@ from omenative_controller.cli.kubectl_common import (
     _find_isvc,
     _get_isvc,
     _get_replica,
+    _guarded,
     _now,
     _output,
     _patch,
@@ -28,7 +29,6 @@ from omenative_controller.cli.kubectl_common import (
     _ref,
     _run,
     _status,
-    _yes,
 )
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
@@ -126,7 +126,7 @@ def rollout_status(target: Target, name: str, component: str | None, output: str
 @click.argument("name")
 @click.option("--freeze", is_flag=True, help="pauseMode Freeze: also stop repairs.")
 @_component
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def rollout_pause(target: Target, name: str, freeze: bool, component: str | None,
@@ -157,7 +157,7 @@ def rollout_pause(target: Target, name: str, freeze: bool, component: str | None
 @rollout.command("resume")
 @click.argument("name")
 @_component
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def rollout_resume(target: Target, name: str, component: str | None, yes: bool) -> None:
@@ -286,7 +286,7 @@ def _annotation_changes(isvc: JSON, wanted: dict[str, str]) -> list[str]:
               help="Also pass an analysis gate (sets ome.io/rollout-override-analysis).")
 @click.option("--group", "group", type=int, default=None,
               help="Group index to promote (default: the one waiting at a gate).")
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def rollout_promote(target: Target, name: str, override_analysis: bool, group: int | None,
@@ -315,7 +315,7 @@ def rollout_promote(target: Target, name: str, override_analysis: bool, group: i
 
 @rollout.command("rollback")
 @click.argument("name")
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def rollout_rollback(target: Target, name: str, yes: bool) -> None:
@@ -343,7 +343,7 @@ def _repin_token(_: click.Context, __: click.Parameter, value: str | None) -> st
 @click.option("--token", default=None, callback=_repin_token,
               help="rp1:<12 hex> (must be the current plan's) or now (default: the "
                    "current spec.rollout's token).")
-@_yes
+@_guarded
 @_connection
 @click.pass_obj
 def rollout_repin(target: Target, name: str, token: str | None, yes: bool) -> None:

@@ -96,6 +96,20 @@ def migration_conflict(ir: Mapping[str, Any], status: InferenceReplicaStatus,
 # ---------------------------------------------------------------------------- scale
 
 
+def scale_bounds_refusal(component_spec: Mapping[str, Any] | None,
+                         replicas: int) -> str | None:
+    """Why ``replicas`` is outside the InferenceService component's
+    ``minReplicas``..``maxReplicas`` (None: inside, or no bounds are set), as OME refuses."""
+    if not component_spec:
+        return None
+    low, high = component_spec.get("minReplicas"), component_spec.get("maxReplicas")
+    if isinstance(low, int) and replicas < low:
+        return f"{replicas} is below the component's minReplicas {low}"
+    if isinstance(high, int) and high > 0 and replicas > high:
+        return f"{replicas} is above the component's maxReplicas {high}"
+    return None
+
+
 def scale_refusal(ir: Mapping[str, Any], status: InferenceReplicaStatus,
                   replicas: int) -> str | None:
     """Why ``scale`` must not write ``replicas`` now (None: it may)."""

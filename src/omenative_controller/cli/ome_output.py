@@ -19,6 +19,7 @@ from __future__ import annotations
 from omenative_controller.cli.instance_output import (
     ANNOTATION_RELEASE_HELD,
     evidence,
+    format_components_table,
     format_instance_detail,
     format_instance_table,
     format_retry_blocks,
@@ -34,6 +35,7 @@ from omenative_controller.cli.migration_output import (
     migration_conflict,
     migrations_json,
     pending_migration_requests,
+    scale_bounds_refusal,
     scale_refusal,
 )
 from omenative_controller.cli.output_basics import age, decode_status, revs, short_revision, table
@@ -87,6 +89,7 @@ __all__ = [
     "decode_status",
     "evidence",
     "explain_line",
+    "format_components_table",
     "format_history",
     "format_instance_detail",
     "format_instance_table",
@@ -112,6 +115,7 @@ __all__ = [
     "rollout_json",
     "rollout_requests",
     "rollout_state",
+    "scale_bounds_refusal",
     "scale_refusal",
     "service_rollout_json",
     "short_revision",

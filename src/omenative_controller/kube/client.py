@@ -329,11 +329,14 @@ class KubeClient:
         patch_type: PatchType = "merge",
         subresource: str | None = None,
         timeout: float | None = None,
+        dry_run: bool = False,
     ) -> JSON:
-        """PATCH with an explicit content type (never the client's guess)."""
+        """PATCH with an explicit content type (never the client's guess); ``dry_run``: the
+        API server validates and admits it (webhooks included) but stores nothing."""
         return await self.request(
             "PATCH", res.path(namespace, name, subresource), verb="patch",
             resource=_resource_label(res, subresource), body=body,
+            query=(("dryRun", "All"),) if dry_run else (),
             content_type=_CONTENT_TYPES[patch_type], timeout=timeout,
         )
 

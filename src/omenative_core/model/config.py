@@ -171,6 +171,13 @@ class LifecycleConfig:
     retry_block_history_limit: int | None = None
     instance_status_encoding: str = "ColumnarV2"
     max_decoded_instances: int = 20000
+    scale_down_pod_batch_size: int | None = 100
+    """OME's ``scaleDownPodBatchSize``: pod-equivalent cost of the scale-down work admitted at
+    once per component (an Instance costs its pods, or 1 once they are gone); None: no
+    bound, as OME's binary when the key is absent."""
+    scale_down_requeue_interval: timedelta | None = timedelta(seconds=5)
+    """OME's ``scaleDownRequeueInterval``: look again this often while scale-down work is in
+    progress (None: only on change, as OME's binary when the key is absent)."""
 
 
 UNCONFIGURED = LifecycleConfig(
@@ -182,6 +189,8 @@ UNCONFIGURED = LifecycleConfig(
     teardown=TeardownConfig(deadline=None),
     audit=None,
     revision_history_limit=None,
+    scale_down_pod_batch_size=None,
+    scale_down_requeue_interval=None,
 )
 """What each absent key of a present ``lifecycle`` entry means, as OME's binary reads it.
 ``gangScheduleTimeout`` and ``requeue`` keep the chart's values (omenative needs a PodGroup
@@ -438,6 +447,17 @@ def _checked_only(key: str, kind: str) -> _Block:
     return parse
 
 
+def _scale_down_batch(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["scale_down_pod_batch_size"] = p.count("scaleDownPodBatchSize", value)
+
+
+def _scale_down_requeue(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    interval = p.duration("scaleDownRequeueInterval", value)
+    if interval <= timedelta(0):
+        p.add("scaleDownRequeueInterval", f"expected a positive duration, got {value!r}")
+    kw["scale_down_requeue_interval"] = interval
+
+
 def _status_encoding(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
     if value not in ("ColumnarV2", "DenseV1"):
         p.add("instanceStatusEncoding", f"expected ColumnarV2 or DenseV1, got {value!r}")
@@ -469,8 +489,8 @@ _BLOCKS: dict[str, _Block] = {
     "revisionHistoryLimit": _history_limit,
     "retryBlockHistoryLimit": _retry_block_history_limit,
     "scaleUpPodBatchSize": _checked_only("scaleUpPodBatchSize", "count"),
-    "scaleDownPodBatchSize": _checked_only("scaleDownPodBatchSize", "count"),
-    "scaleDownRequeueInterval": _checked_only("scaleDownRequeueInterval", "duration"),
+    "scaleDownPodBatchSize": _scale_down_batch,
+    "scaleDownRequeueInterval": _scale_down_requeue,
     "instanceStatusEncoding": _status_encoding,
     "maxDecodedInstances": _max_decoded,
 }

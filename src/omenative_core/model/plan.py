@@ -30,6 +30,7 @@ __all__ = [
     "Plan",
     "RecordAudit",
     "RemoveAnnotations",
+    "ScaleDownWave",
     "SetFinalizer",
     "SetServingGate",
     "UpdateStatus",
@@ -199,6 +200,21 @@ class Event:
 
 
 @frozen(kw_only=True)
+class ScaleDownWave:
+    """One component's scale-down batch this pass, as OME logs it ("OMENative scale-down
+    wave"): the budget, the cost of deletion work already running, and what was admitted or
+    left waiting. The shell logs it and counts the metrics."""
+
+    pod_budget: int
+    active_pod_cost: int
+    active_instances: int
+    admitted_instances: int
+    deferred_instances: int
+    oversized: bool = False
+    """One Instance larger than the whole budget was admitted alone."""
+
+
+@frozen(kw_only=True)
 class Plan:
     """What to do now, the status to write, and when to look again (None: on change only)."""
 
@@ -206,6 +222,8 @@ class Plan:
     status: InferenceReplicaStatus
     events: tuple[Event, ...] = ()
     requeue_after: timedelta | None = None
+    scale_down_wave: ScaleDownWave | None = None
+    """This pass's scale-down batch (None: no scale-down budget, or nothing to scale down)."""
 
     @property
     def empty(self) -> bool:

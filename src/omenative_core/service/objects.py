@@ -283,18 +283,53 @@ def hpa_object(
     merged: ComponentSpec,
     config: ServiceConfig,
 ) -> dict[str, Any]:
-    """The autoscaling/v2 HPA on ``target``'s scale subresource."""
+    """The autoscaling/v2 HPA on ``target``'s scale subresource, with the component's
+    ``autoscaler.hpa.behavior`` copied as OME does."""
+    spec: dict[str, Any] = {
+        "scaleTargetRef": dict(target),
+        "minReplicas": low,
+        "maxReplicas": high,
+        "metrics": hpa_metrics(merged, config),
+    }
+    hpa = (merged.autoscaler or {}).get("hpa")
+    if isinstance(hpa, Mapping) and isinstance(hpa.get("behavior"), Mapping):
+        spec["behavior"] = dict(hpa["behavior"])
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": object_meta(isvc, prefix, labels),
-        "spec": {
-            "scaleTargetRef": dict(target),
-            "minReplicas": low,
-            "maxReplicas": high,
-            "metrics": hpa_metrics(merged, config),
-        },
+        "spec": spec,
     }
+
+
+def scaled_object(
+    isvc: InferenceService,
+    prefix: str,
+    labels: Mapping[str, str],
+    target: Mapping[str, str],
+    low: int,
+    high: int,
+    merged: ComponentSpec,
+) -> dict[str, Any]:
+    """KEDA's ``keda.sh/v1alpha1`` ScaledObject for a ``class: KEDA`` component, as OME
+    writes it: ``scaledobject-{isvc}-{component}`` (its last 50 characters), the component's
+    bounds, and ``autoscaler.keda``'s triggers, pollingInterval, cooldownPeriod, fallback,
+    idleReplicaCount and advanced copied."""
+    keda = (merged.autoscaler or {}).get("keda")
+    keda = keda if isinstance(keda, Mapping) else {}
+    spec: dict[str, Any] = {
+        "scaleTargetRef": dict(target),
+        "minReplicaCount": low,
+        "maxReplicaCount": high,
+        "triggers": list(keda.get("triggers") or ()),
+    }
+    for key in ("pollingInterval", "cooldownPeriod", "idleReplicaCount", "fallback",
+                "advanced"):
+        if keda.get(key) is not None:
+            spec[key] = keda[key]
+    meta = object_meta(isvc, f"scaledobject-{prefix[-50:]}", labels)
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta,
+            "spec": spec}
 
 
 def pdb_policy(merged: ComponentSpec, fallback: PdbPolicy | None) -> PdbPolicy | None:

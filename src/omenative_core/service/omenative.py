@@ -54,6 +54,7 @@ from omenative_core.service.objects import (
     pdb_object,
     pdb_policy,
     pod_monitor,
+    scaled_object,
     service_selector,
     traffic_service,
 )
@@ -65,6 +66,7 @@ from omenative_core.service.plan import (
     ANNOTATION_ROLLOUT_PAUSED,
     CRD_POD_GROUP,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     ComponentPlan,
     ServiceCondition,
     ServiceConfig,
@@ -259,6 +261,9 @@ def _extras(
         objects.append(
             hpa_object(isvc, prefix, labels, target, scale.low, scale.high, merged, config)
         )
+    elif scale.klass == "keda" and CRD_SCALED_OBJECT in crds:
+        target = {"apiVersion": API_VERSION, "kind": "InferenceReplica", "name": prefix}
+        objects.append(scaled_object(isvc, prefix, labels, target, scale.low, scale.high, merged))
     if CRD_POD_MONITOR in crds:
         lead_template = spec.runners[0].template
         objects.append(pod_monitor(isvc, prefix, labels, own_selector, lead_template, config))

@@ -35,6 +35,8 @@ __all__: list[str] = []
 CRD_LEADER_WORKER_SET: Final = "leaderworkersets.leaderworkerset.x-k8s.io"
 """The LeaderWorkerSet CRD (MultiNode components need it)."""
 CRD_POD_MONITOR: Final = "podmonitors.monitoring.coreos.com"
+CRD_SCALED_OBJECT: Final = "scaledobjects.keda.sh"
+"""KEDA's ScaledObject CRD: with it, a ``class: KEDA`` component gets its ScaledObject."""
 """The Prometheus operator's PodMonitor CRD."""
 CRD_POD_GROUP: Final = "podgroups.scheduling.x-k8s.io"
 """The scheduler-plugins PodGroup CRD (gang scheduling)."""

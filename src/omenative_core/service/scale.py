@@ -1,8 +1,12 @@
 """Replica counts: ``minReplicas``/``maxReplicas``, and who owns the count.
 
-When an autoscaler owns it (``maxReplicas > minReplicas`` and the class is not ``keda``,
-``external`` or ``none``), the live ``spec.replicas`` is kept, clamped to the bounds, so a
-re-render never fights the HPA."""
+As OME v1.3's component autoscaling: the default class (HPA) gets an HPA for every
+component, even with ``minReplicas == maxReplicas``, and the live ``spec.replicas`` is kept,
+clamped to the bounds, so a re-render never fights it; ``External`` keeps the live count for
+the user's own autoscaler (only raised to ``minReplicas``, and lowered to ``maxReplicas``
+when the component sets one); ``None`` holds the count at ``minReplicas``, even after a
+``kubectl scale``; ``KEDA`` keeps the live count within the bounds (its ScaledObject owns
+it)."""
 
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ class Scale:
     replicas: int
     source: str
     hpa: bool
+    klass: str = "hpa"
+    """The autoscaler class, lower case (hpa, keda, external, none)."""
 
 
 def resolve_scale(
@@ -58,11 +64,15 @@ def resolve_scale(
     low = max(low, 1 if at_least_one else 0)
     high = merged.max_replicas or config.default_max_replicas.get(component, 0)
     high = max(high, low)  # as OME's defaulter: a filled max is raised to the min
+    cls = autoscaler_class(isvc, merged)
+    current = current_replicas.get(component)
     replicas, source = low, "minReplicas"
-    if high > low:
-        current = current_replicas.get(component)
-        if current is not None:
-            replicas = min(max(current, low), high)
-            source = "existing" if replicas == current else "existing (clamped)"
-    hpa = high > low and autoscaler_class(isvc, merged) not in _NO_HPA_CLASSES
-    return Scale(low, high, replicas, source, hpa)
+    if cls == "external" and current is not None:
+        ceiling = merged.max_replicas or None  # the user's own bound, never a default
+        replicas = max(current, low) if ceiling is None else min(max(current, low), ceiling)
+        source = "existing" if replicas == current else "existing (clamped)"
+    elif cls != "none" and high > low and current is not None:
+        replicas = min(max(current, low), high)
+        source = "existing" if replicas == current else "existing (clamped)"
+    hpa = cls not in _NO_HPA_CLASSES
+    return Scale(low, high, replicas, source, hpa, cls)

@@ -15,6 +15,8 @@ messages do, so it reads on its own in ``kubectl apply`` output. Rules:
 * ``InvalidScaleToZero``: ``minReplicas: 0`` on a component without its own
   ``autoscaler.class: KEDA`` (or the ISVC's ``ome.io/autoscalerClass: keda``).
 * ``InvalidReplicaBounds``: negative counts, or ``minReplicas`` above ``maxReplicas``.
+* OME's autoscaler reasons (``AutoscalerClassUnknown``, ``KedaTriggersRequired``, ...):
+  ``validate_autoscaler.py``.
 * ``InvalidLifecycle``: a lifecycle enum value OME does not know.
 * ``InvalidPodDisruptionBudget``: ``podDisruptionBudget`` with both ``minAvailable`` and
   ``maxUnavailable``, or a value that is neither a count >= 0 nor ``"N%"`` (0-100).
@@ -53,6 +55,7 @@ from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_
 from omenative_core.service.rejection import Rejection, warn
 from omenative_core.service.rejection import reject as _reject
 from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS
+from omenative_core.service.validate_autoscaler import autoscaler_rejections
 from omenative_core.service.validate_replica import (
     MAX_DECODED_INSTANCES,
     partition_rejections,
@@ -374,6 +377,7 @@ def validate_isvc(
         *_pairing(new, runtime),
         *_ready_policy(new, old, runtime),
         *_replicas(new),
+        *autoscaler_rejections(new),
         *_lifecycle(new),
         *_pdb(new),
         *_migrations(new, old, runtime),

@@ -35,11 +35,13 @@ from omenative_core.service.objects import (
     pdb_object,
     pdb_policy,
     pod_monitor,
+    scaled_object,
     traffic_service,
 )
 from omenative_core.service.plan import (
     CRD_LEADER_WORKER_SET,
     CRD_POD_MONITOR,
+    CRD_SCALED_OBJECT,
     ComponentPlan,
     ServiceCondition,
     ServiceConfig,
@@ -137,6 +139,9 @@ def render_raw(
         objects.append(
             hpa_object(isvc, prefix, labels, target, scale.low, scale.high, merged, config)
         )
+    elif scale.klass == "keda" and CRD_SCALED_OBJECT in crds:
+        target = {"apiVersion": "apps/v1", "kind": "Deployment", "name": prefix}
+        objects.append(scaled_object(isvc, prefix, labels, target, scale.low, scale.high, merged))
     if CRD_POD_MONITOR in crds:
         objects.append(pod_monitor(isvc, prefix, labels, selector, template, config))
     notes = [f"replicas {scale.replicas} from {scale.source}"]

@@ -47,6 +47,7 @@ from omenative_core.model.plan import (
     PatchPodImages,
     RecordAudit,
     RemoveAnnotations,
+    ScaleDownWave,
     SetFinalizer,
     SetServingGate,
 )
@@ -196,6 +197,8 @@ class PassWrites:
     hold: RolloutHold | None = None
     extra_conditions: dict[str, tuple[str, str, str]] = field(factory=dict)
     poll: bool = False
+    wave: ScaleDownWave | None = None
+    """The scale-down batch of this pass (``steps.scale``), returned in the Plan."""
     handoffs: list[HandOff] = field(factory=list)
     migrations: dict[str, MigrationStatus] = field(factory=dict)
     book: RetryBook = field(init=False)

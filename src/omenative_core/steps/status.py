@@ -35,7 +35,7 @@ from omenative_core.model.plan import (
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus, RolloutHold
 from omenative_core.model.timefmt import format_duration, to_second
-from omenative_core.phases import Phase, Waiting
+from omenative_core.phases import OpType, Phase, Waiting
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
 from omenative_core.steps.teardown import drain_condition
@@ -151,7 +151,9 @@ def finish(st: PassState) -> Plan:
         actions=tuple(actions),
         status=status,
         events=tuple(st.events),
-        requeue_after=_requeue(st, acted=bool(actions)),
+        requeue_after=_requeue(st, acted=bool(actions), deleting=any(
+            r.operation is not None and r.operation.type == OpType.DELETE for r in odd_rows)),
+        scale_down_wave=st.wave,
     )
 
 
@@ -574,7 +576,10 @@ def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     }
 
 
-def _requeue(st: PassState, *, acted: bool) -> timedelta | None:
+def _requeue(st: PassState, *, acted: bool, deleting: bool = False) -> timedelta | None:
+    """When to look again: the earliest wake, the operation cadence after acting or when a
+    step polls, and OME's ``scaleDownRequeueInterval`` while Instances are being deleted
+    (``deleting``, read from the final rows so an incremental pass agrees with a full one)."""
     times = [t for t in st.wake if t > st.view.now]
     out: timedelta | None = None
     if times:
@@ -582,4 +587,7 @@ def _requeue(st: PassState, *, acted: bool) -> timedelta | None:
     if st.poll or acted:
         op_poll = st.view.config.requeue.operation
         out = op_poll if out is None else min(out, op_poll)
+    interval = st.view.config.scale_down_requeue_interval
+    if deleting and interval is not None:
+        out = interval if out is None else min(out, interval)
     return out
