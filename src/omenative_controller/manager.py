@@ -62,7 +62,7 @@ from omenative_controller.manager_config import (
 from omenative_controller.manager_servers import ManagerServers
 from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics
-from omenative_controller.pass_context import pass_kind, scale_down_wave_fields, write_rejection
+from omenative_controller.pass_context import log_pass, pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.replica_refs import RefsWarnings, needs_refs, render_refs
 from omenative_controller.routed import RoutedPods
@@ -510,7 +510,7 @@ class Manager:
                     error=result.message, then_applied=rest.applied)
             return result.outcome
         self._requeue(key, queue, plan, result)
-        _log_pass(lg, plan, result)
+        log_pass(lg, plan, result)
         return result.outcome
 
     async def _apply_without_creates(self, plan: Plan, failed: ApplyResult,
@@ -598,15 +598,3 @@ class Manager:
             with contextlib.suppress(Exception):
                 await self.client.close()
         self.metrics.leader.set(0)
-
-
-def _log_pass(lg: Any, plan: Plan, result: ApplyResult) -> None:
-    """The pass's log lines: the scale-down wave (OME's line and field names), then how it
-    ended."""
-    if (wave := plan.scale_down_wave) is not None:
-        lg.info("OMENative scale-down wave", **scale_down_wave_fields(wave))
-    if not result.ok:
-        lg.info("reconcile.stopped", outcome=result.outcome, applied=result.applied,
-                action=result.failed_kind, error=result.message)
-    elif plan.actions:
-        lg.debug("reconcile.applied", actions=len(plan.actions))

@@ -18,7 +18,7 @@ from omenative_core.conditions import merge_condition_json
 from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import Plan, ScaleDownWave
 
-__all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of",
+__all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of", "log_pass",
            "pass_kind", "scale_down_wave_fields", "service_owner", "write_rejection"]
 
 
@@ -158,3 +158,15 @@ def scale_down_wave_fields(wave: ScaleDownWave) -> dict[str, Any]:
             "activeInstances": wave.active_instances,
             "admittedInstances": wave.admitted_instances,
             "deferredInstances": wave.deferred_instances, "oversized": wave.oversized}
+
+
+def log_pass(lg: Any, plan: Plan, result: ApplyResult) -> None:
+    """The pass's log lines: the scale-down wave (OME's line and field names), then how it
+    ended."""
+    if (wave := plan.scale_down_wave) is not None:
+        lg.info("OMENative scale-down wave", **scale_down_wave_fields(wave))
+    if not result.ok:
+        lg.info("reconcile.stopped", outcome=result.outcome, applied=result.applied,
+                action=result.failed_kind, error=result.message)
+    elif plan.actions:
+        lg.debug("reconcile.applied", actions=len(plan.actions))
