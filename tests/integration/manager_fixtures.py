@@ -432,9 +432,17 @@ async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JS
 # ------------------------------------------------------ the InferenceService controller
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 async def service_crds_applied(kube: KubeClient) -> list[str]:
-    """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs, Established."""
+    """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs as OME v1.3
+    defines them, Established. Applied for every test that asks (a no-op when they are
+    there): the install and Helm tests put omenative's own CRDs (``config/crd``) in their
+    place while they run."""
+    return await restore_ome_crds(kube)
+
+
+async def restore_ome_crds(kube: KubeClient) -> list[str]:
+    """Put OME's InferenceService and runtime CRDs (``service_crds.SERVICE_CRDS``) back."""
     return [await apply_crd(kube, REPO / crd.file) for crd in service_crds.SERVICE_CRDS]
 
 

@@ -36,7 +36,14 @@ from omenative_core.service.cluster_config import parse_service_config
 from omenative_devcluster import build, components
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import REPO, eventually, replica_body, replica_condition  # noqa: E402
+from manager_fixtures import (  # noqa: E402
+    REPO,
+    apply_crd,
+    eventually,
+    replica_body,
+    replica_condition,
+    restore_ome_crds,
+)
 from test_install import (  # noqa: E402
     CRD_NAMES,
     Kubectl,
@@ -452,10 +459,14 @@ def kubectl(kubeconfig_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 @pytest.fixture(scope="module")
-async def adopted_crds(kubectl: Kubectl) -> AsyncIterator[None]:
+async def adopted_crds(kubectl: Kubectl, kube: KubeClient) -> AsyncIterator[None]:
     """CRDs already in the shared test cluster, marked as this release's (Helm's adoption).
 
-    Afterwards their labels and annotations are restored; the CRDs themselves stay."""
+    They are first made the chart's own (``config/crd``, which the chart carries), so Helm's
+    server-side apply finds its values and not OME's schema that other tests install;
+    afterwards labels and annotations are restored and OME's CRDs put back."""
+    for path in sorted((REPO / "config" / "crd").glob("ome.io_*.yaml")):
+        await apply_crd(kube, path)
     marks = await crd_marks(kubectl)
     for name in marks:
         await kubectl.ok("patch", "crd", name, "--type=merge",
@@ -472,6 +483,7 @@ async def adopted_crds(kubectl: Kubectl) -> AsyncIterator[None]:
                             "helm.sh/resource-policy": None}}}
         for name in set(CRD_NAMES) - set(marks):
             await kubectl.run("patch", "crd", name, "--type=merge", "-p", json.dumps(unclaim))
+        await restore_ome_crds(kube)
 
 
 async def _helm(home: Path, kubeconfig: Path, *args: str) -> str:

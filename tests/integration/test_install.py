@@ -43,7 +43,7 @@ from omenative_core.model.config import LifecycleConfig, parse_lifecycle_config
 from omenative_devcluster import build
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import REPO, conditions, eventually  # noqa: E402
+from manager_fixtures import REPO, conditions, eventually, restore_ome_crds  # noqa: E402
 from test_service_controller import chat_body, runtime_body  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
@@ -138,7 +138,7 @@ async def _wait_namespace_usable(kubectl: Kubectl) -> None:
 
 
 @pytest.fixture(scope="module")
-async def installed(kubectl: Kubectl) -> AsyncIterator[list[JSON]]:
+async def installed(kubectl: Kubectl, kube: KubeClient) -> AsyncIterator[list[JSON]]:
     """``kubectl apply -k config/``; afterwards, what it created removed, CRD marks restored."""
     rendered = [d for d in yaml.safe_load_all(await kubectl.ok("kustomize", str(CONFIG))) if d]
     _, out, _ = await kubectl.run("get", "-f", "-", "-o", "json", "--ignore-not-found",
@@ -162,6 +162,7 @@ async def installed(kubectl: Kubectl) -> AsyncIterator[list[JSON]]:
                                   "--timeout=90s", stdin=yaml.safe_dump(step.obj),
                                   timeout=120)
         await restore_crd_marks(kubectl, marks)
+        await restore_ome_crds(kube)  # config/crd replaced OME's schema for this module
 
 
 CrdMarks = dict[str, tuple[dict[str, str], dict[str, str]]]
