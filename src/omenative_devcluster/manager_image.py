@@ -185,12 +185,16 @@ def _pip_trees(work: Path, deps: Path, app: Path) -> list[str]:
     _run([*pip, "install", "--no-compile", "--only-binary=:all:", "--root-user-action=ignore",
           "--no-warn-script-location", "--constraint", str(CONSTRAINTS), "--target", str(site),
           str(wheel)])
+    # pip's console scripts carry the build's own interpreter path in their shebang (the
+    # checkout's venv), so they and their RECORD lines differ per checkout: drop both (our
+    # commands are written below); direct_url.json names our temp dir: drop it too.
     shutil.rmtree(site / "bin", ignore_errors=True)
-    for direct in site.glob("*.dist-info/direct_url.json"):  # names our temp dir: drop it
+    for direct in site.glob("*.dist-info/direct_url.json"):
         direct.unlink()
-        record = direct.with_name("RECORD")
+    for record in site.glob("*.dist-info/RECORD"):
+        drop = ("../../bin/", f"{record.parent.name}/direct_url.json,")
         record.write_text("".join(line for line in record.read_text().splitlines(True)
-                                  if not line.startswith(f"{direct.parent.name}/{direct.name},")))
+                                  if not line.startswith(drop)))
     (app / SITE).mkdir(parents=True)
     for name in (*APP_PACKAGES, "-".join(wheel.name.split("-")[:2]) + ".dist-info"):
         shutil.move(site / name, app / SITE / name)

@@ -7,7 +7,11 @@ and runs the manager's command in a chroot as 65532:65532, the way the pod runs 
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -29,6 +33,24 @@ def _unpack(archive: Path, dest: Path) -> dict[str, object]:
     return config
 
 
+def _record_mismatches(site: Path) -> list[str]:
+    """Every file a wheel's RECORD lists with a hash must be in the image with that hash."""
+    bad = []
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        for row in csv.reader(record.read_text().splitlines()):
+            if len(row) < 2 or not row[1]:
+                continue
+            path = Path(os.path.normpath(site / row[0]))
+            algo, _, want = row[1].partition("=")
+            if not path.is_file():
+                bad.append(f"{record.parent.name}: {row[0]} is listed but absent")
+                continue
+            got = base64.urlsafe_b64encode(hashlib.new(algo, path.read_bytes()).digest())
+            if got.rstrip(b"=").decode() != want:
+                bad.append(f"{record.parent.name}: {row[0]} differs from its RECORD hash")
+    return bad
+
+
 def test_two_builds_give_the_same_digest_and_the_image_runs_as_nonroot(tmp_path: Path) -> None:
     first = manager_image.build_image()
     again = manager_image.build_image(use_cache=False)
@@ -42,6 +64,7 @@ def test_two_builds_give_the_same_digest_and_the_image_runs_as_nonroot(tmp_path:
     assert run["Entrypoint"] == ["/usr/local/bin/omenative-manager"]
     root = tmp_path / "root"
     assert not (root / "bin/sh").exists() and not (root / "usr/bin/sh").exists(), "a shell"
+    assert _record_mismatches(root / "usr/local/lib/python3.11/dist-packages") == []
     assert "nonroot:x:65532:65532" in (root / "etc/passwd").read_text()
     versions = (root / "etc/omenative-image.txt").read_text()
     assert "\npython3.11-minimal=3.11." in versions
