@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "unit")]
 
-from bench_planner import _loop_hold as loop_hold  # noqa: E402
+from loop_hold import loop_hold  # noqa: E402
 from sim_helpers import engine_manifest  # noqa: E402
 from tests import status_states as states  # noqa: E402
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from attrs import evolve
 from callcount import function_calls
+from loop_hold import loop_hold
 from tiny import pick
 
 from omenative_controller.planning import PLANNING_SWITCH_INTERVAL, plan_replica
@@ -229,63 +230,6 @@ def _reread(snap: Snapshot) -> Snapshot:
     return evolve(snap, replica=evolve(snap.replica, status=evolve(status, instances=rows)))
 
 
-class _GcPauses:
-    """The longest garbage collection per generation while installed (``gc.callbacks``):
-    a collection never gives up the GIL, so one in the planning thread holds the loop for
-    all of it."""
-
-    def __init__(self) -> None:
-        self.longest: dict[int, float] = {}
-        self._started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-            return
-        gen = info["generation"]
-        self.longest[gen] = max(self.longest.get(gen, 0.0), time.perf_counter() - self._started)
-
-
-async def _loop_hold(run: Callable[[], Awaitable[object]]
-                     ) -> tuple[float, float, float, dict[int, float]]:
-    """(longest gap between 1 ms ticks of the event loop, the most CPU this process ran
-    within one gap, wall time of ``run``, the longest collection per GC generation) while
-    ``run`` plans.
-
-    The CPU (every thread's: the pass's, wherever it runs) tells the time the pass held
-    the loop from the time the OS ran other processes, which a loaded machine adds to the
-    wall gap."""
-    gaps: list[tuple[float, float]] = []
-    done = asyncio.Event()
-    pauses = _GcPauses()
-
-    async def ticker() -> None:
-        last, last_cpu = time.perf_counter(), time.process_time()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now, cpu = time.perf_counter(), time.process_time()
-            gaps.append((now - last, cpu - last_cpu))
-            last, last_cpu = now, cpu
-
-    gc.collect()
-    gc.freeze()  # as in _median_time: a full collection of the world is not the planner
-    task = asyncio.create_task(ticker())
-    await asyncio.sleep(0.01)
-    gc.callbacks.append(pauses)
-    t0 = time.perf_counter()
-    try:
-        result = await run()  # kept, as the manager keeps its memo: freed after the ticks
-    finally:
-        gc.callbacks.remove(pauses)
-    took = time.perf_counter() - t0
-    await asyncio.sleep(0.005)
-    done.set()
-    await task
-    del result
-    gc.unfreeze()
-    return max(g for g, _ in gaps), max(c for _, c in gaps), took, pauses.longest
-
-
 def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = pick(5, 1)) -> None:
     """The new-revision pass planned on the loop, in a plain worker thread, and as the
     manager plans it (``planning.plan_replica``: a worker thread, the switch interval
@@ -316,7 +260,7 @@ def _loop_holds(rest: Snapshot, work: Snapshot, repeat: int = pick(5, 1)) -> Non
     for _ in range(repeat):
         memos.append(plan_incremental(rest, None)[1])
         for name, run in ways:
-            got[name].append(asyncio.run(_loop_hold(run)))
+            got[name].append(asyncio.run(loop_hold(run)))
     print(f"new-revision pass, longest event-loop gap over {repeat} runs each (in turn):")
     print(f"{'planned':<52} {'worst':>8} {'median':>8} {'CPU in gap':>11} {'pass took':>10}"
           f"  longest GC pause by generation")

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 from manager_fixtures import apply_crd, eventually
-from traffic_checks import print_figures
+from traffic_checks import answering_service, print_figures
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import PODS, SERVICES
+from omenative_controller.kube.resources import PODS
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 from omenative_core.revisions import hash_of
-from omenative_devcluster.model_engine import DRAIN_SECONDS, server_container, wait_answering
+from omenative_devcluster.model_engine import DRAIN_SECONDS, server_container
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
@@ -105,13 +105,10 @@ async def test_canary_answers_track_the_ready_share(
     await kube.create(SERVING_RUNTIMES, runtime_body("rev-1"), ns)
     await kube.create(INFERENCE_SERVICES, isvc_body(), ns)
     await stage(kube, ns, "Stable", {"rev-1": INSTANCES})
-    svc = await eventually(lambda: kube.get(SERVICES, "llm-engine", ns), timeout=30,
-                           what="the engine Service llm-engine")
-    ip = str(svc["spec"]["clusterIP"])
-    await wait_answering(f"http://{ip}:8080/", pods=INSTANCES)
+    url = await answering_service(kube, ns, "llm-engine", pods=INSTANCES)
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
-            f"http://{ip}:8080/", rate=RATE, duration=600) as gen:
+            f"{url}/", rate=RATE, duration=600) as gen:
         await asyncio.sleep(2)
         t_update = gen.now()
         await kube.patch(SERVING_RUNTIMES, "srt-llm",

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from manager_fixtures import apply_crd, eventually
 from test_traffic_canary import runtime_body
-from traffic_checks import print_figures
+from traffic_checks import answering_service, print_figures
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, SERVICES
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
-from omenative_devcluster.model_engine import live_pods, wait_answering
+from omenative_devcluster.model_engine import live_pods
 from omenative_devcluster.serving_record import ServingRecorder
 from omenative_devcluster.traffic import LoadGenerator
 
@@ -51,13 +51,10 @@ async def test_isvc_delete_drains_every_instance_before_its_pods_go(
         "spec": {"deploymentMode": "OMENative", "model": {"name": "llama"},
                  "runtime": {"name": "srt-llm", "kind": "ServingRuntime"},
                  "engine": {"minReplicas": INSTANCES, "maxReplicas": INSTANCES}}}, ns)
-    svc = await eventually(lambda: kube.get(SERVICES, "llm-engine", ns), timeout=60,
-                           what="the engine Service llm-engine")
-    ip = str(svc["spec"]["clusterIP"])
-    await wait_answering(f"http://{ip}:8080/", pods=INSTANCES)
+    url = await answering_service(kube, ns, "llm-engine", pods=INSTANCES)
 
     async with ServingRecorder(kube, ns) as recorder, LoadGenerator(
-            f"http://{ip}:8080/", rate=RATE, duration=600) as gen:
+            f"{url}/", rate=RATE, duration=600) as gen:
         await asyncio.sleep(3)
         t_delete = gen.now()
         await kube.delete(INFERENCE_SERVICES, "llm", ns)

@@ -26,10 +26,10 @@ import pytest
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import NODES, PODS, SERVICES
+from omenative_controller.kube.resources import NODES, PODS
 from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
-from omenative_devcluster.model_engine import server_container, wait_answering
+from omenative_devcluster.model_engine import server_container
 
 pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
 from manager_fixtures import apply_crd, delete_crd, eventually  # noqa: E402
@@ -39,6 +39,7 @@ from test_isvc_models import (  # noqa: E402
     guide_isvc,
     runtime,
 )
+from traffic_checks import answering_service  # noqa: E402
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
@@ -104,9 +105,7 @@ async def test_serve_a_model_on_omenative_answers_on_real_nodes(
     assert {"name": "qwen3-0-6b", "mountPath": str(weights), "readOnly": True} \
         in container["volumeMounts"]
 
-    service = await kube.get(SERVICES, "qwen3-0-6b", ns)  # the guide's port-forward target
-    url = f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}"
-    await wait_answering(f"{url}/", pods=1, timeout=60)
+    url = await answering_service(kube, ns, "qwen3-0-6b", pods=1)  # the guide's port-forward
     request = {"model": "Qwen/Qwen3-0.6B", "max_tokens": 100, "messages": [
         {"role": "user", "content": "What is Kubernetes? Answer in one sentence."}]}
     async with aiohttp.ClientSession() as session, session.post(

@@ -12,8 +12,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from manager_fixtures import eventually
+
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, SERVICES
 from omenative_devcluster.loopback import kubectl
 from omenative_devcluster.model_engine import (
     leader_service,
@@ -24,7 +26,8 @@ from omenative_devcluster.model_engine import (
 from omenative_devcluster.traffic_picture import save_traffic, traffic_data
 from omenative_devcluster.traffic_report import TrafficReport
 
-__all__ = ["FIGURES", "log_time", "print_figures", "server_log", "serving_engine"]
+__all__ = ["FIGURES", "answering_service", "log_time", "print_figures", "server_log",
+           "serving_engine"]
 
 FIGURES: list[dict[str, Any]] = []
 """Every scenario's figures, as printed."""
@@ -41,6 +44,18 @@ async def serving_engine(kube: KubeClient, namespace: str, *, replicas: int) -> 
                          revision="rev-1")
     await wait_answering(f"http://{ip}:8080/", pods=replicas)
     return ip
+
+
+async def answering_service(kube: KubeClient, namespace: str, name: str, *, pods: int,
+                            timeout: float = 60) -> str:
+    """Wait for the Service ``name`` an InferenceService made, then until ``pods`` distinct
+    pods answer through its ClusterIP; return its base URL (``http://IP:PORT``): where a
+    scenario on an InferenceService starts its traffic."""
+    svc = await eventually(lambda: kube.get(SERVICES, name, namespace), timeout=timeout,
+                           what=f"the Service {name}")
+    url = f"http://{svc['spec']['clusterIP']}:{svc['spec']['ports'][0]['port']}"
+    await wait_answering(f"{url}/", pods=pods, timeout=timeout)
+    return url
 
 
 def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:

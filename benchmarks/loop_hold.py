@@ -1,0 +1,68 @@
+"""How long a piece of work holds the event loop: the measure every loop-stall benchmark
+shares (``bench_planner``, ``bench_decode``), so they cannot drift apart."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections.abc import Awaitable, Callable
+
+__all__ = ["GcPauses", "loop_hold"]
+
+
+class GcPauses:
+    """The longest garbage collection per generation while installed (``gc.callbacks``):
+    a collection never gives up the GIL, so one in the planning thread holds the loop for
+    all of it."""
+
+    def __init__(self) -> None:
+        self.longest: dict[int, float] = {}
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        gen = info["generation"]
+        self.longest[gen] = max(self.longest.get(gen, 0.0), time.perf_counter() - self._started)
+
+
+async def loop_hold(run: Callable[[], Awaitable[object]]
+                     ) -> tuple[float, float, float, dict[int, float]]:
+    """(longest gap between 1 ms ticks of the event loop, the most CPU this process ran
+    within one gap, wall time of ``run``, the longest collection per GC generation) while
+    ``run`` plans.
+
+    The CPU (every thread's: the pass's, wherever it runs) tells the time the pass held
+    the loop from the time the OS ran other processes, which a loaded machine adds to the
+    wall gap."""
+    gaps: list[tuple[float, float]] = []
+    done = asyncio.Event()
+    pauses = GcPauses()
+
+    async def ticker() -> None:
+        last, last_cpu = time.perf_counter(), time.process_time()
+        while not done.is_set():
+            await asyncio.sleep(0.001)
+            now, cpu = time.perf_counter(), time.process_time()
+            gaps.append((now - last, cpu - last_cpu))
+            last, last_cpu = now, cpu
+
+    gc.collect()
+    gc.freeze()  # as in _median_time: a full collection of the world is not the planner
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    gc.callbacks.append(pauses)
+    t0 = time.perf_counter()
+    try:
+        result = await run()  # kept, as the manager keeps its memo: freed after the ticks
+    finally:
+        gc.callbacks.remove(pauses)
+    took = time.perf_counter() - t0
+    await asyncio.sleep(0.005)
+    done.set()
+    await task
+    del result
+    gc.unfreeze()
+    return max(g for g, _ in gaps), max(c for _, c in gaps), took, pauses.longest
