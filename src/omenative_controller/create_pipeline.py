@@ -55,6 +55,7 @@ import structlog
 from attrs import define, field
 
 from omenative_controller.kube.client import JSON
+from omenative_controller.kube.tasks import cancel_and_wait
 from omenative_controller.pass_context import PassContext
 from omenative_controller.slots import in_lanes
 from omenative_core.labels import KUEUE_ADMISSION_GATE, LABEL_KUEUE_QUEUE
@@ -217,10 +218,6 @@ class CreatePipeline:
     async def cancel(self) -> None:
         """Cancel every batch out (the Lease is lost): their expected pods are taken out."""
         tasks = [b.task for bs in self._batches.values() for b in bs if b.task is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(tasks)
         if tasks:
             log.info("creates.cancelled", batches=len(tasks))

@@ -36,6 +36,7 @@ from attrs import define, field
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import LEASES
+from omenative_controller.kube.tasks import cancel_and_wait
 
 __all__ = ["LeaderConfig", "LeaderElector", "LeaseNamespaceMissing"]
 
@@ -278,17 +279,13 @@ class LeaderElector:
                     started = asyncio.ensure_future(self.on_started())
                     await asyncio.wait({started, renew}, return_when=asyncio.FIRST_COMPLETED)
                     if not started.done():  # lost the Lease before we were ready to lead
-                        started.cancel()
-                        with contextlib.suppress(asyncio.CancelledError):
-                            await started
+                        await cancel_and_wait([started], errors=True)
                     else:
                         started.result()
                 await renew
             finally:
                 if not renew.done():
-                    renew.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await renew
+                    await cancel_and_wait([renew], errors=True)
                 self._set_leader(False)
                 if self.on_stopped is not None:
                     await self.on_stopped()

@@ -8,13 +8,13 @@ writes through them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.events import EventRecorder
+from omenative_controller.kube.tasks import cancel_and_wait
 from omenative_controller.manager_config import ManagerOptions
 from omenative_controller.ome_series import OMESeries
 from omenative_controller.service_controller import ServiceController
@@ -54,9 +54,7 @@ class LeaderTasks:
     async def stop(self) -> None:
         """Cancel them, the advisor first, and wait until they are gone."""
         for task in reversed(self._tasks):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel_and_wait([task])
         self._tasks = []
         self.isvc = None
 

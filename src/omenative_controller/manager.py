@@ -49,6 +49,7 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, SERVICES
+from omenative_controller.kube.tasks import cancel_and_wait
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
 from omenative_controller.leader_tasks import LeaderTasks
@@ -376,11 +377,7 @@ class Manager:
             if self._stop.is_set():
                 await pipeline.drain(self.options.shutdown_timeout)
             await pipeline.cancel()
-        for task in self._workers:
-            task.cancel()
-        for task in self._workers:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._workers)
         self._workers = []
         self.metrics.queue_depth.set(0)
         log.info("manager.standby")
@@ -585,13 +582,7 @@ class Manager:
     async def _teardown(self) -> None:
         if self.executor is not None and self.executor.pipeline is not None:
             await self.executor.pipeline.cancel()
-        for task in self._workers:
-            task.cancel()
-        for task in self._tasks:
-            task.cancel()
-        for task in [*self._workers, *self._tasks]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([*self._workers, *self._tasks])
         self._workers, self._tasks = [], []
         await self.listeners.stop()
         if self.client is not None:

@@ -52,6 +52,7 @@ from omenative_controller.kube.resources import (
     Resource,
     resource_for,
 )
+from omenative_controller.kube.tasks import cancel_and_wait
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
 from omenative_controller.repeat_applies import RepeatApplies
@@ -268,11 +269,7 @@ class ServiceController:
             await asyncio.gather(*tasks)
         finally:
             self.queue.shutdown()
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
+            await cancel_and_wait(tasks)
             await self.rollout.close()
 
     async def _resync(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -223,13 +224,18 @@ class ManagerHandle:
         self.manager.stop()
         await asyncio.wait_for(asyncio.shield(self.task), timeout)
 
-    async def kill(self) -> None:
-        """Hard kill: cancel the task (nothing is drained or released)."""
+    async def kill(self, timeout: float = 60) -> None:
+        """Hard kill: cancel the task (nothing is drained or released). A manager still
+        running ``timeout`` s after its cancel fails the test with every task's stack."""
         if self.task.done():
             return
         self.task.cancel()
+        await asyncio.wait({self.task}, timeout=timeout)
+        if not self.task.done():
+            raise AssertionError(f"the manager did not end {timeout} s after its cancel; "
+                                 f"the tasks still running:\n{task_stacks()}")
         with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+            self.task.result()
 
     async def wait_leader(self, timeout: float = 30) -> None:
         """Until this manager leads."""
@@ -238,6 +244,24 @@ class ManagerHandle:
                 self.task.result()  # raise the manager's error
             return self.manager.is_leader and self.manager.queue is not None
         await eventually(leading, timeout=timeout, what="the manager to lead")
+
+
+
+def task_stacks() -> str:
+    """Every asyncio task of the loop with where it waits: what a hung teardown shows."""
+    out = io.StringIO()
+    for task in asyncio.all_tasks():
+        print(f"-- {task.get_name()}", file=out)
+        awaited: Any = task.get_coro()
+        for _ in range(30):  # down the chain of awaits to where it is parked
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+            if frame is not None:
+                print(f"   {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}",
+                      file=out)
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "ag_await", None)
+            if awaited is None:
+                break
+    return out.getvalue()
 
 
 @pytest.fixture

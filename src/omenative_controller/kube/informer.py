@@ -19,7 +19,6 @@ watch and the list stay the only authority on what exists.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ import structlog
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import Resource
+from omenative_controller.kube.tasks import cancel_and_wait
 
 __all__ = [
     "Backoff",
@@ -468,11 +468,7 @@ class Informer(Generic[V]):
         try:
             await asyncio.gather(*tasks)
         finally:
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
+            await cancel_and_wait(tasks)
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
         """Wait until every scope was listed once; False on timeout."""

@@ -16,7 +16,6 @@ group/version), which differ only in how they probe and what informers they make
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -24,6 +23,7 @@ from typing import Any, Final
 import structlog
 
 from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.tasks import cancel_and_wait
 
 __all__ = ["UNKNOWN", "Presence", "Unknown"]
 
@@ -90,10 +90,7 @@ class Presence:
         self._tasks.append(asyncio.create_task(synced()))
 
     async def _stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         informers, self.informers, self.served = self.informers, {}, None
         self._set(False)
