@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from attrs import evolve
@@ -313,11 +313,13 @@ def start(st: PassState) -> None:
         return
     in_flight = sum(1 for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES)
     window_start = st.view.now - audit.window
-    started = sum(
-        1
+    allocated = [
+        m.allocated_at
         for m in st.migrations.values()
         if m.allocated_at is not None and m.allocated_at > window_start
-    )
+    ]
+    started = len(allocated)
+    _wake_for_accepted(st, accepted, allocated, audit.window)
     for m in accepted:
         if in_flight >= audit.max_in_flight_migrations:
             break
@@ -353,6 +355,22 @@ def start(st: PassState) -> None:
         _open(st, m, source)
         in_flight += 1
         started += 1
+
+
+def _wake_for_accepted(
+    st: PassState,
+    accepted: list[MigrationStatus],
+    allocated: list[datetime],
+    window: timedelta,
+) -> None:
+    """The times a waiting Accepted record's fate changes with the clock alone: its
+    deadline (it fails then, ``DeadlineExceeded``) and the first start leaving the window
+    (the window cap frees a slot). Without them a pass at rest is reused past them."""
+    if not accepted:
+        return
+    st.wake.extend(m.deadline for m in accepted if m.deadline is not None)
+    if allocated:
+        st.wake.append(min(allocated) + window)
 
 
 def _condemned_fill_max_surge(st: PassState) -> bool:
