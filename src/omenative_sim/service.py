@@ -281,12 +281,9 @@ def _replace_patch(old: Any, new: Any) -> Any:
 class ServiceWorld:
     """The worlds of one InferenceService's OMENative components on shared nodes.
 
-    Each pass is the manager's: a ``ServiceSnapshot`` of the InferenceService (with the
-    status the last pass wrote), its runtimes and the members' live InferenceReplicas,
-    planned by ``omenative_core.service.plan_service`` and carried out in its order (the
-    migration requests taken, the member InferenceReplicas applied with their pacing, the
-    status written, the rollout's Events and annotation removals). Only the InferenceReplicas
-    among the applies have a world; the other objects (Services, ...) are not modelled.
+    Each pass is the manager's: ``plan_service`` over a snapshot of the ISVC (with the status
+    the last pass wrote), its runtimes and the live members, carried out in its order. Only
+    the applied InferenceReplicas get a world; Services and the rest are not modelled.
     """
 
     cluster: ClusterSpec
