@@ -1,4 +1,4 @@
-"""What a step may touch of a pass, as types: ``StepPass`` and the few named results.
+"""What a step may touch of a pass, as a type: ``StepPass``.
 
 A pass is one ``steps.state.PassState``: the frozen view, the write-set and the incremental
 cache. Most steps need only the view, the plan's material (rows, actions, Events, wake-up
@@ -8,11 +8,13 @@ refuses a read of the incremental cache (``st.cache``) or of another step's name
 (``steady_rows``, ``tallies``, ``nodes_out`` ...) from them: "a step reads only the
 write-set's named results it is given" is checked, not documented.
 
-A step that hands a named result on takes ``StepPass`` plus that result:
-``SettledPass`` (``repair.settled`` writes ``steady_rows`` and ``steady_counts`` for
-``steps.status``). The steps that read the cache (``steady``, ``native_gang``, ``capacity``,
-``revisions``, ``status``) and the planner's own passes still take the whole
-``PassState`` (docs/architecture.md lists which).
+Who still takes the whole ``PassState``, and why (26 functions of 154): the ones that
+read the incremental cache or hand on a named result: ``steady.find``, ``repair.settled``
+(``steady_rows``, ``steady_counts``), ``revisions.group_pods``/``load_rows`` (they build
+the cache), ``native_gang.cleanup`` (``row_groups``, ``groups_out``), ``capacity.check_nodes``
+(``nodes_out``, the kept totals), ``teardown.cleanup_orphan_pod_groups``,
+``steps.status.finish`` and its tally helpers (the tallies, the totals), and the planner's
+own passes and ``lifecycle.advance``.
 
 ``PassState`` satisfies every protocol here structurally: nothing imports this module at
 run time but for the annotations (``from __future__ import annotations``), so it costs
@@ -31,7 +33,7 @@ from omenative_core.retry import RetryBook
 from omenative_core.steps.state import ActionSink
 from omenative_core.steps.view import PassView
 
-__all__ = ["SettledPass", "StepPass"]
+__all__ = ["StepPass"]
 
 
 class StepPass(Protocol):
@@ -75,10 +77,3 @@ class StepPass(Protocol):
     def start_attempt(self, revision: str) -> bool: ...
     def set_hold(self, gate: str, reason: str) -> None: ...
     def hold_retry(self, target: str) -> None: ...
-
-
-class SettledPass(StepPass, Protocol):
-    """``StepPass`` and the named results ``repair.settled`` hands to ``steps.status``."""
-
-    steady_rows: dict[int, InstanceStatus]
-    steady_counts: dict[int, tuple[int, bool]]
