@@ -50,6 +50,7 @@ from omenative_core.steps.verdicts import (
     kept_tally,
     unchanged_tallies,
 )
+from omenative_core.steps.waves import batch_creates
 
 __all__ = ["finish", "invalid_plan"]
 
@@ -138,7 +139,7 @@ def finish(st: PassState) -> Plan:
                 config_map=f"{st.view.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(st.audit)
             )
         )
-    body = st.out.body()
+    body, batch = batch_creates(st.out.body(), st.view.config.scale_up_pod_batch_size)
     destructive = any(
         isinstance(a, DeletePod | DeletePodGroup | PatchPodImages)
         or (isinstance(a, SetServingGate) and not a.value)
@@ -155,6 +156,7 @@ def finish(st: PassState) -> Plan:
         requeue_after=_requeue(st, acted=bool(actions), deleting=any(
             r.operation is not None and r.operation.type == OpType.DELETE for r in odd_rows)),
         scale_down_wave=st.wave,
+        scale_up_batch=batch,
     )
 
 

@@ -33,6 +33,7 @@ from omenative_core.steps.native_gang import cleanup, delete_all, delete_pod_gro
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
 from omenative_core.steps.step_pass import StepPass
+from omenative_core.steps.waves import cost, deletion_wave, wave_data
 
 __all__ = [
     "FINALIZER",
@@ -109,14 +110,7 @@ def condemn(st: StepPass, row: InstanceStatus, revision: str, reason: str) -> No
 def teardown(st: StepPass) -> None:
     """The InferenceReplica is being deleted: drain everything, then release the finalizer."""
     deleted_at = st.view.ir.metadata.deletion_timestamp
-    for index in sorted(st.rows):
-        row = st.rows[index]
-        if row.operation is None and not st.may_open():
-            st.poll = True  # drained once the status budget has room
-        elif row.operation is None or row.operation.type != OpType.DELETE:
-            condemn(st, row, row.running_revision or st.view.target, "Teardown")
-        else:
-            st.advance(index)
+    _drain_in_waves(st)
     groups_gone = delete_all(st)
     clean = not st.rows and not st.view.snap.pods and groups_gone
     deadline = st.view.config.teardown.deadline
@@ -141,6 +135,31 @@ def teardown(st: StepPass) -> None:
                 st.wake.append(deleted_at + deadline)
             _blocked(st, deleted_at + deadline if deleted_at else None)
     st.poll = st.poll or not clean
+
+
+def _drain_in_waves(st: StepPass) -> None:
+    """Condemn every Instance, in OME's deletion waves (``steps.waves``, as a scale-down):
+    the Deletes already running go on and count first, then Instances join in index order
+    while their pods fit ``scaleDownPodBatchSize``; the rest wait for a later pass."""
+    active = [r for r in st.rows.values()
+              if r.operation is not None and r.operation.type == OpType.DELETE]
+    wave = deletion_wave(st, active)
+    active_cost, candidates, full = wave.spent, 0, False
+    for index in sorted(st.rows):
+        row = st.rows[index]
+        if row.operation is not None and row.operation.type == OpType.DELETE:
+            st.advance(index)
+            continue
+        candidates += 1
+        pods = cost(st, row)
+        full = full or not wave.fits(pods)
+        if full or (row.operation is None and not st.may_open()):
+            st.poll = True  # drained by a later wave, or once the status budget has room
+            continue
+        condemn(st, row, row.running_revision or st.view.target, "Teardown")
+        wave.admit(pods)
+    if candidates or active:
+        st.wave = wave_data(wave, active, active_cost, candidates)
 
 
 def _escape(st: StepPass) -> str:
