@@ -6,7 +6,8 @@
   condition (``drain_condition``), report only, as in OME.
 - ``condemn``: open a Delete on an Instance (scale-down, teardown, a cancelled or failed
   migration surge) and take its first step in the same pass.
-- ``teardown``: the InferenceReplica is being deleted; every Instance drains, leftover
+- ``teardown``: the InferenceReplica is being deleted; every Instance drains (in OME's
+  deletion waves under ``scaleDownPodBatchSize``, ``steps.waves``, as a scale-down), leftover
   PodGroups and Workloads go, and the ``ome.io/ir-teardown`` finalizer is released when
   nothing is left or after ``teardown.deadline`` (``TeardownDeadlineExceeded``, with the
   pods left and OME's manual escape); with no deadline, every pass that still finds pods
