@@ -8,7 +8,7 @@ refuses a read of the incremental cache (``st.cache``) or of another step's name
 (``steady_rows``, ``tallies``, ``nodes_out`` ...) from them: "a step reads only the
 write-set's named results it is given" is checked, not documented.
 
-Who still takes the whole ``PassState``, and why (26 functions of 154): the ones that
+Who still takes the whole ``PassState``, and why (26 functions of 156): the ones that
 read the incremental cache or hand on a named result: ``steady.find``, ``repair.settled``
 (``steady_rows``, ``steady_counts``), ``revisions.group_pods``/``load_rows`` (they build
 the cache), ``native_gang.cleanup`` (``row_groups``, ``groups_out``), ``capacity.check_nodes``
