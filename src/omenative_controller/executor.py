@@ -224,7 +224,9 @@ class Executor:
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
         actions = status_first(plan.actions)
-        actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
+        batch = plan.scale_up_batch  # the core's, under scaleUpPodBatchSize: no 2nd bound
+        actions, result.deferred_creates = ((actions, batch.deferred_pods) if batch else
+                                            bound_creates(actions, self.creates_per_pass))
         full = self._pipeline is not None and self._pipeline.full(ctx.key)
         held = self._hold_status(plan, ctx, actions,
                                  must_write=(result.deferred_creates > 0 or full)

@@ -33,6 +33,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import OpType, Step, Strategy
 from omenative_core.steps import migrations, repair, teardown, update_moves
 from omenative_core.steps.state import Continue, MoveResult, PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = [
     "MOVES",
@@ -104,7 +105,7 @@ class Move:
         return frozenset((*self.ready, *self.progress, *self.failure, *self.gone))
 
 
-def drop_operation(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def drop_operation(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """An operation this version cannot move: drop it; the next pass decides afresh."""
     del st, op
     return evolve(row, operation=None)

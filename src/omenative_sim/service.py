@@ -1,15 +1,16 @@
 """Simulate a whole InferenceService: every OMENative component on one shared cluster.
 
 A ``service`` scenario names an InferenceService (and its runtimes) instead of one
-InferenceReplica. The service layer (``omenative_core.service.render_service``) projects
-each OMENative component onto its InferenceReplica; each replica gets a :class:`World`,
-and all the worlds share one set of nodes, so components compete for the same GPUs. When
-the InferenceService has ``spec.rollout``, ``omenative_core.rollout.decide`` runs every
-pass and its pacing (partition, rollbackToRevision, rolling budgets) is written into the
-member replicas before they plan, by the shell's own function
-(``omenative_core.service.rollout_writes.member_replica_body``); without ``spec.rollout``
-a member carries no pacing, as the shell's server-side apply drops it. Time, pod and node
-events, the planner and the rollout decisions are the same pure pieces the manager uses.
+InferenceReplica. Each pass is the manager's own InferenceService pass,
+``omenative_core.service.plan_service``, over a snapshot of the simulated objects: it
+renders each OMENative component onto its InferenceReplica, decides the rollout groups
+(``spec.rollout``) from the status the last pass wrote, and returns the member
+InferenceReplicas with their pacing (partition, rollbackToRevision, rolling budgets), the
+status and the rollout's Events and annotation removals, which the simulator carries out
+as the shell does (without ``spec.rollout`` a member carries no pacing). Each member
+replica gets a :class:`World`, and all the worlds share one set of nodes, so components
+compete for the same GPUs. Time, pod and node events, the planner and the InferenceService
+pass are the same pure pieces the manager uses.
 
 The format (``docs/simulate.md``)::
 
@@ -41,28 +42,25 @@ and a replica scenario's ``failNode`` is the place to study them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from attrs import define, field, frozen
 
 from omenative_core.codec import CodecError
 from omenative_core.model.config import LifecycleConfig
-from omenative_core.model.spec import JSON
+from omenative_core.model.spec import JSON, InferenceReplica
 from omenative_core.planner import plan
-from omenative_core.revisions import hash_of, revision_name, spec_revision_hash
+from omenative_core.revisions import hash_of, pairing_from_revision
 from omenative_core.rollout import (
     ANNOTATION_OVERRIDE_ANALYSIS,
     ANNOTATION_PROMOTE,
     ANNOTATION_ROLLBACK,
-    ComponentDecision,
-    MemberView,
     RolloutDecision,
     RolloutSpec,
     RolloutState,
-    decide,
     errors,
     explain,
-    member_view,
     parse_rollout,
     validate_rollout,
 )
@@ -74,7 +72,7 @@ from omenative_core.service import (
     render_service,
     runtime_from_json,
 )
-from omenative_core.service.rollout_writes import member_replica_body
+from omenative_core.service.service_pass import ServiceSnapshot, plan_service
 from omenative_sim.scenario import (
     ScenarioError,
     _cluster,
@@ -88,7 +86,7 @@ from omenative_sim.scenario import (
     _str,
     load_yaml,
 )
-from omenative_sim.world import ClusterSpec, World, merge_patch
+from omenative_sim.world import EPOCH, ClusterSpec, World, merge_patch
 
 __all__ = [
     "SERVICE_EVENT_KINDS",
@@ -281,7 +279,12 @@ def _replace_patch(old: Any, new: Any) -> Any:
 
 @define
 class ServiceWorld:
-    """The worlds of one InferenceService's OMENative components on shared nodes."""
+    """The worlds of one InferenceService's OMENative components on shared nodes.
+
+    Each pass is the manager's: ``plan_service`` over a snapshot of the ISVC (with the status
+    the last pass wrote), its runtimes and the live members, carried out in its order. Only
+    the applied InferenceReplicas get a world; Services and the rest are not modelled.
+    """
 
     cluster: ClusterSpec
     service: JSON
@@ -294,51 +297,90 @@ class ServiceWorld:
     _requeue: float | None = None
 
     def __attrs_post_init__(self) -> None:
-        self._project()
+        self._service_pass()
 
-    # ---------------------------------------------------------------- projection
+    # ---------------------------------------------------------------- the ISVC pass
 
-    def _isvc(self) -> InferenceService:
-        return isvc_from_json(self.service)
+    def _snapshot(self) -> ServiceSnapshot:
+        """What the manager's ``ServiceController.observe`` builds, from the worlds."""
+        owned: dict[str, JSON] = {}
+        replicas: dict[str, InferenceReplica] = {}
+        pairing: dict[str, dict[str, str | None]] = {}
+        for comp, w in self.worlds.items():
+            status = w.status_json()
+            owned[comp] = {**w.manifest, **({"status": status} if status is not None else {})}
+            replicas[comp] = w.replica
+            pairing[comp] = {name: pairing_from_revision(rv) for name, rv in w.revisions.items()}
+        return ServiceSnapshot(
+            isvc=self.service, now=EPOCH + timedelta(seconds=self.now),
+            config=ServiceConfig(lifecycle=self.config),
+            runtimes=tuple(runtime_from_json(r) for r in self.runtimes),
+            owned=owned, replicas=replicas, pairing=pairing)
 
-    def _project(self) -> None:
-        isvc = self._isvc()
-        rendered = render_service(isvc, [runtime_from_json(r) for r in self.runtimes], (),
-                                  ServiceConfig(lifecycle=self.config))
-        shared = next(iter(self.worlds.values())).nodes if self.worlds else None
-        for comp in rendered.components:
-            if comp.replica is None:
-                continue
-            manifest = {k: v for k, v in comp.replica.items() if k != "status"}
-            world = self.worlds.get(comp.component)
-            if world is None:
-                world = World(self.cluster, manifest, config=self.config,
-                              seed=len(self.worlds))
-                if shared is not None:
-                    world.nodes = shared
-                    # one clock for all: a world created later starts at the others' time
-                    world.now = next(iter(self.worlds.values())).now
-                shared = world.nodes
-                self.worlds[comp.component] = world
-                continue
-            # the member's writes as the shell makes them: the last decision's pacing (a
-            # component in no group, or a service without spec.rollout, gets none)
-            spec = member_replica_body(manifest, self._decision_for(comp.component))["spec"]
-            patch = _replace_patch(world.manifest.get("spec") or {}, spec)
-            if patch is not None:
-                world.patch_replica({"spec": patch})
+    def _service_pass(self) -> bool:
+        """One InferenceService pass, carried out; True when a member or the ISVC changed."""
+        sp = plan_service(self._snapshot())
+        changed = False
+        if sp.take_migrations:
+            self.service = merge_patch(
+                self.service, {"metadata": {"annotations": dict.fromkeys(sp.take_migrations)}})
+            changed = True
+        if sp.rejection is not None:
+            self.events.append((self.now, "service",
+                                f"{sp.rejection.reason}: {sp.rejection.message}"))
+        for comp, obj in sp.applies:
+            if obj.get("kind") == "InferenceReplica":
+                changed = self._apply_replica(comp, obj) or changed
+        if sp.status is not None:
+            self.service = {**self.service, "status": sp.status}
+        self.rollout_state = sp.rollout.decision.state if sp.rollout is not None else None
+        self.last_decision = sp.rollout.decision if sp.rollout is not None else None
+        if sp.rollout is not None:
+            changed = self._after_rollout(sp.rollout.decision) or changed
+        if sp.requeue_after is not None:
+            self._wake_at(self.now + sp.requeue_after)
+        return changed
 
-    def _decision_for(self, component: str) -> ComponentDecision | None:
-        """The last rollout decision for ``component``, while the service has rollout
-        groups (None otherwise)."""
-        if self.last_decision is None or (self.service.get("spec") or {}).get("rollout") is None:
-            return None
-        return self.last_decision.components.get(component)
+    def _apply_replica(self, comp: str, obj: JSON) -> bool:
+        """Create the component's world, or patch its spec to the applied one (as a
+        server-side apply of the whole spec would); True when it changed."""
+        manifest = {k: v for k, v in obj.items() if k != "status"}
+        world = self.worlds.get(comp)
+        if world is None:
+            shared = next(iter(self.worlds.values()), None)
+            world = World(self.cluster, manifest, config=self.config, seed=len(self.worlds))
+            if shared is not None:
+                world.nodes = shared.nodes
+                world.now = shared.now  # one clock for all: a later world starts at theirs
+            self.worlds[comp] = world
+            return True
+        patch = _replace_patch(world.manifest.get("spec") or {}, manifest.get("spec") or {})
+        if patch is None:
+            return False
+        world.patch_replica({"spec": patch})
+        return True
+
+    def _after_rollout(self, d: RolloutDecision) -> bool:
+        """The rollout's writes after the status: its Events, the annotations it consumed,
+        and when to look again; True when an annotation was removed."""
+        for ev in d.events:
+            self.events.append((self.now, "rollout", f"{ev.reason}: {ev.message}"))
+        if d.requeue_after is not None:
+            self._wake_at(self.now + d.requeue_after.total_seconds())
+        if not d.remove_annotations:
+            return False
+        self.service = merge_patch(
+            self.service, {"metadata": {"annotations": dict.fromkeys(d.remove_annotations)}})
+        return True
+
+    def _wake_at(self, t: float) -> None:
+        """Look again at ``t`` (a requeue already due is replaced)."""
+        due = self._requeue is None or self._requeue <= self.now
+        self._requeue = t if due else min(self._requeue or t, t)
 
     def patch_service(self, patch: JSON) -> None:
-        """Apply a JSON merge patch to the InferenceService and re-project its replicas."""
+        """Apply a JSON merge patch to the InferenceService (the next pass applies it)."""
         self.service = merge_patch(self.service, patch)
-        self._project()
 
     def annotate(self, annotations: Mapping[str, str | None]) -> None:
         """Set (or, with None, remove) annotations on the InferenceService."""
@@ -365,55 +407,14 @@ class ServiceWorld:
 
     # ---------------------------------------------------------------- one settle
 
-    def _members(self) -> dict[str, MemberView]:
-        out: dict[str, MemberView] = {}
-        for comp, w in self.worlds.items():
-            replica = w.replica
-            spec = replica.spec
-            collision = w.status.collision_count if w.status is not None else None
-            rev = revision_name(replica.metadata.name, spec_revision_hash(spec, collision))
-            out[comp] = member_view(replica, rev)
-        return out
-
-    def _decide(self) -> bool:
-        raw = (self.service.get("spec") or {}).get("rollout")
-        if raw is None:
-            return False
-        now = next(iter(self.worlds.values())).time(self.now)
-        annotations = dict((self.service.get("metadata") or {}).get("annotations") or {})
-        d = decide(parse_rollout(raw), self.rollout_state, self._members(), now,
-                   annotations=annotations)
-        self.rollout_state, self.last_decision = d.state, d
-        for ev in d.events:
-            self.events.append((self.now, "rollout", f"{ev.reason}: {ev.message}"))
-        changed = False
-        if d.remove_annotations:
-            self.service = merge_patch(
-                self.service,
-                {"metadata": {"annotations": dict.fromkeys(d.remove_annotations)}})
-        for comp, cd in d.components.items():
-            w = self.worlds.get(comp)
-            if w is None:
-                continue
-            live = w.manifest.get("spec") or {}
-            patch = _replace_patch(live, member_replica_body(w.manifest, cd)["spec"])
-            if patch is not None:
-                w.patch_replica({"spec": patch})
-                changed = True
-        wake = d.requeue_after
-        if wake is not None:
-            t = self.now + wake.total_seconds()
-            self._requeue = t if self._requeue is None or self._requeue <= self.now else min(
-                self._requeue, t)
-        return changed
-
     def settle(self) -> int:
-        """Decide and plan until nothing changes at this instant; return the plans applied."""
+        """Plan the ISVC and its members until nothing changes at this instant; return the
+        replica plans applied."""
         applied = 0
         self._requeue = None if self._requeue is not None and self._requeue <= self.now \
             else self._requeue
         for _ in range(_MAX_PASSES):
-            changed = self._decide()
+            changed = self._service_pass()
             for comp, w in self.worlds.items():
                 for _ in range(50):
                     p = plan(w.snapshot())

@@ -7,6 +7,7 @@ database is not in the repository and may not find them again.
 
 from __future__ import annotations
 
+from tests.property.test_incremental_plan import IncrementalMachine
 from tests.property.test_lifecycle_machine import Draws as _Draws
 from tests.property.test_lifecycle_machine import LifecycleMachine
 
@@ -92,4 +93,25 @@ def test_surges_opened_before_a_scale_down_finish_under_the_larger_ceiling() -> 
     m.controller_pass()
     m.scale_mid_rollout(data=_Draws(False, 6))  # type: ignore[arg-type]
     m.scale_mid_rollout(data=_Draws(4))  # type: ignore[arg-type]
+    m.teardown()
+
+
+def test_a_migration_waiting_in_accepted_fails_at_its_deadline_incrementally() -> None:
+    """Dev-profile seed 216707073869480180889000164050517743495 (incremental machine): the
+    source's node failed, so its Create waits NodeUnknown and the migration asked for it
+    waits in Accepted. The pass at rest registered no wake-up at the record's deadline, so
+    the memo's quiet plan was reused past it while the full plan failed the record
+    (``MigrationExpired``): ``migrations.start`` registers the deadline."""
+    m = IncrementalMachine()
+    m.setup(multi=False, strategy="SurgeThenDrain", spare_nodes=1, replicas=0, size=2)
+    m.controller_pass()
+    m.controller_pass()
+    m.fail_node(data=_Draws("node-2"))  # type: ignore[arg-type]
+    for _ in range(3):
+        m.controller_pass()
+    m.migrate(data=_Draws(0))  # type: ignore[arg-type]
+    for _ in range(3):
+        m.controller_pass()
+    m.time_passes(seconds=60)
+    m.time_passes(seconds=60)  # the deadline: every plan is checked against the full one
     m.teardown()

@@ -14,7 +14,14 @@ from test_executor_concurrency import SlowApi, _ctx, _plan
 from omenative_controller.executor import CreateErrorStore, Executor
 from omenative_controller.runs import bound_creates
 from omenative_core.labels import LABEL_INSTANCE_INDEX
-from omenative_core.model.plan import CreatePod, DeletePod, SetServingGate, UpdateStatus
+from omenative_core.model.plan import (
+    CreatePod,
+    DeletePod,
+    Plan,
+    ScaleUpBatch,
+    SetServingGate,
+    UpdateStatus,
+)
 from omenative_core.model.status import InferenceReplicaStatus
 
 
@@ -57,3 +64,19 @@ def test_the_executor_sends_one_chunk_and_says_how_many_wait() -> None:
     assert result.ok and result.deferred_creates == 12
     assert api.calls[0] == "status r", "the status (every Instance's operation) still goes first"
     assert sorted(api.calls[1:]) == sorted(f"create r-{i}-{k}" for i in range(2) for k in range(4))
+
+
+def test_a_plan_batched_by_the_core_is_sent_whole_and_its_rest_comes_next() -> None:
+    """``scaleUpPodBatchSize`` set: the core already cut the creates to OME's batch, so the
+    executor's own bound (``--creates-per-pass``) does not cut it again, and the creates the
+    core left out still bring the next pass at once."""
+    api = SlowApi(delay=0.0)
+    executor = Executor(api, CreateErrorStore(), creates_per_pass=8)  # type: ignore[arg-type]
+    creates = [c for i in range(5) for c in _gang(i, 4)]  # 20 creates: the core's batch
+    batch = ScaleUpBatch(pod_budget=20, admitted_pods=20, admitted_instances=5,
+                         deferred_pods=12, deferred_instances=3)
+    plan = Plan(actions=(UpdateStatus(status=InferenceReplicaStatus()), *creates),
+                status=InferenceReplicaStatus(), scale_up_batch=batch)
+    result = asyncio.run(executor.apply(plan, _ctx()))
+    assert result.ok and result.deferred_creates == 12
+    assert sorted(api.calls[1:]) == sorted(f"create {c.name}" for c in creates)

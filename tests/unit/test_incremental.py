@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from types import MappingProxyType
 
@@ -13,6 +14,7 @@ from tests.unit.sim_helpers import engine_manifest, run_world
 from omenative_core.incremental import plan_incremental
 from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_POD_GROUP
 from omenative_core.model import DeletePodGroup, LifecycleConfig, UpdateStatus
+from omenative_core.model.config import AuditConfig
 from omenative_core.model.status import InstanceOperation
 from omenative_core.planner import plan
 from omenative_sim.world import ClusterSpec, World
@@ -267,3 +269,41 @@ def test_a_retry_block_opened_in_a_pass_is_cleared_by_a_later_steady_row() -> No
     got, memo = plan_incremental(late, memo)
     assert got == plan(late)
     assert got.status.instances[0].phase == "Failed" and not got.status.retry_blocks
+
+
+def _request_migration(world: World, n: int, index: int) -> None:
+    request = {"schemaVersion": "v1", "instance": index, "reason": "test",
+               "requested_by": "unit"}
+    world.set_annotation(
+        f"ome.io/migration-request-v1-{n:08d}-0000-0000-0000-000000000000", json.dumps(request)
+    )
+
+
+def test_a_migration_held_by_the_window_cap_opens_when_the_window_frees_it() -> None:
+    """``maxMigrationsPerWindow`` 1: a second request waits in Accepted, the plan at rest;
+    the window frees its slot before the first record is pruned, and the memo must not be
+    reused past that moment (the pass registers it as a wake-up)."""
+    audit = AuditConfig(max_migrations_per_window=1, window=timedelta(seconds=120))
+    world = World(
+        ClusterSpec(nodes=4, gpus_per_node=8, pod_start_seconds=1, pod_ready_seconds=1),
+        engine_manifest(replicas=2),
+        config=LifecycleConfig(audit=audit),
+    )
+    run_world(world, 30)
+    _request_migration(world, 1, 0)
+    run_world(world, 30)  # the first migration opens and completes
+    _request_migration(world, 2, 1)
+    run_world(world, 5)
+    snap = world.snapshot()
+    held, memo = plan_incremental(snap, None)
+    assert not held.actions, "the second request waits in Accepted (window cap)"
+    status = snap.replica.status
+    assert status is not None
+    first = next(m for m in status.migrations if m.source_instance == 0)
+    assert first.allocated_at is not None and first.completed_at is not None
+    frees = first.allocated_at + audit.window
+    assert frees in memo.wakes
+    later = evolve(snap, now=frees)
+    opened, _ = plan_incremental(later, memo)
+    assert opened == plan(later)
+    assert any(e.reason == "MigrationRequestAccepted" for e in opened.events)

@@ -175,6 +175,10 @@ class LifecycleConfig:
     """OME's ``scaleDownPodBatchSize``: pod-equivalent cost of the scale-down work admitted at
     once per component (an Instance costs its pods, or 1 once they are gone); None: no
     bound, as OME's binary when the key is absent."""
+    scale_up_pod_batch_size: int | None = 100
+    """OME's ``scaleUpPodBatchSize``: pods created at most per pass and component, whole
+    Instances (``steps.waves``); None (the key absent): omenative's own pace, the manager's
+    ``--creates-per-pass`` (32), where OME's binary is unbounded."""
     scale_down_requeue_interval: timedelta | None = timedelta(seconds=5)
     """OME's ``scaleDownRequeueInterval``: look again this often while scale-down work is in
     progress (None: only on change, as OME's binary when the key is absent)."""
@@ -189,6 +193,7 @@ UNCONFIGURED = LifecycleConfig(
     teardown=TeardownConfig(deadline=None),
     audit=None,
     revision_history_limit=None,
+    scale_up_pod_batch_size=None,
     scale_down_pod_batch_size=None,
     scale_down_requeue_interval=None,
 )
@@ -437,14 +442,8 @@ def _retry_block_history_limit(p: _Problems, value: Any, kw: dict[str, Any]) -> 
         None if value is None else p.count("retryBlockHistoryLimit", value, allow_zero=True))
 
 
-def _checked_only(key: str, kind: str) -> _Block:
-    """OME keys this manager accepts but does not use: still checked."""
-    def parse(p: _Problems, value: Any, _kw: dict[str, Any]) -> None:
-        if kind == "count":
-            p.count(key, value)
-        else:
-            p.duration(key, value)
-    return parse
+def _scale_up_batch(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
+    kw["scale_up_pod_batch_size"] = p.count("scaleUpPodBatchSize", value)
 
 
 def _scale_down_batch(p: _Problems, value: Any, kw: dict[str, Any]) -> None:
@@ -488,7 +487,7 @@ _BLOCKS: dict[str, _Block] = {
     "restartBackoff": _restart_backoff,
     "revisionHistoryLimit": _history_limit,
     "retryBlockHistoryLimit": _retry_block_history_limit,
-    "scaleUpPodBatchSize": _checked_only("scaleUpPodBatchSize", "count"),
+    "scaleUpPodBatchSize": _scale_up_batch,
     "scaleDownPodBatchSize": _scale_down_batch,
     "scaleDownRequeueInterval": _scale_down_requeue,
     "instanceStatusEncoding": _status_encoding,

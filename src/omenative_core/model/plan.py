@@ -31,6 +31,7 @@ __all__ = [
     "RecordAudit",
     "RemoveAnnotations",
     "ScaleDownWave",
+    "ScaleUpBatch",
     "SetFinalizer",
     "SetServingGate",
     "UpdateStatus",
@@ -215,6 +216,21 @@ class ScaleDownWave:
 
 
 @frozen(kw_only=True)
+class ScaleUpBatch:
+    """This pass's pod creates under OME's ``scaleUpPodBatchSize`` (``steps.waves``): whole
+    Instances while their pods fit the budget, one larger than it alone; the creates of the
+    rest wait for the next pass, which the shell asks for at once (``deferred_pods``)."""
+
+    pod_budget: int
+    admitted_pods: int
+    admitted_instances: int
+    deferred_pods: int
+    deferred_instances: int
+    oversized: bool = False
+    """One Instance larger than the whole budget was admitted alone."""
+
+
+@frozen(kw_only=True)
 class Plan:
     """What to do now, the status to write, and when to look again (None: on change only)."""
 
@@ -224,6 +240,8 @@ class Plan:
     requeue_after: timedelta | None = None
     scale_down_wave: ScaleDownWave | None = None
     """This pass's scale-down batch (None: no scale-down budget, or nothing to scale down)."""
+    scale_up_batch: ScaleUpBatch | None = None
+    """This pass's creates batch (None: no ``scaleUpPodBatchSize``, or nothing to create)."""
 
     @property
     def empty(self) -> bool:

@@ -28,7 +28,7 @@ from omenative_core.model.status import InstanceOperation, InstanceStatus
 from omenative_core.phases import Outcome, Waiting, stops_clock
 from omenative_core.steps import native_gang
 from omenative_core.steps.pods import create_pod, drain, maybe_force_delete
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = ["BringUp", "bring_up", "park"]
 
@@ -72,7 +72,7 @@ class _Scan:
 
 
 def bring_up(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     op: InstanceOperation,
     revision: str,
@@ -119,7 +119,7 @@ def bring_up(
 
 
 def _missing(
-    st: PassState,
+    st: StepPass,
     scan: _Scan,
     row: InstanceStatus,
     name: str,
@@ -142,7 +142,7 @@ def _missing(
 
 
 def _look_at(
-    st: PassState,
+    st: StepPass,
     scan: _Scan,
     pod: PodView,
     row: InstanceStatus,
@@ -178,7 +178,7 @@ def _look_at(
 
 
 def _recycle(
-    st: PassState, scan: _Scan, pod: PodView, row: InstanceStatus, op: InstanceOperation
+    st: StepPass, scan: _Scan, pod: PodView, row: InstanceStatus, op: InstanceOperation
 ) -> None:
     """A terminal pod during bring-up is recreated until the deadline, spaced out.
 
@@ -202,7 +202,7 @@ def _recycle(
     )
 
 
-def _stuck_containers(st: PassState, scan: _Scan, pod: PodView, op: InstanceOperation) -> None:
+def _stuck_containers(st: StepPass, scan: _Scan, pod: PodView, op: InstanceOperation) -> None:
     """A container stuck on a bad image or crash-looping past the grace fails the attempt."""
     stuck_grace = st.view.config.stuck_pod_grace_period
     for c in pod.containers:
@@ -221,7 +221,7 @@ def _stuck_containers(st: PassState, scan: _Scan, pod: PodView, op: InstanceOper
 
 
 def _unschedulable(
-    st: PassState, scan: _Scan, op: InstanceOperation, index: int
+    st: StepPass, scan: _Scan, op: InstanceOperation, index: int
 ) -> InstanceOperation:
     """Track how long the pods have been unschedulable; fail after the grace period."""
     if not scan.unschedulable:
@@ -246,7 +246,7 @@ def _unschedulable(
     return op
 
 
-def _deadline(st: PassState, scan: _Scan, op: InstanceOperation, index: int) -> BringUp:
+def _deadline(st: StepPass, scan: _Scan, op: InstanceOperation, index: int) -> BringUp:
     """Progress, or failure once the readiness deadline passed (parked while waiting)."""
     timeout = st.view.policy.ready_timeout
     if scan.waiting is not None and stops_clock(scan.waiting):  # most attempts wait on none

@@ -25,6 +25,7 @@ from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.render import instance_slots
 from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.totals import usable
 from omenative_core.steps.verdicts import unschedulable_now
 
@@ -79,13 +80,13 @@ def _node_facts(st: PassState) -> NodeFacts:
     return facts
 
 
-def _spread_key(st: PassState) -> str | None:
+def _spread_key(st: StepPass) -> str | None:
     if st.view.spec.topology_spread != "Required":
         return None
     return st.view.spec.topology_spread_key or st.view.spec.topology_key
 
 
-def _topology(st: PassState, key_present: bool) -> tuple[str, str, str] | None:
+def _topology(st: StepPass, key_present: bool) -> tuple[str, str, str] | None:
     """The condition for a Required spread key no usable node carries (None: fine)."""
     key = _spread_key(st)
     if key is None or key_present:
@@ -116,7 +117,7 @@ def _gang_words(runners: Sequence[Runner], per_pod: Sequence[tuple[str, int]]) -
 
 
 def _domain_shortfall(
-    st: PassState, runners: Sequence[Runner], need: int, words: str
+    st: StepPass, runners: Sequence[Runner], need: int, words: str
 ) -> tuple[str, str, str] | None:
     """``GangExceedsCapacity`` when ``topologyKey`` keeps a gang in one domain and no
     domain of Ready nodes has the GPUs the gang needs (None: some domain could hold it).
@@ -194,7 +195,7 @@ _CLEARED = {
 }
 
 
-def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> None:
+def _report(st: StepPass, type_: str, found: tuple[str, str, str] | None) -> None:
     """Set the condition; warn when it turns True or changes, note when it clears."""
     prev = next((c for c in st.view.prev.conditions if c.type == type_), None)
     if found is None:
@@ -211,7 +212,7 @@ def _report(st: PassState, type_: str, found: tuple[str, str, str] | None) -> No
         st.warn(reason, message)
 
 
-def _keep(st: PassState, type_: str) -> None:
+def _keep(st: StepPass, type_: str) -> None:
     """Carry the previous condition of ``type_`` over unchanged (the nodes cannot tell)."""
     for c in st.view.prev.conditions:
         if c.type == type_:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from attrs import evolve
@@ -41,7 +41,8 @@ from omenative_core.service.migration_request import (
 from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import end_migration
 from omenative_core.steps.pods import drain
-from omenative_core.steps.state import MoveResult, PassState
+from omenative_core.steps.state import MoveResult
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.teardown import condemn
 from omenative_core.steps.updates import draining_condemned, surges_in_flight
 
@@ -51,13 +52,13 @@ __all__ = ["accept", "migrate_drain", "migrate_wait", "progress", "prune", "star
 # ---------------------------------------------------------------------- moves
 
 
-def migrate_wait(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def migrate_wait(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Migrate/CreateSurge: the source serves while its replacement comes up."""
     del op
     return evolve(row, phase=Phase.MIGRATING)
 
 
-def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def migrate_drain(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Migrate/Drain: the replacement serves; drain the source, then complete the record."""
     if st.view.policy.paused:
         return evolve(row, phase=Phase.MIGRATING)
@@ -76,7 +77,7 @@ def migrate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
 # ---------------------------------------------------------------------- records
 
 
-def accept(st: PassState, uuid: str, value: str) -> None:
+def accept(st: StepPass, uuid: str, value: str) -> None:
     """Turn one request annotation into a record, or refuse it with a Warning Event.
 
     The request is judged by admission's own check (``migration_request_problem``) so a
@@ -132,7 +133,7 @@ def accept(st: PassState, uuid: str, value: str) -> None:
         st.warn(waits[0], f"migration {uuid} of Instance {instance} waits in Accepted: {waits[1]}")
 
 
-def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
+def _refusal(st: StepPass, m: MigrationStatus) -> tuple[str, str] | None:
     """(reason, what is wrong) when a well-formed request cannot run here; None when it can."""
     if st.view.policy.migration_mode == "Never":
         return (  # OME's reason for a request under Never (migration_accept.go)
@@ -160,7 +161,7 @@ def _refusal(st: PassState, m: MigrationStatus) -> tuple[str, str] | None:
     return None
 
 
-def _cap_wait(st: PassState, uuid: str) -> tuple[str, str] | None:
+def _cap_wait(st: StepPass, uuid: str) -> tuple[str, str] | None:
     """Why an accepted request will wait for a migration cap (reason, words); None if not."""
     audit = st.view.config.audit
     if audit is None:
@@ -196,18 +197,18 @@ def _cap_wait(st: PassState, uuid: str) -> tuple[str, str] | None:
     return None
 
 
-def progress(st: PassState) -> None:
+def progress(st: StepPass) -> None:
     """Advance every migration with a replacement in flight."""
     for m in [m for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES]:
         _progress_one(st, m)
 
 
-def _release(st: PassState, row: InstanceStatus, why: str) -> None:
+def _release(st: StepPass, row: InstanceStatus, why: str) -> None:
     """End a row's migration role: no operation, the phase its pods say."""
     st.hand_off(None, evolve(row, operation=None, phase=st.steady_phase(row)), why)
 
 
-def _progress_one(st: PassState, m: MigrationStatus) -> None:
+def _progress_one(st: StepPass, m: MigrationStatus) -> None:
     surge = st.rows.get(m.surge_instance) if m.surge_instance is not None else None
     source = st.rows.get(m.source_instance)
     if _cancelled(st, m, source, surge) or _timed_out(st, m, source, surge):
@@ -245,7 +246,7 @@ def _progress_one(st: PassState, m: MigrationStatus) -> None:
 
 
 def _cancelled(
-    st: PassState,
+    st: StepPass,
     m: MigrationStatus,
     source: InstanceStatus | None,
     surge: InstanceStatus | None,
@@ -271,7 +272,7 @@ def _cancelled(
 
 
 def _timed_out(
-    st: PassState,
+    st: StepPass,
     m: MigrationStatus,
     source: InstanceStatus | None,
     surge: InstanceStatus | None,
@@ -296,7 +297,7 @@ def _timed_out(
 # ---------------------------------------------------------------------- starting
 
 
-def start(st: PassState) -> None:
+def start(st: StepPass) -> None:
     """Start replacements for Accepted records, within the in-flight and window caps."""
     audit = st.view.config.audit
     accepted = sorted(
@@ -313,11 +314,13 @@ def start(st: PassState) -> None:
         return
     in_flight = sum(1 for m in st.migrations.values() if m.phase in ACTIVE_MIGRATION_PHASES)
     window_start = st.view.now - audit.window
-    started = sum(
-        1
+    allocated = [
+        m.allocated_at
         for m in st.migrations.values()
         if m.allocated_at is not None and m.allocated_at > window_start
-    )
+    ]
+    started = len(allocated)
+    _wake_for_accepted(st, accepted, allocated, audit.window)
     for m in accepted:
         if in_flight >= audit.max_in_flight_migrations:
             break
@@ -355,7 +358,23 @@ def start(st: PassState) -> None:
         started += 1
 
 
-def _condemned_fill_max_surge(st: PassState) -> bool:
+def _wake_for_accepted(
+    st: StepPass,
+    accepted: list[MigrationStatus],
+    allocated: list[datetime],
+    window: timedelta,
+) -> None:
+    """The times a waiting Accepted record's fate changes with the clock alone: its
+    deadline (it fails then, ``DeadlineExceeded``) and the first start leaving the window
+    (the window cap frees a slot). Without them a pass at rest is reused past them."""
+    if not accepted:
+        return
+    st.wake.extend(m.deadline for m in accepted if m.deadline is not None)
+    if allocated:
+        st.wake.append(min(allocated) + window)
+
+
+def _condemned_fill_max_surge(st: StepPass) -> bool:
     """Condemned Instances still draining (a failed or cancelled replacement, say) fill
     more than ``maxSurge`` beside the surges open: a replacement opened now would take
     the Instances holding pods past ``replicas`` + ``maxSurge`` + migrations in flight,
@@ -363,7 +382,7 @@ def _condemned_fill_max_surge(st: PassState) -> bool:
     return surges_in_flight(st) + draining_condemned(st) > st.view.policy.max_surge
 
 
-def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
+def _open(st: StepPass, m: MigrationStatus, source: InstanceStatus) -> None:
     """Open the replacement row (Create/CreatePods) and the source's Migrate/CreateSurge."""
     surge_index = st.free_index()
     moves = {
@@ -411,7 +430,7 @@ def _open(st: PassState, m: MigrationStatus, source: InstanceStatus) -> None:
     st.advance(surge_index)
 
 
-def prune(st: PassState) -> None:
+def prune(st: StepPass) -> None:
     """Drop finished records older than the audit window (1h when unconfigured)."""
     audit = st.view.config.audit
     window = audit.window if audit is not None else timedelta(hours=1)

@@ -41,6 +41,7 @@ from omenative_core.render import is_multi_pod, pods_per_instance
 from omenative_core.replica_rules import MAX_NAME_LENGTH
 from omenative_core.revisions import hash_of
 from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.totals import since_kept
 
 __all__ = [
@@ -57,7 +58,7 @@ POD_GROUP_UNSCHEDULABLE = Waiting.POD_GROUP_UNSCHEDULABLE
 """Waiting reason: kube-scheduler reports the native PodGroup ``PodGroupScheduled=False``."""
 
 
-def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
+def mechanism(st: StepPass, runners: Sequence[Runner]) -> str:
     """The gang mechanism of an attempt at a revision with ``runners``."""
     return choose_mechanism(
         st.view.config.gang_scheduling,
@@ -68,7 +69,7 @@ def mechanism(st: PassState, runners: Sequence[Runner]) -> str:
     )
 
 
-def mechanism_condition(st: PassState) -> tuple[str, str, str]:
+def mechanism_condition(st: StepPass) -> tuple[str, str, str]:
     """The replica's ``GangSchedulingUnavailable`` (status, reason, message): ``gang_condition``
     on its setting, what the cluster serves and its runners' scheduler."""
     return gang_condition(
@@ -81,7 +82,7 @@ def mechanism_condition(st: PassState) -> tuple[str, str, str]:
 
 
 def ensure(
-    st: PassState, index: int, incarnation: int, runners: Sequence[Runner], revision: str
+    st: StepPass, index: int, incarnation: int, runners: Sequence[Runner], revision: str
 ) -> Waiting | None:
     """Create the attempt's gang objects if missing; the waiting reason, if any."""
     chosen = mechanism(st, runners)
@@ -125,12 +126,12 @@ def ensure(
     return None
 
 
-def _delete(st: PassState, pg: PodGroupView, api_version: str) -> None:
+def _delete(st: StepPass, pg: PodGroupView, api_version: str) -> None:
     if not pg.deleting:
         st.out.add(DeletePodGroup(name=pg.name, uid=pg.uid, api_version=api_version))
 
 
-def delete_pod_group(st: PassState, index: int, incarnation: int) -> bool:
+def delete_pod_group(st: StepPass, index: int, incarnation: int) -> bool:
     """Delete one attempt's PodGroup (either mechanism); True once none is left."""
     name = pod_group_name(st.view.prefix, index, incarnation)
     gone = True
@@ -165,7 +166,7 @@ def _row_groups(st: PassState) -> frozenset[str]:
     return st.row_groups[1]
 
 
-def _pod_groups(st: PassState) -> set[str]:
+def _pod_groups(st: StepPass) -> set[str]:
     """PodGroup names a pod still stands for: its attempt's, and the one it is labelled with."""
     used: set[str] = set()
     for pod in st.view.snap.pods:
@@ -193,7 +194,7 @@ def _orphans(st: PassState, names: Iterable[str], *, pods: bool = True) -> set[s
     return left
 
 
-def _revisions_in_use(st: PassState) -> set[str]:
+def _revisions_in_use(st: StepPass) -> set[str]:
     """Revision hashes a row runs or targets, a pod runs, or a live native PodGroup uses."""
     revisions = {st.view.target}
     for row in st.rows.values():
@@ -274,7 +275,7 @@ def cleanup(st: PassState) -> None:
                                     object_kind="Workload", name=wl.name))
 
 
-def delete_all(st: PassState) -> bool:
+def delete_all(st: StepPass) -> bool:
     """Teardown: delete every PodGroup and Workload; True once none is left."""
     for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
                         (st.view.snap.native_pod_groups, st.view.snap.native_gang_api)):

@@ -20,7 +20,7 @@ from omenative_core.model.timefmt import format_time
 from omenative_core.phases import ACTIVE_MIGRATION_PHASES, MigrationPhase, OpType, Phase, Step
 from omenative_core.status.budget import FAILURE_REASON_MAX, bounded_text
 from omenative_core.steps.pods import drain
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = [
     "abandon_surge",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def termination(st: PassState, failure: Failure) -> InstanceTermination:
+def termination(st: StepPass, failure: Failure) -> InstanceTermination:
     """``lastFailure`` of a surge that was given up (pod, reason, message, now)."""
     return InstanceTermination(
         pod_name=failure.pod_name,
@@ -43,7 +43,7 @@ def termination(st: PassState, failure: Failure) -> InstanceTermination:
     )
 
 
-def record_failure(st: PassState, revision: str, failure: Failure) -> None:
+def record_failure(st: StepPass, revision: str, failure: Failure) -> None:
     """Count a failed attempt against its revision's RetryBlock (and say so if Held)."""
     block = st.book.fail(revision, failure, st.view.now)
     if block.state == "Held" and revision in st.book.held_now:
@@ -58,7 +58,7 @@ def record_failure(st: PassState, revision: str, failure: Failure) -> None:
 
 
 def fail_row(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     revision: str,
     failure: Failure,
@@ -92,7 +92,7 @@ def fail_row(
     )
 
 
-def _maybe_relocate(st: PassState, row: InstanceStatus, failure: Failure) -> None:
+def _maybe_relocate(st: StepPass, row: InstanceStatus, failure: Failure) -> None:
     """A failed attempt that sat on one node, not the revision's fault, moves off it."""
     auto = st.view.config.auto_migrate
     if auto is None or failure.revision_fault or st.view.policy.migration_mode == "Never":
@@ -132,7 +132,7 @@ def _maybe_relocate(st: PassState, row: InstanceStatus, failure: Failure) -> Non
     )
 
 
-def relocation(st: PassState, index: int) -> MigrationStatus | None:
+def relocation(st: StepPass, index: int) -> MigrationStatus | None:
     """The open relocation record of an Instance, if any."""
     for m in st.migrations.values():
         if m.trigger == "Auto" and m.source_instance == index and m.succeeded is None:
@@ -140,7 +140,7 @@ def relocation(st: PassState, index: int) -> MigrationStatus | None:
     return None
 
 
-def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceStatus:
+def settle_ready(st: StepPass, row: InstanceStatus, revision: str) -> InstanceStatus:
     """The attempt serves: clear the RetryBlock and any relocation; the row is Ready."""
     st.book.succeed(revision)
     reloc = relocation(st, row.index)
@@ -167,7 +167,7 @@ def settle_ready(st: PassState, row: InstanceStatus, revision: str) -> InstanceS
     )
 
 
-def _series_on_ready(st: PassState, row: InstanceStatus) -> InstanceStatus:
+def _series_on_ready(st: StepPass, row: InstanceStatus) -> InstanceStatus:
     """A Ready Instance's restart series: its reset clock runs from the first Ready after
     the last restart; the series ends after ``resetAfter`` (``omenative_core.restarts``)."""
     series = restarts.read(row)
@@ -184,7 +184,7 @@ def _series_on_ready(st: PassState, row: InstanceStatus) -> InstanceStatus:
 
 
 def abandon_surge(
-    st: PassState, row: InstanceStatus, revision: str, failure: Failure
+    st: StepPass, row: InstanceStatus, revision: str, failure: Failure
 ) -> InstanceStatus:
     """A replacement (update or migration surge) failed: remove it, keep the source."""
     op = row.operation
@@ -221,7 +221,7 @@ _FAILED_EVENTS = {"DeadlineExceeded": "MigrationExpired",
 """OME's Event reason per migration failure reason (others: ``MigrationFailed``)."""
 
 
-def end_migration(st: PassState, m: MigrationStatus, phase: str, reason: str, message: str) -> None:
+def end_migration(st: StepPass, m: MigrationStatus, phase: str, reason: str, message: str) -> None:
     """Close a migration record (Completed or Failed), write its audit entry and say so.
 
     The Event is Normal ``MigrationCompleted`` or a Warning naming the request, the source

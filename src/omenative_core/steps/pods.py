@@ -23,13 +23,13 @@ from omenative_core.model.timefmt import format_duration, format_time
 from omenative_core.render import render_pod
 from omenative_core.revisions import hash_of
 from omenative_core.steps.native_gang import mechanism
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = ["create_pod", "drain", "maybe_force_delete"]
 
 
 def create_pod(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     name: str,
     slot: Any,
@@ -60,7 +60,7 @@ def create_pod(
     st.out.add(CreatePod(body=body))
 
 
-def drain(st: PassState, pods: Iterable[PodView], reason: str) -> bool:
+def drain(st: StepPass, pods: Iterable[PodView], reason: str) -> bool:
     """Take pods out of rotation, then delete them; True once none is left."""
     done = True
     for pod in pods:
@@ -80,7 +80,7 @@ def drain(st: PassState, pods: Iterable[PodView], reason: str) -> bool:
     return done
 
 
-def maybe_force_delete(st: PassState, pod: PodView) -> None:
+def maybe_force_delete(st: StepPass, pod: PodView) -> None:
     """Force-delete a pod stuck Terminating on a dead node, once it is overdue (OME's rule).
 
     Overdue: ``overdueSlack`` past its ``deletionTimestamp``. Dead, by the first evidence
@@ -137,7 +137,7 @@ def maybe_force_delete(st: PassState, pod: PodView) -> None:
     )
 
 
-def _dead_node_evidence(st: PassState, node_name: str,
+def _dead_node_evidence(st: StepPass, node_name: str,
                         threshold: timedelta) -> tuple[str, datetime] | None:
     """How the node is known dead and from when a force-delete may act (None: it is not)."""
     node = st.view.snap.nodes.get(node_name)

@@ -35,6 +35,7 @@ from omenative_core.steps.native_gang import delete_pod_group
 from omenative_core.steps.outcomes import abandon_surge, fail_row, relocation, settle_ready
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import Continue, MoveResult, PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.verdicts import was_steady
 
 __all__ = [
@@ -53,7 +54,7 @@ LABEL_RESTART_BASELINE = "internal.ome.io/in-place-restarts"
 # ---------------------------------------------------------------------- moves
 
 
-def create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def create(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Create/CreatePods: bring the attempt up at ``op.targetRevision``."""
     revision = op.target_revision
     waits = _repair_waits(st, row, op)
@@ -77,7 +78,7 @@ def create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveRes
 
 
 def _repair_waits(
-    st: PassState, row: InstanceStatus, op: InstanceOperation
+    st: StepPass, row: InstanceStatus, op: InstanceOperation
 ) -> InstanceStatus | None:
     """The row as it waits, when a repair must not bring pods up yet (Freeze, or its
     restart series' backoff), else None."""
@@ -88,7 +89,7 @@ def _repair_waits(
     return None
 
 
-def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> bool:
+def _backing_off(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> bool:
     """Whether the new pods of a restart still wait out its series' backoff (the readiness
     clock stays parked, ``deadline`` empty, until then)."""
     cfg = st.view.policy.restart_backoff
@@ -102,7 +103,7 @@ def _backing_off(st: PassState, row: InstanceStatus, op: InstanceOperation) -> b
     return True
 
 
-def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def restart_drain(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/Drain: drain every pod of this incarnation, then go on at the next one."""
     if st.view.policy.freeze:
         return evolve(row, operation=park(op, Waiting.PAUSED))
@@ -120,7 +121,7 @@ def restart_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> 
     return Continue(evolve(row, incarnation=row.incarnation + 1, operation=op))
 
 
-def restart_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def restart_create(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Restart/CreatePods: bring the new incarnation up on the running revision."""
     if st.view.policy.freeze:
         return evolve(row, operation=park(op, Waiting.PAUSED))
@@ -197,7 +198,7 @@ def _steady(st: PassState, row: InstanceStatus, found: steady.Found | None) -> b
 
 
 def _judge(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     pods: list[PodView],
     mine: dict[str, PodView],
@@ -223,7 +224,7 @@ def _judge(
 
 
 def _health(
-    st: PassState, row: InstanceStatus, expected: list[str], mine: dict[str, PodView]
+    st: StepPass, row: InstanceStatus, expected: list[str], mine: dict[str, PodView]
 ) -> tuple[list[str], bool, bool]:
     """(lost pod names, a container restarted, a container wedged in a crash loop)."""
     lost: list[str] = []
@@ -253,7 +254,7 @@ def _health(
 
 
 def _restart(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     pods: list[PodView],
     mine: dict[str, PodView],
@@ -297,7 +298,7 @@ def _restart(
     )
 
 
-def _restart_revision(st: PassState, row: InstanceStatus) -> str:
+def _restart_revision(st: StepPass, row: InstanceStatus) -> str:
     """The revision a whole-Instance restart brings up (issue 30 item 4).
 
     The gang goes down anyway, so when a rollout would replace it next (it is stale, at
@@ -320,7 +321,7 @@ def _restart_revision(st: PassState, row: InstanceStatus) -> str:
 
 
 def _count_restart(
-    st: PassState, row: InstanceStatus, mine: dict[str, PodView], why: str
+    st: StepPass, row: InstanceStatus, mine: dict[str, PodView], why: str
 ) -> tuple[InstanceStatus, str] | None:
     """One more restart of the row's series: (the row recording it, the Event's count
     text), or None when it would pass ``maxRestarts`` within the window."""
@@ -339,7 +340,7 @@ def _cause(why: str) -> str:
     return "".join(w.capitalize() for w in why.split())
 
 
-def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> InstanceStatus:
+def _give_up(st: StepPass, row: InstanceStatus, mine: dict[str, PodView]) -> InstanceStatus:
     """``maxRestarts`` within the window: Failed, out of rotation, its pods kept (no churn)
     until a reset or a new revision."""
     cfg = st.view.policy.restart_backoff
@@ -357,7 +358,7 @@ def _give_up(st: PassState, row: InstanceStatus, mine: dict[str, PodView]) -> In
 
 
 def _replace_lost(
-    st: PassState,
+    st: StepPass,
     row: InstanceStatus,
     mine: dict[str, PodView],
     lost: list[str],
@@ -392,7 +393,7 @@ def _replace_lost(
 
 
 def _flapping(
-    st: PassState, row: InstanceStatus, mine: dict[str, PodView], lost: list[str]
+    st: StepPass, row: InstanceStatus, mine: dict[str, PodView], lost: list[str]
 ) -> InstanceStatus:
     """Not all ready (a pod's readiness flapped): gate stays as is, Instance not Ready."""
     every_container_ready = all(q.containers_ready for q in mine.values())
@@ -405,7 +406,7 @@ def _flapping(
     return row if row.phase == phase else evolve(row, phase=phase)
 
 
-def _repair_budget_ok(st: PassState, index: int) -> bool:
+def _repair_budget_ok(st: StepPass, index: int) -> bool:
     unavailable = sum(
         1
         for r in st.odd_rows()  # a plain row is Ready
@@ -417,7 +418,7 @@ def _repair_budget_ok(st: PassState, index: int) -> bool:
 # ---------------------------------------------------------------------- rebuilds
 
 
-def rebuilds(st: PassState) -> None:
+def rebuilds(st: StepPass) -> None:
     """Failed or Pending members with no operation get a new attempt when allowed.
 
     Only the rows that may not be plain are read (``steps.totals``): a plain row is Ready.

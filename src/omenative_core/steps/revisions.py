@@ -34,6 +34,7 @@ from omenative_core.revisions import (
 )
 from omenative_core.steps.scale import new_instance_revision, new_instance_row
 from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.totals import loaded_rows, rowless
 from omenative_core.steps.verdicts import Grouping, group_all, regroup
 from omenative_core.steps.view import Revisions
@@ -102,7 +103,7 @@ def resolve_revisions(snap: Snapshot) -> Revisions:
     )
 
 
-def record_revisions(st: PassState, revs: Revisions) -> None:
+def record_revisions(st: StepPass, revs: Revisions) -> None:
     """Write what ``resolve_revisions`` asked for: the spec's ControllerRevision, and the
     ``FailedUpdate`` condition of a rollback to a revision that is not stored."""
     if revs.create is not None:
@@ -191,7 +192,7 @@ def load_rows(st: PassState) -> None:
             st.rows[index] = adopted
 
 
-def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
+def unrecorded_create(st: StepPass, index: int) -> InstanceStatus | None:
     """The Creating row of a scale-up whose pods exist but whose status was not written.
 
     ``scale`` names a new Instance's pods deterministically and labels them with its
@@ -214,7 +215,7 @@ def unrecorded_create(st: PassState, index: int) -> InstanceStatus | None:
     return new_instance_row(st, index, revision)
 
 
-def prune_revisions(st: PassState) -> None:
+def prune_revisions(st: StepPass) -> None:
     """Delete stored revisions no row names, beyond ``revisionHistoryLimit``."""
     live = {st.view.target, st.view.spec_revision}
     rows = st.odd_rows()  # a plain row runs and targets the target (``steps.totals``)

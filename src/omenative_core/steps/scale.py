@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from omenative_core.model.plan import ScaleDownWave
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.teardown import condemn
 from omenative_core.steps.update_moves import cancel_surge
 from omenative_core.steps.updates import draining_condemned, surges_in_flight
+from omenative_core.steps.waves import cost, deleting, deletion_wave, wave_data
 
 __all__ = [
     "SCALE_UP",
@@ -48,7 +48,7 @@ SCALE_UP = "ScaleUp"
 """The reason of a new Instance's Create operation."""
 
 
-def scale(st: PassState) -> None:
+def scale(st: StepPass) -> None:
     """Bring the member count to ``replicas``."""
     count = st.member_count()
     desired = st.view.policy.desired
@@ -82,7 +82,7 @@ def scale(st: PassState) -> None:
         st.advance(index)
 
 
-def new_instance_row(st: PassState, index: int, revision: str) -> InstanceStatus:
+def new_instance_row(st: StepPass, index: int, revision: str) -> InstanceStatus:
     """The row of a new Instance: incarnation 1, creating its pods on ``revision``."""
     return InstanceStatus(
         index=index,
@@ -103,12 +103,12 @@ def fresh_scale_up(row: InstanceStatus) -> bool:
             and row.last_failure is None)
 
 
-def condemn_order(st: PassState, members: list[InstanceStatus]) -> list[InstanceStatus]:
+def condemn_order(st: StepPass, members: list[InstanceStatus]) -> list[InstanceStatus]:
     """Members in the order a scale-down removes them: the one worth least first."""
     return sorted(members, key=lambda r: (*_worth(st, r), -r.index))
 
 
-def _worth(st: PassState, row: InstanceStatus) -> tuple[bool, bool]:
+def _worth(st: StepPass, row: InstanceStatus) -> tuple[bool, bool]:
     """(serves now, on the target): what a member adds to serving and to the rollout.
 
     A source counts its replacement: one that already serves makes the pair serving and
@@ -128,34 +128,21 @@ def _worth(st: PassState, row: InstanceStatus) -> tuple[bool, bool]:
     return serving, updated
 
 
-def _cost(st: PassState, row: InstanceStatus | None) -> int:
-    """An Instance's pod-equivalent cost in a scale-down batch (OME): its live and
-    Terminating pods, or 1 once they are gone but cleanup remains."""
-    return 0 if row is None else max(len(st.pods_of(row.index)), 1)
-
-
-def _deleting(st: PassState) -> list[InstanceStatus]:
-    """Instances being deleted (never plain rows, so only the odd ones are read)."""
-    return [r for r in st.odd_rows()
-            if r.operation is not None and r.operation.type == OpType.DELETE]
-
-
-def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> None:
-    """Condemn the members worth least, in OME's waves under ``scaleDownPodBatchSize``:
-    deletion work already running counts first, whole Instances (with their surge) join
-    while they fit, the first one larger than the whole budget goes alone, and once one does
-    not fit the later ones wait too."""
-    budget = st.view.config.scale_down_pod_batch_size
-    active = _deleting(st)
-    spent = active_cost = sum(_cost(st, r) for r in active)
+def _scale_down(st: StepPass, members: list[InstanceStatus], desired: int) -> None:
+    """Condemn the members worth least, in OME's waves under ``scaleDownPodBatchSize``
+    (``steps.waves``): deletion work already running counts first, whole Instances (with
+    their surge) join while they fit, the first one larger than the whole budget goes alone,
+    and once one does not fit the later ones wait too."""
+    active = deleting(st)
+    wave = deletion_wave(st, active)
+    active_cost = wave.spent
     victims = condemn_order(st, members)[: len(members) - desired]
-    admitted, oversized = 0, False
     for row in victims:
         op = row.operation
         surge = st.rows.get(op.surge_index) if op is not None and op.surge_index is not None \
             else None
-        cost = _cost(st, row) + _cost(st, surge)
-        if budget is not None and spent + cost > budget and spent > 0:
+        pods = cost(st, row) + cost(st, surge)
+        if not wave.fits(pods):
             break  # this wave is full: the rest wait for the next one
         if op is None and not st.may_open():
             st.poll = True  # the rest drain once the status budget has room
@@ -164,18 +151,12 @@ def _scale_down(st: PassState, members: list[InstanceStatus], desired: int) -> N
             condemn(st, surge, st.view.target, "ScaleDown")
         st.note("ScaleDown", f"draining Instance {row.index} (replicas {desired})", row.index)
         condemn(st, row, row.running_revision or st.view.target, "ScaleDown")
-        oversized = oversized or (budget is not None and cost > budget)
-        spent += cost
-        admitted += 1
-    if budget is not None:
-        st.wave = ScaleDownWave(pod_budget=budget, active_pod_cost=active_cost,
-                                active_instances=len(active), admitted_instances=admitted,
-                                deferred_instances=len(victims) - admitted,
-                                oversized=oversized)
+        wave.admit(pods)
+    st.wave = wave_data(wave, active, active_cost, len(victims))
     _cancel_excess_surges(st, desired)
 
 
-def _cancel_excess_surges(st: PassState, desired: int) -> None:
+def _cancel_excess_surges(st: StepPass, desired: int) -> None:
     """Surges in flight beyond the new ``maxSurge``: cancel the least advanced ones.
 
     Only a surge still being built is cancelled (its source keeps serving); one whose
@@ -201,7 +182,7 @@ def _cancel_excess_surges(st: PassState, desired: int) -> None:
         cancel_surge(st, row)
 
 
-def new_instance_revision(st: PassState, index: int) -> str:
+def new_instance_revision(st: StepPass, index: int) -> str:
     """The revision a new Instance at ``index`` starts on.
 
     Below the partition the N lowest indexes stay on the prior revision, so a scale-up

@@ -18,7 +18,7 @@ from datetime import datetime
 from omenative_core.model.observed import PodView
 from omenative_core.model.timefmt import format_duration
 from omenative_core.phases import Phase
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = ["NO_DECISION", "check_scheduling", "undecided"]
 
@@ -41,7 +41,7 @@ def undecided(pod: PodView) -> bool:
     )
 
 
-def _waiting_since(st: PassState) -> dict[int, datetime]:
+def _waiting_since(st: StepPass) -> dict[int, datetime]:
     """Instance index -> the creation time of its oldest undecided pod (busy rows only:
     a row with no operation open runs Ready pods)."""
     out: dict[int, datetime] = {}
@@ -55,7 +55,7 @@ def _waiting_since(st: PassState) -> dict[int, datetime]:
     return out
 
 
-def check_scheduling(st: PassState) -> None:
+def check_scheduling(st: StepPass) -> None:
     """Raise ``RolloutStalled`` (``NoSchedulingDecision``) and warn once when pods wait
     longer than the timeout for any scheduling decision; wake up when one becomes due."""
     timeout = st.view.config.scheduling_decision_timeout

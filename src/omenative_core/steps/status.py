@@ -38,6 +38,7 @@ from omenative_core.model.timefmt import format_duration, to_second
 from omenative_core.phases import OpType, Phase, Waiting
 from omenative_core.steps import native_gang
 from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.teardown import drain_condition
 from omenative_core.steps.totals import odd_indexes, odd_of, totals_of
 from omenative_core.steps.totals import was_ready as was_ready_of
@@ -49,6 +50,7 @@ from omenative_core.steps.verdicts import (
     kept_tally,
     unchanged_tallies,
 )
+from omenative_core.steps.waves import batch_creates
 
 __all__ = ["finish", "invalid_plan"]
 
@@ -137,7 +139,7 @@ def finish(st: PassState) -> Plan:
                 config_map=f"{st.view.ir.isvc_name}{_AUDIT_SUFFIX}", entries=tuple(st.audit)
             )
         )
-    body = st.out.body()
+    body, batch = batch_creates(st.out.body(), st.view.config.scale_up_pod_batch_size)
     destructive = any(
         isinstance(a, DeletePod | DeletePodGroup | PatchPodImages)
         or (isinstance(a, SetServingGate) and not a.value)
@@ -154,6 +156,7 @@ def finish(st: PassState) -> Plan:
         requeue_after=_requeue(st, acted=bool(actions), deleting=any(
             r.operation is not None and r.operation.type == OpType.DELETE for r in odd_rows)),
         scale_down_wave=st.wave,
+        scale_up_batch=batch,
     )
 
 
@@ -233,7 +236,7 @@ def _still_plain(st: PassState) -> dict[int, InstanceStatus]:
     return found if len(ok) == len(keys) else {i: found[i] for i in ok}
 
 
-def _current_revision(st: PassState, sums: _Sums) -> str:
+def _current_revision(st: StepPass, sums: _Sums) -> str:
     current = st.view.prev.current_revision
     target = st.view.target
     members = sums.members
@@ -252,7 +255,7 @@ def _current_revision(st: PassState, sums: _Sums) -> str:
     return max(sorted(counts), key=lambda k: counts[k]) if counts else st.view.target
 
 
-def _rollout_hold(st: PassState, rows: Sequence[InstanceStatus]) -> RolloutHold | None:
+def _rollout_hold(st: StepPass, rows: Sequence[InstanceStatus]) -> RolloutHold | None:
     """The pass's hold, keeping ``since`` while gate and target are unchanged.
 
     ``rows``: the rows that are not plain (a plain row has no operation).
@@ -331,7 +334,7 @@ def _tally(st: PassState, row: InstanceStatus, was_ready: set[int]) -> Tally:
 
 
 def _steady_counts(
-    st: PassState, row: InstanceStatus, was_ready: set[int], serving: int, *, admitted: bool
+    st: StepPass, row: InstanceStatus, was_ready: set[int], serving: int, *, admitted: bool
 ) -> tuple[InstanceStatus, bool, bool]:
     """``_count_pods`` of a row found steady this pass, from what that check counted.
 
@@ -378,7 +381,7 @@ def _count_pods(
     )
 
 
-def _ready_since(st: PassState, row: InstanceStatus, was_ready: set[int]) -> datetime | None:
+def _ready_since(st: StepPass, row: InstanceStatus, was_ready: set[int]) -> datetime | None:
     """The row's ``readySince`` as written: only while Ready and not yet Available.
 
     OME's steady Ready row carries no entry, so the stamp is dropped once
@@ -422,14 +425,14 @@ def _counts(
     )
 
 
-def _rolling(st: PassState, sums: _Sums) -> bool:
+def _rolling(st: StepPass, sums: _Sums) -> bool:
     target = st.view.target
     if [r for r in sums.members if r.running_revision and r.running_revision != target]:
         return True
     return bool([r for r in sums.rows if r.operation is not None and st.view.is_surge_target(r)])
 
 
-def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
+def _ready_condition(st: StepPass, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
     if [r for r in sums.members if r.phase == Phase.FAILED]:
         return ("False", "InstanceFailed", "At least one Instance has Phase=Failed")
     updated_ready = sums.plain + len(
@@ -443,7 +446,7 @@ def _ready_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str,
     return staged or _count_condition(st, sums, rolling=rolling)
 
 
-def _count_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
+def _count_condition(st: StepPass, sums: _Sums, *, rolling: bool) -> tuple[str, str, str]:
     """``Ready`` when no Instance failed and the rollout is not staged: by the counts."""
     desired = st.view.policy.desired
     ready_members = sums.plain + len([r for r in sums.members if r.phase == Phase.READY])
@@ -462,7 +465,7 @@ def _count_condition(st: PassState, sums: _Sums, *, rolling: bool) -> tuple[str,
     return ("False", "ReplicaCountMismatch", f"{ready_members}/{desired} Instances Ready")
 
 
-def _below(st: PassState, sums: _Sums, partition: int) -> int:
+def _below(st: StepPass, sums: _Sums, partition: int) -> int:
     """Members below ``partition``: the plain rows there (every row's index but the odd
     rows') and the odd members there."""
     plain = sum(1 for i in st.rows if i < partition) - sum(
@@ -472,7 +475,7 @@ def _below(st: PassState, sums: _Sums, partition: int) -> int:
 
 
 def _staged(
-    st: PassState, sums: _Sums, updated_ready: int, *, rolling: bool
+    st: StepPass, sums: _Sums, updated_ready: int, *, rolling: bool
 ) -> tuple[str, str, str] | None:
     """``Ready=True Staged``: every member Ready, the ones at/above the partition updated."""
     partition = st.view.policy.partition
@@ -494,7 +497,7 @@ def _staged(
     )
 
 
-def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
+def _conditions(st: StepPass, sums: _Sums) -> tuple[Any, ...]:
     desired = st.view.policy.desired
     failed = [r for r in sums.members if r.phase == Phase.FAILED]
     rolling = _rolling(st, sums)
@@ -537,7 +540,7 @@ def _conditions(st: PassState, sums: _Sums) -> tuple[Any, ...]:
     )
 
 
-def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
+def _config_conditions(st: StepPass) -> dict[str, tuple[str, str, str]]:
     """Conditions that describe the cluster's configuration rather than the Instances."""
     audit = st.view.config.audit
     timeout = st.view.policy.ready_timeout
@@ -576,7 +579,7 @@ def _config_conditions(st: PassState) -> dict[str, tuple[str, str, str]]:
     }
 
 
-def _requeue(st: PassState, *, acted: bool, deleting: bool = False) -> timedelta | None:
+def _requeue(st: StepPass, *, acted: bool, deleting: bool = False) -> timedelta | None:
     """When to look again: the earliest wake, the operation cadence after acting or when a
     step polls, and OME's ``scaleDownRequeueInterval`` while Instances are being deleted
     (``deleting``, read from the final rows so an incremental pass agrees with a full one)."""

@@ -26,6 +26,7 @@ from attrs import Factory, frozen
 from omenative_core.model.observed import NodeView
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import Phase
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.verdicts import unschedulable
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class _ReadyNodes:
         return node is not None and node.ready is True
 
 
-def _kind(st: PassState, row: InstanceStatus) -> Kind:
+def _kind(st: StepPass, row: InstanceStatus) -> Kind:
     """The pod-name tails and revision hash shared by the rows of ``row``'s kind."""
     expected = st.view.expected(
         row.index, row.running_revision, row.incarnation, row.active_ordinal
@@ -175,7 +176,7 @@ def _match(
 
 
 def _mark_plain(
-    st: PassState, found: Found, sizes: dict[int, int], plain: dict[int, InstanceStatus]
+    st: StepPass, found: Found, sizes: dict[int, int], plain: dict[int, InstanceStatus]
 ) -> None:
     """Put in ``plain`` the rows ``found`` steady that are plain as they stand
     (``steps.totals``, rule 1): ``steps.status._tally`` would leave each as it is (its

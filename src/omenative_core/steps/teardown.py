@@ -6,7 +6,8 @@
   condition (``drain_condition``), report only, as in OME.
 - ``condemn``: open a Delete on an Instance (scale-down, teardown, a cancelled or failed
   migration surge) and take its first step in the same pass.
-- ``teardown``: the InferenceReplica is being deleted; every Instance drains, leftover
+- ``teardown``: the InferenceReplica is being deleted; every Instance drains (in OME's
+  deletion waves under ``scaleDownPodBatchSize``, ``steps.waves``, as a scale-down), leftover
   PodGroups and Workloads go, and the ``ome.io/ir-teardown`` finalizer is released when
   nothing is left or after ``teardown.deadline`` (``TeardownDeadlineExceeded``, with the
   pods left and OME's manual escape); with no deadline, every pass that still finds pods
@@ -32,6 +33,8 @@ from omenative_core.phases import OpType, Phase, Step
 from omenative_core.steps.native_gang import cleanup, delete_all, delete_pod_group
 from omenative_core.steps.pods import drain
 from omenative_core.steps.state import MoveResult, PassState
+from omenative_core.steps.step_pass import StepPass
+from omenative_core.steps.waves import cost, deletion_wave, wave_data
 
 __all__ = [
     "FINALIZER",
@@ -53,7 +56,7 @@ FINALIZER = "ome.io/ir-teardown"
 """Held on every InferenceReplica until its Instances have drained and gone."""
 
 
-def delete(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def delete(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Delete/Drain: drain the pods, delete the PodGroup, then drop the row."""
     gone = drain(st, st.pods_of(row.index), op.reason or "ScaleDown")
     if gone and delete_pod_group(st, row.index, row.incarnation):
@@ -61,13 +64,13 @@ def delete(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveRes
     return _overdue(st, evolve(row, phase=Phase.DELETING, operation=op), op)
 
 
-def drain_deadline(st: PassState, op: InstanceOperation) -> datetime | None:
+def drain_deadline(st: StepPass, op: InstanceOperation) -> datetime | None:
     """When a Delete's drain is overdue: its start plus ``instanceReadyTimeout`` (OME's)."""
     timeout = st.view.policy.ready_timeout
     return op.started_at + timeout if timeout is not None and op.started_at else None
 
 
-def _overdue(st: PassState, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
+def _overdue(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
     """Past the drain deadline: one ``DrainOverdue`` Warning per Instance (report only)."""
     deadline = drain_deadline(st, op)
     if deadline is None:
@@ -86,7 +89,7 @@ def _overdue(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Insta
     return evolve(row, announced=(*row.announced, DRAIN_OVERDUE))
 
 
-def drain_condition(st: PassState, rows: Iterable[InstanceStatus]) -> tuple[str, str, str]:
+def drain_condition(st: StepPass, rows: Iterable[InstanceStatus]) -> tuple[str, str, str]:
     """The ``DrainOverdue`` condition over the pass's rows."""
     late = sorted(r.index for r in rows if r.operation is not None
                   and r.operation.type == OpType.DELETE
@@ -97,7 +100,7 @@ def drain_condition(st: PassState, rows: Iterable[InstanceStatus]) -> tuple[str,
     return ("False", "DrainsWithinDeadline", "no Instance is draining past its deadline")
 
 
-def condemn(st: PassState, row: InstanceStatus, revision: str, reason: str) -> None:
+def condemn(st: StepPass, row: InstanceStatus, revision: str, reason: str) -> None:
     """Open a Delete operation on an Instance (drain, then delete) and take its first step."""
     st.rows[row.index] = evolve(
         row, phase=Phase.DELETING, operation=st.view.op(OpType.DELETE, Step.DRAIN, revision, reason)
@@ -105,17 +108,10 @@ def condemn(st: PassState, row: InstanceStatus, revision: str, reason: str) -> N
     st.advance(row.index)
 
 
-def teardown(st: PassState) -> None:
+def teardown(st: StepPass) -> None:
     """The InferenceReplica is being deleted: drain everything, then release the finalizer."""
     deleted_at = st.view.ir.metadata.deletion_timestamp
-    for index in sorted(st.rows):
-        row = st.rows[index]
-        if row.operation is None and not st.may_open():
-            st.poll = True  # drained once the status budget has room
-        elif row.operation is None or row.operation.type != OpType.DELETE:
-            condemn(st, row, row.running_revision or st.view.target, "Teardown")
-        else:
-            st.advance(index)
+    _drain_in_waves(st)
     groups_gone = delete_all(st)
     clean = not st.rows and not st.view.snap.pods and groups_gone
     deadline = st.view.config.teardown.deadline
@@ -142,14 +138,39 @@ def teardown(st: PassState) -> None:
     st.poll = st.poll or not clean
 
 
-def _escape(st: PassState) -> str:
+def _drain_in_waves(st: StepPass) -> None:
+    """Condemn every Instance, in OME's deletion waves (``steps.waves``, as a scale-down):
+    the Deletes already running go on and count first, then Instances join in index order
+    while their pods fit ``scaleDownPodBatchSize``; the rest wait for a later pass."""
+    active = [r for r in st.rows.values()
+              if r.operation is not None and r.operation.type == OpType.DELETE]
+    wave = deletion_wave(st, active)
+    active_cost, candidates, full = wave.spent, 0, False
+    for index in sorted(st.rows):
+        row = st.rows[index]
+        if row.operation is not None and row.operation.type == OpType.DELETE:
+            st.advance(index)
+            continue
+        candidates += 1
+        pods = cost(st, row)
+        full = full or not wave.fits(pods)
+        if full or (row.operation is None and not st.may_open()):
+            st.poll = True  # drained by a later wave, or once the status budget has room
+            continue
+        condemn(st, row, row.running_revision or st.view.target, "Teardown")
+        wave.admit(pods)
+    if candidates or active:
+        st.wave = wave_data(wave, active, active_cost, candidates)
+
+
+def _escape(st: StepPass) -> str:
     """OME's manual escape: release the finalizer by hand."""
     return (f"manual escape: kubectl patch inferencereplica {st.view.ir.metadata.name} -n "
             f"{st.view.ir.metadata.namespace} --type=merge -p "
             """'{"metadata":{"finalizers":null}}'""")
 
 
-def _stuck(st: PassState) -> list[str]:
+def _stuck(st: StepPass) -> list[str]:
     """Pods stuck Terminating on lost nodes, as ``name on node``."""
     return sorted(
         f"{p.name} on {p.node_name}"
@@ -158,7 +179,7 @@ def _stuck(st: PassState) -> list[str]:
     )
 
 
-def _blocked_forever(st: PassState) -> None:
+def _blocked_forever(st: StepPass) -> None:
     """No teardown deadline and pods or PodGroups remain: ``TeardownBlocked`` (condition and
     Warning, as OME records it while it waits, an ordinary teardown included)."""
     groups = len(st.view.snap.pod_groups) + len(st.view.snap.native_pod_groups)
@@ -176,7 +197,7 @@ def _blocked_forever(st: PassState) -> None:
     st.warn(BLOCKED, message)
 
 
-def _blocked(st: PassState, ends_at: datetime | None) -> None:
+def _blocked(st: StepPass, ends_at: datetime | None) -> None:
     """A teardown deadline will end the wait: while pods stuck Terminating on unreachable
     nodes (that nothing else removes: no ``forceDelete``) hold it, the ``TeardownBlocked``
     condition names them and when the deadline releases the finalizer (no Warning)."""

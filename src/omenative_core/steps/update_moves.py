@@ -35,7 +35,8 @@ from omenative_core.steps.outcomes import (
 )
 from omenative_core.steps.pods import drain
 from omenative_core.steps.repair import LABEL_RESTART_BASELINE
-from omenative_core.steps.state import Continue, MoveResult, PassState
+from omenative_core.steps.state import Continue, MoveResult
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.teardown import condemn
 
 __all__ = [
@@ -60,7 +61,7 @@ def _updating(row: InstanceStatus, op: InstanceOperation) -> InstanceStatus:
 # ---------------------------------------------------------------------- gang surge
 
 
-def gang_surge_target(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def gang_surge_target(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/GangSurgeTarget: this row is the replacement being built."""
     target = op.target_revision
     outcome, op, failure = bring_up(st, row, op, target, row.active_ordinal, paused_applies=True)
@@ -89,7 +90,7 @@ def gang_surge_target(st: PassState, row: InstanceStatus, op: InstanceOperation)
     )
 
 
-def gang_surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def gang_surge(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/GangSurge: this row is the source, waiting for its replacement to serve."""
     surge_row = st.rows.get(op.surge_index) if op.surge_index is not None else None
     if (
@@ -106,7 +107,7 @@ def gang_surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mov
     return _updating(row, op)
 
 
-def gang_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def gang_drain(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/Drain of a SurgeThenDrain source: drain it; the replacement takes over."""
     if st.view.policy.paused:
         return _updating(row, op)
@@ -122,7 +123,7 @@ def gang_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mov
 # ---------------------------------------------------------------------- single-pod surge
 
 
-def surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def surge(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/Surge: bring the new revision up in the row's other ordinal slot."""
     target = op.target_revision
     surge_slot = 1 - row.active_ordinal
@@ -150,7 +151,7 @@ def surge(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResu
     return Continue(evolve(row, operation=op))
 
 
-def _drain_surge_slot(st: PassState, row: InstanceStatus, target: str, reason: str) -> None:
+def _drain_surge_slot(st: StepPass, row: InstanceStatus, target: str, reason: str) -> None:
     """Drain the pods of a single-pod surge attempt (the row's other ordinal slot)."""
     expected = st.view.expected(row.index, target, row.incarnation, 1 - row.active_ordinal) or {}
     drain(
@@ -164,7 +165,7 @@ def _drain_surge_slot(st: PassState, row: InstanceStatus, target: str, reason: s
     )
 
 
-def cancel_surge(st: PassState, row: InstanceStatus) -> None:
+def cancel_surge(st: StepPass, row: InstanceStatus) -> None:
     """Cancel the surge a source is building (a scale-down left no room for it).
 
     The replacement (a gang at its own index, or the other ordinal slot of a single pod)
@@ -183,7 +184,7 @@ def cancel_surge(st: PassState, row: InstanceStatus) -> None:
     st.rows[row.index] = evolve(row, operation=None, phase=st.steady_phase(row))
 
 
-def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def surge_drain(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/SurgeDrain: the surge pod serves; drain the old one, then swap slots."""
     if st.view.policy.paused:
         return _updating(row, op)
@@ -205,7 +206,7 @@ def surge_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> Mo
 # ---------------------------------------------------------------------- RecreatePod
 
 
-def recreate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def recreate_drain(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/Drain under RecreatePod: drain and delete, then go on at the next incarnation."""
     if st.view.policy.paused:
         return _updating(row, op)
@@ -216,7 +217,7 @@ def recreate_drain(st: PassState, row: InstanceStatus, op: InstanceOperation) ->
     return Continue(evolve(row, operation=op))
 
 
-def recreate_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def recreate_create(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/CreatePods: bring the new incarnation up on the target revision."""
     target = op.target_revision
     outcome, op, failure = bring_up(st, row, op, target, 0, paused_applies=True)
@@ -227,7 +228,7 @@ def recreate_create(st: PassState, row: InstanceStatus, op: InstanceOperation) -
     return _updating(row, op)
 
 
-def unknown_step(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def unknown_step(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """An Update at a step this version does not know: close it; the next pass decides."""
     del op
     return evolve(row, operation=None, phase=st.steady_phase(row))
@@ -236,7 +237,7 @@ def unknown_step(st: PassState, row: InstanceStatus, op: InstanceOperation) -> M
 # ---------------------------------------------------------------------- in place
 
 
-def in_place(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
+def in_place(st: StepPass, row: InstanceStatus, op: InstanceOperation) -> MoveResult:
     """Update/InPlace: patch the pods' images (gate off first), then wait for Ready."""
     target = op.target_revision
     runners = st.view.runners(target)
@@ -262,7 +263,7 @@ def in_place(st: PassState, row: InstanceStatus, op: InstanceOperation) -> MoveR
 
 
 def _patch_images(
-    st: PassState, pending: list[Any], by_runner: dict[str, Runner], target: str
+    st: StepPass, pending: list[Any], by_runner: dict[str, Runner], target: str
 ) -> None:
     gated = [p for p in pending if p.serving_gate] if st.view.policy.mark_not_ready_in_place else []
     if gated:  # the whole gang leaves rotation before any pod of it changes (gang integrity)

@@ -22,13 +22,13 @@ from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step, Strategy, Waiting
 from omenative_core.render import is_multi_pod, pod_name
 from omenative_core.steps.pods import drain
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.update_moves import images_only
 
 __all__ = ["draining_condemned", "leaving_surge_slots", "start", "surges_in_flight"]
 
 
-def start(st: PassState) -> None:
+def start(st: StepPass) -> None:
     """Start Updates on stale members, as the strategy and budgets allow."""
     target = st.view.target
     stale = sorted(
@@ -70,7 +70,7 @@ def start(st: PassState) -> None:
 
 
 def _in_place(
-    st: PassState, candidates: list[InstanceStatus], strategy: str
+    st: StepPass, candidates: list[InstanceStatus], strategy: str
 ) -> list[InstanceStatus]:
     """Start in-place updates where only images change; return the rest."""
     target = st.view.target
@@ -120,7 +120,7 @@ def _in_place(
     return [r for r in candidates if r not in possible]
 
 
-def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
+def _recreate(st: StepPass, candidates: list[InstanceStatus]) -> None:
     """RecreatePod: open Update/Drain on up to the maxUnavailable budget."""
     target = st.view.target
     budget = st.view.policy.max_unavailable - st.unavailable()
@@ -146,7 +146,7 @@ def _recreate(st: PassState, candidates: list[InstanceStatus]) -> None:
         st.advance(row.index)
 
 
-def surges_in_flight(st: PassState) -> int:
+def surges_in_flight(st: StepPass) -> int:
     """SurgeThenDrain replacements open now (building, or serving while the source drains).
 
     Each is an Instance beyond the members, so their number is held to ``maxSurge``.
@@ -161,7 +161,7 @@ def surges_in_flight(st: PassState) -> int:
     )
 
 
-def draining_condemned(st: PassState) -> int:
+def draining_condemned(st: StepPass) -> int:
     """Instances' worth of pods that condemned rows (a ``Delete`` open) still hold.
 
     A condemned Instance keeps its GPUs until its last pod is gone, so it counts against
@@ -182,7 +182,7 @@ def draining_condemned(st: PassState) -> int:
     return total
 
 
-def leaving_surge_slots(st: PassState) -> int:
+def leaving_surge_slots(st: StepPass) -> int:
     """Single pods left in the surge slot of a row with no open Update.
 
     An abandoned or cancelled single-pod surge ends its operation before its pod is gone
@@ -206,7 +206,7 @@ def leaving_surge_slots(st: PassState) -> int:
     return total
 
 
-def _surge_room(st: PassState) -> int:
+def _surge_room(st: StepPass) -> int:
     return (
         st.view.policy.max_surge
         - surges_in_flight(st)
@@ -215,7 +215,7 @@ def _surge_room(st: PassState) -> int:
     )
 
 
-def _surge_then_drain(st: PassState, candidates: list[InstanceStatus]) -> None:
+def _surge_then_drain(st: StepPass, candidates: list[InstanceStatus]) -> None:
     """SurgeThenDrain: open a replacement for each candidate within maxSurge."""
     target = st.view.target
     if st.view.policy.max_surge == 0:
@@ -256,7 +256,7 @@ NO_SURGE_BUDGET = "NoSurgeBudget"
 """``FailedUpdate`` reason: SurgeThenDrain with ``maxSurge`` 0 can never open a replacement."""
 
 
-def _no_surge_budget(st: PassState) -> None:
+def _no_surge_budget(st: StepPass) -> None:
     """SurgeThenDrain with maxSurge 0: say so (condition, one Warning), start nothing.
 
     A replacement is built before its source drains, so with no surge room the rollout
@@ -275,7 +275,7 @@ def _no_surge_budget(st: PassState) -> None:
         st.warn(NO_SURGE_BUDGET, message)
 
 
-def _no_room_reason(st: PassState) -> str:
+def _no_room_reason(st: StepPass) -> str:
     """Why no surge opens: unschedulable replacements, condemned Instances, or maxSurge."""
     stuck = any(
         r.operation is not None
@@ -296,7 +296,7 @@ def _no_room_reason(st: PassState) -> str:
     return f"maxSurge {st.view.policy.max_surge} replacement(s) in flight"
 
 
-def _open_gang_surge(st: PassState, row: InstanceStatus) -> None:
+def _open_gang_surge(st: StepPass, row: InstanceStatus) -> None:
     """A replacement gang at a free index at or above the partition; the source waits."""
     target = st.view.target
     new_index = st.free_index(st.view.policy.partition)

@@ -19,7 +19,7 @@ from omenative_core.phases import OpType, Phase
 from omenative_core.revisions import hash_of
 from omenative_core.steps import migrations
 from omenative_core.steps.pods import drain
-from omenative_core.steps.state import PassState
+from omenative_core.steps.step_pass import StepPass
 
 __all__ = [
     "ANNOTATION_MIGRATION_PREFIX",
@@ -36,7 +36,7 @@ ANNOTATION_RESET = "ome.io/reset-instances"
 
 
 
-def consume(st: PassState) -> None:
+def consume(st: StepPass) -> None:
     """Act on every verb annotation present and remove them."""
     ann = st.view.ir.metadata.annotations
     consumed: list[str] = []
@@ -56,7 +56,7 @@ def consume(st: PassState) -> None:
         st.out.add(RemoveAnnotations(keys=tuple(consumed)))
 
 
-def _release_held(st: PassState, release: str) -> None:
+def _release_held(st: StepPass, release: str) -> None:
     names = (
         [
             n
@@ -78,7 +78,7 @@ def _release_held(st: PassState, release: str) -> None:
         st.warn("RetryBlockReleaseSkipped", f"{ANNOTATION_RELEASE_HELD}={release!r}: {rule}")
 
 
-def _reset(st: PassState, value: str) -> None:
+def _reset(st: StepPass, value: str) -> None:
     if value == "all":
         wanted = sorted(st.rows)
     else:
