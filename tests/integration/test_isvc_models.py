@@ -286,6 +286,18 @@ def multi_node_runtime() -> JSON:
     return body
 
 
+def multi_node_isvc(namespace: str) -> JSON:
+    """The guide's ``qwen3-multi-node-isvc.yaml`` (in the test's namespace)."""
+    return {
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "qwen3-multi-node", "namespace": namespace},
+        "spec": {"model": {"name": "qwen3-0-6b"},
+                 "runtime": {"name": "srt-qwen3-0-6b-multi-node"},
+                 "engine": {"minReplicas": 1, "maxReplicas": 1, "leader": {},
+                            "worker": {"size": 1}}},
+    }
+
+
 async def test_serve_a_multi_node_model_gives_both_pods_the_model_and_parallelism(
     kube: KubeClient, namespace: str, start_manager: Any, model_crds: None, model_node: str,
     tmp_path: Path,
@@ -295,14 +307,7 @@ async def test_serve_a_multi_node_model_gives_both_pods_the_model_and_parallelis
     await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
     await kube.create(CLUSTER_SERVING_RUNTIMES, multi_node_runtime())
     await start_manager()
-    await kube.create(INFERENCE_SERVICES, {
-        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "qwen3-multi-node", "namespace": namespace},
-        "spec": {"model": {"name": "qwen3-0-6b"},
-                 "runtime": {"name": "srt-qwen3-0-6b-multi-node"},
-                 "engine": {"minReplicas": 1, "maxReplicas": 1, "leader": {},
-                            "worker": {"size": 1}}},
-    }, namespace)
+    await kube.create(INFERENCE_SERVICES, multi_node_isvc(namespace), namespace)
 
     async def both_scheduled() -> list[JSON] | None:
         pods = [await kube.get(PODS, f"qwen3-multi-node-engine-0-{role}-0", namespace)
