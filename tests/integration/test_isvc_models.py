@@ -51,31 +51,61 @@ MODEL_LABEL = "models.ome.io/clusterbasemodel.qwen3-0-6b"
 IMAGE = "example.com/sglang:v0.5.5"
 
 
-@pytest.fixture
-async def model_crds(kube: KubeClient, service_crds_applied: list[str]) -> AsyncIterator[None]:
-    """OME's BaseModel and ClusterBaseModel CRDs, for one test (deleted afterwards, with
-    every model and the runtimes the test made)."""
+@contextlib.asynccontextmanager
+async def ome_model_crds(kube: KubeClient) -> AsyncIterator[None]:
+    """OME's BaseModel and ClusterBaseModel CRDs while the block runs; afterwards every
+    ClusterServingRuntime is deleted and the CRDs with every model (with them served, each
+    InferenceService's ``spec.model`` must exist, so they stay for one test)."""
     names = [await apply_crd(kube, REPO / crd.file) for crd in service_crds.MODEL_CRDS]
     try:
         yield
     finally:
-        for runtime in ("srt-qwen3-0-6b", "srt-auto", "srt-qwen3-0-6b-multi-node"):
+        for runtime in (await kube.list(CLUSTER_SERVING_RUNTIMES)).get("items") or ():
             with contextlib.suppress(ApiError):
-                await kube.delete(CLUSTER_SERVING_RUNTIMES, runtime)
+                await kube.delete(CLUSTER_SERVING_RUNTIMES, runtime["metadata"]["name"])
         for name in names:
             await delete_crd(kube, name)
 
 
 @pytest.fixture
+async def model_crds(kube: KubeClient, service_crds_applied: list[str]) -> AsyncIterator[None]:
+    """OME's model CRDs for one test (``ome_model_crds``)."""
+    async with ome_model_crds(kube):
+        yield
+
+
+async def node_names(kube: KubeClient) -> list[str]:
+    """Every node's name, in order."""
+    return sorted(n["metadata"]["name"] for n in (await kube.list(NODES)).get("items") or ())
+
+
+async def label_model_ready(kube: KubeClient, node: str, label: str = MODEL_LABEL, *,
+                            ready: bool = True) -> None:
+    """What OME's model agent does once the weights are on ``node`` (``ready=False``: the
+    label removed)."""
+    await kube.patch(NODES, node, {"metadata": {"labels": {label: "Ready" if ready else None}}})
+
+
+@pytest.fixture
 async def model_node(kube: KubeClient) -> AsyncIterator[str]:
     """One node labelled as OME's model agent labels a node where ``qwen3-0-6b`` is Ready."""
-    nodes = sorted(n["metadata"]["name"] for n in (await kube.list(NODES)).get("items") or ())
-    node = nodes[-1]
-    await kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: "Ready"}}})
+    node = (await node_names(kube))[-1]
+    await label_model_ready(kube, node)
     try:
         yield node
     finally:
-        await kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: None}}})
+        await label_model_ready(kube, node, ready=False)
+
+
+def ome_env(pod: JSON) -> dict[str, Any]:
+    """The environment of the pod's ``ome-container`` (name -> value)."""
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
+    return {e["name"]: e.get("value") for e in container.get("env") or ()}
+
+
+def conditions(obj: JSON) -> dict[str, JSON]:
+    """The object's status conditions by type."""
+    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}
 
 
 def cluster_base_model(path: Path) -> JSON:
@@ -147,10 +177,6 @@ def guide_isvc(namespace: str, *, named_runtime: bool = True) -> JSON:
             "metadata": {"name": "qwen3-0-6b", "namespace": namespace}, "spec": spec}
 
 
-def _conditions(obj: JSON) -> dict[str, JSON]:
-    return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or ()}
-
-
 async def _engine_pod(kube: KubeClient, namespace: str) -> JSON:
     async def scheduled() -> JSON | None:
         pod = await kube.get(PODS, "qwen3-0-6b-engine-0-default-0", namespace)
@@ -185,7 +211,7 @@ async def test_serve_a_model_on_omenative_puts_the_model_in_the_pod(
 
     async def ready() -> bool:
         isvc = await kube.get(INFERENCE_SERVICES, "qwen3-0-6b", namespace)
-        return (_conditions(isvc).get("Ready") or {}).get("status") == "True"
+        return (conditions(isvc).get("Ready") or {}).get("status") == "True"
 
     await eventually(ready, timeout=120, what="the InferenceService Ready")
 
@@ -199,7 +225,7 @@ async def test_a_missing_model_blocks_until_it_exists_then_the_runtime_is_auto_s
 
     async def reason(expected: str) -> JSON | None:
         isvc = await kube.get(INFERENCE_SERVICES, "qwen3-0-6b", namespace)
-        cond = _conditions(isvc)
+        cond = conditions(isvc)
         engine, overall = cond.get("EngineReady") or {}, cond.get("Ready") or {}
         ok = engine.get("reason") == expected and engine.get("status") == "False" \
             and overall.get("status") == "False"
@@ -207,7 +233,7 @@ async def test_a_missing_model_blocks_until_it_exists_then_the_runtime_is_auto_s
 
     isvc = await eventually(lambda: reason("ModelNotFound"), timeout=60,
                             what="EngineReady=False ModelNotFound")
-    assert "qwen3-0-6b" in _conditions(isvc)["EngineReady"]["message"]
+    assert "qwen3-0-6b" in conditions(isvc)["EngineReady"]["message"]
     events = await eventually(lambda: warning_events(kube, namespace, "qwen3-0-6b"),
                               timeout=30, what="a Warning Event on the InferenceService")
     assert "ModelNotFound" in {e["reason"] for e in events}
@@ -220,15 +246,14 @@ async def test_a_missing_model_blocks_until_it_exists_then_the_runtime_is_auto_s
     await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
     isvc = await eventually(lambda: reason("RuntimeNotFound"), timeout=60,
                             what="EngineReady=False RuntimeNotFound (no runtime auto-selects)")
-    assert _conditions(isvc)["EngineReady"]["message"].startswith(
+    assert conditions(isvc)["EngineReady"]["message"].startswith(
         "no runtime found to support model safetensors")
 
     await kube.create(CLUSTER_SERVING_RUNTIMES, runtime("srt-auto", auto_select=True))
     pod = await _engine_pod(kube, namespace)
     assert pod["metadata"]["annotations"]["ome.io/base-model-name"] == "qwen3-0-6b"
-    container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
-    assert container["image"] == IMAGE
-    assert {e["name"]: e.get("value") for e in container["env"]}["MODEL_PATH"] == str(weights)
+    assert {c["name"]: c["image"] for c in pod["spec"]["containers"]}["ome-container"] == IMAGE
+    assert ome_env(pod)["MODEL_PATH"] == str(weights)
 
 
 def _multi_node_runner() -> JSON:
@@ -261,6 +286,18 @@ def multi_node_runtime() -> JSON:
     return body
 
 
+def multi_node_isvc(namespace: str) -> JSON:
+    """The guide's ``qwen3-multi-node-isvc.yaml`` (in the test's namespace)."""
+    return {
+        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
+        "metadata": {"name": "qwen3-multi-node", "namespace": namespace},
+        "spec": {"model": {"name": "qwen3-0-6b"},
+                 "runtime": {"name": "srt-qwen3-0-6b-multi-node"},
+                 "engine": {"minReplicas": 1, "maxReplicas": 1, "leader": {},
+                            "worker": {"size": 1}}},
+    }
+
+
 async def test_serve_a_multi_node_model_gives_both_pods_the_model_and_parallelism(
     kube: KubeClient, namespace: str, start_manager: Any, model_crds: None, model_node: str,
     tmp_path: Path,
@@ -270,14 +307,7 @@ async def test_serve_a_multi_node_model_gives_both_pods_the_model_and_parallelis
     await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
     await kube.create(CLUSTER_SERVING_RUNTIMES, multi_node_runtime())
     await start_manager()
-    await kube.create(INFERENCE_SERVICES, {
-        "apiVersion": "ome.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "qwen3-multi-node", "namespace": namespace},
-        "spec": {"model": {"name": "qwen3-0-6b"},
-                 "runtime": {"name": "srt-qwen3-0-6b-multi-node"},
-                 "engine": {"minReplicas": 1, "maxReplicas": 1, "leader": {},
-                            "worker": {"size": 1}}},
-    }, namespace)
+    await kube.create(INFERENCE_SERVICES, multi_node_isvc(namespace), namespace)
 
     async def both_scheduled() -> list[JSON] | None:
         pods = [await kube.get(PODS, f"qwen3-multi-node-engine-0-{role}-0", namespace)

@@ -22,28 +22,28 @@ then Step 5: a third prefill Instance on the fourth node, the running pods left 
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS, SERVICES
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, SERVICES
 from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 
-pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import (  # noqa: E402 - after the rewrite registration
-    REPO,
-    apply_crd,
-    delete_crd,
-    eventually,
-    warning_events,
+pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
+from manager_fixtures import eventually, warning_events  # noqa: E402 - after the rewrite
+from test_isvc_models import (  # noqa: E402 - OME's model CRDs and the agent's node label
+    conditions,
+    label_model_ready,
+    model_crds,
+    node_names,
+    ome_env,
 )
+
+__all__ = ["model_crds"]  # the fixture this module's test uses
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -56,33 +56,15 @@ ROUTER_IMAGE = "example.com/smg:v0.2.4.post1-dev"
 
 
 @pytest.fixture
-async def pd_crds(kube: KubeClient, service_crds_applied: list[str]) -> AsyncIterator[None]:
-    """OME's model CRDs for this test (removed afterwards with the model), and the runtime."""
-    names = [await apply_crd(kube, REPO / crd.file) for crd in service_crds.MODEL_CRDS]
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ApiError):
-            await kube.delete(CLUSTER_SERVING_RUNTIMES, RUNTIME)
-        for name in names:
-            await delete_crd(kube, name)
-
-
-@pytest.fixture
 async def model_nodes(kube: KubeClient) -> AsyncIterator[list[str]]:
     """Every node, in name order; the test labels the ones that have the model."""
-    nodes = sorted(n["metadata"]["name"] for n in (await kube.list(NODES)).get("items") or ())
+    nodes = await node_names(kube)
     assert len(nodes) >= 4, nodes
     try:
         yield nodes
     finally:
         for node in nodes:
-            await kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: None}}})
-
-
-async def label_model_ready(kube: KubeClient, node: str) -> None:
-    """What OME's model agent does once the weights are on ``node``."""
-    await kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: "Ready"}}})
+            await label_model_ready(kube, node, MODEL_LABEL, ready=False)
 
 
 def cluster_base_model(path: Path) -> JSON:
@@ -198,8 +180,7 @@ def llama_pd(namespace: str) -> JSON:
 
 
 def _true(obj: JSON, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or ())
+    return (conditions(obj).get(kind) or {}).get("status") == "True"
 
 
 async def _pods(kube: KubeClient, namespace: str) -> dict[str, JSON]:
@@ -208,13 +189,8 @@ async def _pods(kube: KubeClient, namespace: str) -> dict[str, JSON]:
             if not p["metadata"].get("deletionTimestamp")}
 
 
-def _env(pod: JSON) -> dict[str, Any]:
-    container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
-    return {e["name"]: e.get("value") for e in container.get("env") or ()}
-
-
 async def test_serve_a_prefill_decode_model(
-    kube: KubeClient, namespace: str, start_manager: Any, pd_crds: None,
+    kube: KubeClient, namespace: str, start_manager: Any, model_crds: None,
     model_nodes: list[str], tmp_path: Path,
 ) -> None:
     # Step 1: the model and the runtime; the model Ready on three nodes
@@ -223,7 +199,7 @@ async def test_serve_a_prefill_decode_model(
     await kube.create(CLUSTER_BASE_MODELS, cluster_base_model(weights))
     await kube.create(CLUSTER_SERVING_RUNTIMES, pd_runtime())
     for node in model_nodes[:3]:
-        await label_model_ready(kube, node)
+        await label_model_ready(kube, node, MODEL_LABEL)
     await start_manager()
 
     # Step 2: the InferenceService, then Ready, DecoderReady, RouterReady
@@ -255,7 +231,7 @@ async def test_serve_a_prefill_decode_model(
     assert len({p["spec"]["nodeName"] for p in gpu_pods}) == 3  # port 8080 on the host
     assert {p["spec"]["nodeName"] for p in gpu_pods} <= set(model_nodes[:3])
     for pod in gpu_pods:
-        assert _env(pod)["MODEL_PATH"] == str(weights)
+        assert ome_env(pod)["MODEL_PATH"] == str(weights)
         assert pod["spec"]["hostNetwork"] is True
     modes = {p["metadata"]["labels"]["component"]: p["spec"]["containers"][0]["command"]
              for p in gpu_pods}
@@ -268,7 +244,7 @@ async def test_serve_a_prefill_decode_model(
     assert service["spec"]["ports"][0]["port"] == 8080
 
     # Step 5: a fourth node gets the model; a third prefill Instance, the rest left alone
-    await label_model_ready(kube, model_nodes[3])
+    await label_model_ready(kube, model_nodes[3], MODEL_LABEL)
     before = {n: p["metadata"]["uid"] for n, p in pods.items()}
     await kube.patch(INFERENCE_SERVICES, "llama-pd",
                      {"spec": {"engine": {"minReplicas": 3, "maxReplicas": 3}}}, namespace)

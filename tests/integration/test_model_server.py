@@ -11,6 +11,7 @@ each log event), never about how long something took.
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import os
 import signal
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -50,7 +52,7 @@ class Server:
         self._cond = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
         self.addr = ""
-        if not args:
+        if args[:1] != ("pause",):
             self.addr = self.wait_for("listening")["addr"]
 
     def _read(self) -> None:
@@ -178,6 +180,101 @@ def test_the_lws_variables_form_the_same_gang(start: Callable[..., Server]) -> N
     assert _ready(leader) == (200, "ready")
     assert leader.call("/")[1]["instance"] == "4"
     assert worker.call("/")[1]["role"] == "worker"
+
+
+def test_an_engine_reports_its_component_mode_and_expanded_command_line(
+    start: Callable[..., Server],
+) -> None:
+    # what a runtime's SGLang flags become once the kubelet expanded $(MODEL_PATH) etc.
+    flags = ("--model-path", "/models/llama", "--tp-size", "2", "--disaggregation-mode",
+             "prefill")
+    server = start({"OME_COMPONENT": "engine", "POD_NAME": "pd-engine-0-default-0"}, *flags)
+    assert server.wait_for("listening")["args"] == list(flags)
+    server.wait_for("loaded")
+    status, body, _ = server.call("/v1/chat/completions", "POST")
+    assert (status, body["component"], body["mode"]) == (200, "engine", "prefill")
+
+
+class _PodsApi(http.server.ThreadingHTTPServer):
+    """A stand-in for the API server's pod list: ``pods`` by label selector."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, list[dict[str, Any]]] = {}
+        self.asked: list[str] = []
+        super().__init__(("127.0.0.1", 0), _PodsHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @staticmethod
+    def pod(name: str, ip: str) -> dict[str, Any]:
+        """A ready pod as the API lists it."""
+        return {"metadata": {"name": name}, "status": {
+            "podIP": ip, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+class _PodsHandler(http.server.BaseHTTPRequestHandler):
+    server: _PodsApi
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        selector = parse_qs(url.query)["labelSelector"][0]
+        self.server.asked.append(f"{url.path}?{selector}")
+        body = json.dumps({"items": self.server.pods.get(selector, [])}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_router_sends_each_request_to_a_prefill_and_a_decode_pod_found_by_label(
+    start: Callable[..., Server],
+) -> None:
+    port = _free_port()  # one discovery port for every pod, as sglang_router has it
+    start({"PORT": str(port), "OME_COMPONENT": "engine", "POD_NAME": "pd-engine-0"},
+          "--disaggregation-mode", "prefill")
+    decoder = start({"HOST": "127.0.0.2", "PORT": str(port), "OME_COMPONENT": "decoder",
+                     "POD_NAME": "pd-decoder-0"}, "--disaggregation-mode", "decode")
+    api = _PodsApi()
+    prefill_sel, decode_sel = ("component=engine,ome.io/inferenceservice=pd",
+                               "component=decoder,ome.io/inferenceservice=pd")
+    api.pods[prefill_sel] = [_PodsApi.pod("pd-engine-0", "127.0.0.1")]
+    try:
+        router = start(
+            {"DISCOVERY_API": f"http://127.0.0.1:{api.server_address[1]}",
+             "POD_NAME": "pd-router-0", "OME_COMPONENT": "router"},
+            "router", "--host", "0.0.0.0", "--port", "8080", "--pd-disaggregation",
+            "--service-discovery", "--service-discovery-namespace", "llm",
+            "--service-discovery-port", str(port),
+            "--prefill-selector", "component=engine ome.io/inferenceservice=pd",
+            "--decode-selector", "component=decoder", "ome.io/inferenceservice=pd")
+        router.wait_for("loaded")
+        router.wait_for("discovered")
+        assert _ready(router) == (503, "no ready prefill and decode pods")
+        assert router.call("/v1/chat/completions", "POST")[0] == 503
+        assert f"/api/v1/namespaces/llm/pods?{prefill_sel}" in api.asked
+
+        api.pods[decode_sel] = [_PodsApi.pod("pd-decoder-0", "127.0.0.2")]
+        router.wait_for("discovered", lambda e: bool(e["decode"]))
+        assert _ready(router) == (200, "ready")
+        status, body, _ = router.call("/v1/chat/completions", "POST")
+        assert status == 200, body
+        assert (body["pod"], body["role"], body["path"]) == (
+            "pd-router-0", "router", "/v1/chat/completions")
+        assert {k: body["prefill"][k] for k in ("pod", "component", "mode", "path")} == {
+            "pod": "pd-engine-0", "component": "engine", "mode": "prefill",
+            "path": "/v1/chat/completions"}
+        assert {k: body["decode"][k] for k in ("pod", "component", "mode")} == {
+            "pod": "pd-decoder-0", "component": "decoder", "mode": "decode"}
+
+        decoder.proc.kill()  # a decode pod that does not answer fails the request
+        decoder.exit_code()
+        status, body, _ = router.call("/v1/chat/completions", "POST")
+        assert status == 502 and "decode pod 127.0.0.2" in body["error"], body
+    finally:
+        api.shutdown()
+        api.server_close()
 
 
 def test_sigterm_keeps_answering_for_the_drain_delay_then_finishes_in_flight(

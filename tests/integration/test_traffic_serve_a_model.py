@@ -25,18 +25,21 @@ import pytest
 
 from omenative_controller import service_crds
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import NODES, PODS
+from omenative_controller.kube.resources import PODS
 from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 from omenative_devcluster.model_engine import server_container
 
 pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
-from manager_fixtures import apply_crd, delete_crd, eventually  # noqa: E402
+from manager_fixtures import apply_crd, eventually  # noqa: E402
 from test_isvc_models import (  # noqa: E402
     MODEL_LABEL,
     cluster_base_model,
     guide_isvc,
+    label_model_ready,
+    node_names,
+    ome_env,
+    ome_model_crds,
     runtime,
 )
 from traffic_checks import answering_service  # noqa: E402
@@ -48,25 +51,30 @@ pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.compon
 REPO = Path(__file__).resolve().parents[2]
 
 
+@contextlib.asynccontextmanager
+async def models_ready_on(kube: KubeClient, nodes: list[str], label: str = MODEL_LABEL,
+                          ) -> AsyncIterator[None]:
+    """OME's CRDs on the real-node cluster and the model agent's ``label`` on ``nodes``
+    while the block runs; afterwards the labels, the runtimes and the model CRDs (with the
+    models) are removed."""
+    for crd in service_crds.SERVICE_CRDS:
+        await apply_crd(kube, REPO / crd.file)
+    async with ome_model_crds(kube):
+        for node in nodes:
+            await label_model_ready(kube, node, label)
+        try:
+            yield
+        finally:
+            for node in nodes:
+                await label_model_ready(kube, node, label, ready=False)
+
+
 @pytest.fixture
 async def real_models(real_kube: KubeClient) -> AsyncIterator[str]:
-    """OME's CRDs on the real-node cluster, one node labelled for the model; afterwards the
-    model CRDs (with the model), the runtime and the label are removed."""
-    for crd in service_crds.SERVICE_CRDS:
-        await apply_crd(real_kube, REPO / crd.file)
-    names = [await apply_crd(real_kube, REPO / crd.file) for crd in service_crds.MODEL_CRDS]
-    nodes = sorted(n["metadata"]["name"] for n in
-                   (await real_kube.list(NODES)).get("items") or ())
-    node = nodes[-1]
-    await real_kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: "Ready"}}})
-    try:
+    """OME's CRDs on the real-node cluster, one node labelled for the model (removed after)."""
+    node = (await node_names(real_kube))[-1]
+    async with models_ready_on(real_kube, [node]):
         yield node
-    finally:
-        await real_kube.patch(NODES, node, {"metadata": {"labels": {MODEL_LABEL: None}}})
-        with contextlib.suppress(ApiError):
-            await real_kube.delete(CLUSTER_SERVING_RUNTIMES, "srt-qwen3-0-6b")
-        for name in names:
-            await delete_crd(real_kube, name)
 
 
 def real_runtime() -> JSON:
@@ -100,8 +108,8 @@ async def test_serve_a_model_on_omenative_answers_on_real_nodes(
     await eventually(ready, timeout=180, what="the InferenceService Ready")
     pod = await kube.get(PODS, "qwen3-0-6b-engine-0-default-0", ns)
     assert pod["spec"]["nodeName"] == real_models  # the node where the model is Ready
+    assert ome_env(pod)["MODEL_PATH"] == str(weights)
     container = next(c for c in pod["spec"]["containers"] if c["name"] == "ome-container")
-    assert {e["name"]: e.get("value") for e in container["env"]}["MODEL_PATH"] == str(weights)
     assert {"name": "qwen3-0-6b", "mountPath": str(weights), "readOnly": True} \
         in container["volumeMounts"]
 

@@ -19,6 +19,8 @@ const (
 	Leader Role = "leader"
 	// Worker joins its leader, and exits when the leader goes away.
 	Worker Role = "worker"
+	// Router sends each request to a prefill pod and a decode pod it finds by their labels.
+	Router Role = "router"
 )
 
 // config is everything the environment tells the server (see docs/model-server.md).
@@ -38,6 +40,10 @@ type config struct {
 	heartbeat  time.Duration // HEARTBEAT_SECONDS: leader -> worker beat; 3 missed = gone
 	crashAfter time.Duration // CRASH_AFTER_SECONDS: exit 1 this long after start (0: never)
 	failReady  bool          // FAIL_READY: /ready answers 503 from the start
+	component  string        // OME_COMPONENT: engine, decoder or router
+	args       []string      // the command line after the program (runtimes' engine flags)
+	mode       string        // --disaggregation-mode of the command line: prefill or decode
+	discovery  discoveryArgs // router only: where its prefill and decode pods are
 }
 
 // configFromEnv reads the configuration; an error names the variable and the rule.
@@ -60,6 +66,7 @@ func configFromEnv(getenv func(string) string) (config, error) {
 		heartbeat:  p.seconds("HEARTBEAT_SECONDS", 1),
 		crashAfter: p.seconds("CRASH_AFTER_SECONDS", 0),
 		failReady:  p.boolean("FAIL_READY"),
+		component:  firstSet(getenv, "OME_COMPONENT"),
 	}
 	size := p.integer(1, "OME_INSTANCE_POD_COUNT", "LWS_GROUP_SIZE")
 	if p.err != nil {

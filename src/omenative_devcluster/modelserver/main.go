@@ -7,7 +7,9 @@
 // omenative_devcluster.images. docs/model-server.md lists its environment variables.
 //
 // Modes: `model-server pause` (or the binary called as `pause`) is the pod sandbox
-// process; anything else serves.
+// process; `model-server router FLAGS` is a prefill-decode router (router.go); anything else
+// serves, and the flags after the program (an engine's command line) are logged and read
+// for --disaggregation-mode.
 package main
 
 import (
@@ -25,6 +27,9 @@ func main() {
 		return
 	}
 	cfg, err := configFromEnv(os.Getenv)
+	if err == nil {
+		cfg, err = withArgs(cfg, os.Args[1:])
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "model-server: bad configuration: %v\n", err)
 		os.Exit(2)

@@ -20,6 +20,9 @@ type server struct {
 	cfg     config
 	http    *http.Server
 	closing chan struct{} // closed when the drain delay is over: worker streams end
+	// router only: its prefill and decode pods, and the client that calls them
+	discovery *discovery
+	upstream  *http.Client
 
 	mu         sync.Mutex
 	loaded     bool
@@ -60,6 +63,8 @@ func (s *server) readiness() (bool, string) {
 		return false, fmt.Sprintf("%d of %d workers joined", len(s.members), s.cfg.workers)
 	case s.cfg.role == Worker && !s.joined:
 		return false, "not joined to its leader"
+	case s.cfg.role == Router && !s.discovery.known():
+		return false, "no ready prefill and decode pods"
 	}
 	return true, "ready"
 }
@@ -95,10 +100,15 @@ func (s *server) handleRequest(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 {
 		time.Sleep(delay)
 	}
+	if s.cfg.role == Router {
+		s.route(w, r)
+		return
+	}
 	ready, _ := s.readiness()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"revision": s.cfg.revision, "instance": s.cfg.instance, "pod": s.cfg.pod,
 		"role": s.cfg.role, "rank": s.cfg.rank, "path": r.URL.Path, "ready": ready,
+		"component": s.cfg.component, "mode": s.cfg.mode,
 	})
 }
 
@@ -153,6 +163,14 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 // serve runs until SIGTERM/SIGINT and the drain are over; it returns the exit code.
 func serve(cfg config) int {
 	s := newServer(cfg)
+	if cfg.role == Router {
+		d, err := newDiscovery(cfg.discovery, os.Getenv)
+		if err != nil {
+			logEvent(cfg.pod, "discovery-failed", map[string]any{"error": err.Error()})
+			return 2
+		}
+		s.discovery, s.upstream = d, &http.Client{Timeout: 10 * time.Second}
+	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		logEvent(cfg.pod, "listen-failed", map[string]any{"error": err.Error()})
@@ -161,6 +179,7 @@ func serve(cfg config) int {
 	logEvent(cfg.pod, "listening", map[string]any{
 		"addr": ln.Addr().String(), "role": cfg.role, "rank": cfg.rank, "workers": cfg.workers,
 		"leader": cfg.leaderAddr, "revision": cfg.revision, "instance": cfg.instance,
+		"component": cfg.component, "mode": cfg.mode, "args": cfg.args,
 	})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -175,6 +194,9 @@ func serve(cfg config) int {
 	}
 	if cfg.role == Worker {
 		go s.joinLeader()
+	}
+	if cfg.role == Router {
+		go s.discovery.watch(cfg.pod)
 	}
 	select {
 	case err := <-served:
