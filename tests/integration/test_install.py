@@ -391,6 +391,10 @@ async def test_the_service_account_can_do_nothing_more(
                 "podgroups.scheduling.x-k8s.io"),
         # a canary's prometheus.authRef Secret, by name (RBAC cannot narrow the name)
         ("get", "secrets/prom-auth", "-n", "default"),
+        # the router's ServiceAccount, Role and RoleBinding, as OME makes them
+        ("create", "serviceaccounts", "-n", "default"),
+        ("patch", "roles.rbac.authorization.k8s.io", "-n", "default"),
+        ("create", "rolebindings.rbac.authorization.k8s.io", "-n", "default"),
     ]
     denied = [
         ("list", "secrets", "--all-namespaces"),
@@ -404,7 +408,9 @@ async def test_the_service_account_can_do_nothing_more(
         ("update", "customresourcedefinitions.apiextensions.k8s.io/inferencereplicas.ome.io"),
         ("get", "customresourcedefinitions.apiextensions.k8s.io/inferencereplicas.ome.io"),
         ("create", "clusterrolebindings.rbac.authorization.k8s.io"),
-        ("create", "rolebindings.rbac.authorization.k8s.io", "-n", "default"),
+        ("delete", "rolebindings.rbac.authorization.k8s.io", "-n", "default"),
+        ("escalate", "roles.rbac.authorization.k8s.io", "-n", "default"),
+        ("bind", "roles.rbac.authorization.k8s.io", "-n", "default"),
         ("escalate", "clusterroles.rbac.authorization.k8s.io"),
         ("bind", "clusterroles.rbac.authorization.k8s.io"),
         ("impersonate", "serviceaccounts", "-n", "ome"),

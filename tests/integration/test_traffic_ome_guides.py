@@ -20,12 +20,10 @@ nothing else can exist here:
 - the model's storage path is a directory the test makes, and the test sets the node label
   OME's model agent sets where the model is Ready (on both nodes).
 
-One gap found on the way and bridged by the test: OME's router reconciler gives the router
-pod a ServiceAccount ``{isvc}-router`` with a Role that may get/list/watch pods (its service
-discovery needs them: ome-projects/ome@b1b815e6
-``pkg/controller/v1beta1/inferenceservice/components/router.go``); omenative creates none,
-so the test grants the namespace's default ServiceAccount that Role
-(docs/ome-compatibility.md).
+The router finds its prefill and decode pods through the API as the ServiceAccount
+``{isvc}-router`` that omenative makes, with a Role allowing get/list/watch on pods, as OME's
+router reconciler does (ome-projects/ome@b1b815e6
+``pkg/controller/v1beta1/inferenceservice/components/router.go``); the test grants nothing.
 """
 
 from __future__ import annotations
@@ -186,21 +184,6 @@ def _pd_answer(body: bytes) -> tuple[str, str, str]:
             hops if modes == ("prefill", "decode") else f"wrong modes {modes}")
 
 
-async def grant_router_discovery(kube: KubeClient, namespace: str) -> None:
-    """The Role OME gives the router (get/list/watch pods), bound to the namespace's default
-    ServiceAccount: omenative creates no router ServiceAccount (module docstring)."""
-    await kube.create(ROLES, {
-        "metadata": {"name": "llama-pd-router"},
-        "rules": [{"apiGroups": [""], "resources": ["pods"],
-                   "verbs": ["get", "list", "watch"]}]}, namespace)
-    await kube.create(ROLE_BINDINGS, {
-        "metadata": {"name": "llama-pd-router"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "llama-pd-router"},
-        "subjects": [{"kind": "ServiceAccount", "name": "default",
-                      "namespace": namespace}]}, namespace)
-
-
 def pd_real_runtime() -> JSON:
     """OME's PD runtime with the model server as engine, decoder and router."""
     runtime = pd_runtime()
@@ -224,7 +207,6 @@ async def test_serve_a_prefill_decode_model_on_real_nodes(
     async with models_ready_on(kube, await node_names(kube), PD_MODEL_LABEL):
         await kube.create(CLUSTER_BASE_MODELS, pd_base_model(weights))
         await kube.create(CLUSTER_SERVING_RUNTIMES, pd_real_runtime())
-        await grant_router_discovery(kube, ns)
         await real_manager()
         # Step 2: the three components Ready
         await kube.create(INFERENCE_SERVICES, llama_pd(ns), ns)
@@ -236,6 +218,13 @@ async def test_serve_a_prefill_decode_model_on_real_nodes(
         assert (len(engines), len(decoders)) == (2, 1), sorted(pods)
         for name in engines | decoders:
             assert ome_env(pods[name])["MODEL_PATH"] == str(weights)
+        routers = [p for n, p in pods.items() if "-router-" in n]
+        assert [p["spec"]["serviceAccountName"] for p in routers] == ["llama-pd-router"]
+        role = await kube.get(ROLES, "llama-pd-router", ns)
+        assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"],
+                                  "verbs": ["get", "list", "watch"]}]
+        binding = await kube.get(ROLE_BINDINGS, "llama-pd-router", ns)
+        assert binding["subjects"][0]["name"] == "llama-pd-router"
 
         # Step 4: the Service llama-pd sends requests to the router, which runs each
         # request's prefill on an engine pod and its decode on the decoder pod

@@ -73,6 +73,7 @@ from omenative_core.service.plan import (
     blocked_plan,
     pairing_problem,
 )
+from omenative_core.service.router_rbac import router_account, router_rbac_objects, with_account
 from omenative_core.service.scale import Scale, resolve_scale
 
 __all__: list[str] = []
@@ -299,6 +300,9 @@ def render_omenative(
         )
     runners = component_runners(isvc, runtime, component, merged, multi_pod=multi)
     runners = finish_runners(runners, model, isvc, component, merged, accelerator)
+    if component == "router":  # OME runs the router as its own account (router_rbac.py)
+        account = router_account(isvc)
+        runners = tuple(evolve(r, template=with_account(r.template, account)) for r in runners)
     if _rollout_groups(isvc):
         env = peer_env_for(isvc, component, peer_hashes)
         runners = tuple(evolve(r, template=_with_env(r.template, env)) for r in runners)
@@ -338,6 +342,7 @@ def render_omenative(
     selector = service_selector(isvc, component, multi_pod=multi)
     extras, conditions = _extras(isvc, component, merged, spec, scale, crds, config)
     objects = [
+        *(router_rbac_objects(isvc, labels) if component == "router" else ()),
         replica,
         traffic_service(isvc, prefix, labels, selector, runners[0].template, config),
         headless_service_object(isvc, prefix, labels),
