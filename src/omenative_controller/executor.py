@@ -443,7 +443,7 @@ class Executor:
                                    else WriteResult.ERROR)
             raise self._replica_conflict(exc, "status update") from None
         if ome is not None:
-            ome.status_committed(ctx, body, label, action.status)
+            ome.status_committed(ctx, body, label, action.status, pods=self.pods_of)
         self._wrote_replica(ctx, obj)
 
     async def _check_status_size(self, body: JSON, size: int, ctx: PassContext) -> None:
