@@ -68,11 +68,7 @@ from omenative_controller.create_errors import CreateErrorStore
 from omenative_controller.create_pipeline import CreatePipeline
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import (
-    INFERENCE_REPLICAS,
-    PODS,
-    Resource,
-)
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, Resource
 from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
 from omenative_controller.ome_series import WriteResult, encoding_label
@@ -224,6 +220,9 @@ class Executor:
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
         actions = status_first(plan.actions)
+        if self.metrics is not None:  # Instances by phase, rollout progress
+            self.metrics.replicas.observe(ctx, plan.status, changed=bool(actions) and
+                                          type(actions[0]) is UpdateStatus)
         actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
         full = self._pipeline is not None and self._pipeline.full(ctx.key)
         held = self._hold_status(plan, ctx, actions,

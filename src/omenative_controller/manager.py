@@ -382,7 +382,7 @@ class Manager:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._workers = []
-        self.metrics.queue_depth.set(0)
+        self.metrics.stopped_leading()
         log.info("manager.standby")
 
     # ------------------------------------------------------------------ background loops
