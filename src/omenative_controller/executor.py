@@ -220,9 +220,9 @@ class Executor:
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
         actions = status_first(plan.actions)
-        if self.metrics is not None:  # Instances by phase, rollout progress
-            self.metrics.replicas.observe(ctx, plan.status, changed=bool(actions) and
-                                          type(actions[0]) is UpdateStatus)
+        if self.metrics is not None:  # Instances by phase, rollout progress, scale-down
+            self.metrics.planned(ctx, plan, changed=bool(actions) and
+                                 type(actions[0]) is UpdateStatus)
         actions, result.deferred_creates = bound_creates(actions, self.creates_per_pass)
         full = self._pipeline is not None and self._pipeline.full(ctx.key)
         held = self._hold_status(plan, ctx, actions,

@@ -183,6 +183,13 @@ class Metrics:
         self.ome.forget(namespace, replica)
         self.replicas.forget(namespace, replica)
 
+    def planned(self, ctx: Any, plan: Any, *, changed: bool) -> None:
+        """A pass over ``ctx`` (a ``PassContext``) planned ``plan`` (``changed``: its status
+        differs from the stored one): Instances by phase, rollout progress, and the
+        scale-down wave OME's series count once the status commits."""
+        self.replicas.observe(ctx, plan.status, changed=changed)
+        self.ome.planned_wave(ctx.key, plan.scale_down_wave)
+
     def stopped_leading(self) -> None:
         """The manager no longer leads: no queue, and no per-replica state to report."""
         self.queue_depth.set(0)

@@ -7,8 +7,10 @@ coordination packages) so those keep working, while every ``omenative_*`` series
 * scale-down: ``ome_omenative_scale_down_batch_pods`` (histogram, ``component``: the pods
   of the Instances one pass newly condemned), ``_active_pods`` and ``_deferred_instances``
   (gauges, ``namespace``, ``isvc``, ``component``), ``_oversized_batch_total`` (counter,
-  ``component``). omenative condemns every Instance above ``replicas`` at once (no pod
-  budget), so nothing is ever deferred or oversized: those two stay at 0 by construction.
+  ``component``). With ``scaleDownPodBatchSize`` the core plans OME's waves
+  (``Plan.scale_down_wave``): deferred is the wave's Instances left waiting, and a wave
+  that admitted one Instance over the whole budget counts once; without it every Instance
+  above ``replicas`` is condemned at once, so those stay at 0.
 * status: ``ome_omenative_ir_status_writes_total`` (``encoding``, ``result``: attempt,
   committed, conflict, rejected, error), ``_conversions_total`` (``from``, ``to``: a write
   in another encoding than the stored one), ``_bytes`` (``namespace``, ``name``,
@@ -42,6 +44,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from omenative_core.labels import LABEL_ISVC
 from omenative_core.model.observed import PodView
+from omenative_core.model.plan import ScaleDownWave
 from omenative_core.phases import OpType, Phase
 from omenative_core.rollout.phases import GroupPhase
 
@@ -118,12 +121,12 @@ class OMESeries:
             "namespace, ISVC, and component.", identity, registry=r)
         self.scale_down_deferred_instances = Gauge(
             "ome_omenative_scale_down_deferred_instances",
-            "Eligible OMENative scale-down Instances outside the active prefix (always 0: "
-            "omenative condemns every Instance above replicas at once).", identity, registry=r)
+            "Eligible OMENative scale-down Instances outside the active prefix, labeled by "
+            "namespace, ISVC, and component.", identity, registry=r)
         self.scale_down_oversized = Counter(
             "ome_omenative_scale_down_oversized_batch_total",
-            "OMENative scale-down waves that admit one indivisible Instance above the Pod "
-            "budget (omenative has no budget: never counted).", ["component"], registry=r)
+            "Count of OMENative scale-down waves that admit one indivisible Instance above "
+            "the configured Pod budget, labeled by component.", ["component"], registry=r)
         self.status_conversions = Counter(
             "ome_omenative_ir_status_conversions_total",
             "InferenceReplica status writes that changed the stored encoding.",
@@ -165,6 +168,8 @@ class OMESeries:
         #: the manager's clock (tests set their own)
         self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._status_keys: dict[tuple[str, str], tuple[str, str]] = {}
+        #: per replica key: the scale-down wave its pass planned, until its status commits
+        self._waves: dict[str, ScaleDownWave] = {}
         self._scale_keys: dict[tuple[str, str], tuple[str, str, str]] = {}
         #: per (namespace, isvc, group): its phase and when this manager saw it entered
         self._entered: dict[tuple[str, str, str], tuple[str, datetime | None]] = {}
@@ -208,8 +213,9 @@ class OMESeries:
         isvc = str((meta.get("labels") or {}).get(LABEL_ISVC) or "")
         component = str((body.get("spec") or {}).get("component") or "")
         active, wave = condemned_pods(ctx.observed_status, planned)
+        planned_wave = self._waves.pop(ctx.key, None)
         self.scale_down(ctx.namespace, ctx.name, isvc, component,
-                        active_pods=active, wave_pods=wave)
+                        active_pods=active, wave_pods=wave, wave=planned_wave)
         if pods is not None and isvc and component:
             ready = first_ready(ctx.observed_status, planned)
             if ready:
@@ -241,17 +247,29 @@ class OMESeries:
 
     # ------------------------------------------------------------------ scale-down
 
+    def planned_wave(self, key: str, wave: ScaleDownWave | None) -> None:
+        """The pass over replica ``key`` planned ``wave`` (``Plan.scale_down_wave``); it is
+        counted when that pass's status write commits."""
+        if wave is None:
+            self._waves.pop(key, None)
+        else:
+            self._waves[key] = wave
+
     def scale_down(self, namespace: str, name: str, isvc: str, component: str, *,
-                   active_pods: int, wave_pods: int) -> None:
+                   active_pods: int, wave_pods: int, wave: ScaleDownWave | None = None) -> None:
         """Replica ``name`` committed a status: ``active_pods`` of condemned Instances remain;
-        ``wave_pods`` are those of the Instances this pass newly condemned (0: no new wave)."""
+        ``wave_pods`` are those of the Instances this pass newly condemned (0: no new wave);
+        ``wave``: the pass's scale-down wave under ``scaleDownPodBatchSize``, if any."""
         if not (namespace and isvc and component):
             return
         self._scale_keys[(namespace, name)] = (namespace, isvc, component)
         self.scale_down_active_pods.labels(namespace, isvc, component).set(active_pods)
-        self.scale_down_deferred_instances.labels(namespace, isvc, component).set(0)
+        self.scale_down_deferred_instances.labels(namespace, isvc, component).set(
+            wave.deferred_instances if wave is not None else 0)
         if wave_pods > 0:
             self.scale_down_batch_pods.labels(component).observe(wave_pods)
+        if wave is not None and wave.oversized:
+            self.scale_down_oversized.labels(component).inc()
 
     # ------------------------------------------------------------------ rollout groups
 
@@ -305,6 +323,7 @@ class OMESeries:
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop the per-InferenceReplica series of a deleted replica ``name``."""
+        self._waves.pop(f"{namespace}/{name}", None)
         old = self._status_keys.pop((namespace, name), None)
         if old is not None:
             with contextlib.suppress(KeyError):

@@ -184,20 +184,48 @@ def test_a_phase_first_seen_mid_run_is_not_timed_and_a_deleted_isvc_leaves_no_se
     assert left == {("ome_omenative_rollout_group_phase_total", "other")}
 
 
-def _world() -> World:
+IDENT = {"namespace": "demo", "isvc": "chat", "component": "engine"}
+
+
+def _world(replicas: int = 2, **config: Any) -> World:
     return World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=3,
                              pod_ready_seconds=4.0),
-                 engine_manifest(replicas=2, workers=1), config=LifecycleConfig())
+                 engine_manifest(replicas=replicas, workers=1),
+                 config=LifecycleConfig(**config))
 
 
-def _passes(world: World, m: Metrics, until: float) -> None:
-    """Plan, apply and commit (as the executor reports it) every pass until ``until``."""
+def test_scale_down_waves_under_a_pod_budget_defer_and_count_oversized_as_ome() -> None:
+    # 4 Instances of 2 pods, a budget of 1 pod: each wave admits one Instance alone (over
+    # the whole budget: oversized), the others wait for it to go
+    world = _world(4, scale_down_pod_batch_size=1)
+    m = Metrics()
+    _passes(world, m, until=30)
+    world.patch_replica({"spec": {"replicas": 1}})
+    seen: list[float] = []
+    _passes(world, m, until=world.now + 300, seen=seen)
+    assert world.status is not None and len(world.status.instances) == 1
+    assert seen[0] == 2 and seen[-1] == 0
+    assert 1 in seen  # after the first Instance went, one still waited
+    assert m.sample("ome_omenative_scale_down_oversized_batch_total",
+                    {"component": "engine"}) == 3
+    batch = "ome_omenative_scale_down_batch_pods"
+    assert m.sample(batch + "_count", {"component": "engine"}) == 3
+    assert m.sample(batch + "_sum", {"component": "engine"}) == 6
+
+
+def _passes(world: World, m: Metrics, until: float,
+            seen: list[float] | None = None) -> None:
+    """Plan, apply and commit (as the executor reports it) every pass until ``until``;
+    ``seen`` gets the deferred-Instances gauge after each."""
     while world.now <= until:
         snap = world.snapshot()
         p = plan(snap)
         c = ctx({"instanceStatuses": []}, snap.replica.status)
+        m.ome.planned_wave(c.key, p.scale_down_wave)
         label = m.ome.status_write(c, body({}), 10)
         m.ome.status_committed(c, body({}), label, p.status, pods=lambda _key, s=snap: s.pods)
+        if seen is not None:
+            seen.append(m.sample("ome_omenative_scale_down_deferred_instances", IDENT))
         if p.actions:
             world.apply(p)
             continue
@@ -214,7 +242,7 @@ def test_pod_create_to_ready_is_observed_once_per_created_instance_from_its_firs
     _passes(world, m, until=60)
     assert world.status is not None
     assert [r.phase for r in world.status.instances] == ["Ready", "Ready"]
-    ident = {"namespace": "demo", "isvc": "chat", "component": "engine"}
+    ident = IDENT
     hist = "ome_omenative_pod_create_to_ready_seconds"
     # both Instances' pods were created at t=0 and were Ready 3 + 4 s later
     assert m.sample(hist + "_count", ident) == 2
