@@ -68,11 +68,7 @@ from omenative_controller.create_errors import CreateErrorStore
 from omenative_controller.create_pipeline import CreatePipeline
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import (
-    INFERENCE_REPLICAS,
-    PODS,
-    Resource,
-)
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, Resource
 from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
 from omenative_controller.ome_series import WriteResult, encoding_label
@@ -224,6 +220,9 @@ class Executor:
         run with a failure (``failed_index`` is the first failed action's position)."""
         result = ApplyResult()
         actions = status_first(plan.actions)
+        if self.metrics is not None:  # Instances by phase, rollout progress, scale-down
+            self.metrics.planned(ctx, plan, changed=bool(actions) and
+                                 type(actions[0]) is UpdateStatus)
         batch = plan.scale_up_batch  # the core's, under scaleUpPodBatchSize: no 2nd bound
         actions, result.deferred_creates = ((actions, batch.deferred_pods) if batch else
                                             bound_creates(actions, self.creates_per_pass))
@@ -445,7 +444,7 @@ class Executor:
                                    else WriteResult.ERROR)
             raise self._replica_conflict(exc, "status update") from None
         if ome is not None:
-            ome.status_committed(ctx, body, label, action.status)
+            ome.status_committed(ctx, body, label, action.status, pods=self.pods_of)
         self._wrote_replica(ctx, obj)
 
     async def _check_status_size(self, body: JSON, size: int, ctx: PassContext) -> None:

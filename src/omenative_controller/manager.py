@@ -379,7 +379,7 @@ class Manager:
             await pipeline.cancel()
         await cancel_and_wait(self._workers)
         self._workers = []
-        self.metrics.queue_depth.set(0)
+        self.metrics.stopped_leading()
         log.info("manager.standby")
 
     # ------------------------------------------------------------------ background loops

@@ -6,7 +6,8 @@
   included), write calls, API errors, status bytes per InferenceReplica, held status
   writes, the wait for a worker (by queue lane) and for an in-flight slot, leadership,
   cache sizes and watch restarts, admission answers by code; OME's ``ome_omenative_*``
-  series beside them (``Metrics.ome``, ome_series.py).
+  series beside them (``Metrics.ome``, ome_series.py); Instances by phase and rollout
+  progress per replica (``Metrics.replicas``, replica_gauges.py).
 * An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
   (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
 * structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
@@ -32,6 +33,7 @@ from prometheus_client import (
 )
 
 from omenative_controller.ome_series import OMESeries
+from omenative_controller.replica_gauges import ReplicaGauges
 
 __all__ = ["WRITE_VERBS", "Metrics", "ProbeServer", "configure_logging"]
 
@@ -151,6 +153,8 @@ class Metrics:
         )
         #: OME's ``ome_omenative_*`` series (ome_series.py), beside these
         self.ome = OMESeries(r)
+        #: Instances by phase and rollout progress per replica (replica_gauges.py)
+        self.replicas = ReplicaGauges(r)
 
     # ------------------------------------------------------------------ observers
 
@@ -172,10 +176,24 @@ class Metrics:
             self.api_errors.labels(verb, resource, code).inc()
 
     def forget_status_bytes(self, namespace: str, replica: str) -> None:
-        """Drop the status size series (ours and OME's) of a deleted InferenceReplica."""
+        """Drop the per-replica series (status sizes, ours and OME's; Instances by phase;
+        rollout progress) of a deleted InferenceReplica."""
         with contextlib.suppress(KeyError):
             self.status_bytes.remove(namespace, replica)
         self.ome.forget(namespace, replica)
+        self.replicas.forget(namespace, replica)
+
+    def planned(self, ctx: Any, plan: Any, *, changed: bool) -> None:
+        """A pass over ``ctx`` (a ``PassContext``) planned ``plan`` (``changed``: its status
+        differs from the stored one): Instances by phase, rollout progress, and the
+        scale-down wave OME's series count once the status commits."""
+        self.replicas.observe(ctx, plan.status, changed=changed)
+        self.ome.planned_wave(ctx.key, plan.scale_down_wave)
+
+    def stopped_leading(self) -> None:
+        """The manager no longer leads: no queue, and no per-replica state to report."""
+        self.queue_depth.set(0)
+        self.replicas.clear()
 
     def webhook_answered(self, path: str, code: int) -> None:
         """Count one admission answer (the webhook server's ``on_answer`` hook)."""

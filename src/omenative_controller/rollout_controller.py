@@ -108,6 +108,11 @@ class RolloutController:
         """The ISVC has no rollout groups (any more): drop what waits for it."""
         self._answers.pop(uid, None)
 
+    def isvc_gone(self, namespace: str, name: str) -> None:
+        """The ISVC was deleted: drop OME's series labelled with it."""
+        if self.ome_series is not None:
+            self.ome_series.forget_isvc(namespace, name)
+
     async def pairing_tokens(self, isvc: InferenceService) -> dict[str, dict[str, str | None]]:
         """By component, the pairing token of each revision stored for ``isvc``."""
         page = await self.client.list(CONTROLLER_REVISIONS, isvc.namespace,
@@ -134,9 +139,9 @@ class RolloutController:
         last written or cached); returns seconds until the next look."""
         d = rp.decision
         if self.ome_series is not None:
-            self.ome_series.group_transitions(isvc.namespace, isvc.name, (
-                (i, rp.phases_before[i], g.phase.value) for i, g in enumerate(d.state.groups)
-                if i < len(rp.phases_before)))
+            self.ome_series.rollout_groups(isvc.namespace, isvc.name, (
+                (i, rp.phases_before[i] if i < len(rp.phases_before) else g.phase.value,
+                 g.phase.value, g.failure.value) for i, g in enumerate(d.state.groups)))
         for ev in d.events:
             await self._event(_reference(raw, "InferenceService"), ev.type, ev.reason,
                               ev.message)

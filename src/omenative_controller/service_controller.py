@@ -221,6 +221,8 @@ class ServiceController:
         key = object_key(namespace, str(obj["metadata"]["name"]))
         if new is None:
             self.queue.discard(key)
+            self.rollout.isvc_gone(str(obj["metadata"].get("namespace") or namespace or ""),
+                                   str(obj["metadata"]["name"]))
             return
         self.queue.add(key)
 

@@ -5,8 +5,9 @@ rules``, from the same Debian package as the Prometheus the tests run): it fires
 condition holds for its ``for`` and stays quiet when it does not, on series spelled as the
 manager exports them (``pod`` as Kubernetes discovery adds it). Then one live check: a real
 Prometheus loads the rules, scrapes a running manager, sees OME's ``ome_omenative_*`` series
-after a status write, keeps OMEControllerDown inactive while the manager leads and fires it
-once the manager is gone.
+after a status write, runs every query of the Grafana dashboard (its Instances-by-phase and
+rollout-progress panels show the replica), keeps OMEControllerDown inactive while the
+manager leads and fires it once the manager is gone.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ pytestmark = [pytest.mark.integration]
 pytest_plugins = ["manager_fixtures"]
 
 RULES = REPO / "config" / "monitoring" / "prometheusrule.yaml"
+DASHBOARD = REPO / "config" / "grafana" / "omenative-dashboard.json"
 POD = 'pod="omenative-manager-7c9d5b8f4-kx2mq"'
 ALERTS = ("OMEControllerDown", "OMEWebhookFailing", "OMEServiceUnavailable",
           "OMEMassRolloutFailure", "OMEReconcileStalled")
@@ -193,6 +195,37 @@ def _alert_state(server: PrometheusServer, alert: str) -> str:
     return "inactive"
 
 
+async def _dashboard_answers(server: PrometheusServer, namespace: str) -> None:
+    """Every query of the Grafana dashboard is PromQL this Prometheus runs (a bad one is an
+    HTTP 400), and the Instances-by-phase and rollout-progress panels show the one replica:
+    one Instance (Ready) over the eight phase series, its component 100% updated-ready and
+    serving."""
+    dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = {p["title"]: [t["expr"] for t in p["targets"]] for p in dash["panels"]}
+    for queries in exprs.values():
+        for q in queries:
+            await asyncio.to_thread(_query, server, q.replace("$__rate_interval", "1m"))
+    progress = [q for t, qs in exprs.items() if t.startswith("Rollout progress") for q in qs]
+    assert len(progress) == 2
+    seen: dict[str, Any] = {}
+
+    async def panels() -> bool:
+        phases = await asyncio.to_thread(_query, server, exprs["Instances by phase"][0])
+        seen["phases"] = {r["metric"].get("phase"): r["value"][1] for r in phases}
+        seen["shares"] = [[(r["metric"], r["value"][1]) for r in await asyncio.to_thread(
+            _query, server, q) if r["metric"].get("namespace") == namespace] for q in progress]
+        # standalone: isvc="" (Prometheus drops an empty label); Ready, updated and serving
+        return (len(phases) == 8 and sum(float(r["value"][1]) for r in phases) == 1
+                and seen["phases"].get("Ready") == "1"
+                and all(len(s) == 1 and s[0][0] == {"namespace": namespace,
+                                                    "component": "engine"}
+                        and float(s[0][1]) == 1 for s in seen["shares"]))
+    try:
+        await eventually(panels, timeout=60, what="the phase and progress panels")
+    except BaseException as exc:  # pytest.fail's Failed too: say what the panels showed
+        raise AssertionError(f"the panels showed {seen}") from exc
+
+
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_live_prometheus_scrapes_the_manager_and_fires_controller_down(
     start_manager: Callable[..., Any], kube: KubeClient, namespace: str, tmp_path: Path,
@@ -221,6 +254,7 @@ async def test_a_live_prometheus_scrapes_the_manager_and_fires_controller_down(
         await eventually(scraped, timeout=60, what="OME's status write series in Prometheus")
         leader = await asyncio.to_thread(_query, server, "omenative_leader")
         assert float(leader[0]["value"][1]) == 1
+        await _dashboard_answers(server, namespace)
 
         async def quiet() -> bool:  # it fires until the first scrapes are evaluated
             return await asyncio.to_thread(_alert_state, server,

@@ -16,7 +16,7 @@ from omenative_controller.observability import Metrics
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "config" / "grafana" / "omenative-dashboard.json"
 CHART_COPY = ROOT / "charts" / "omenative" / "files" / "grafana" / "omenative-dashboard.json"
-METRIC = re.compile(r"\bomenative_[a-z0-9_]+")
+METRIC = re.compile(r"\b(?:ome_)?omenative_[a-z0-9_]+")  # ours and OME's names
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
             "gauge": ("",), "summary": ("_sum", "_count", "")}
 
@@ -52,14 +52,32 @@ def test_the_dashboard_covers_the_operating_surface() -> None:
     used = {m for _, expr in queries() for m in METRIC.findall(expr)}
     for metric in ("omenative_pass_duration_seconds_bucket", "omenative_api_requests_in_flight",
                    "omenative_status_bytes", "omenative_advisor_free_gpus",
-                   "omenative_advisor_fragmentation_ratio", "omenative_queue_depth"):
+                   "omenative_advisor_fragmentation_ratio", "omenative_queue_depth",
+                   "omenative_instances", "omenative_rollout_instances"):
         assert metric in used, metric
+
+
+def test_instances_by_phase_and_rollout_progress_read_the_labels_the_manager_sets() -> None:
+    found = queries()
+    assert ("Instances by phase", "sum by (phase) (omenative_instances)") in found
+    progress = " ".join(e for t, e in found if t.startswith("Rollout progress"))
+    for state in ("updated_ready", "serving", "desired"):
+        assert f'omenative_rollout_instances{{state="{state}"}}' in progress
+    assert "sum by (namespace, isvc, component)" in progress
+    m = Metrics()
+    ident = {"namespace", "replica", "isvc", "component"}
+    assert set(m.replicas.instances._labelnames) == ident | {"phase"}
+    assert set(m.replicas.rollout._labelnames) == ident | {"state"}
 
 
 def test_a_metric_name_that_is_not_exported_is_caught() -> None:
     # the check itself: a counter without its _total suffix is not what Prometheus scrapes
     assert "omenative_actions" not in exported()
     assert "omenative_actions_total" in exported()
+    # OME's names are read whole, never as the omenative_ name inside them
+    assert METRIC.findall("rate(ome_omenative_rollout_group_transition_total[5m])") == [
+        "ome_omenative_rollout_group_transition_total"]
+    assert "ome_omenative_rollout_group_phase_total" in exported()
 
 
 def test_panels_are_laid_out_and_the_chart_carries_the_same_file() -> None:

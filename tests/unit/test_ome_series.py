@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sim_helpers import engine_manifest
+
 from omenative_controller.observability import Metrics
-from omenative_controller.ome_series import condemned_pods
+from omenative_controller.ome_series import condemned_pods, first_ready
 from omenative_controller.pass_context import PassContext
+from omenative_core.model import LifecycleConfig
 from omenative_core.model.status import InferenceReplicaStatus, InstanceOperation, InstanceStatus
+from omenative_core.planner import plan
+from omenative_core.rollout.phases import Failure as F
+from omenative_core.rollout.phases import GroupPhase as G
+from omenative_sim.world import ClusterSpec, World
 
 COLUMNAR = {"instanceStatusEncoding": "ColumnarV2", "instanceStatusColumns": {}}
 
@@ -116,3 +124,144 @@ def test_codec_errors_count_by_omes_reason() -> None:
     m.ome.codec_error("cardinality_limit")
     assert m.sample("ome_omenative_ir_status_codec_errors_total",
                     {"reason": "cardinality_limit"}) == 1
+
+
+# ---------------------------------------------------------------- OME's last four families
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def clocked(m: Metrics, seconds: list[float]) -> None:
+    """The series' clock reads ``T0 + seconds[0]`` (a test moves it by changing the list)."""
+    m.ome.clock = lambda: T0 + timedelta(seconds=seconds[0])
+
+
+def test_group_phases_count_every_committed_pass_and_failures_count_each_entry() -> None:
+    m = Metrics()
+    at = [0.0]
+    clocked(m, at)
+    passes: list[list[tuple[int, str, str, str]]] = [
+        [(0, G.PENDING, G.CANARYING, F.NONE), (1, G.STABLE, G.STABLE, F.NONE)],
+        [(0, G.CANARYING, G.CANARYING, F.NONE), (1, G.STABLE, G.STABLE, F.NONE)],
+        [(0, G.CANARYING, G.FAILED, F.READY_TIMEOUT), (1, G.STABLE, G.STABLE, F.NONE)],
+        [(0, G.FAILED, G.FAILED, F.READY_TIMEOUT), (1, G.STABLE, G.STABLE, F.NONE)],
+    ]
+    for moves in passes:
+        m.ome.rollout_groups("demo", "chat", moves)
+        at[0] += 30
+    phase = "ome_omenative_rollout_group_phase_total"
+    assert m.sample(phase, {"group": "0", "phase": "Canarying"}) == 2
+    assert m.sample(phase, {"group": "0", "phase": "Failed"}) == 2
+    assert m.sample(phase, {"namespace": "demo", "isvc": "chat", "group": "1",
+                            "phase": "Stable"}) == 4
+    # one entry into Failed, however many passes stay there; the reason is the group's failure
+    assert m.sample("ome_omenative_rollout_group_failure_total") == 1
+    assert m.sample("ome_omenative_rollout_group_failure_total", {
+        "namespace": "demo", "isvc": "chat", "group": "0", "reason": "ReadyTimeout"}) == 1
+    # Canarying was entered at t=0 and left at t=60
+    dwell = "ome_omenative_rollout_phase_duration_seconds"
+    assert m.sample(dwell + "_count", {"phase": "Canarying"}) == 1
+    assert m.sample(dwell + "_sum", {"phase": "Canarying"}) == 60
+    assert m.sample(dwell + "_bucket", {"phase": "Canarying", "le": "64.0"}) == 1
+    assert m.sample(dwell + "_bucket", {"phase": "Canarying", "le": "32.0"}) == 0
+    # Pending was entered before this manager looked: its dwell is unknown, not observed
+    assert m.sample(dwell + "_count", {"phase": "Pending"}) == 0
+
+
+def test_a_phase_first_seen_mid_run_is_not_timed_and_a_deleted_isvc_leaves_no_series() -> None:
+    m = Metrics()
+    at = [0.0]
+    clocked(m, at)
+    m.ome.rollout_groups("demo", "chat", [(0, G.PROMOTING, G.PROMOTING, F.NONE)])
+    at[0] = 90
+    m.ome.rollout_groups("demo", "chat", [(0, G.PROMOTING, G.STABLE, F.NONE)])
+    m.ome.rollout_groups("demo", "other", [(0, G.STABLE, G.STABLE, F.NONE)])
+    assert m.sample("ome_omenative_rollout_phase_duration_seconds_count") == 0
+    assert m.sample("ome_omenative_rollout_group_transition_total", {"isvc": "chat"}) == 1
+    m.ome.forget_isvc("demo", "chat")
+    left = {(s.name, s.labels.get("isvc")) for f in m.registry.collect() for s in f.samples
+            if s.name.startswith("ome_omenative_rollout_group") and s.name.endswith("_total")}
+    assert left == {("ome_omenative_rollout_group_phase_total", "other")}
+
+
+IDENT = {"namespace": "demo", "isvc": "chat", "component": "engine"}
+
+
+def _world(replicas: int = 2, **config: Any) -> World:
+    return World(ClusterSpec(nodes=4, gpus_per_node=2, pod_start_seconds=3,
+                             pod_ready_seconds=4.0),
+                 engine_manifest(replicas=replicas, workers=1),
+                 config=LifecycleConfig(**config))
+
+
+def test_scale_down_waves_under_a_pod_budget_defer_and_count_oversized_as_ome() -> None:
+    # 4 Instances of 2 pods, a budget of 1 pod: each wave admits one Instance alone (over
+    # the whole budget: oversized), the others wait for it to go
+    world = _world(4, scale_down_pod_batch_size=1)
+    m = Metrics()
+    _passes(world, m, until=30)
+    world.patch_replica({"spec": {"replicas": 1}})
+    seen: list[float] = []
+    _passes(world, m, until=world.now + 300, seen=seen)
+    assert world.status is not None and len(world.status.instances) == 1
+    assert seen[0] == 2 and seen[-1] == 0
+    assert 1 in seen  # after the first Instance went, one still waited
+    assert m.sample("ome_omenative_scale_down_oversized_batch_total",
+                    {"component": "engine"}) == 3
+    batch = "ome_omenative_scale_down_batch_pods"
+    assert m.sample(batch + "_count", {"component": "engine"}) == 3
+    assert m.sample(batch + "_sum", {"component": "engine"}) == 6
+
+
+def _passes(world: World, m: Metrics, until: float,
+            seen: list[float] | None = None) -> None:
+    """Plan, apply and commit (as the executor reports it) every pass until ``until``;
+    ``seen`` gets the deferred-Instances gauge after each."""
+    while world.now <= until:
+        snap = world.snapshot()
+        p = plan(snap)
+        c = ctx({"instanceStatuses": []}, snap.replica.status)
+        m.ome.planned_wave(c.key, p.scale_down_wave)
+        label = m.ome.status_write(c, body({}), 10)
+        m.ome.status_committed(c, body({}), label, p.status, pods=lambda _key, s=snap: s.pods)
+        if seen is not None:
+            seen.append(m.sample("ome_omenative_scale_down_deferred_instances", IDENT))
+        if p.actions:
+            world.apply(p)
+            continue
+        nxt = world.next_event_time()
+        if nxt is None:
+            return
+        world.advance(nxt)
+
+
+def test_pod_create_to_ready_is_observed_once_per_created_instance_from_its_first_pod() -> None:
+    world = _world()
+    m = Metrics()
+    m.ome.clock = lambda: world.time(world.now)
+    _passes(world, m, until=60)
+    assert world.status is not None
+    assert [r.phase for r in world.status.instances] == ["Ready", "Ready"]
+    ident = IDENT
+    hist = "ome_omenative_pod_create_to_ready_seconds"
+    # both Instances' pods were created at t=0 and were Ready 3 + 4 s later
+    assert m.sample(hist + "_count", ident) == 2
+    assert m.sample(hist + "_sum", ident) == 14
+    assert m.sample(hist + "_bucket", {**ident, "le": "8.0"}) == 2
+    assert m.sample(hist + "_bucket", {**ident, "le": "4.0"}) == 0
+    # later passes (nothing newly Ready) observe nothing more; the ISVC's deletion drops it
+    _passes(world, m, until=120)
+    assert m.sample(hist + "_count", ident) == 2
+    m.ome.forget_isvc("demo", "chat")
+    assert hist + "_count" not in {s.name for f in m.registry.collect() for s in f.samples}
+
+
+def test_first_ready_needs_a_create_that_ends_ready() -> None:
+    creating = InstanceStatus(index=0, phase="Creating",
+                              operation=InstanceOperation(id="c", type="Create"))
+    restarting = InstanceStatus(index=1, phase="Restarting",
+                                operation=InstanceOperation(id="r", type="Restart"))
+    ready0, ready1 = (InstanceStatus(index=i, phase="Ready") for i in (0, 1))
+    assert first_ready(status(creating, restarting), status(ready0, ready1)) == [(0, 1)]
+    assert first_ready(status(ready0), status(ready0)) == []
+    assert first_ready(None, status(ready0)) == []
