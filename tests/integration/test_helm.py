@@ -222,9 +222,21 @@ def test_default_values_render_the_kustomize_install(helm_home: Path) -> None:
 
 def test_the_webhook_option_renders_config_webhook_and_serves_it(helm_home: Path) -> None:
     chart = template(helm_home, "--set", "omenative.webhook.enabled=true")
-    extra = [o for o in chart if key(o) not in {key(r) for r in kustomize(REPO / "config")}]
+    hooks = [o for o in chart if "helm.sh/hook" in o["metadata"].get("annotations", {})]
+    extra = [o for o in chart if key(o) not in {key(r) for r in kustomize(REPO / "config")}
+             and o not in hooks]
     problems = differences(extra, kustomize(REPO / "config" / "webhook"))
     assert not problems, "\n".join(problems)
+    # and Helm's own: the Job that holds `helm install` until the API server reaches it
+    assert sorted((o["kind"], o["metadata"]["annotations"]["helm.sh/hook"]) for o in hooks) \
+        == sorted((kind, "post-install,post-upgrade")
+                  for kind in ("ServiceAccount", "Role", "RoleBinding", "Job"))
+    (role,) = [o for o in hooks if o["kind"] == "Role"]
+    assert role["rules"] == [{"apiGroups": ["ome.io"], "resources": ["inferenceservices"],
+                              "verbs": ["create"]}]
+    assert not [o for o in template(helm_home, "--set", "omenative.webhook.enabled=true",
+                                    "--set", "omenative.webhook.installCheck.enabled=false")
+                if o["kind"] == "Job"]
     container = deployment(chart)["spec"]["template"]["spec"]["containers"][0]
     assert "--webhook-port=9443" in container["args"]
     assert {"name": "webhook", "containerPort": 9443, "protocol": "TCP"} in container["ports"]
@@ -345,6 +357,33 @@ def test_bad_image_and_election_values_are_refused_by_the_schema(
     done = helm(helm_home, "template", RELEASE, str(CHART), "--set", setting, check=False)
     assert done.returncode != 0
     assert named in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("lease", "renew", "retry"), [
+    ("10s", "10s", "2s"),        # the deadline must end before the Lease does
+    ("15s", "1m", "2s"),         # units differ: 1m is 60 s
+    ("15s", "10s", "10s"),       # at least two tries per deadline
+    ("15s", "10s", "0s"),
+])
+def test_leader_election_timings_out_of_order_are_refused(
+        helm_home: Path, lease: str, renew: str, retry: str) -> None:
+    done = helm(helm_home, "template", RELEASE, str(CHART),
+                "--set", f"ome.controller.leaderElection.leaseDuration={lease}",
+                "--set", f"ome.controller.leaderElection.renewDeadline={renew}",
+                "--set", f"ome.controller.leaderElection.retryPeriod={retry}", check=False)
+    assert done.returncode != 0
+    assert (f"ome.controller.leaderElection: leaseDuration ({lease}) > renewDeadline "
+            f"({renew}) > retryPeriod ({retry}) > 0 is required") in done.stderr, done.stderr
+    assert not done.stdout
+
+
+def test_leader_election_timings_compare_across_units(helm_home: Path) -> None:
+    chart = template(helm_home, "--set", "ome.controller.leaderElection.leaseDuration=1m30s",
+                     "--set", "ome.controller.leaderElection.renewDeadline=1m",
+                     "--set", "ome.controller.leaderElection.retryPeriod=1500ms")
+    args = deployment(chart)["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert {"--lease-duration=1m30s", "--renew-deadline=1m", "--retry-period=1500ms"} <= \
+        set(args)
 
 
 def test_an_ome_values_file_carries_over(helm_home: Path, tmp_path: Path) -> None:

@@ -106,3 +106,33 @@ cluster (lookup), so the old pods keep being called while the new ones roll out.
 {{- end -}}
 {{- toJson (get .Values "_omenativeWebhookCert") -}}
 {{- end -}}
+
+{{/*
+A Go duration ("15s", "1m30s", "500ms"; values.schema.json has checked its form) in
+seconds, as a string for float64.
+*/}}
+{{- define "omenative.seconds" -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $total = addf $total (mulf (float64 $number) (index $units (trimPrefix $number .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+Refuse leader-election timings the manager would refuse at start (leader.py, client-go's
+rule): retryPeriod < renewDeadline < leaseDuration. A leader that could not renew for
+renewDeadline stops acting, and that must happen before its Lease expires and a standby
+takes it; it tries every retryPeriod, so it needs more than one try per deadline.
+*/}}
+{{- define "omenative.checkLeaderElection" -}}
+{{- $le := .Values.ome.controller.leaderElection -}}
+{{- $lease := include "omenative.seconds" $le.leaseDuration | float64 -}}
+{{- $renew := include "omenative.seconds" $le.renewDeadline | float64 -}}
+{{- $retry := include "omenative.seconds" $le.retryPeriod | float64 -}}
+{{- if not (and (gt $retry 0.0) (lt $retry $renew) (lt $renew $lease)) -}}
+{{- fail (printf "ome.controller.leaderElection: leaseDuration (%s) > renewDeadline (%s) > retryPeriod (%s) > 0 is required: a leader that cannot renew its Lease for renewDeadline steps down, which must happen before the Lease expires (leaseDuration) and a standby takes it, and it retries every retryPeriod (client-go's rule; the manager refuses other timings at start)" $le.leaseDuration $le.renewDeadline $le.retryPeriod) -}}
+{{- end -}}
+{{- end -}}
