@@ -196,6 +196,14 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False))
 
 
+def _echo_doc(value: Any, output: str) -> None:
+    """A report or object as ``-o json`` or ``-o yaml`` (keys in the report's order)."""
+    if output == "yaml":
+        click.echo(yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip())
+    else:
+        _echo_json(value)
+
+
 # ---------------------------------------------------------------------------- writes
 
 

@@ -9,6 +9,7 @@ the rollout groups of InferenceServices.
     kubectl ome advise -A
     kubectl ome handover llama
     kubectl ome wait llama --for=condition=Ready --timeout=30m
+    kubectl ome runtime effective llama
 
 Reads print a table (or ``-o json``). Every write shows what will change on which object,
 asks ``[y/N]`` unless ``--yes`` is given, and carries the resourceVersion it read, so a
@@ -42,6 +43,7 @@ from omenative_controller.cli.kubectl_handover import handover
 from omenative_controller.cli.kubectl_instance import instance
 from omenative_controller.cli.kubectl_migration import migration, scale
 from omenative_controller.cli.kubectl_rollout import rollout
+from omenative_controller.cli.kubectl_runtime import runtime
 from omenative_controller.cli.kubectl_wait import wait_cmd
 from omenative_controller.service_controller import INFERENCE_SERVICES
 
@@ -49,7 +51,7 @@ __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "INFERENCE_SERVICES"
            "cli", "main"]
 
 for _command in (instance, rollout, migration, scale, advise_cmd, handover, wait_cmd,
-                 get_cmd):
+                 get_cmd, runtime):
     cli.add_command(_command)
 
 
