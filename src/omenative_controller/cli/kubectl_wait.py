@@ -43,7 +43,7 @@ class _Tally:
 async def _replicas_for(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
                         tally: _Tally) -> list[JSON]:
     """The InferenceReplicas the predicate reads: the named one, or the service's."""
-    if spec.kind == "condition":
+    if spec.kind in ("condition", "rollout", "runtime-sync"):
         return []
     tally.got()
     if spec.ir_name:
@@ -84,13 +84,16 @@ async def _wait(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
 @click.command("wait")
 @click.argument("name")
 @click.option("--for", "predicate", required=True,
-              help="condition=Ready[=True|False|Unknown], migration=terminal, "
-                   "replicas=ready|current or held-revision=unheld.")
+              help="condition=Ready[=True|False|Unknown], rollout=stable|failed|rolled-back, "
+                   "migration=terminal, replicas=ready|current, runtime-sync=acknowledged "
+                   "or held-revision=unheld.")
 @click.option("--component", default=None,
               help="IR component for replica or held-revision waits: engine, decoder, router.")
 @click.option("--replicas", type=int, default=None,
               help="Exact count: >= 0 for replicas=ready, >= 1 for replicas=current.")
-@click.option("--request-id", default=None, help="Canonical UUID for migration=terminal.")
+@click.option("--request-id", default=None,
+              help="Canonical UUID for migration=terminal; canonical v4 UUID for "
+                   "runtime-sync=acknowledged.")
 @click.option("--revision", default=None,
               help="Full ISVC-COMPONENT-HASH revision, for held-revision=unheld.")
 @click.option("--ir-name", default=None, help="The InferenceReplica's exact name.")
