@@ -44,7 +44,7 @@ from omenative_controller.service_sources import (
     SERVING_RUNTIMES,
 )
 from omenative_core.codec import CodecError
-from omenative_core.service import InferenceService
+from omenative_core.service import InferenceService, ServingRuntime
 from omenative_core.service.models import ModelRef, find_model
 from omenative_core.service.runtime_pin import ANNOTATION_RUNTIME_SYNC, LABEL_RUNTIME_OF
 
@@ -70,7 +70,7 @@ async def _list(kube: KubeClient, res: Resource, namespace: str | None,
     return items
 
 
-class _Evidence:
+class Evidence:
     """What the runtime verbs read: the InferenceService, runtimes, models, revisions and
     (for ``sync``) the namespace's InferenceReplicas."""
 
@@ -90,6 +90,22 @@ class _Evidence:
         except (CodecError, ValueError) as exc:
             raise CliError(f"collect runtime evidence: {exc}") from None
 
+    def active_runtime(self, rep: ro.Effective) -> ServingRuntime | None:
+        """The runtime the InferenceService is meant to run: the pinned revision's spec
+        over the live runtime's metadata, else the live (merged) runtime."""
+        live = rep.live_runtime
+        if not rep.active.revision or rep.active.state != "Available":
+            return live
+        rev = next((r for r in self.revisions
+                    if r["metadata"].get("name") == rep.active.revision), None)
+        if rev is None:
+            return live
+        spec = dict((rev.get("data") or {}).get("spec") or {})
+        base = live.raw if live is not None else {
+            "kind": rep.active.kind, "metadata": {"name": rep.active.name,
+                                                  "namespace": rep.namespace}}
+        return ServingRuntime({**base, "spec": spec})
+
     def fingerprint(self) -> tuple[Any, ...]:
         """resourceVersions of everything read: equal means nothing changed in between."""
         def rvs(objs: list[JSON]) -> tuple[tuple[str, str], ...]:
@@ -99,8 +115,11 @@ class _Evidence:
                 rvs(self.revisions), rvs(self.replicas))
 
 
-async def _collect(kube: KubeClient, target: Target, name: str, ome_ns: str, *,
-                   replicas: bool = False) -> _Evidence:
+async def collect_evidence(kube: KubeClient, target: Target, name: str, ome_ns: str, *,
+                           replicas: bool = False) -> Evidence:
+    """Read what the runtime (and autoscale) verbs judge: the InferenceService ``name``, the
+    runtimes and models it can see, the runtime revisions in ``ome_ns`` and, with
+    ``replicas``, the namespace's InferenceReplicas."""
     isvc = await _get_isvc(kube, target, name)
     ns = target.namespace
     runtimes = await _list(kube, SERVING_RUNTIMES, ns) + \
@@ -108,7 +127,7 @@ async def _collect(kube: KubeClient, target: Target, name: str, ome_ns: str, *,
     models = await _list(kube, BASE_MODELS, ns) + await _list(kube, CLUSTER_BASE_MODELS, None)
     revisions = await _list(kube, CONTROLLER_REVISIONS, ome_ns, LABEL_RUNTIME_OF)
     irs = await _list(kube, INFERENCE_REPLICAS, ns) if replicas else []
-    return _Evidence(isvc, runtimes, models, revisions, irs)
+    return Evidence(isvc, runtimes, models, revisions, irs)
 
 
 def _stamp() -> str:
@@ -128,7 +147,7 @@ def runtime() -> None:
 @click.pass_obj
 def effective_cmd(target: Target, name: str, ome_namespace: str, output: str) -> None:
     """Show the runtime an InferenceService uses (Live) and the one it is pinned to (Active)."""
-    ev = _run(target, lambda kube: _collect(kube, target, name, ome_namespace))
+    ev = _run(target, lambda kube: collect_evidence(kube, target, name, ome_namespace))
     rep = ev.effective()
     if output in ("json", "yaml"):
         _echo_doc(ro.effective_json(rep, _stamp()), output)
@@ -144,7 +163,7 @@ def effective_cmd(target: Target, name: str, ome_namespace: str, output: str) ->
 @click.pass_obj
 def history_cmd(target: Target, name: str, ome_namespace: str, output: str) -> None:
     """List the revisions kept for an InferenceService's runtime, newest first."""
-    ev = _run(target, lambda kube: _collect(kube, target, name, ome_namespace))
+    ev = _run(target, lambda kube: collect_evidence(kube, target, name, ome_namespace))
     rep = ev.effective()
     rows = ro.history_rows(rep, ev.isvc, ev.revisions)
     if output in ("json", "yaml"):
@@ -220,7 +239,8 @@ def sync_cmd(target: Target, name: str, dry_run: str, yes: bool, ome_namespace: 
              output: str) -> None:
     """Alpha. Ask the controller to move a pinned InferenceService to its runtime's current
     spec (``ome.io/runtime-sync``)."""
-    ev = _run(target, lambda kube: _collect(kube, target, name, ome_namespace, replicas=True))
+    ev = _run(target, lambda kube: collect_evidence(kube, target, name, ome_namespace,
+                                                    replicas=True))
     rep = ev.effective()
     refusal = rv.sync_refusal(rep, ev.isvc, ev.replicas)
     if refusal is not None:
@@ -249,13 +269,13 @@ def sync_cmd(target: Target, name: str, dry_run: str, yes: bool, ome_namespace: 
         click.echo(rv.action_result_table(result))
 
 
-def _send(target: Target, name: str, ome_ns: str, before: _Evidence, dry_run: str,
+def _send(target: Target, name: str, ome_ns: str, before: Evidence, dry_run: str,
           request_id: str) -> None:
     """Read everything again, refuse (exit 3) if anything checked changed, then write the
     token (not under ``--dry-run client``)."""
 
     async def work(kube: KubeClient) -> None:
-        again = await _collect(kube, target, name, ome_ns, replicas=True)
+        again = await collect_evidence(kube, target, name, ome_ns, replicas=True)
         if again.fingerprint() != before.fingerprint() or \
                 rv.sync_refusal(again.effective(), again.isvc, again.replicas) is not None:
             raise CliError("runtime sync safety snapshot changed; refresh runtime effective "

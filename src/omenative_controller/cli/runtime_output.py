@@ -49,10 +49,11 @@ from omenative_core.service.runtime_pin import (
 )
 from omenative_core.service.runtime_select import incompatibility
 
-__all__ = ["COMPONENTS", "Effective", "HistoryRow", "View", "decode_isvc", "decode_models",
-           "decode_runtimes", "drift_state", "effective", "effective_json", "effective_table",
-           "effective_wide", "generation_state", "history_json", "history_rows",
-           "history_table", "report", "revision_problems", "runtime_label", "sync_state"]
+__all__ = ["COMPONENTS", "Effective", "HistoryRow", "View", "components_of", "decode_isvc",
+           "decode_models", "decode_runtimes", "drift_state", "effective", "effective_json",
+           "effective_table", "effective_wide", "generation_state", "history_json",
+           "history_rows", "history_table", "report", "revision_problems", "runtime_label",
+           "sync_state"]
 
 COMPONENTS = ("engine", "decoder", "router")
 """The components of an InferenceService, in OME's order."""
@@ -142,7 +143,9 @@ def decode_models(objects: Sequence[Mapping[str, Any]]) -> list[BaseModel]:
     return out
 
 
-def _components(isvc: InferenceService, runtime: ServingRuntime | None) -> list[str]:
+def components_of(isvc: InferenceService, runtime: ServingRuntime | None) -> list[str]:
+    """The components the InferenceService has (the engine also when only its runtime
+    configures it), in OME's order."""
     return [c for c in COMPONENTS
             if isvc.component(c) is not None or (c == "engine" and runtime is not None
                                                  and runtime.config(c) is not None)]
@@ -151,7 +154,7 @@ def _components(isvc: InferenceService, runtime: ServingRuntime | None) -> list[
 def _modes(isvc: InferenceService, runtime: ServingRuntime | None) -> tuple[
         tuple[str, str, str], ...]:
     out = []
-    for comp in _components(isvc, runtime):
+    for comp in components_of(isvc, runtime):
         res = explain_mode(isvc, runtime, comp)
         out.append((comp, res.mode, res.source))
     return tuple(out)
