@@ -237,3 +237,31 @@ def test_reports_print_as_yaml_too() -> None:
     assert doc["kind"] == "RuntimeEffectiveReport"
     assert yaml.safe_load(yaml.safe_dump(doc)) == doc
     assert doc["content"]["service"]["pin"] == {"mode": "ManagedPin", "state": "Resolved"}
+
+
+READ_VERBS = [["get", "isvc"], ["instance", "list", "x"], ["instance", "status", "x", "0"],
+              ["instance", "retry-blocks", "x"], ["rollout", "status", "x"],
+              ["rollout", "history", "x"], ["migration", "status", "x"],
+              ["migration", "history", "x"], ["handover", "x"], ["advise"],
+              ["runtime", "effective", "x"], ["runtime", "history", "x"],
+              ["autoscale", "status", "x"], ["autoscale", "explain", "x"],
+              ["wait", "x", "--for=condition=Ready"]]
+
+
+def test_every_read_verb_takes_o_yaml(tmp_path: Any, capsys: Any) -> None:
+    """``-o yaml`` parses on every read verb: the command gets as far as the kubeconfig."""
+    from omenative_controller.cli.kubectl_ome import main
+    missing = str(tmp_path / "nope")
+    for verb in READ_VERBS:
+        code = main([*verb, "-o", "yaml", "--kubeconfig", missing, "-n", "ns"])
+        err = capsys.readouterr().err
+        assert code == 1 and f"kubeconfig {missing}" in err, (verb, code, err)
+
+
+def test_echo_doc_prints_yaml_in_the_reports_key_order(capsys: Any) -> None:
+    from omenative_controller.cli.kubectl_common import _echo_doc
+    doc = {"apiVersion": "cli.ome.io/v1alpha1", "kind": "X", "content": {"b": 1, "a": [1]}}
+    _echo_doc("yaml", doc)
+    text = capsys.readouterr().out
+    assert text.splitlines()[0] == "apiVersion: cli.ome.io/v1alpha1"
+    assert yaml.safe_load(text) == doc

@@ -25,6 +25,7 @@ from omenative_controller.cli.kubectl_common import (
     _echo_doc,
     _get_isvc,
     _now,
+    _output_wide,
     _run,
     get_or_none,
 )
@@ -104,8 +105,7 @@ def autoscale() -> None:
               help="Compare the status counts with the component's InferenceReplica.")
 @click.option("--live-scaler", is_flag=True,
               help="Inspect the HPA or KEDA ScaledObject the status names.")
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]),
-              default="table", show_default=True, help="Output format.")
+@_output_wide
 @_connection
 @click.pass_obj
 def status_cmd(target: Target, name: str, live_scale: bool, live_scaler: bool,
@@ -119,8 +119,8 @@ def status_cmd(target: Target, name: str, live_scale: bool, live_scaler: bool,
     components, unknown = _run(target, work)
     state = ao.service_state(components, unknown)
     if output in ("json", "yaml"):
-        _echo_doc(ao.status_json(target.namespace, name, state, components, unknown,
-                                 _stamp()), output)
+        _echo_doc(output, ao.status_json(target.namespace, name, state, components,
+                                         unknown, _stamp()))
     elif output == "wide":
         click.echo(ao.status_wide(state, components))
     else:
@@ -145,6 +145,6 @@ def explain_cmd(target: Target, name: str, ome_namespace: str, output: str) -> N
     columns = [ae.expect(isvc, runtime, comp, status)
                for comp in ro.components_of(isvc, runtime)]
     if output in ("json", "yaml"):
-        _echo_doc(ae.explain_json(target.namespace, name, columns, _stamp()), output)
+        _echo_doc(output, ae.explain_json(target.namespace, name, columns, _stamp()))
     else:
         click.echo(ae.explain_table(columns))

@@ -27,6 +27,7 @@ from omenative_controller.cli.kubectl_common import (
     _echo_doc,
     _get_isvc,
     _now,
+    _output_wide,
     _run,
 )
 from omenative_controller.kube.client import JSON, KubeClient
@@ -50,8 +51,6 @@ from omenative_core.service.runtime_pin import ANNOTATION_RUNTIME_SYNC, LABEL_RU
 
 _OME_NAMESPACE = click.option("--ome-namespace", default="ome", show_default=True,
                               help="Namespace where the OME control plane is installed.")
-_OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]),
-                       default="table", show_default=True, help="Output format.")
 
 
 async def _list(kube: KubeClient, res: Resource, namespace: str | None,
@@ -142,7 +141,7 @@ def runtime() -> None:
 @runtime.command("effective")
 @click.argument("name")
 @_OME_NAMESPACE
-@_OUTPUT
+@_output_wide
 @_connection
 @click.pass_obj
 def effective_cmd(target: Target, name: str, ome_namespace: str, output: str) -> None:
@@ -150,7 +149,7 @@ def effective_cmd(target: Target, name: str, ome_namespace: str, output: str) ->
     ev = _run(target, lambda kube: collect_evidence(kube, target, name, ome_namespace))
     rep = ev.effective()
     if output in ("json", "yaml"):
-        _echo_doc(ro.effective_json(rep, _stamp()), output)
+        _echo_doc(output, ro.effective_json(rep, _stamp()))
     else:
         click.echo(ro.effective_wide(rep) if output == "wide" else ro.effective_table(rep))
 
@@ -158,7 +157,7 @@ def effective_cmd(target: Target, name: str, ome_namespace: str, output: str) ->
 @runtime.command("history")
 @click.argument("name")
 @_OME_NAMESPACE
-@_OUTPUT
+@_output_wide
 @_connection
 @click.pass_obj
 def history_cmd(target: Target, name: str, ome_namespace: str, output: str) -> None:
@@ -167,7 +166,7 @@ def history_cmd(target: Target, name: str, ome_namespace: str, output: str) -> N
     rep = ev.effective()
     rows = ro.history_rows(rep, ev.isvc, ev.revisions)
     if output in ("json", "yaml"):
-        _echo_doc(ro.history_json(rep, rows, _stamp()), output)
+        _echo_doc(output, ro.history_json(rep, rows, _stamp()))
     else:
         click.echo(ro.history_table(rows, rep.issues, wide=output == "wide"))
 
@@ -232,7 +231,7 @@ def _explain_subject(target: Target, isvc_obj: JSON | None) -> InferenceService:
               show_default=True, help="Dry-run: none, client or server.")
 @click.option("--yes", "-y", is_flag=True, help="Confirm the exact preview without a prompt.")
 @_OME_NAMESPACE
-@_OUTPUT
+@_output_wide
 @_connection
 @click.pass_obj
 def sync_cmd(target: Target, name: str, dry_run: str, yes: bool, ome_namespace: str,
@@ -264,7 +263,7 @@ def sync_cmd(target: Target, name: str, dry_run: str, yes: bool, ome_namespace: 
     result = rv.action_result_json(rep, uid=uid, dry_run=dry_run, request_id=request_id,
                                    follow_up=follow)
     if output in ("json", "yaml"):
-        _echo_doc(result, output)
+        _echo_doc(output, result)
     else:
         click.echo(rv.action_result_table(result))
 

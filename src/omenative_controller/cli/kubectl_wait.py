@@ -17,8 +17,9 @@ from omenative_controller.cli.kubectl_common import (
     BUDGET_SECONDS,
     Target,
     _connection,
-    _echo_json,
+    _echo_doc,
     _now,
+    _output_wide,
     _run,
     get_or_none,
 )
@@ -101,8 +102,7 @@ async def _wait(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
 @click.option("--timeout", "timeout_text", default="1m0s", show_default=True,
               help="Positive wait timeout, at most 24h.")
 @click.option("--poll-interval", type=float, default=POLL_SECONDS, hidden=True)
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
-              show_default=True, help="Output format.")
+@_output_wide
 @_connection
 @click.pass_obj
 def wait_cmd(target: Target, name: str, predicate: str, component: str | None,
@@ -125,9 +125,10 @@ def wait_cmd(target: Target, name: str, predicate: str, component: str | None,
                                    max(poll_interval, 0.1), tally),
         budget=timeout + BUDGET_SECONDS)
     elapsed_ms = int((time.monotonic() - started) * 1000)
-    if output == "json":
-        _echo_json(wo.report_json(target.namespace, name, spec, outcome, last, elapsed_ms,
-                                  tally.counts, _now().strftime("%Y-%m-%dT%H:%M:%SZ")))
+    if output in ("json", "yaml"):
+        _echo_doc(output, wo.report_json(target.namespace, name, spec, outcome, last,
+                                         elapsed_ms, tally.counts,
+                                         _now().strftime("%Y-%m-%dT%H:%M:%SZ")))
     else:
         click.echo(wo.report_table(f"{target.namespace}/{name}", spec, outcome, last,
                                    elapsed_ms, tally.counts))
