@@ -18,8 +18,8 @@ other two verbs.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from attrs import field, frozen
 
@@ -57,6 +57,7 @@ __all__ = ["COMPONENTS", "Effective", "HistoryRow", "View", "components_of", "de
 
 COMPONENTS = ("engine", "decoder", "router")
 """The components of an InferenceService, in OME's order."""
+T = TypeVar("T")
 _KINDS = ("ServingRuntime", "ClusterServingRuntime")
 _DRIFT_CAUSES = ("RevisionMismatch", "RevisionMissing", "SourceRuntimeMissing",
                  "RuntimeMismatch")
@@ -121,26 +122,25 @@ class Effective:
     live_runtime: ServingRuntime | None = field(default=None, eq=False, repr=False)
 
 
-def decode_runtimes(objects: Sequence[Mapping[str, Any]]) -> list[ServingRuntime]:
-    """The runtimes that decode (a bad one is left out, as the manager does)."""
-    out: list[ServingRuntime] = []
+def _decoded(objects: Sequence[Mapping[str, Any]], decode: Callable[[object], T]) -> list[T]:
+    """The objects that decode (a bad one is left out, as the manager does)."""
+    out: list[T] = []
     for obj in objects:
         try:
-            out.append(runtime_from_json(obj))
+            out.append(decode(obj))
         except CodecError:
             continue
     return out
+
+
+def decode_runtimes(objects: Sequence[Mapping[str, Any]]) -> list[ServingRuntime]:
+    """The ServingRuntimes and ClusterServingRuntimes that decode."""
+    return _decoded(objects, runtime_from_json)
 
 
 def decode_models(objects: Sequence[Mapping[str, Any]]) -> list[BaseModel]:
     """The BaseModels and ClusterBaseModels that decode."""
-    out: list[BaseModel] = []
-    for obj in objects:
-        try:
-            out.append(basemodel_from_json(obj))
-        except CodecError:
-            continue
-    return out
+    return _decoded(objects, basemodel_from_json)
 
 
 def components_of(isvc: InferenceService, runtime: ServingRuntime | None) -> list[str]:
