@@ -68,14 +68,16 @@ async def _status_reports(kube: KubeClient, target: Target, isvc: Mapping[str, A
                           ) -> tuple[list[ao.ComponentReport], list[str]]:
     ns = target.namespace
     name = str(isvc["metadata"]["name"])
-    components = (isvc.get("status") or {}).get("components") or {}
-    unknown = sorted(k for k in components if k not in ro.COMPONENTS)
+    raw = (isvc.get("status") or {}).get("components")
+    components: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    unknown = sorted(str(k) for k in components if k not in ro.COMPONENTS)
     spec = isvc.get("spec") or {}
     out = []
     for comp in ro.COMPONENTS:
         if comp not in components and comp not in spec:
             continue
-        rep = ao.component_report(comp, components.get(comp) or {}, ns)
+        body = components.get(comp)
+        rep = ao.component_report(comp, body if isinstance(body, Mapping) else {}, ns)
         extra: dict[str, Any] = {}
         if rep.state == "NotReported":
             extra["scaler"] = await _scaler_of(kube, ns, f"{name}-{comp}")
