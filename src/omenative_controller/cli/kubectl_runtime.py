@@ -236,7 +236,7 @@ def _explain_subject(target: Target, isvc_obj: JSON | None) -> InferenceService:
 @click.pass_obj
 def sync_cmd(target: Target, name: str, dry_run: str, yes: bool, ome_namespace: str,
              output: str) -> None:
-    """Alpha. Ask the controller to move a pinned InferenceService to its runtime's current
+    """(alpha) Ask the controller to move a pinned InferenceService to its runtime's current
     spec (``ome.io/runtime-sync``)."""
     ev = _run(target, lambda kube: collect_evidence(kube, target, name, ome_namespace,
                                                     replicas=True))
