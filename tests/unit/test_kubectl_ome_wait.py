@@ -60,7 +60,7 @@ def test_predicates_are_spelled_as_in_omes_report() -> None:
 
 
 @pytest.mark.parametrize(("predicate", "given", "message"), [
-    ("rollout=stable", {}, "not supported"),
+    ("rollout=done", {}, "not supported"),
     ("condition=Ready=Maybe", {}, "not supported"),
     ("condition=Ready", {"request_id": REQ}, "does not take --request-id"),
     ("migration=terminal", {}, "needs --request-id"),

@@ -23,7 +23,7 @@ from omenative_controller.cli.kubectl_common import (
     CliError,
     Target,
     _connection,
-    _echo_json,
+    _echo_doc,
     _fail,
     _now,
     _output,
@@ -163,8 +163,8 @@ def advise_cmd(target: Target, all_namespaces: bool, apply_moves: bool, max_move
     namespace = None if all_namespaces else target.namespace
     config = AdvisorConfig(bad_gpu_conditions=bad, max_moves_per_gang=max_moves)
     advice = _advise_once(target, namespace, config_namespace, config)
-    if output == "json":
-        _echo_json(advice_json(advice))
+    if output in ("json", "yaml"):
+        _echo_doc(output, advice_json(advice))
     else:
         click.echo(format_advice(advice))
     if not apply_moves or not advice.recommendations:

@@ -196,6 +196,14 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=False))
 
 
+def _echo_doc(output: str, value: Any) -> None:
+    """A report or object as ``-o json`` or ``-o yaml`` (keys in the report's order)."""
+    if output == "yaml":
+        click.echo(yaml.safe_dump(value, sort_keys=False, default_flow_style=False).rstrip())
+    else:
+        _echo_json(value)
+
+
 # ---------------------------------------------------------------------------- writes
 
 
@@ -269,8 +277,11 @@ def _fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise CliError(message, code)
 
 
-_output = click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table",
-                       show_default=True, help="Output format.")
+_output = click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]),
+                       default="table", show_default=True, help="Output format.")
+_output_wide = click.option("-o", "--output",
+                            type=click.Choice(["table", "wide", "json", "yaml"]),
+                            default="table", show_default=True, help="Output format.")
 _component = click.option("--component", default=None,
                           help="Component (engine/decoder/router): NAME is then an "
                                "InferenceService and the replica is NAME-COMPONENT.")

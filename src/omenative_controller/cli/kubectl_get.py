@@ -9,9 +9,10 @@ from omenative_controller.cli import get_output as go
 from omenative_controller.cli.kubectl_common import (
     Target,
     _connection,
-    _echo_json,
+    _echo_doc,
     _fail,
     _now,
+    _output_wide,
     _run,
 )
 from omenative_controller.kube.client import JSON, KubeClient
@@ -58,8 +59,7 @@ async def _read(kube: KubeClient, kind: str, name: str | None, namespace: str | 
 @click.argument("name", required=False)
 @click.option("-A", "--all-namespaces", is_flag=True, help="List across all namespaces.")
 @click.option("-l", "--selector", default=None, help="Label selector to filter on.")
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
-              show_default=True, help="Output format.")
+@_output_wide
 @_connection
 @click.pass_obj
 def get_cmd(target: Target, resource: str, name: str | None, all_namespaces: bool,
@@ -75,9 +75,9 @@ def get_cmd(target: Target, resource: str, name: str | None, all_namespaces: boo
     objects = _run(target, lambda kube: _read(kube, kind, name, namespace, selector))
     if name is not None and not objects:
         _fail(f"{kind} {name!r} not found in namespace {target.namespace}")
-    if output == "json":
-        _echo_json(objects[0] if name is not None else
-                   {"apiVersion": "v1", "kind": "List", "items": objects})
+    if output in ("json", "yaml"):
+        _echo_doc(output, objects[0] if name is not None else
+                  {"apiVersion": "v1", "kind": "List", "items": objects})
         return
     click.echo(go.format_get(kind, objects, _now(), wide=output == "wide",
                              all_namespaces=all_namespaces))

@@ -13,7 +13,7 @@ from omenative_controller.cli.handover_output import (
 from omenative_controller.cli.kubectl_common import (
     Target,
     _connection,
-    _echo_json,
+    _echo_doc,
     _get_isvc,
     _output,
     _run,
@@ -51,7 +51,7 @@ def handover(target: Target, name: str, output: str) -> None:
 
     isvc, sets, replicas = _run(target, work)
     rows = handover_rows(isvc, sets, replicas)
-    if output == "json":
-        _echo_json(handover_json(rows))
+    if output in ("json", "yaml"):
+        _echo_doc(output, handover_json(rows))
         return
     click.echo(format_handover(name, rows))

@@ -12,7 +12,7 @@ from omenative_controller.cli.kubectl_common import (
     _component,
     _confirm,
     _connection,
-    _echo_json,
+    _echo_doc,
     _fail,
     _get_replica,
     _guarded,
@@ -52,8 +52,9 @@ async def _native_gang_api(kube: KubeClient) -> str:
 @instance.command("list")
 @click.argument("name")
 @_component
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
-              show_default=True, help="Output format; wide adds each Instance's gang mechanism.")
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]),
+              default="table", show_default=True,
+              help="Output format; wide adds each Instance's gang mechanism.")
 @_connection
 @click.pass_obj
 def instance_list(target: Target, name: str, component: str | None, output: str) -> None:
@@ -85,11 +86,12 @@ def instance_list(target: Target, name: str, component: str | None, output: str)
     found, native_api = _run(target, work)
     parts = [(str((ir.get("spec") or {}).get("component") or ""), _status(ir), ir, pods)
              for ir, pods in found]
-    if output == "json":
+    if output in ("json", "yaml"):
         listed = [{"name": ir["metadata"]["name"], "component": comp,
                    "instances": [out.instance_json(r, comp) for r in status.instances]}
                   for comp, status, ir, _ in parts]
-        _echo_json(listed[0] if len(listed) == 1 else {"name": name, "components": listed})
+        _echo_doc(output, listed[0] if len(listed) == 1 else {"name": name,
+                                                              "components": listed})
         return
     wide = output == "wide"
     click.echo(out.format_components_table(
@@ -129,9 +131,10 @@ def instance_status(target: Target, name: str, index: int, component: str | None
         known = ", ".join(str(r.index) for r in status.instances) or "none"
         _fail(f"{_ref(ir)} has no Instance {index} (Instances: {known})")
     comp = str((ir.get("spec") or {}).get("component") or "")
-    if output == "json":
-        _echo_json({"name": ir["metadata"]["name"], "instance": out.instance_json(row, comp),
-                    "pods": [_pod_json(p) for p in pods]})
+    if output in ("json", "yaml"):
+        _echo_doc(output, {"name": ir["metadata"]["name"],
+                           "instance": out.instance_json(row, comp),
+                           "pods": [_pod_json(p) for p in pods]})
         return
     click.echo(out.format_instance_detail(ir["metadata"]["name"], comp, row, pods, _now()))
 
@@ -158,9 +161,9 @@ def instance_retry_blocks(target: Target, name: str, component: str | None,
     """Per-revision retry authority: BACKOFF, RUNNING or HELD."""
     ir = _read(target, name, component)
     status = _status(ir)
-    if output == "json":
-        _echo_json({"name": ir["metadata"]["name"],
-                    "retryBlocks": out.retry_blocks_json(status)})
+    if output in ("json", "yaml"):
+        _echo_doc(output, {"name": ir["metadata"]["name"],
+                           "retryBlocks": out.retry_blocks_json(status)})
         return
     click.echo(out.format_retry_blocks(status, _now()))
 

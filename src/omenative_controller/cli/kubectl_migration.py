@@ -17,13 +17,14 @@ from omenative_controller.cli.kubectl_common import (
     _component,
     _confirm,
     _connection,
-    _echo_json,
+    _echo_doc,
     _fail,
     _find_isvc,
     _get_replica,
     _guarded,
     _now,
     _output,
+    _output_wide,
     _patch,
     _projected_note,
     _read,
@@ -59,8 +60,8 @@ def migration_status(target: Target, name: str, component: str | None, output: s
     ir = _read(target, name, component)
     status = _status(ir)
     pending = out.pending_migration_requests(ir)
-    if output == "json":
-        _echo_json({"name": ir["metadata"]["name"], **out.migrations_json(status, pending)})
+    if output in ("json", "yaml"):
+        _echo_doc(output, {"name": ir["metadata"]["name"], **out.migrations_json(status, pending)})
         return
     click.echo(out.format_migrations(status, pending, _now()))
 
@@ -68,8 +69,7 @@ def migration_status(target: Target, name: str, component: str | None, output: s
 @migration.command("history")
 @click.argument("name")
 @_component
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
-              show_default=True, help="Output format.")
+@_output_wide
 @_connection
 @click.pass_obj
 def migration_history(target: Target, name: str, component: str | None, output: str) -> None:
@@ -91,9 +91,9 @@ def migration_history(target: Target, name: str, component: str | None, output: 
     records += audited
     if component is not None:
         records = [r for r in records if r.component == component]
-    if output == "json":
-        _echo_json(hist.history_json(target.namespace, name, records, issues,
-                                     audit is not None))
+    if output in ("json", "yaml"):
+        _echo_doc(output, hist.history_json(target.namespace, name, records, issues,
+                                            audit is not None))
         return
     click.echo(hist.format_history_table(records, issues, wide=output == "wide"))
 

@@ -9,6 +9,8 @@ the rollout groups of InferenceServices.
     kubectl ome advise -A
     kubectl ome handover llama
     kubectl ome wait llama --for=condition=Ready --timeout=30m
+    kubectl ome runtime effective llama
+    kubectl ome autoscale status llama
 
 Reads print a table (or ``-o json``). Every write shows what will change on which object,
 asks ``[y/N]`` unless ``--yes`` is given, and carries the resourceVersion it read, so a
@@ -17,7 +19,8 @@ do), 1 an error or a write not confirmed, 2 bad usage, 3 refused: a precondition
 hold or the object changed while we looked at it.
 
 The commands live by group, one module each (``kubectl_instance``, ``kubectl_rollout``,
-``kubectl_migration``, ``kubectl_advise``, ``kubectl_handover``, ``kubectl_wait``); what they
+``kubectl_migration``, ``kubectl_advise``, ``kubectl_handover``, ``kubectl_wait``,
+``kubectl_get``, ``kubectl_runtime``, ``kubectl_autoscale``); what they
 share (the connection, exit codes, guarded writes, the root group) is in ``kubectl_common``.
 This module assembles them and is the entry point (``kubectl-ome``, ``python -m``).
 """
@@ -29,6 +32,7 @@ import sys
 import click
 
 from omenative_controller.cli.kubectl_advise import advise_cmd
+from omenative_controller.cli.kubectl_autoscale import autoscale
 from omenative_controller.cli.kubectl_common import (
     BUDGET_SECONDS,
     EXIT_CONFLICT,
@@ -42,6 +46,7 @@ from omenative_controller.cli.kubectl_handover import handover
 from omenative_controller.cli.kubectl_instance import instance
 from omenative_controller.cli.kubectl_migration import migration, scale
 from omenative_controller.cli.kubectl_rollout import rollout
+from omenative_controller.cli.kubectl_runtime import runtime
 from omenative_controller.cli.kubectl_wait import wait_cmd
 from omenative_controller.service_controller import INFERENCE_SERVICES
 
@@ -49,7 +54,7 @@ __all__ = ["BUDGET_SECONDS", "EXIT_CONFLICT", "EXIT_ERROR", "INFERENCE_SERVICES"
            "cli", "main"]
 
 for _command in (instance, rollout, migration, scale, advise_cmd, handover, wait_cmd,
-                 get_cmd):
+                 get_cmd, runtime, autoscale):
     cli.add_command(_command)
 
 

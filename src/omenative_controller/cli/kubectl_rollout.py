@@ -14,7 +14,7 @@ from omenative_controller.cli.kubectl_common import (
     _component,
     _confirm,
     _connection,
-    _echo_json,
+    _echo_doc,
     _fail,
     _find_isvc,
     _get_isvc,
@@ -108,16 +108,16 @@ def rollout_status(target: Target, name: str, component: str | None, output: str
     isvc, replicas, found = _run(target, work)
     if isvc is not None:
         state = _state(isvc)
-        if output == "json":
-            _echo_json(out.service_rollout_json(isvc, state, replicas, _now()))
+        if output in ("json", "yaml"):
+            _echo_doc(output, out.service_rollout_json(isvc, state, replicas, _now()))
             return
         click.echo(out.format_service_rollout(isvc, state, replicas, _now()))
         return
     assert found is not None
     ir = found
     status = _status(ir)
-    if output == "json":
-        _echo_json(out.rollout_json(ir, status))
+    if output in ("json", "yaml"):
+        _echo_doc(output, out.rollout_json(ir, status))
         return
     click.echo(out.format_rollout_status(ir, status, _now()))
 
@@ -268,8 +268,8 @@ def rollout_history(target: Target, name: str, output: str) -> None:
 
     isvc, replicas, revisions = _run(target, work)
     state = _state(isvc)
-    if output == "json":
-        _echo_json(out.history_json(isvc, state, replicas, revisions))
+    if output in ("json", "yaml"):
+        _echo_doc(output, out.history_json(isvc, state, replicas, revisions))
         return
     click.echo(out.format_history(isvc, state, replicas, revisions, _now()))
 

@@ -17,8 +17,9 @@ from omenative_controller.cli.kubectl_common import (
     BUDGET_SECONDS,
     Target,
     _connection,
-    _echo_json,
+    _echo_doc,
     _now,
+    _output_wide,
     _run,
     get_or_none,
 )
@@ -43,7 +44,7 @@ class _Tally:
 async def _replicas_for(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
                         tally: _Tally) -> list[JSON]:
     """The InferenceReplicas the predicate reads: the named one, or the service's."""
-    if spec.kind == "condition":
+    if spec.kind in ("condition", "rollout", "runtime-sync"):
         return []
     tally.got()
     if spec.ir_name:
@@ -84,13 +85,16 @@ async def _wait(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
 @click.command("wait")
 @click.argument("name")
 @click.option("--for", "predicate", required=True,
-              help="condition=Ready[=True|False|Unknown], migration=terminal, "
-                   "replicas=ready|current or held-revision=unheld.")
+              help="condition=Ready[=True|False|Unknown], rollout=stable|failed|rolled-back, "
+                   "migration=terminal, replicas=ready|current, runtime-sync=acknowledged "
+                   "or held-revision=unheld.")
 @click.option("--component", default=None,
               help="IR component for replica or held-revision waits: engine, decoder, router.")
 @click.option("--replicas", type=int, default=None,
               help="Exact count: >= 0 for replicas=ready, >= 1 for replicas=current.")
-@click.option("--request-id", default=None, help="Canonical UUID for migration=terminal.")
+@click.option("--request-id", default=None,
+              help="Canonical UUID for migration=terminal; canonical v4 UUID for "
+                   "runtime-sync=acknowledged.")
 @click.option("--revision", default=None,
               help="Full ISVC-COMPONENT-HASH revision, for held-revision=unheld.")
 @click.option("--ir-name", default=None, help="The InferenceReplica's exact name.")
@@ -98,8 +102,7 @@ async def _wait(kube: KubeClient, target: Target, name: str, spec: wo.WaitSpec,
 @click.option("--timeout", "timeout_text", default="1m0s", show_default=True,
               help="Positive wait timeout, at most 24h.")
 @click.option("--poll-interval", type=float, default=POLL_SECONDS, hidden=True)
-@click.option("-o", "--output", type=click.Choice(["table", "wide", "json"]), default="table",
-              show_default=True, help="Output format.")
+@_output_wide
 @_connection
 @click.pass_obj
 def wait_cmd(target: Target, name: str, predicate: str, component: str | None,
@@ -122,9 +125,10 @@ def wait_cmd(target: Target, name: str, predicate: str, component: str | None,
                                    max(poll_interval, 0.1), tally),
         budget=timeout + BUDGET_SECONDS)
     elapsed_ms = int((time.monotonic() - started) * 1000)
-    if output == "json":
-        _echo_json(wo.report_json(target.namespace, name, spec, outcome, last, elapsed_ms,
-                                  tally.counts, _now().strftime("%Y-%m-%dT%H:%M:%SZ")))
+    if output in ("json", "yaml"):
+        _echo_doc(output, wo.report_json(target.namespace, name, spec, outcome, last,
+                                         elapsed_ms, tally.counts,
+                                         _now().strftime("%Y-%m-%dT%H:%M:%SZ")))
     else:
         click.echo(wo.report_table(f"{target.namespace}/{name}", spec, outcome, last,
                                    elapsed_ms, tally.counts))

@@ -15,6 +15,11 @@ from attrs import field, frozen
 
 from omenative_controller.cli.instance_output import ANNOTATION_RELEASE_HELD
 from omenative_controller.cli.output_basics import decode_status, table
+from omenative_controller.cli.wait_predicates import (
+    ROLLOUT_WANTS,
+    check_rollout,
+    check_runtime_sync,
+)
 from omenative_core.codec import CodecError
 from omenative_core.model.status import InferenceReplicaStatus
 
@@ -33,9 +38,10 @@ _COMPONENTS = ("engine", "decoder", "router")
 class WaitSpec:
     """One parsed ``--for`` with the flags its predicate takes."""
 
-    kind: str  # condition | migration | replicas-ready | replicas-current | held-revision
+    kind: str  # condition | rollout | migration | replicas-ready | replicas-current |
+    #            runtime-sync | held-revision
     requested: str  # OME's spelling in the report: Ready=True, HeldRevision=Unheld, ...
-    want: str = ""  # condition: True | False | Unknown
+    want: str = ""  # condition: True | False | Unknown; rollout: the REPORTED state
     component: str = ""
     replicas: int = 0
     request_id: str = ""
@@ -74,6 +80,8 @@ class Check:
 
 _PREDICATE_FLAGS = {
     "condition": frozenset(),
+    "rollout": frozenset(),
+    "runtime-sync": frozenset({"request_id"}),
     "migration": frozenset({"request_id"}),
     "replicas-ready": frozenset({"component", "replicas"}),
     "replicas-current": frozenset({"component", "replicas", "ir_name", "ir_uid"}),
@@ -90,16 +98,22 @@ def _kind_of(predicate: str) -> tuple[str, str, str]:
     if m:
         want = m.group(1) or "True"
         return "condition", f"Ready={want}", want
+    m = re.fullmatch(r"rollout=(stable|failed|rolled-back)", predicate)
+    if m:
+        requested, reported = ROLLOUT_WANTS[m.group(1)]
+        return "rollout", requested, reported
     fixed = {"migration=terminal": ("migration", "Migration=Terminal"),
              "replicas=ready": ("replicas-ready", "Replicas=Ready"),
              "replicas=current": ("replicas-current", "Replicas=Current"),
-             "held-revision=unheld": ("held-revision", "HeldRevision=Unheld")}
+             "held-revision=unheld": ("held-revision", "HeldRevision=Unheld"),
+             "runtime-sync=acknowledged": ("runtime-sync", "RuntimeSync=Acknowledged")}
     if predicate in fixed:
         kind, requested = fixed[predicate]
         return kind, requested, ""
     raise ValueError(f"--for={predicate!r} is not supported: use condition=Ready"
-                     "[=True|False|Unknown], migration=terminal, replicas=ready, "
-                     "replicas=current or held-revision=unheld")
+                     "[=True|False|Unknown], rollout=stable|failed|rolled-back, "
+                     "migration=terminal, replicas=ready, replicas=current, "
+                     "runtime-sync=acknowledged or held-revision=unheld")
 
 
 def parse_wait(predicate: str, given: Mapping[str, Any]) -> WaitSpec:
@@ -111,7 +125,8 @@ def parse_wait(predicate: str, given: Mapping[str, Any]) -> WaitSpec:
     if extra:
         raise ValueError(f"--for={predicate} does not take {', '.join(extra)}")
     values = {k: v for k, v in given.items() if v is not None}
-    needs = {"migration": ("request_id",), "replicas-ready": ("component", "replicas"),
+    needs = {"migration": ("request_id",), "runtime-sync": ("request_id",),
+             "replicas-ready": ("component", "replicas"),
              "replicas-current": ("component", "replicas"),
              "held-revision": ("component", "revision", "ir_name", "ir_uid")}.get(kind, ())
     missing = [_FLAG_NAMES[k] for k in needs if k not in values]
@@ -129,6 +144,10 @@ def parse_wait(predicate: str, given: Mapping[str, Any]) -> WaitSpec:
     request_id = values.get("request_id", "")
     if request_id and str(_uuid_or_none(request_id)) != request_id:
         raise ValueError(f"--request-id must be a canonical lower-case UUID (got {request_id!r})")
+    parsed = _uuid_or_none(request_id) if request_id else None
+    if kind == "runtime-sync" and (parsed is None or parsed.version != 4):
+        raise ValueError(f"--request-id must be a canonical v4 UUID for --for={predicate} "
+                         f"(got {request_id!r})")
     revision = values.get("revision", "")
     if revision and comp and f"-{comp}-" not in revision:
         raise ValueError(f"--revision must be the full ISVC-{comp}-HASH name (got {revision!r})")
@@ -334,6 +353,16 @@ def check(spec: WaitSpec, isvc: Mapping[str, Any], irs: Sequence[Mapping[str, An
     """One check of ``spec`` on the InferenceService and its InferenceReplicas."""
     if spec.kind == "condition":
         return check_condition(isvc, spec)
+    if spec.kind in ("rollout", "runtime-sync"):
+        if spec.kind == "rollout":
+            matched, reason, rows, detail = check_rollout(isvc, spec.want)
+            evidence = "Reported"  # OME: invalid rollout status is Reported evidence too
+        else:
+            matched, reason, rows, detail = check_runtime_sync(isvc, spec.request_id)
+            evidence = "Reported" if detail["runtimeSync"]["validity"] == "Valid" \
+                else "Unavailable"
+        return Check(matched=matched, reason=reason, rows=rows, detail=detail,
+                     evidence=evidence)
     if spec.kind == "migration":
         return check_migration(irs, spec)
     if spec.kind == "held-revision":

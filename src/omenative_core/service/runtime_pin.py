@@ -48,6 +48,7 @@ __all__ = [
     "revision_body",
     "revision_name",
     "runtime_revision_from_json",
+    "spec_digest",
 ]
 
 ANNOTATION_RUNTIME_SYNC: Final = "ome.io/runtime-sync"
@@ -82,10 +83,16 @@ def runtime_revision_from_json(obj: Mapping[str, Any]) -> RuntimeRevision | None
     return RuntimeRevision(name=name, runtime=runtime, spec=spec)
 
 
+def spec_digest(spec: Mapping[str, Any]) -> str:
+    """The full sha256 (hex) of a runtime spec's canonical JSON; a revision name carries its
+    first 8 characters, so ``kubectl ome runtime`` compares live specs with revisions."""
+    return hashlib.sha256(
+        json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def revision_name(ref: RuntimeRef, namespace: str, spec: Mapping[str, Any]) -> str:
     """``cr-<runtime>-<hash>`` or ``r-<namespace>-<runtime>-<hash>``."""
-    digest = hashlib.sha256(
-        json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
+    digest = spec_digest(spec)[:8]
     if ref.kind == "ServingRuntime":
         return f"r-{namespace}-{ref.name}-{digest}"
     return f"cr-{ref.name}-{digest}"
