@@ -193,7 +193,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             # every phase's pods stay until the end: room for all of them (250 per node)
             phases = (3 if args.peer == "lws" else 2) + (1 if args.warmup else 0)
             args.nodes = max(args.nodes, -(-phases * n_pods // 240))
-            say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
+            say(f"starting the local control plane ({args.nodes} {args.nodes_backend} nodes) "
+                f"in {workdir}")
             extra: tuple[str, ...] = ()
             if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
                 extra = ("--controller-manager-qps", f"{args.qps:g}",
@@ -201,7 +202,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if args.scheduler_qps is not None:  # kube-scheduler binds every pod
                 extra += ("--scheduler-qps", f"{args.scheduler_qps:g}",
                           "--scheduler-burst", str(int(2 * args.scheduler_qps)))
-            cluster = DevCluster(workdir / "devcluster", args.nodes, extra)
+            if args.nodes_backend == "kwok":  # KWOK's simulated nodes, no stand-in
+                extra += ("--kwok-nodes", str(args.nodes))
+            cluster = DevCluster(workdir / "devcluster",
+                                 0 if args.nodes_backend == "kwok" else args.nodes, extra)
             kubeconfig = await cluster.start()
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
@@ -493,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=int, default=4,
                         help="nodes of the cluster started here (at least room for every "
                              "phase's pods, 250 a node)")
+    parser.add_argument("--nodes-backend", choices=("standin", "kwok"), default="standin",
+                        help="the nodes of the cluster started here: the kubelet stand-in's "
+                             "(default) or KWOK's (kwok v0.8.0, `devcluster up --kwok-nodes`; "
+                             "built first if missing), for thousands of pods")
     parser.add_argument("--workers", type=int, default=64, help="manager workers")
     parser.add_argument("--max-inflight", type=int, default=32,
                         help="manager actions in flight; bare loop calls in flight")
