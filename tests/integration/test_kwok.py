@@ -2,9 +2,10 @@
 
 kwok v0.8.0 runs against the session's cluster with two simulated nodes of its own (a
 prefix per test, the stand-in's labels and GPUs); the InferenceReplica's pods select them
-by the ``type: kwok`` label. The manager must bring the Instance up on them exactly as on
+by the ``type: kwok`` label. The manager must bring Instances up on them exactly as on
 the stand-in: pods Ready once their serving gate is True, the Instance Ready, and a
-scale-down to zero drains the pods through their terminal phase until they are gone.
+scale-down drains an Instance's pods, each through the terminal phase ``Succeeded``, until
+they are gone.
 Not in ``make test``: kwok's cold build adds minutes to CI (docs/benchmarks.md).
 """
 
@@ -32,6 +33,7 @@ from manager_fixtures import (  # noqa: E402
     patch_replica,
     replica_body,
 )
+from pod_recorder import PodRecorder  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.kwok, pytest.mark.component("kwok"),
               pytest.mark.asyncio(loop_scope="session")]
@@ -76,21 +78,21 @@ def on_kwok(body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-async def test_an_instance_comes_up_on_kwok_nodes_and_drains_through_a_terminal_phase(
+async def test_instances_come_up_on_kwok_nodes_and_a_scale_down_passes_a_terminal_phase(
     kube: KubeClient, namespace: str, kwok_nodes: KwokOptions,
     start_manager: Callable[..., Awaitable[ManagerHandle]],
 ) -> None:
     await start_manager()
-    await kube.create(INFERENCE_REPLICAS, on_kwok(replica_body("chat", replicas=1,
+    await kube.create(INFERENCE_REPLICAS, on_kwok(replica_body("chat", replicas=2,
                                                                worker_size=3)), namespace)
 
     async def ready() -> bool:
         ir = await get_replica(kube, namespace, "chat")
-        return (ir.get("status") or {}).get("readyReplicas") == 1
+        return (ir.get("status") or {}).get("readyReplicas") == 2
 
-    await eventually(ready, timeout=60, what="the Instance Ready on KWOK nodes")
+    await eventually(ready, timeout=60, what="both Instances Ready on KWOK nodes")
     pods = await list_pods(kube, namespace)
-    assert len(pods) == 4
+    assert len(pods) == 8
     for name, pod in pods.items():
         assert pod["spec"]["nodeName"].startswith(kwok_nodes.prefix), name
         assert pod["status"]["phase"] == "Running", name
@@ -98,11 +100,18 @@ async def test_an_instance_comes_up_on_kwok_nodes_and_drains_through_a_terminal_
         ready_cond = [c for c in pod["status"]["conditions"] if c["type"] == "Ready"]
         assert ready_cond and ready_cond[0]["status"] == "True", name
 
-    await patch_replica(kube, namespace, "chat", {"spec": {"replicas": 0}})
+    recorder = await PodRecorder(kube, namespace).start()
+    await patch_replica(kube, namespace, "chat", {"spec": {"replicas": 1}}, subresource="scale")
 
-    async def drained() -> bool:
-        return not await list_pods(kube, namespace)
+    async def scaled() -> bool:
+        status = (await get_replica(kube, namespace, "chat")).get("status") or {}
+        left = sorted(await list_pods(kube, namespace))
+        return (left == sorted(n for n in pods if n.startswith("chat-0-"))
+                and status.get("replicas") == 1 and status.get("readyReplicas") == 1)
 
-    await eventually(drained, timeout=60, what="every pod drained and deleted")
-    ir = await get_replica(kube, namespace, "chat")
-    assert (ir.get("status") or {}).get("readyReplicas", 0) == 0
+    await eventually(scaled, timeout=60, what="Instance 1 drained and gone, Instance 0 Ready")
+    await recorder.stop()
+    terminal = {obj["metadata"]["name"] for _, obj, _ in recorder.replay()
+                if obj["metadata"].get("deletionTimestamp")
+                and (obj.get("status") or {}).get("phase") == "Succeeded"}
+    assert terminal == {n for n in pods if n.startswith("chat-1-")}
