@@ -77,10 +77,12 @@ def test_a_deleted_pod_passes_a_terminal_phase_before_it_is_deleted() -> None:
     assert _keys(delete)[".status.phase"] == ("In", ("Succeeded", "Failed"))
 
 
-def test_the_config_file_holds_every_stage_and_kwok_keeps_leases_of_40_seconds() -> None:
+def test_the_config_file_holds_the_options_every_stage_and_leases_of_40_seconds() -> None:
     node_stage = {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage",
                   "metadata": {"name": "node-initialize"}, "spec": {}}
-    docs = list(yaml.safe_load_all(stage_config(OPTS, [node_stage])))
+    options, *docs = yaml.safe_load_all(stage_config(OPTS, [node_stage]))
+    assert options["kind"] == "KwokConfiguration"
+    assert options["options"]["podPlayStageParallelism"] == 32, "kwok's default 4 queues pods"
     assert [d["metadata"]["name"] for d in docs][:2] == ["node-initialize",
                                                          "omenative-pod-running"]
     args = kwok_args(Path("/k"), Path("/c"), Path("/s.yaml"), 1234)
