@@ -3,8 +3,8 @@ PY ?= .venv/bin/python
 VENV ?= .venv
 export PYTHONPATH := src
 
-.PHONY: help setup test test-build test-unit test-property test-integration test-k8s-other test-long lint format \
-        typecheck bench bench-controller bench-failover realnodes-deps bench-memory simulate api-docs manifests docs pictures chart chart-check cluster \
+.PHONY: help setup test test-build test-unit test-property test-integration test-k8s-other test-kwok test-long lint format \
+        typecheck bench bench-controller bench-kwok bench-failover realnodes-deps bench-memory simulate api-docs manifests docs pictures chart chart-check cluster \
         cluster-down install uninstall image ci clean demo
 
 help: ## list the targets
@@ -50,6 +50,10 @@ test-k8s-other: ## native-gang integration tests on the other Kubernetes release
 	OMENATIVE_K8S_VERSION=$(K8S_OTHER) $(PY) -m omenative_devcluster build
 	env -u KUBECONFIG OMENATIVE_K8S_VERSION=$(K8S_OTHER) $(PY) -m pytest -q tests/integration/test_native_gang.py
 
+test-kwok: ## KWOK's integration test (builds kwok v0.8.0 first, ~6 min cold; not in `make test`)
+	$(PY) -m omenative_devcluster build --with kwok
+	$(PY) -m pytest -q -m kwok tests/integration/test_kwok.py
+
 test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property
 
@@ -75,6 +79,14 @@ bench: ## in-process benchmarks: planner, big-replica decode, InferenceService +
 
 bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
+
+# The scale run of docs/benchmarks.md on KWOK nodes (KWOK_REPLICAS gangs of 4 pods).
+KWOK_REPLICAS ?= 250
+KWOK_INSTANCES ?= 1
+
+bench-kwok: ## controller benchmark on KWOK's simulated nodes (builds kwok first; KWOK_REPLICAS, KWOK_INSTANCES)
+	$(PY) -m omenative_devcluster build --with kwok
+	$(PY) benchmarks/bench_controller.py --nodes-backend kwok --replicas $(KWOK_REPLICAS) --instances $(KWOK_INSTANCES) --gang-scheduling None
 
 bench-failover: ## leader hand-over times on a real API server, hard kill and graceful stop (KUBECONFIG, else starts a control plane)
 	$(PY) benchmarks/bench_failover.py

@@ -57,6 +57,7 @@ from bare_loop import (
     copied_pod,
     copied_service,
 )
+from bench_objects import apply_crd, finalizer_policy
 from controller_report import report, total
 from cpu_share import CpuShare, cluster_pids
 from gang_timeline import PodMilestones
@@ -70,7 +71,6 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
-    CRDS,
     EVENTS,
     INFERENCE_REPLICAS,
     NAMESPACES,
@@ -79,7 +79,6 @@ from omenative_controller.kube.resources import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
 
 
 # ---------------------------------------------------------------------------- watching
@@ -116,29 +115,6 @@ def replica_body(name: str, instances: int = 1) -> JSON:
             {"name": "worker", "size": PODS_PER_REPLICA - 1, "template": template()},
         ]},
     }
-
-
-async def apply_crd(kube: KubeClient) -> None:
-    body = yaml.safe_load(IR_CRD_FILE.read_text())
-    name = body["metadata"]["name"]
-    try:
-        current = await kube.get(CRDS, name)
-    except ApiError as exc:
-        if not exc.not_found:
-            raise
-        await kube.create(CRDS, body)
-    else:
-        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-        await kube.replace(CRDS, name, body)
-    deadline = time.monotonic() + 30
-    while True:
-        crd = await kube.get(CRDS, name)
-        if any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions") or ()):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"CRD {name} not Established within 30s")
-        await asyncio.sleep(0.2)
 
 
 # ---------------------------------------------------------------------------- the run
@@ -204,6 +180,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     api: k8s.ApiClient | None = None
     namespaces: list[str] = []
     trackers: list[Tracker] = []
+    policies = contextlib.AsyncExitStack()
     task = asyncio.current_task()
     if task is not None:  # SIGTERM: unwind like Ctrl-C (the finally below cleans up)
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
@@ -216,7 +193,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             # every phase's pods stay until the end: room for all of them (250 per node)
             phases = (3 if args.peer == "lws" else 2) + (1 if args.warmup else 0)
             args.nodes = max(args.nodes, -(-phases * n_pods // 240))
-            say(f"starting the local control plane ({args.nodes} nodes) in {workdir}")
+            say(f"starting the local control plane ({args.nodes} {args.nodes_backend} nodes) "
+                f"in {workdir}")
             extra: tuple[str, ...] = ()
             if args.peer == "lws":  # kube-controller-manager creates LWS's pods: same limits
                 extra = ("--controller-manager-qps", f"{args.qps:g}",
@@ -224,7 +202,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if args.scheduler_qps is not None:  # kube-scheduler binds every pod
                 extra += ("--scheduler-qps", f"{args.scheduler_qps:g}",
                           "--scheduler-burst", str(int(2 * args.scheduler_qps)))
-            cluster = DevCluster(workdir / "devcluster", args.nodes, extra)
+            if args.nodes_backend == "kwok":  # KWOK's simulated nodes, no stand-in
+                extra += ("--kwok-nodes", str(args.nodes))
+            cluster = DevCluster(workdir / "devcluster",
+                                 0 if args.nodes_backend == "kwok" else args.nodes, extra)
             kubeconfig = await cluster.start()
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
@@ -236,6 +217,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
         # ------------------------------------------------------------ 1. the manager
         ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
+        await policies.enter_async_context(
+            finalizer_policy(kube, ns_mgr, enabled=args.finalizer_policy))
         if args.gang_scheduling != "Auto":  # the chart's lifecycle config, this mechanism
             await kube.create(CONFIG_MAPS, {
                 "apiVersion": "v1", "kind": "ConfigMap",
@@ -434,6 +417,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await manager.stop()
         if api is not None:
             await api.close()
+        await policies.aclose()
         if kube is not None:
             await cleanup_namespaces(kube, namespaces)
             if namespaces:
@@ -513,6 +497,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=int, default=4,
                         help="nodes of the cluster started here (at least room for every "
                              "phase's pods, 250 a node)")
+    parser.add_argument("--nodes-backend", choices=("standin", "kwok"), default="standin",
+                        help="the nodes of the cluster started here: the kubelet stand-in's "
+                             "(default) or KWOK's (kwok v0.8.0, `devcluster up --kwok-nodes`; "
+                             "built first if missing), for thousands of pods")
     parser.add_argument("--workers", type=int, default=64, help="manager workers")
     parser.add_argument("--max-inflight", type=int, default=32,
                         help="manager actions in flight; bare loop calls in flight")
@@ -555,6 +543,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--peer", choices=("none", "lws"), default="none",
                         help="also run LeaderWorkerSet v0.7.0 on the same shapes and limits "
                              "(kube-controller-manager too, when the cluster is started here)")
+    parser.add_argument("--finalizer-policy", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="install config/admission/finalizer.yaml for the manager's "
+                             "namespace, as an install does (default): the API server adds "
+                             "the finalizer in each create; --no-finalizer-policy: the "
+                             "manager patches it in (one write more per InferenceReplica)")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
                         help="sample the manager with py-spy (if installed) from its start "
                              "until every InferenceReplica is Ready; collapsed stacks to PATH")

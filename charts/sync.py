@@ -81,7 +81,7 @@ def group_of(obj: Mapping[str, Any]) -> str:
     kind = obj["kind"]
     if kind == "CustomResourceDefinition":
         return "crds"
-    if kind.startswith("ValidatingAdmissionPolic"):
+    if kind.startswith(("ValidatingAdmissionPolic", "MutatingAdmissionPolic")):
         return "admission"
     return "base"
 

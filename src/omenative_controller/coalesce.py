@@ -8,7 +8,8 @@ relies on is in it yet:
 * the plan destroys nothing: its other actions are creates, the finalizer, or a serving
   gate going True (the design writes the status that records a destroying step first);
 * readiness is unchanged: ready, available, serving and updated-ready counts, and the set
-  of conditions that are True (``Progressing`` aside) are what the API server holds;
+  of conditions that are True (``Progressing`` and the configuration advice aside: see
+  ``ADVICE``) are what the API server holds;
 * nothing the core remembers across a restart changes: retry blocks, migrations, the
   rollout hold, traffic, the coordination group, the Instances the status already holds,
   and per Instance its incarnation, last failure and operation (id, type, retry count).
@@ -29,6 +30,14 @@ their memory only by an operation that ended with its Instance Ready (the core e
 again from the pods after a restart). The counts users read lag by at most the window,
 and an Instance's ``minReadySeconds`` starts at most that much later (its ``readySince``
 is stamped by the pass that writes it).
+
+Configuration advice (``GangSchedulingUnavailable``, ``MigrationPolicyUnconfigured``,
+``InstanceReadyTimeoutUnconfigured``) does not end a wait: it describes the cluster and the
+lifecycle config, not this replica's progress, and reaches the user with the next status
+that is due (at most the window later; the replica's first Ready at the latest). Before
+this rule a replica on a cluster without gang scheduling wrote its first status at once
+only to say so: 13 writes for a gang of 4 pods instead of 12 (``bench_controller.py
+--gang-scheduling None``).
 
 A waiting status is not stored: the key is looked at again when the window ends, and that
 pass plans from the cache and writes whatever status is then due (level-triggered, so a
@@ -57,7 +66,7 @@ from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
 from omenative_core.phases import Phase
 from omenative_core.steps.scale import fresh_scale_up
 
-__all__ = ["PROGRESS", "READINESS", "STATUS_COALESCE_SECONDS",
+__all__ = ["ADVICE", "PROGRESS", "READINESS", "STATUS_COALESCE_SECONDS",
            "STATUS_READINESS_COALESCE_SECONDS", "StatusCoalescer", "adds_rows",
            "status_hold", "status_may_wait"]
 
@@ -69,6 +78,12 @@ PROGRESS = "progress"
 """A status that only reports progress (:func:`status_hold`)."""
 READINESS = "readiness"
 """A status that also reports more Instances Ready, no condition changed (:func:`status_hold`)."""
+
+ADVICE = frozenset({"GangSchedulingUnavailable", "MigrationPolicyUnconfigured",
+                    "InstanceReadyTimeoutUnconfigured"})
+"""Conditions that advise on the cluster or the lifecycle config: they ride the next due
+status instead of ending a wait (a replica's readiness and memory still write at once)."""
+_IGNORED = ADVICE | {"Progressing"}
 
 _NOT_DESTROYING = (UpdateStatus, CreatePod, CreatePodGroup, CreateRevision, CreateObject)
 
@@ -88,13 +103,13 @@ def _counts(s: InferenceReplicaStatus) -> tuple[int, ...]:
 
 
 def _true_conditions(s: InferenceReplicaStatus) -> frozenset[str]:
-    return frozenset(c.type for c in s.conditions if c.status == "True") - {"Progressing"}
+    return frozenset(c.type for c in s.conditions if c.status == "True") - _IGNORED
 
 
 def _condition_states(s: InferenceReplicaStatus) -> frozenset[tuple[str, str, str]]:
     """Each condition's type, status and reason (its message carries the counts)."""
     return frozenset((c.type, c.status, c.reason) for c in s.conditions
-                     if c.type != "Progressing")
+                     if c.type not in _IGNORED)
 
 
 def _memory(s: InferenceReplicaStatus) -> tuple[object, ...]:

@@ -60,11 +60,16 @@ def build_cmd(extra: str, k8s_version: str) -> None:
 @cli.command()
 @_state_dir
 @click.option("--nodes", type=int, default=None,
-              help="Stand-in (fake) nodes to register [default: 4, or 0 with --real-nodes]; "
+              help="Stand-in (fake) nodes to register [default: 4, or 0 with --real-nodes or "
+                   "--kwok-nodes]; "
                    "next to real nodes they are tainted so real pods never land on them.")
 @click.option("--real-nodes", type=click.IntRange(0, 4), default=0, show_default=True,
               help="Real nodes (containerd + kubelet each, kube-proxy, CoreDNS); needs root. "
                    "See docs/real-nodes.md.")
+@click.option("--kwok-nodes", type=click.IntRange(min=0), default=0, show_default=True,
+              help="KWOK's simulated nodes (kwok v0.8.0, built once by the shared builder), "
+                   "the scale backend: pods Ready after --start-delay + --ready-delay once "
+                   "their gates are True, deleted pods pass Succeeded. See docs/benchmarks.md.")
 @click.option("--gpus-per-node", default=8, show_default=True, help="nvidia.com/gpu per node.")
 @click.option("--start-delay", default=0.5, show_default=True, help="Seconds bound -> Running.")
 @click.option("--ready-delay", default=0.5, show_default=True, help="Seconds Running -> Ready.")
@@ -89,6 +94,7 @@ def up(
     state_dir: Path,
     nodes: int | None,
     real_nodes: int,
+    kwok_nodes: int,
     gpus_per_node: int,
     start_delay: float,
     ready_delay: float,
@@ -103,11 +109,12 @@ def up(
 ) -> None:
     """Start the cluster, print KUBECONFIG=<path> last, and run until Ctrl-C/SIGTERM."""
     from omenative_devcluster.cluster import ClusterOptions  # noqa: PLC0415
+    from omenative_devcluster.kwok import KwokOptions  # noqa: PLC0415
     from omenative_devcluster.supervisor import run_up  # noqa: PLC0415
 
     opts = ClusterOptions(
         state_dir=state_dir,
-        nodes=nodes if nodes is not None else (0 if real_nodes else 4),
+        nodes=nodes if nodes is not None else (0 if real_nodes or kwok_nodes else 4),
         real_nodes=real_nodes,
         gpus_per_node=gpus_per_node,
         start_delay=start_delay,
@@ -121,7 +128,9 @@ def up(
         build_if_missing=not no_build,
         version=k8s_version,
     )
-    sys.exit(asyncio.run(run_up(opts)))
+    kwok = KwokOptions(nodes=kwok_nodes, gpus_per_node=gpus_per_node, start_delay=start_delay,
+                       ready_delay=ready_delay, delete_delay=delete_delay)
+    sys.exit(asyncio.run(run_up(opts, kwok if kwok_nodes else None)))
 
 
 @cli.command("down")

@@ -135,6 +135,13 @@ COMPONENTS: Mapping[str, GoComponent] = {
             wrapper_main=COREDNS_MAIN,
         ),
         GoComponent(
+            name="kwok",
+            module="sigs.k8s.io/kwok",
+            version="v0.8.0",
+            commands={"kwok": "cmd/kwok"},
+            why="scale: simulated nodes whose pods run by stages (make test-kwok, bench-kwok)",
+        ),
+        GoComponent(
             name="helm",
             module="helm.sh/helm/v4",
             version="v4.3.2",

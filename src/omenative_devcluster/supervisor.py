@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import subprocess
 
 from omenative_devcluster.cluster import Cluster, ClusterError, ClusterOptions, _log
+from omenative_devcluster.kwok import KwokOptions, start_kwok
 from omenative_devcluster.realnodes import RealNodes, start_with_real_nodes, stop_with_real_nodes
 
 
@@ -33,8 +35,9 @@ async def _watch(cluster: Cluster, stop: asyncio.Event) -> int:
     return 0
 
 
-async def run_up(options: ClusterOptions) -> int:
-    """Start everything, print ``KUBECONFIG=<path>`` last on stdout, run until a signal."""
+async def run_up(options: ClusterOptions, kwok: KwokOptions | None = None) -> int:
+    """Start everything, print ``KUBECONFIG=<path>`` last on stdout, run until a signal;
+    ``kwok``: also KWOK's nodes (``kwok.py``)."""
     cluster = Cluster(options, cli_supervisor=True)
     real: RealNodes | None = None
     loop = asyncio.get_running_loop()
@@ -47,7 +50,9 @@ async def run_up(options: ClusterOptions) -> int:
                 real = start_with_real_nodes(cluster)
             else:
                 cluster.start()
-        except ClusterError as exc:
+            if kwok is not None and kwok.nodes:
+                start_kwok(cluster, kwok, build_if_missing=options.build_if_missing)
+        except (ClusterError, TimeoutError, OSError, subprocess.CalledProcessError) as exc:
             _log(f"FAILED: {exc}")
             return 1
         finally:

@@ -137,6 +137,33 @@ def test_readiness_that_changes_a_condition_or_falls_is_written_at_once() -> Non
                                                               new.ready_replicas)
 
 
+def _advice(status: str = "True") -> Condition:
+    return Condition(type="GangSchedulingUnavailable", status=status,
+                     reason="PodGroupCRDNotInstalled", message="gang mechanism None")
+
+
+def test_configuration_advice_rides_the_next_due_status_instead_of_its_own_write() -> None:
+    """A replica's first status on a cluster without gang scheduling says so
+    (``GangSchedulingUnavailable=True``): that advice waits like progress, so a gang of 4
+    pods comes up with one status write (13 writes in all before, 12 now); the replica
+    turning Ready is written at once and carries the advice."""
+    create = InstanceOperation(id="create-1", type="Create", step="CreatePods",
+                               target_revision="r-1", reason="ScaleUp")
+    row = InstanceStatus(index=0, incarnation=1, phase="Creating", operation=create)
+    pending = _ready_cond("False", "ReplicaCountMismatch", "0/1 Instances Ready")
+    first = InferenceReplicaStatus(replicas=1, instances=(row,), conditions=(pending, _advice()))
+    assert status_hold(None, first, [UpdateStatus(status=first)]) == PROGRESS
+    ready = evolve(first, ready_replicas=1, serving_replicas=1, instances=(
+        evolve(row, phase="Ready", operation=None),), conditions=(
+        _ready_cond("True", "AllInstancesReady", "1/1 Instances Ready"), _advice()))
+    assert status_hold(None, ready, [UpdateStatus(status=ready)]) is None
+    cleared = evolve(first, conditions=(pending, _advice("False")))
+    assert status_hold(first, cleared, [UpdateStatus(status=cleared)]) == PROGRESS
+    api, clock = StatusApi(), Clock()
+    held = _apply(_executor(api, clock), OP_STATUS, evolve(COUNTED, conditions=(_advice(),)))
+    assert api.writes == 0 and held.status_due == 10.0
+
+
 def test_an_operation_may_end_in_a_held_status_only_with_its_instance_ready() -> None:
     create = InstanceOperation(id="create-1", type="Create", step="WaitReady",
                                target_revision="r-1", reason="ScaleUp")

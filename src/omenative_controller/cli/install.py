@@ -77,6 +77,8 @@ _DELETE_ORDER = {
     "Deployment": 0,
     "ValidatingAdmissionPolicyBinding": 1,
     "ValidatingAdmissionPolicy": 2,
+    "MutatingAdmissionPolicyBinding": 1,
+    "MutatingAdmissionPolicy": 2,
     "ClusterRoleBinding": 3,
     "RoleBinding": 3,
     "ClusterRole": 4,
