@@ -12,12 +12,9 @@ after its members in flight answered. Every action holds a slot of one manager-w
 cannot queue hundreds of writes ahead of a Lease renewal in the client's token bucket;
 status writes and gates going True get the next free slot first (``slots.py``).
 A progress-only status may be held back (``coalesce.py``). A pass sends at most
-``creates_per_pass`` pod creates (whole gangs); the manager queues the next pass at once
-for the rest, so a big replica's ready gangs get their gates between chunks. With
-``pipeline_depth`` set (the manager's default), a pass that leaves creates for the next
-and whose last run holds pod creates sends them behind itself (``create_pipeline.py``):
-the pods are expected in the cache, the pass ends, and the replica's next pass plans
-while they are answered.
+``creates_per_pass`` pod creates (whole gangs; the next pass is queued at once), or the
+core's ``scale_up_batch``; with ``pipeline_depth`` set, a pass that leaves creates for the
+next sends its last run of creates behind itself (``create_pipeline.py``).
 
 Rules (design.md, "The shell"):
 
