@@ -12,6 +12,7 @@ from omenative_core.service.model import runtime_from_json
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 KEDA = {"class": "KEDA", "keda": {"triggers": [{"type": "cpu", "metadata": {"value": "50"}}]}}
+TARGET = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "chat-engine"}
 OWNER = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": "chat",
          "uid": "u", "controller": True, "blockOwnerDeletion": True}
 
@@ -67,8 +68,7 @@ def test_the_default_hpa_is_reported_as_ome_and_mirrors_the_live_hpa() -> None:
         "conditions": [{"type": "ScalingActive", "status": "False",
                         "reason": "FailedGetResourceMetric", "lastTransitionTime": "t0",
                         "message": "missing request for cpu in container c of Pod <pod>"}]}
-    assert entry["scaleTargetRef"] == {"apiVersion": "ome.io/v1beta1",
-                                       "kind": "InferenceReplica", "name": "chat-engine"}
+    assert entry["scaleTargetRef"] == TARGET
     assert sp.deletes == ()
 
 
@@ -172,3 +172,26 @@ def test_a_blocked_component_keeps_its_autoscaler_and_its_status() -> None:
     assert sp.deletes == ()
     assert sp.status is not None
     assert sp.status["components"]["engine"]["autoscaler"] == {"class": "HPA"}
+
+
+def test_both_autoscalers_carry_the_scale_target_bounds_and_owner() -> None:
+    keda = {**KEDA, "keda": {**KEDA["keda"], "cooldownPeriod": 60}}
+    sp = plan_service(ServiceSnapshot(isvc=_raw(autoscaler=keda), now=NOW,
+                                      crds=frozenset({CRD_SCALED_OBJECT})))
+    (so,) = [o for _c, o in sp.applies if o["kind"] == "ScaledObject"]
+    assert so["apiVersion"] == "keda.sh/v1alpha1"
+    assert so["metadata"]["name"] == "scaledobject-chat-engine"
+    assert so["metadata"]["ownerReferences"][0]["uid"] == "u"
+    assert so["spec"] == {"scaleTargetRef": TARGET, "minReplicaCount": 1, "maxReplicaCount": 4,
+                          "triggers": KEDA["keda"]["triggers"], "cooldownPeriod": 60}
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 300}}
+    sp = plan_service(ServiceSnapshot(
+        isvc=_raw(mode="RawDeployment", autoscaler={"class": "HPA", "hpa": {
+            "behavior": behavior}}), now=NOW))
+    (hpa,) = [o for _c, o in sp.applies if o["kind"] == "HorizontalPodAutoscaler"]
+    assert hpa["apiVersion"] == "autoscaling/v2" and hpa["metadata"]["name"] == "chat-engine"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "chat-engine"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 4)
+    assert hpa["spec"]["behavior"] == behavior
+    assert hpa["spec"]["metrics"][0]["resource"]["target"]["averageUtilization"] == 80
