@@ -17,9 +17,11 @@ status is written: the LeaderWorkerSet scale-downs and hand-over Events, the rol
 Events, annotation removals, traffic mirrors and analysis queries, and the per-revision
 Services. A blocked component keeps its objects: nothing is ever deleted here (owned
 objects go with the ISVC through garbage collection) but an owned LeaderWorkerSet at the
-end of its hand-over and stale per-revision Services. The InferenceReplica spec is written
-only by this controller; the IR manager writes the IR status, which brings the ISVC back
-here (the owned InferenceReplicas and Deployments are watched).
+end of its hand-over, stale per-revision Services, and, right after the applies, the HPA or
+ScaledObject of ours that an autoscaler class change replaced (``service_autoscalers.py``).
+The InferenceReplica spec is written only by this controller; the IR manager writes the IR
+status, which brings the ISVC back here (the owned InferenceReplicas, Deployments and
+autoscalers are watched).
 
 The manager (``manager.py``) runs it while it leads, next to the IR workers, with its
 client, namespaces and the settings of ``inferenceservice-config`` (``lifecycle`` and the
@@ -57,6 +59,7 @@ from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
 from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController
+from omenative_controller.service_autoscalers import OwnedAutoscalers
 from omenative_controller.service_sources import (
     CLUSTER_SERVING_RUNTIMES,
     SERVING_RUNTIMES,
@@ -183,8 +186,11 @@ class ServiceController:
         self.deployments: Informer[JSON] = Informer(
             client, DEPLOYMENTS, dict, namespaces=ns, label_selector=_OWNED_SELECTOR,
             on_change=self._owned_changed)
+        self.autoscalers = OwnedAutoscalers(client, ns, self._owned_changed,
+                                            interval=crd_poll_seconds)
         optional = (self.isvcs, *self.sources.runtime_informers)  # no LIST of an absent CRD
-        self._informers = (*optional, self.replicas, self.deployments, self.sources.revisions)
+        self._informers = (*optional, self.replicas, self.deployments, self.sources.revisions,
+                           self.autoscalers.hpas)
         self._served = apiwatch.ServedInformers(client, optional, interval=crd_poll_seconds)
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
@@ -252,6 +258,7 @@ class ServiceController:
         direct = [i for i in self._informers if not (polled and i.name in self._served.wanted)]
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}") for i in direct]
         tasks.append(asyncio.create_task(self.sources.served.run(), name="isvc-models-served"))
+        tasks.append(asyncio.create_task(self.autoscalers.keda.run(), name="isvc-keda-served"))
         tasks.append(asyncio.create_task(self.sources.status_writer.run(),
                                          name="isvc-runtime-status"))
         if polled:
@@ -264,6 +271,7 @@ class ServiceController:
             for i in direct:  # a CRD not installed yet must not stall the rest
                 await i.wait_synced(self.sync_timeout)
             await self.sources.served.wait_synced(self.sync_timeout)
+            await self.autoscalers.keda.wait_synced(self.sync_timeout)
             self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
             tasks.extend(asyncio.create_task(self._worker(), name=f"isvc-worker-{n}")
@@ -358,7 +366,8 @@ class ServiceController:
             runtime_revisions=tuple(revisions),
             lws=self.lws.views(isvc.namespace, isvc.name, isvc.uid), lws_known=self.lws_known(),
             pairing=await self.rollout.pairing_tokens(isvc) if grouped else {},
-            answers=self.rollout.answers(isvc.uid))
+            answers=self.rollout.answers(isvc.uid),
+            autoscalers=self.autoscalers.of(isvc.namespace, isvc.name))
 
     async def reconcile(self, key: str) -> bool:
         """One pass over ``namespace/name``; False asks for a (rate-limited) retry."""
@@ -386,6 +395,8 @@ class ServiceController:
             await self._report_invalid(raw, sp)
             return True
         owned = await self._apply_all(key, sp)
+        if sp.deletes and sp.isvc is not None and self.guard():  # the new one is applied
+            await self.autoscalers.delete(sp.isvc.namespace, sp.deletes)
         assert sp.status is not None
         ok = await self._put_status(raw, {**raw, "status": sp.status})
         if ok:

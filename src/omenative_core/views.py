@@ -187,6 +187,17 @@ def _allocatable_gpus(allocatable: object) -> int | None:
 _SCHEDULED_TYPES = frozenset({"PodGroupScheduled", "PodGroupInitiallyScheduled"})
 
 
+def _failed_phase(obj: Mapping[str, Any]) -> str:
+    """OME's words for a scheduler-plugins PodGroup in phase ``Failed`` ("" otherwise)."""
+    status = _obj(obj.get("status"))
+    if status.get("phase") != "Failed":
+        return ""
+    name = _obj(obj.get("metadata")).get("name", "")
+    minimum = _int(_obj(obj.get("spec")).get("minMember"))
+    return (f"PodGroup {name} reported phase Failed: {_int(status.get('failed'))} of "
+            f"{minimum} members failed")
+
+
 def pod_group_view_from_json(obj: Mapping[str, Any]) -> PodGroupView:
     """Build a ``PodGroupView`` from a PodGroup (either API) or a native Workload.
 
@@ -201,6 +212,7 @@ def pod_group_view_from_json(obj: Mapping[str, Any]) -> PodGroupView:
             scheduled = cond
     status = scheduled.get("status")
     return PodGroupView(
+        failed=_failed_phase(obj),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         deleting=bool(meta.get("deletionTimestamp")),

@@ -9,18 +9,13 @@ import pytest
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import CRDS, resource_for
+from omenative_controller.service_autoscalers import SCALED_OBJECTS
 from omenative_core.service import isvc_from_json
 from omenative_core.service.objects import base_labels, scaled_object
-from omenative_devcluster.keda import scaledobject_crd
-
-pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import eventually  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
-pytest_plugins = ["manager_fixtures"]
+pytest_plugins = ["manager_fixtures", "keda_fixtures"]
 
-SCALED_OBJECTS = resource_for("keda.sh/v1alpha1", "ScaledObject")
 KEDA = {"class": "KEDA", "keda": {
     "triggers": [{"type": "prometheus",
                   "metadata": {"serverAddress": "http://prometheus.monitoring:9090",
@@ -52,26 +47,6 @@ def _kept(ours: Any, stored: Any) -> bool:
         return isinstance(stored, dict) and all(
             k in stored and _kept(v, stored[k]) for k, v in ours.items())
     return bool(ours == stored)
-
-
-@pytest.fixture
-async def keda_crd(kube: KubeClient) -> Any:
-    crd = scaledobject_crd()
-    name = crd["metadata"]["name"]
-    try:
-        await kube.create(CRDS, crd)
-    except ApiError as exc:
-        if not exc.already_exists:
-            raise
-
-    async def served() -> bool:
-        got = await kube.get(CRDS, name)
-        return any(c.get("type") == "Established" and c.get("status") == "True"
-                   for c in (got.get("status") or {}).get("conditions") or ())
-
-    await eventually(served, timeout=30, what=f"CRD {name} Established")
-    yield name
-    await kube.delete(CRDS, name)
 
 
 async def test_the_rendered_scaled_object_passes_kedas_schema(

@@ -3,7 +3,8 @@
 A whole-Instance restart is a Warning ``RestartTriggered`` (OME's message shape: component,
 instance, cause, new incarnation) and a Normal ``RestartCompleted`` once the new
 incarnation serves; a pod of the Instance without an incarnation label is a ``FoundOrphan``
-Warning; a PodGroup made for pods on the default scheduler is ``MaybeNoGangScheduler``.
+Warning; a PodGroup made for pods on the default scheduler is ``MaybeNoGangScheduler``; one
+the scheduler ruled ``Failed`` is deleted and rebuilt with a ``PodGroupReset`` Warning.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from __future__ import annotations
 from attrs import evolve
 from sim_helpers import engine_manifest, run_world
 
+from omenative_controller.cache_views import pod_group_view
 from omenative_core.model import Event, LifecycleConfig
+from omenative_core.model.plan import DeletePodGroup
 from omenative_core.planner import plan
+from omenative_core.views import pod_group_view_from_json
 from omenative_sim.world import ClusterSpec, World
 
 
@@ -100,3 +104,36 @@ def test_in_place_only_refusing_a_revision_warns_in_place_update_not_possible() 
     assert world.status is not None
     failed = {c.type: c for c in world.status.conditions}["FailedUpdate"]
     assert (failed.status, failed.reason) == ("True", "InPlaceNotPossible")
+
+
+def test_a_pod_group_the_scheduler_failed_is_reset_with_a_warning_as_ome_does() -> None:
+    world = _world()
+    run_world(world, 30)
+    snap = world.snapshot()
+    name = "chat-engine-0-1"
+    assert name in snap.pod_groups
+    failed = pod_group_view_from_json({
+        "metadata": {"name": name, "uid": snap.pod_groups[name].uid},
+        "spec": {"minMember": 2}, "status": {"phase": "Failed", "failed": 1}})
+    p = plan(evolve(snap, pod_groups={**snap.pod_groups, name: failed}))
+    (reset,) = _of(list(p.events), "PodGroupReset")
+    assert reset.type == "Warning" and reset.instance == 0
+    assert reset.message == (
+        "OMENative component=engine: deleting PodGroup chat-engine-0-1 so the gang can be "
+        "admitted again (PodGroup chat-engine-0-1 reported phase Failed: 1 of 2 members "
+        "failed)")
+    deletes = [a for a in p.actions if isinstance(a, DeletePodGroup)]
+    assert [(a.name, a.uid) for a in deletes] == [(name, failed.uid)]
+    assert p.status.instances[0].phase != "Failed"  # the Instance is not failed for it
+    # a group the scheduler has not failed is left alone
+    assert not _of(list(plan(snap).events), "PodGroupReset")
+
+
+def test_only_a_failed_phase_is_read_as_the_schedulers_verdict() -> None:
+    running = pod_group_view_from_json({"metadata": {"name": "g"}, "spec": {"minMember": 2},
+                                        "status": {"phase": "Running", "failed": 1}})
+    assert running.failed == ""
+    # the manager's PodGroup cache keeps the verdict, so the shell's pass sees it
+    cached = pod_group_view({"metadata": {"name": "g"}, "spec": {"minMember": 2},
+                             "status": {"phase": "Failed", "failed": 2}})
+    assert cached.failed == "PodGroup g reported phase Failed: 2 of 2 members failed"

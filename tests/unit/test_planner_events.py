@@ -160,6 +160,23 @@ def test_a_request_beyond_the_in_flight_cap_is_accepted_with_a_warning_that_it_w
     assert UUID2 in event.message and "maxInFlightMigrations is 1" in event.message
 
 
+def test_a_request_over_the_window_cap_fails_rate_limited_as_omes_does() -> None:
+    config = LifecycleConfig(audit=AuditConfig(max_migrations_per_window=1))
+    world = _serving(_world(_manifest(replicas=2), config=config))
+    world.set_annotation(PREFIX + UUID, _request(instance=0))
+    world.set_annotation(PREFIX + UUID2, _request(instance=1))
+    p = plan(world.snapshot())
+    assert _reasons(p.events).count("MigrationAccepted") == 1  # the first one runs
+    event = _only(p.events, "RateLimited")
+    assert event.type == "Warning" and event.instance == 1
+    assert event.message == (f"migration request {PREFIX}{UUID2}: "
+                             "migration rate cap reached (1/1 in the last 1h0m0s)")
+    assert "MigrationCapReached" not in _reasons(p.events)  # it does not wait: it failed
+    failed = {m.request_uuid: m for m in p.status.migrations}[UUID2]
+    assert failed.phase == "Failed" and failed.succeeded is False
+    assert failed.message == "RateLimited: migration rate cap reached (1/1 in the last 1h0m0s)"
+
+
 def test_with_audit_unconfigured_an_accepted_request_warns_it_will_not_start() -> None:
     world = _serving(_world(config=LifecycleConfig(audit=None)))
     world.set_annotation(PREFIX + UUID, _request())

@@ -175,6 +175,9 @@ class PodGroupView:
     scheduled: str | None = None
     scheduled_reason: str = ""
     scheduled_message: str = ""
+    failed: str = ""
+    """A scheduler-plugins PodGroup the scheduler ruled ``Failed``: its explanation
+    (``PodGroup <name> reported phase Failed: <f> of <min> members failed``); "" when not."""
 
 
 @frozen(kw_only=True)

@@ -33,6 +33,7 @@ from omenative_core.service.model import (
     ServingRuntime,
 )
 from omenative_core.service.plan import (
+    API_VERSION_KEDA,
     PdbPolicy,
     ServiceConfig,
 )
@@ -248,6 +249,10 @@ def pod_monitor(
     }
 
 
+_HPA_HEAD: Final = ("autoscaling/v2", "HorizontalPodAutoscaler", "minReplicas", "maxReplicas")
+_SO_HEAD: Final = (API_VERSION_KEDA, "ScaledObject", "minReplicaCount", "maxReplicaCount")
+
+
 def hpa_metrics(merged: ComponentSpec, config: ServiceConfig) -> list[Any]:
     """The HPA metrics: the component's own, else CPU at the configured utilization."""
     autoscaler = merged.autoscaler or {}
@@ -273,6 +278,23 @@ def hpa_metrics(merged: ComponentSpec, config: ServiceConfig) -> list[Any]:
     ]
 
 
+def _scaler(
+    isvc: InferenceService,
+    name: str,
+    labels: Mapping[str, str],
+    target: Mapping[str, str],
+    head: tuple[str, str, str, str],
+    low: int,
+    high: int,
+) -> dict[str, Any]:
+    """The preamble both autoscalers share: ``head`` is (apiVersion, kind, min key, max key);
+    the object ``name`` owned by the ISVC, its ``scaleTargetRef`` and replica bounds."""
+    api_version, kind, min_key, max_key = head
+    return {"apiVersion": api_version, "kind": kind,
+            "metadata": object_meta(isvc, name, labels),
+            "spec": {"scaleTargetRef": dict(target), min_key: low, max_key: high}}
+
+
 def hpa_object(
     isvc: InferenceService,
     prefix: str,
@@ -285,21 +307,12 @@ def hpa_object(
 ) -> dict[str, Any]:
     """The autoscaling/v2 HPA on ``target``'s scale subresource, with the component's
     ``autoscaler.hpa.behavior`` copied as OME does."""
-    spec: dict[str, Any] = {
-        "scaleTargetRef": dict(target),
-        "minReplicas": low,
-        "maxReplicas": high,
-        "metrics": hpa_metrics(merged, config),
-    }
+    body = _scaler(isvc, prefix, labels, target, _HPA_HEAD, low, high)
+    body["spec"]["metrics"] = hpa_metrics(merged, config)
     hpa = (merged.autoscaler or {}).get("hpa")
     if isinstance(hpa, Mapping) and isinstance(hpa.get("behavior"), Mapping):
-        spec["behavior"] = dict(hpa["behavior"])
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": object_meta(isvc, prefix, labels),
-        "spec": spec,
-    }
+        body["spec"]["behavior"] = dict(hpa["behavior"])
+    return body
 
 
 def scaled_object(
@@ -317,19 +330,14 @@ def scaled_object(
     idleReplicaCount and advanced copied."""
     keda = (merged.autoscaler or {}).get("keda")
     keda = keda if isinstance(keda, Mapping) else {}
-    spec: dict[str, Any] = {
-        "scaleTargetRef": dict(target),
-        "minReplicaCount": low,
-        "maxReplicaCount": high,
-        "triggers": list(keda.get("triggers") or ()),
-    }
+    body = _scaler(isvc, f"scaledobject-{prefix[-50:]}", labels, target, _SO_HEAD, low, high)
+    spec = body["spec"]
+    spec["triggers"] = list(keda.get("triggers") or ())
     for key in ("pollingInterval", "cooldownPeriod", "idleReplicaCount", "fallback",
                 "advanced"):
         if keda.get(key) is not None:
             spec[key] = keda[key]
-    meta = object_meta(isvc, f"scaledobject-{prefix[-50:]}", labels)
-    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": meta,
-            "spec": spec}
+    return body
 
 
 def pdb_policy(merged: ComponentSpec, fallback: PdbPolicy | None) -> PdbPolicy | None:

@@ -35,9 +35,11 @@ __all__: list[str] = []
 CRD_LEADER_WORKER_SET: Final = "leaderworkersets.leaderworkerset.x-k8s.io"
 """The LeaderWorkerSet CRD (MultiNode components need it)."""
 CRD_POD_MONITOR: Final = "podmonitors.monitoring.coreos.com"
+"""The Prometheus operator's PodMonitor CRD."""
 CRD_SCALED_OBJECT: Final = "scaledobjects.keda.sh"
 """KEDA's ScaledObject CRD: with it, a ``class: KEDA`` component gets its ScaledObject."""
-"""The Prometheus operator's PodMonitor CRD."""
+API_VERSION_KEDA: Final = "keda.sh/v1alpha1"
+"""KEDA's ScaledObject API version."""
 CRD_POD_GROUP: Final = "podgroups.scheduling.x-k8s.io"
 """The scheduler-plugins PodGroup CRD (gang scheduling)."""
 API_NATIVE_GANG: Final = "scheduling.k8s.io/v1beta1"
@@ -141,6 +143,10 @@ class ComponentPlan:
     conditions: tuple[ServiceCondition, ...] = ()
     notes: tuple[str, ...] = ()
     revision_hash: str = ""
+    autoscaler: Mapping[str, str] | None = None
+    """OME's ``class`` and ``specSource`` of the autoscaler in effect (None: blocked)."""
+    scale_target: Mapping[str, str] | None = None
+    """``status.components.<c>.scaleTargetRef``: what an autoscaler scales (None: nothing)."""
 
     def object(self, kind: str) -> dict[str, Any] | None:
         """The first rendered object of ``kind`` (``Service`` is the traffic Service)."""

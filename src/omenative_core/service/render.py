@@ -37,6 +37,7 @@ from typing import Any
 from attrs import evolve
 
 from omenative_core.service.accelerators import AcceleratorClass
+from omenative_core.service.autoscaler_status import with_autoscaler
 from omenative_core.service.merge import (
     effective_component,
 )
@@ -265,7 +266,8 @@ def render_service(
             assert res.mode == MODE_RAW
             plans.append(render_raw(isvc, runtime, component, merged, res, crds, config, current,
                                     model=model, accelerator=sources.accelerators.get(component)))
-    plans = _with_external_service(isvc, plans, config)
+    plans = _with_external_service(
+        isvc, [with_autoscaler(p, isvc, runtime) for p in plans], config)
     conditions: tuple[ServiceCondition, ...] = ()
     if runtime_problem is not None and not plans:
         conditions = (

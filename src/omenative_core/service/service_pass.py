@@ -18,7 +18,8 @@ carries out the ``ServicePass`` in its order:
    rollout spec or state): ``status`` then holds ``SpecValid=False`` and nothing else is
    written but one Warning Event;
 6. ``applies``: every object of every component that is not blocked, in order, each member
-   InferenceReplica with its rollout pacing;
+   InferenceReplica with its rollout pacing; then ``deletes``, our autoscalers a class
+   change left behind;
 7. ``status``: the ISVC status (components, conditions, ``status.rollout``), written when it
    changed; the commit point of the pass;
 8. after the status only: the hand-overs' LeaderWorkerSet writes and ``events``, the
@@ -41,6 +42,7 @@ from omenative_core.labels import LABEL_COMPONENT
 from omenative_core.model.spec import InferenceReplica
 from omenative_core.rollout.members import AnalysisMeasurement
 from omenative_core.service.accelerators import AcceleratorClass
+from omenative_core.service.autoscaler_status import stale_autoscalers
 from omenative_core.service.handover import HandoverStep, LwsView, handover_events, with_handovers
 from omenative_core.service.model import (
     InferenceService,
@@ -114,6 +116,8 @@ class ServiceSnapshot:
     lws_known: bool = True
     pairing: PairingTokens = field(factory=dict)
     answers: tuple[AnalysisMeasurement, ...] = ()
+    autoscalers: tuple[Mapping[str, Any], ...] = ()
+    """The HPAs and ScaledObjects labelled with this ISVC (ours, and those KEDA derives)."""
 
 
 @frozen(kw_only=True)
@@ -135,6 +139,9 @@ class ServicePass:
     wait_for_lws: bool = False
     handovers: tuple[HandoverStep, ...] = ()
     applies: Applies = ()
+    deletes: tuple[dict[str, str], ...] = ()
+    """Our HPAs / ScaledObjects the plan no longer renders (``stale_autoscalers``), deleted
+    after the applies with a UID precondition."""
     status: dict[str, Any] | None = None
     events: tuple[ServiceEvent, ...] = ()
     rollout: RolloutPass | None = None
@@ -241,9 +248,11 @@ def _as_applied(snap: ServiceSnapshot, applies: Applies) -> dict[str, InferenceR
 
 
 def _status(isvc: InferenceService, plan: ServicePlan, replicas: Mapping[str, InferenceReplica],
-            rollout: RolloutPass | None, now: datetime) -> dict[str, Any]:
+            rollout: RolloutPass | None, snap: ServiceSnapshot) -> dict[str, Any]:
     """The whole status to write: the roll-up without ``SpecValid``, the rollout's shape."""
-    status = service_status(isvc, plan, replicas, now)
+    scalers = {(str(o.get("kind")), str((o.get("metadata") or {}).get("name"))): o
+               for o in snap.autoscalers}
+    status = service_status(isvc, plan, replicas, snap.now, scalers)
     status["conditions"] = [c for c in status["conditions"]
                             if c.get("type") != VALIDATION_CONDITION]
     if rollout is not None:
@@ -287,7 +296,8 @@ def plan_service(snap: ServiceSnapshot) -> ServicePass:
     rechecks = [s.recheck_after + 0.5 for s in steps if s.recheck_after is not None]
     return ServicePass(
         applies=applies,
-        status=_status(isvc, plan, _as_applied(snap, applies), rollout, snap.now),
+        deletes=stale_autoscalers(isvc, plan, snap.autoscalers),
+        status=_status(isvc, plan, _as_applied(snap, applies), rollout, snap),
         events=tuple(ServiceEvent(type=e.type, reason=e.reason, message=e.message)
                      for s in steps for e in handover_events(s)),
         rollout=rollout,

@@ -32,10 +32,12 @@ from omenative_core.conditions import merge_condition_json
 from omenative_core.model.spec import InferenceReplica, InferenceReplicaSpec
 from omenative_core.model.status import InferenceReplicaStatus
 from omenative_core.policy import BudgetError, desired_instances, resolve_budget
+from omenative_core.service.autoscaler_status import autoscaler_status
 from omenative_core.service.model import COMPONENT_ORDER, InferenceService
 from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.render import (
     ANNOTATION_MIGRATION_PREFIX,
+    ComponentPlan,
     ServiceCondition,
     ServicePlan,
     condition_type,
@@ -151,21 +153,38 @@ def _condition_json(c: ServiceCondition) -> dict[str, Any]:
     return {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
 
 
+def _autoscaling(isvc: InferenceService, cp: ComponentPlan,
+                 scalers: Mapping[tuple[str, str], Mapping[str, Any]],
+                 now: datetime) -> dict[str, Any]:
+    """A rendered component's ``autoscaler`` and ``scaleTargetRef`` status fields."""
+    old = ((isvc.status.get("components") or {}).get(cp.component) or {}).get("autoscaler")
+    entry: dict[str, Any] = {}
+    autoscaler = autoscaler_status(cp, scalers, old if isinstance(old, Mapping) else None, now)
+    if autoscaler is not None:
+        entry["autoscaler"] = autoscaler
+    if cp.scale_target is not None:
+        entry["scaleTargetRef"] = dict(cp.scale_target)
+    return entry
+
+
 def service_status(
     isvc: InferenceService,
     plan: ServicePlan,
     replicas: Mapping[str, InferenceReplica],
     now: datetime,
+    scalers: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The status the shell writes (merge it with ``with_status``): per OMENative component
     ``components.<c>.lifecycle`` and the ``{Component}Ready`` condition, plan conditions
-    under ``components.<c>.conditions``, and the ISVC ``conditions`` list with ours merged
-    in (other types are kept as they were). ``replicas``: the live InferenceReplica of each
-    component, by component name."""
+    under ``components.<c>.conditions``, per rendered component OME's ``autoscaler`` and
+    ``scaleTargetRef`` (``autoscaler_status.py``), and the ISVC ``conditions`` list with
+    ours merged in (other types are kept as they were). ``replicas``: the live
+    InferenceReplica of each component, by component name; ``scalers``: the ISVC's live
+    HPAs and ScaledObjects by (kind, name)."""
     components: dict[str, Any] = {}
     wanted: list[ServiceCondition] = list(plan.conditions)
     for cp in plan.components:
-        entry: dict[str, Any] = {}
+        entry = _autoscaling(isvc, cp, scalers or {}, now)
         if cp.conditions:
             entry["conditions"] = [_condition_json(c) for c in cp.conditions]
         if cp.ready is not None:

@@ -85,7 +85,10 @@ def accept(st: StepPass, uuid: str, value: str) -> None:
     (``MigrationRequestRejected``, ``UnsupportedSchemaVersion``) and no record. A request
     that is well formed but cannot run (no such Instance, an unknown ``from_node``, mode
     ``Never``) gets a Failed record and a Warning; only a request that will run is
-    ``MigrationAccepted``, with a ``MigrationCapReached`` Warning when a cap makes it wait.
+    ``MigrationAccepted``, with a ``MigrationCapReached`` Warning when the in-flight cap
+    makes it wait. One that would go over ``audit.maxMigrationsPerWindow`` fails at once
+    with OME's ``RateLimited`` Warning (``migration rate cap reached (10/10 in the last
+    1h0m0s)``), as OME does: it never waits for the window to free up.
     """
     if uuid in st.migrations:
         return
@@ -114,7 +117,7 @@ def accept(st: StepPass, uuid: str, value: str) -> None:
             st.view.now + st.view.policy.ready_timeout if st.view.policy.ready_timeout else None
         ),
     )
-    refusal = _refusal(st, record)
+    refusal = _refusal(st, record) or _rate_limited(st, uuid)
     if refusal is not None:
         reason, text = refusal
         st.migrations[uuid] = evolve(
@@ -181,20 +184,28 @@ def _cap_wait(st: StepPass, uuid: str) -> tuple[str, str] | None:
             f"lifecycle.audit.maxInFlightMigrations is {audit.max_in_flight_migrations} and "
             f"{in_flight} migration(s) are in flight, {ahead} waiting before this one",
         )
+    return None
+
+
+def _rate_limited(st: StepPass, uuid: str) -> tuple[str, str] | None:
+    """OME's ``RateLimited`` when the migrations started in ``audit.window`` plus those
+    accepted before this one reach ``audit.maxMigrationsPerWindow``; None otherwise."""
+    audit = st.view.config.audit
+    if audit is None:
+        return None
     window_start = st.view.now - audit.window
-    started = sum(
+    counted = sum(
         1
         for m in st.migrations.values()
-        if m.allocated_at is not None and m.allocated_at > window_start
+        if m.request_uuid != uuid and (
+            (m.allocated_at is not None and m.allocated_at > window_start)
+            or m.phase == MigrationPhase.ACCEPTED)
     )
-    if started + ahead >= audit.max_migrations_per_window:
-        return (
-            "MigrationCapReached",
-            f"lifecycle.audit.maxMigrationsPerWindow is {audit.max_migrations_per_window} and "
-            f"{started} migration(s) started in the last {format_duration(audit.window)}, "
-            f"{ahead} waiting before this one",
-        )
-    return None
+    cap = audit.max_migrations_per_window
+    if counted < cap:
+        return None
+    return ("RateLimited", f"migration rate cap reached ({counted}/{cap} in the last "
+                           f"{format_duration(audit.window)})")
 
 
 def progress(st: StepPass) -> None:

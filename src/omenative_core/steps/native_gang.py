@@ -105,7 +105,9 @@ def ensure(
                 st.view.ir, index=index, incarnation=incarnation, min_member=count,
                 schedule_timeout_seconds=schedule_timeout_seconds(
                     st.view.policy.ready_timeout, timeout.min, timeout.max))))
-        return Waiting.POD_GROUP_TERMINATING if pg is not None and pg.deleting else None
+        # a group the scheduler failed is reset by ``cleanup``: no member against it meanwhile
+        return Waiting.POD_GROUP_TERMINATING if pg is not None and (
+            pg.deleting or pg.failed) else None
     rev_hash = hash_of(revision)
     api, priority = st.view.snap.native_gang_api, priority_class_name(runners)
     workload = st.view.snap.workloads.get(workload_name(st.view.prefix, rev_hash))
@@ -124,6 +126,28 @@ def ensure(
     if native.scheduled == "False" and native.scheduled_reason == "Unschedulable":
         return POD_GROUP_UNSCHEDULABLE
     return None
+
+
+def _reset_failed(st: StepPass, views: Iterable[PodGroupView]) -> None:
+    """OME's reset of each row's PodGroup the scheduler ruled ``Failed`` (an absorbing
+    verdict: the name can never be admitted again): delete it so a later pass builds a
+    fresh one, with a ``PodGroupReset`` Warning carrying the group's explanation; the
+    Instance is not failed for it. A dead member still on the group holds the reset back
+    (the phase is derived from the members, so a rebuild around it gets the same verdict);
+    a group no row names is an orphan, which ``cleanup`` deletes anyway."""
+    prefix = st.view.prefix
+    rows = {pod_group_name(prefix, r.index, r.incarnation): r.index for r in st.rows.values()}
+    for pg in views:
+        index = rows.get(pg.name)
+        if not pg.failed or pg.deleting or index is None:
+            continue
+        if any(p.phase in ("Failed", "Succeeded") for p in st.pods_of(index)):
+            continue
+        _delete(st, pg, POD_GROUP_API_VERSION)
+        st.poll = True
+        st.warn("PodGroupReset",
+                f"OMENative component={st.view.spec.component}: deleting PodGroup {pg.name} "
+                f"so the gang can be admitted again ({pg.failed})", index)
 
 
 def _delete(st: StepPass, pg: PodGroupView, api_version: str) -> None:
@@ -255,6 +279,8 @@ def cleanup(st: PassState) -> None:
     for at, (groups, api) in enumerate(((snap.pod_groups, POD_GROUP_API_VERSION),
                                         (snap.native_pod_groups, snap.native_gang_api))):
         views = tuple(groups.values())
+        if at == 0 and any(map(attrgetter("failed"), views)):
+            _reset_failed(st, views)
         unnamed = _unnamed_since(st, at, groups, views) if views else set()
         if unnamed is None:
             unnamed = _orphans(st, map(attrgetter("name"), views), pods=False)
