@@ -26,7 +26,7 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import Resource
 from omenative_core.codec import CodecError
-from omenative_core.service import ServingRuntime, runtime_from_json
+from omenative_core.service import ServingRuntime, decode_runtime
 from omenative_core.service.inheritance import (
     INHERITANCE_READY,
     InheritanceHealth,
@@ -91,7 +91,7 @@ class RuntimeStatusWriter:
         for informer, res in self.caches:
             for _key, obj in informer.items():
                 try:
-                    out.append((obj, res, runtime_from_json({**obj, "kind": res.kind})))
+                    out.append((obj, res, decode_runtime({**obj, "kind": res.kind})))
                 except CodecError:
                     continue  # reported by the ISVC controller's own decode
         return out

@@ -39,7 +39,7 @@ from omenative_core.service import (
     ServingRuntime,
     accelerator_class_from_json,
     basemodel_from_json,
-    runtime_from_json,
+    decode_runtime,
     runtime_revision_from_json,
 )
 from omenative_core.service.runtime_pin import LABEL_RUNTIME_OF
@@ -162,7 +162,7 @@ class Sources:
                 body = dict(obj)
                 body.setdefault("kind", kind)
                 try:
-                    out.append(runtime_from_json(body))
+                    out.append(decode_runtime(body))
                 except CodecError as exc:
                     log.info("isvc.bad_runtime", kind=kind, name=obj["metadata"].get("name"),
                              error=str(exc))

@@ -70,9 +70,9 @@ from omenative_core.service import (
     InferenceService,
     ServiceConfig,
     ServingRuntime,
+    decode_runtime,
     isvc_from_json,
     render_service,
-    runtime_from_json,
 )
 from omenative_core.service.rollout_writes import member_replica_body
 from omenative_sim.scenario import (
@@ -155,7 +155,7 @@ def _runtimes(raw: object) -> tuple[ServingRuntime, ...]:
     out = []
     for i, item in enumerate(raw):
         try:
-            out.append(runtime_from_json(_obj(f"runtimes[{i}]", item)))
+            out.append(decode_runtime(_obj(f"runtimes[{i}]", item)))
         except CodecError as exc:
             raise ScenarioError(f"runtimes[{i}].{exc}") from None
     return tuple(out)
@@ -303,7 +303,7 @@ class ServiceWorld:
 
     def _project(self) -> None:
         isvc = self._isvc()
-        rendered = render_service(isvc, [runtime_from_json(r) for r in self.runtimes], (),
+        rendered = render_service(isvc, [decode_runtime(r) for r in self.runtimes], (),
                                   ServiceConfig(lifecycle=self.config))
         shared = next(iter(self.worlds.values())).nodes if self.worlds else None
         for comp in rendered.components:

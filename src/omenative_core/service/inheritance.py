@@ -38,6 +38,7 @@ __all__ = [
     "InheritanceHealth",
     "inheritance_health",
     "inherited_runtime",
+    "merge_specs",
 ]
 
 ANNOTATION_INHERIT_FROM: Final = "ome.io/inherit-from"
@@ -120,8 +121,14 @@ def inherited_runtime(runtime: ServingRuntime,
         return runtime
     spec: dict[str, Any] = {}
     for rt in reversed(chain):
-        spec = merge_json(spec, _without_empty(rt.spec))
+        spec = merge_specs(spec, rt.spec)
     return ServingRuntime({**runtime.raw, "spec": spec})
+
+
+def merge_specs(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
+    """OME's ``runtimeinheritance.Merge``: ``child`` over ``parent``, empty values unset
+    (module docstring); also how an ``ome.io/engine`` preset fills a runtime."""
+    return merge_json(_without_empty(parent), _without_empty(child))
 
 
 @frozen

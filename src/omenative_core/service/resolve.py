@@ -46,6 +46,7 @@ from omenative_core.service.models import BaseModel, find_model, model_problem, 
 from omenative_core.service.objects import find_runtime
 from omenative_core.service.plan import ServiceEvent
 from omenative_core.service.runtime_pin import Pin, RuntimeRevision, pinning, resolve_pin
+from omenative_core.service.runtime_preset import preset_problem
 from omenative_core.service.runtime_select import (
     compatibility_advisory,
     select_runtime,
@@ -78,7 +79,8 @@ def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[s
         return ("RuntimeNotFound", f"{ref.kind} {ref.name!r} not found")
     if runtime.disabled:
         return ("RuntimeDisabled", f"{runtime.kind} {runtime.name!r} is disabled")
-    return None
+    preset = preset_problem(runtime)
+    return ("RuntimeValidationError", preset) if preset is not None else None
 
 
 def _accelerators(
