@@ -188,6 +188,7 @@ class ServiceController:
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
                                     window=0, now=self.now)
+        self.sources.status_writer.events = self.events
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
         self.repeats = RepeatApplies()
