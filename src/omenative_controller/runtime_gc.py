@@ -5,7 +5,8 @@
 changes (``mark``), once both the revision cache and the InferenceService cache have listed
 (so a revision that an InferenceService uses is never taken for an unused one), and only
 while this manager leads. It writes what ``collect`` says: the ``ome.io/gc-eligible-since``
-annotation set or removed by a merge PATCH, and a DELETE with the revision's UID as
+annotation set or removed by a JSON PATCH (a merge patch is refused: the API server
+re-encodes the revision's ``data`` and calls it changed), and a DELETE with the revision's UID as
 precondition, so a revision recreated under the same name is never deleted.
 """
 
@@ -22,6 +23,7 @@ import structlog
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.informer import Informer
+from omenative_controller.kube.jsonpatch import annotation_removal, pointer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS
 from omenative_core.service.runtime_gc import (
     ANNOTATION_GC_ELIGIBLE_SINCE,
@@ -68,14 +70,27 @@ class RevisionCollector:
         return collect(revisions, isvcs, self.now(), retention=self.retention,
                        grace=self.grace)
 
+    def _cached(self, name: str) -> JSON:
+        return self.revisions.get(f"{self.namespace}/{name}") or {}
+
     async def _annotate(self, name: str, value: str | None) -> None:
-        body = {"metadata": {"annotations": {ANNOTATION_GC_ELIGIBLE_SINCE: value}}}
-        await self.client.patch(CONTROLLER_REVISIONS, name, body, self.namespace,
-                                patch_type="merge")
+        """Set or remove the mark by JSON patch: a merge patch makes the API server
+        re-encode ``data`` (sorted keys) and refuse it as a change of an immutable field."""
+        present = self._cached(name).get("metadata", {}).get("annotations")
+        if value is None:
+            ops = annotation_removal(present or {}, [ANNOTATION_GC_ELIGIBLE_SINCE])
+        elif isinstance(present, dict):
+            ops = [{"op": "add", "value": value,
+                    "path": pointer("metadata", "annotations", ANNOTATION_GC_ELIGIBLE_SINCE)}]
+        else:
+            ops = [{"op": "add", "path": pointer("metadata", "annotations"),
+                    "value": {ANNOTATION_GC_ELIGIBLE_SINCE: value}}]
+        if ops:
+            await self.client.patch(CONTROLLER_REVISIONS, name, ops, self.namespace,
+                                    patch_type="json")
 
     async def _delete(self, name: str) -> None:
-        obj = self.revisions.get(f"{self.namespace}/{name}")
-        uid = (obj or {}).get("metadata", {}).get("uid")
+        uid = self._cached(name).get("metadata", {}).get("uid")
         await self.client.delete(CONTROLLER_REVISIONS, name, self.namespace, uid=uid,
                                  propagation=None)
 

@@ -104,10 +104,24 @@ async def test_the_collector_writes_marks_and_deletes_with_the_uid_as_preconditi
                            now=lambda: NOW)
     await gc.sync()
     assert ("delete", "cr-srt-00000000", "ome", "uid-cr-srt-00000000") in client.calls
+    # A JSON patch: a merge patch makes the API server re-encode the immutable ``data``.
     assert ("patch", "cr-srt-00000001",
-            {"metadata": {"annotations": {"ome.io/gc-eligible-since": "2026-09-29T12:00:00Z"}}},
+            [{"op": "add", "path": "/metadata/annotations",
+              "value": {"ome.io/gc-eligible-since": "2026-09-29T12:00:00Z"}}],
             "ome") in client.calls
     assert len(client.calls) == 2
+
+
+async def test_a_kept_revision_loses_its_mark_by_a_guarded_remove() -> None:
+    revs = [rev("cr-srt-00000000", "srt", 0, "2026-09-29T11:00:00Z")]
+    client = Client()
+    gc = RevisionCollector(client, Cache(revs), Cache([]), "ome",  # type: ignore[arg-type]
+                           now=lambda: NOW)
+    await gc.sync()
+    path = "/metadata/annotations/ome.io~1gc-eligible-since"
+    assert client.calls == [("patch", "cr-srt-00000000",
+                             [{"op": "test", "path": path, "value": "2026-09-29T11:00:00Z"},
+                              {"op": "remove", "path": path}], "ome")]
 
 
 async def test_nothing_is_collected_before_the_caches_list_or_while_not_leading() -> None:
