@@ -56,6 +56,8 @@ class RevisionCollector:
         self.interval = interval
         self.now = now
         self._changed = asyncio.Event()
+        self._held: dict[str, str] = {}
+        """Marks kept here where the API server refuses the annotation (below)."""
 
     def mark(self) -> None:
         """A revision changed: look again soon."""
@@ -65,10 +67,20 @@ class RevisionCollector:
         """What to write now, or None while a cache has not listed."""
         if not (self.revisions.synced.is_set() and self.isvcs.synced.is_set()):
             return None
-        revisions = [obj for _key, obj in self.revisions.items()]
+        revisions = [self._with_held(obj) for _key, obj in self.revisions.items()]
         isvcs = [obj for _key, obj in self.isvcs.items()]
         return collect(revisions, isvcs, self.now(), retention=self.retention,
                        grace=self.grace)
+
+    def _with_held(self, obj: JSON) -> JSON:
+        """``obj`` with the mark held in memory for it, when it carries none."""
+        meta = obj.get("metadata") or {}
+        held = self._held.get(str(meta.get("name")))
+        annotations = meta.get("annotations") or {}
+        if held is None or ANNOTATION_GC_ELIGIBLE_SINCE in annotations:
+            return obj
+        return {**obj, "metadata": {**meta, "annotations": {
+            **annotations, ANNOTATION_GC_ELIGIBLE_SINCE: held}}}
 
     def _cached(self, name: str) -> JSON:
         return self.revisions.get(f"{self.namespace}/{name}") or {}
@@ -105,11 +117,18 @@ class RevisionCollector:
             *((n, partial(self._annotate, n, plan.stamp)) for n in plan.mark),
             *((n, partial(self._annotate, n, None)) for n in plan.unmark),
             *((n, partial(self._delete, n)) for n in plan.delete)]
+        for name in (*plan.unmark, *plan.delete):
+            self._held.pop(name, None)
         for name, write in writes:
             try:
                 await write()
             except ApiError as exc:
-                if not exc.not_found:
+                if exc.status == 422 and name in plan.mark:
+                    # The API server compares the revision's ``data`` bytewise and calls an
+                    # annotation write a change of it when the stored bytes are not in its
+                    # own encoding: keep the mark here (a restart starts the grace again).
+                    self._held[name] = plan.stamp
+                elif not exc.not_found:
                     log.info("runtime.revision_gc_failed", revision=name, error=str(exc))
         if plan.delete:
             log.info("runtime.revisions_pruned", revisions=list(plan.delete))

@@ -10,6 +10,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from omenative_controller.kube.errors import ApiError
 from omenative_controller.runtime_gc import RevisionCollector
 from omenative_core.service.runtime_gc import collect, revisions_in_use
 
@@ -133,3 +134,25 @@ async def test_nothing_is_collected_before_the_caches_list_or_while_not_leading(
     isvcs.synced.set()
     gc.guard = lambda: False
     assert await gc.sync() is None and client.calls == []
+
+
+class RefusingClient(Client):
+    async def patch(self, res: Any, name: str, body: Any, namespace: str,
+                    **kw: Any) -> None:
+        raise ApiError(422, "Invalid", "data: Invalid value: ...: field is immutable")
+
+
+async def test_a_refused_mark_is_held_in_memory_and_still_deletes_after_the_grace() -> None:
+    clock = [NOW]
+    client = RefusingClient()
+    gc = RevisionCollector(client, Cache(TWELVE), Cache([]), "ome",  # type: ignore[arg-type]
+                           now=lambda: clock[0])
+    first = await gc.sync()
+    assert first is not None and first.mark == ("cr-srt-00000000", "cr-srt-00000001")
+    clock[0] = NOW + timedelta(hours=23)
+    later = await gc.sync()
+    assert later is not None and later.mark == () and later.delete == ()
+    clock[0] = NOW + timedelta(hours=24)
+    await gc.sync()
+    assert sorted(c[1] for c in client.calls if c[0] == "delete") == [
+        "cr-srt-00000000", "cr-srt-00000001"]
