@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from omenative_controller.advisor_loop import AdvisorLoop, AdvisorMetrics
@@ -41,7 +42,9 @@ class LeaderTasks:
                 client, opts.namespaces, service_config,
                 guard=is_leader, crd_poll_seconds=opts.crd_poll_seconds,
                 backoff_base=opts.backoff_base, backoff_max=opts.backoff_max,
-                revision_namespace=opts.config_namespace)
+                revision_namespace=opts.config_namespace,
+                revision_retention=opts.runtime_revision_retention,
+                revision_grace=timedelta(seconds=opts.runtime_revision_grace))
             self.isvc.rollout.ome_series = ome_series
             self._tasks.append(asyncio.create_task(self.isvc.run(), name="isvc-controller"))
         if opts.advisor != "off" and events is not None:

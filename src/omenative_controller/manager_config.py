@@ -123,6 +123,10 @@ class ManagerOptions:
     advisor_interval: float = 60.0
     advisor_bad_gpu_conditions: tuple[str, ...] = ()
     resync_seconds: float = 600.0
+    #: OME's ``--runtime-revision-retention``: runtime revisions kept per runtime name
+    runtime_revision_retention: int = 10
+    #: OME's ``--runtime-revision-grace-period`` (seconds): how long an unkept revision waits
+    runtime_revision_grace: float = 86400.0
     shutdown_timeout: float = 30.0
     startup_timeout: float = 60.0
     backoff_base: float = 0.05

@@ -7,7 +7,10 @@ caches), then compares every cached runtime's status with what its chain says
 (``omenative_core.service.inheritance.inheritance_health``: a parent's change can break or
 mend its children) and PATCHes the status subresource of those that differ: the chain root
 first (kept as it was while the chain is broken), and ``InheritanceReady`` True ``Resolved``
-or False with ``ParentNotFound``, ``InheritanceCycle``, ``MaxDepthExceeded``. Its own writes
+or False with ``ParentNotFound``, ``InheritanceCycle``, ``MaxDepthExceeded``, and a Warning
+Event on the runtime with that reason naming the runtime and the broken link
+(``<kind> <ns>/<name>: ome.io/inherit-from link <child> -> <parent> is broken: <OME's
+error>``), once per break (OME records a warning too; its reason is not published). Its own writes
 come back as changes and find nothing to do. A runtime CRD without a status subresource
 (omenative's loose ``config/crd/``) answers 404: nothing is written there.
 """
@@ -23,13 +26,15 @@ import structlog
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
+from omenative_controller.kube.events import EventRecorder, involved_object
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import Resource
 from omenative_core.codec import CodecError
-from omenative_core.service import ServingRuntime, runtime_from_json
+from omenative_core.service import ServingRuntime, decode_runtime
 from omenative_core.service.inheritance import (
     INHERITANCE_READY,
     InheritanceHealth,
+    broken_chain_message,
     inheritance_health,
 )
 
@@ -80,7 +85,10 @@ class RuntimeStatusWriter:
         self.client = client
         self.caches = tuple(caches)
         self.clock = clock
+        self.events: EventRecorder | None = None
+        """Where the broken-chain Warnings go (the controller sets its recorder)."""
         self._changed = asyncio.Event()
+        self._announced: dict[tuple[str, str, str], str] = {}
 
     def mark(self) -> None:
         """A runtime changed: look again."""
@@ -91,7 +99,7 @@ class RuntimeStatusWriter:
         for informer, res in self.caches:
             for _key, obj in informer.items():
                 try:
-                    out.append((obj, res, runtime_from_json({**obj, "kind": res.kind})))
+                    out.append((obj, res, decode_runtime({**obj, "kind": res.kind})))
                 except CodecError:
                     continue  # reported by the ISVC controller's own decode
         return out
@@ -102,7 +110,9 @@ class RuntimeStatusWriter:
         everyone = [rt for _obj, _res, rt in found]
         written = 0
         for obj, res, rt in found:
-            patch = status_patch(obj, inheritance_health(rt, everyone), self.clock())
+            health = inheritance_health(rt, everyone)
+            await self._announce(obj, res, rt, health)
+            patch = status_patch(obj, health, self.clock())
             if patch is None:
                 continue
             try:
@@ -114,6 +124,21 @@ class RuntimeStatusWriter:
                 continue
             written += 1
         return written
+
+    async def _announce(self, obj: JSON, res: Resource, rt: ServingRuntime,
+                        health: InheritanceHealth) -> None:
+        """A Warning Event on ``rt`` when its chain breaks, or breaks another way (once per
+        break, also where the CRD has no status subresource); forgotten when it mends."""
+        key = (res.kind, rt.namespace or "", rt.name)
+        if health.ready:
+            self._announced.pop(key, None)
+            return
+        message = broken_chain_message(rt, health)
+        if self._announced.get(key) == message or self.events is None:
+            return
+        involved = involved_object(obj, api_version=res.api_version, kind=res.kind)
+        if await self.events.record(involved, "Warning", health.reason, message, lg=log):
+            self._announced[key] = message
 
     async def run(self) -> None:
         """Until cancelled: after each change, write what differs."""

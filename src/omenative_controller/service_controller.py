@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 import structlog
@@ -59,6 +59,7 @@ from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
 from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController
+from omenative_controller.runtime_gc import RevisionCollector
 from omenative_controller.service_autoscalers import OwnedAutoscalers
 from omenative_controller.service_sources import (
     CLUSTER_SERVING_RUNTIMES,
@@ -79,6 +80,7 @@ from omenative_core.service import (
     ServingRuntime,
 )
 from omenative_core.service.rollout_pass import has_rollout_groups
+from omenative_core.service.runtime_gc import DEFAULT_GRACE, DEFAULT_RETENTION
 from omenative_core.service.service_pass import (
     VALIDATION_CONDITION,
     ServicePass,
@@ -132,7 +134,8 @@ class ServiceController:
     runtime informers only while discovery lists them; given, nothing is polled.
     ``guard``: checked before every write (the manager passes "still the leader"); False
     skips the write and retries the key later. ``revision_namespace``: OME's namespace, where
-    pinned runtimes' revisions live (the manager passes its config namespace).
+    pinned runtimes' revisions live (the manager passes its config namespace), pruned to
+    ``revision_retention`` per runtime name after ``revision_grace`` (``runtime_gc``).
     """
 
     def __init__(
@@ -151,6 +154,8 @@ class ServiceController:
         guard: Callable[[], bool] = lambda: True,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         revision_namespace: str = "ome",
+        revision_retention: int = DEFAULT_RETENTION,
+        revision_grace: timedelta = DEFAULT_GRACE,
     ) -> None:
         self.client = client
         self.namespaces = tuple(namespaces)
@@ -195,6 +200,12 @@ class ServiceController:
         self._events_sent: dict[tuple[str, str, str], str] = {}
         self.events = EventRecorder(client, component=FIELD_MANAGER, guard=self.guard,
                                     window=0, now=self.now)
+        self.sources.status_writer.events = self.events
+        self.revision_gc = RevisionCollector(
+            client, self.sources.revisions, self.isvcs, revision_namespace, guard=self.guard,
+            retention=revision_retention, grace=revision_grace,
+            interval=min(60.0, max(revision_grace.total_seconds() / 4, 0.5)))
+        self.sources.on_revision = self.revision_gc.mark
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
         self.repeats = RepeatApplies()
@@ -274,6 +285,7 @@ class ServiceController:
             await self.autoscalers.keda.wait_synced(self.sync_timeout)
             self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
+            tasks.append(asyncio.create_task(self.revision_gc.run(), name="isvc-revision-gc"))
             tasks.extend(asyncio.create_task(self._worker(), name=f"isvc-worker-{n}")
                          for n in range(self.workers))
             await asyncio.gather(*tasks)

@@ -39,7 +39,7 @@ from omenative_core.service import (
     ServingRuntime,
     accelerator_class_from_json,
     basemodel_from_json,
-    runtime_from_json,
+    decode_runtime,
     runtime_revision_from_json,
 )
 from omenative_core.service.runtime_pin import LABEL_RUNTIME_OF
@@ -112,6 +112,8 @@ class Sources:
             client, CLUSTER_BASE_MODELS, dict, on_change=self._model_changed)
         self.accelerators: Informer[JSON] = Informer(
             client, ACCELERATOR_CLASSES, dict, on_change=self._accelerator_changed)
+        self.on_revision: Callable[[], None] = lambda: None
+        """Called on every runtime-revision change (the revision collector's wake-up)."""
         self.status_writer = RuntimeStatusWriter(
             client, ((self.runtimes, SERVING_RUNTIMES),
                      (self.cluster_runtimes, CLUSTER_SERVING_RUNTIMES)))
@@ -145,6 +147,7 @@ class Sources:
 
     def _revision_changed(self, namespace: str | None, old: JSON | None,
                           new: JSON | None) -> None:
+        self.on_revision()
         obj = new if new is not None else old
         assert obj is not None
         runtime = (obj["metadata"].get("labels") or {}).get(LABEL_RUNTIME_OF)
@@ -162,7 +165,7 @@ class Sources:
                 body = dict(obj)
                 body.setdefault("kind", kind)
                 try:
-                    out.append(runtime_from_json(body))
+                    out.append(decode_runtime(body))
                 except CodecError as exc:
                     log.info("isvc.bad_runtime", kind=kind, name=obj["metadata"].get("name"),
                              error=str(exc))

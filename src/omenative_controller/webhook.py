@@ -54,9 +54,9 @@ from omenative_core.labels import LABEL_REPLICA
 from omenative_core.rollout.validate import validate_rollout
 from omenative_core.service.admission_models import AdmissionSources, model_admission
 from omenative_core.service.model import InferenceService, ServingRuntime, isvc_from_json
-from omenative_core.service.model import runtime_from_json as _runtime_from_json
 from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_mode
 from omenative_core.service.rejection import Rejection
+from omenative_core.service.runtime_preset import decode_runtime as _runtime_from_json
 from omenative_core.service.validate import (
     isvc_warnings,
     validate_isvc,

@@ -29,7 +29,7 @@ from omenative_core.service import (
     InferenceService,
     ServingRuntime,
     basemodel_from_json,
-    runtime_from_json,
+    decode_runtime,
 )
 from omenative_core.service.admission_models import AdmissionSources
 
@@ -72,7 +72,7 @@ def _runtimes(raw: list[JSON] | None, kind: str) -> list[ServingRuntime]:
     out: list[ServingRuntime] = []
     for obj in raw or []:
         try:
-            out.append(runtime_from_json({**obj, "kind": kind}))  # LIST items carry no kind
+            out.append(decode_runtime({**obj, "kind": kind}))  # LIST items carry no kind
         except CodecError:
             continue
     return out

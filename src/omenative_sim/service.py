@@ -68,9 +68,9 @@ from omenative_core.service import (
     InferenceService,
     ServiceConfig,
     ServingRuntime,
+    decode_runtime,
     isvc_from_json,
     render_service,
-    runtime_from_json,
 )
 from omenative_core.service.service_pass import ServiceSnapshot, plan_service
 from omenative_sim.scenario import (
@@ -153,7 +153,7 @@ def _runtimes(raw: object) -> tuple[ServingRuntime, ...]:
     out = []
     for i, item in enumerate(raw):
         try:
-            out.append(runtime_from_json(_obj(f"runtimes[{i}]", item)))
+            out.append(decode_runtime(_obj(f"runtimes[{i}]", item)))
         except CodecError as exc:
             raise ScenarioError(f"runtimes[{i}].{exc}") from None
     return tuple(out)
@@ -314,7 +314,7 @@ class ServiceWorld:
         return ServiceSnapshot(
             isvc=self.service, now=EPOCH + timedelta(seconds=self.now),
             config=ServiceConfig(lifecycle=self.config),
-            runtimes=tuple(runtime_from_json(r) for r in self.runtimes),
+            runtimes=tuple(decode_runtime(r) for r in self.runtimes),
             owned=owned, replicas=replicas, pairing=pairing)
 
     def _service_pass(self) -> bool:

@@ -1,7 +1,8 @@
 """A runtime's inheritance status on the real manager: a child whose parent is missing reports
-``InheritanceReady=False ParentNotFound``; once the parent exists it reports ``Resolved`` and
-its chain root first (OME v1.3, ome-docs ``concepts/runtimes/runtime-inheritance.md`` at
-7f641a34, "When a chain breaks"; the runtimes carry OME's status subresource, config/ome-crd/).
+``InheritanceReady=False ParentNotFound`` and a Warning Event naming the broken link; once
+the parent exists it reports ``Resolved`` and its chain root first (OME v1.3, ome-docs
+``concepts/runtimes/runtime-inheritance.md`` at 7f641a34, "When a chain breaks"; the runtimes
+carry OME's status subresource, config/ome-crd/).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.service_controller import SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import eventually  # noqa: E402 - after the rewrite registration
+from manager_fixtures import eventually, warning_events  # noqa: E402 - after the rewrite
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -47,6 +48,15 @@ async def test_a_broken_chain_is_reported_and_mended(
     (cond,) = child["status"]["conditions"]
     assert cond["reason"] == "ParentNotFound"
     assert 'inherit-from parent "sglang-profile" not found' in cond["message"]
+
+    async def warned() -> list[JSON] | None:
+        found = [e for e in await warning_events(kube, namespace, "sglang-llama-3-2-3b")
+                 if e["reason"] == "ParentNotFound"]
+        return found or None
+    (event,) = await eventually(warned, timeout=60, what="a ParentNotFound Warning Event")
+    assert event["involvedObject"]["kind"] == "ServingRuntime"
+    assert "ome.io/inherit-from link sglang-llama-3-2-3b -> sglang-profile is broken" in \
+        event["message"]
 
     await kube.create(SERVING_RUNTIMES, runtime("sglang-profile", namespace), namespace)
     child = await eventually(lambda: _ready(kube, namespace, "sglang-llama-3-2-3b", "True"),

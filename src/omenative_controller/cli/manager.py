@@ -145,6 +145,13 @@ async def _run(options: ManagerOptions) -> int:
               help="How often the advisor looks.")
 @click.option("--advisor-bad-gpu-condition", "advisor_bad", multiple=True,
               help="Node condition type that flags bad GPUs when True (repeatable).")
+@click.option("--runtime-revision-retention", type=click.IntRange(min=0), default=10,
+              show_default=True,
+              help="Runtime revisions kept per runtime name, newest first, even unused (OME's "
+                   "flag).")
+@click.option("--runtime-revision-grace-period", "runtime_revision_grace", type=DURATION,
+              default="24h", show_default=True,
+              help="How long an unkept runtime revision waits before it is deleted.")
 def main(
     kubeconfig: str | None,
     kube_context: str | None,
@@ -175,6 +182,8 @@ def main(
     advisor: str,
     advisor_interval: float,
     advisor_bad: tuple[str, ...],
+    runtime_revision_retention: int,
+    runtime_revision_grace: float,
     log_level: str,
     log_format: str,
 ) -> None:
@@ -210,6 +219,8 @@ def main(
         advisor_bad_gpu_conditions=advisor_bad,
         webhook_port=webhook_port,
         webhook_cert_dir=webhook_cert_dir,
+        runtime_revision_retention=runtime_revision_retention,
+        runtime_revision_grace=runtime_revision_grace,
     )
     try:
         options.leader_config().validate()

@@ -27,6 +27,9 @@ __all__ = ["MESSAGE_LIMIT", "EventRecorder", "event_body", "involved_object"]
 
 log = structlog.get_logger("omenative.events")
 
+CLUSTER_EVENTS_NAMESPACE = "default"
+"""Where Events on a cluster-scoped object go (as client-go's recorder puts them)."""
+
 MESSAGE_LIMIT = 1024
 """The API server rejects longer Event messages; ours are cut to this."""
 
@@ -132,7 +135,7 @@ class EventRecorder:
                       lg: Any) -> bool:
         """One Event per key: count on the one this process knows, else create it (or
         count on the one already there under its name)."""
-        namespace, now = key[0], self.clock()
+        namespace, now = key[0] or CLUSTER_EVENTS_NAMESPACE, self.clock()
         seen = self._seen.get(key)
         if seen is not None and now - seen[2] < self.window:
             known, times, _ = seen
@@ -182,7 +185,8 @@ class EventRecorder:
     async def _create(self, involved: Mapping[str, Any], key: tuple[str, ...], name: str,
                       lg: Any) -> bool:
         try:
-            await self.client.create(EVENTS, self._body(involved, key, name), key[0])
+            await self.client.create(EVENTS, self._body(involved, key, name),
+                                     key[0] or CLUSTER_EVENTS_NAMESPACE)
         except ApiError as exc:
             lg.warning("event.create_failed", reason=exc.reason, error=exc.message)
             return False

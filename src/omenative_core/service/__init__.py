@@ -21,6 +21,7 @@ from omenative_core.service.render import *  # noqa: F403
 from omenative_core.service.resolve import *  # noqa: F403
 from omenative_core.service.rollout_pass import *  # noqa: F403
 from omenative_core.service.runtime_pin import *  # noqa: F403
+from omenative_core.service.runtime_preset import *  # noqa: F403
 from omenative_core.service.runtime_select import *  # noqa: F403
 from omenative_core.service.service_pass import *  # noqa: F403
 from omenative_core.service.status import *  # noqa: F403

@@ -5,9 +5,8 @@ Which class (OME@cfa05c69 ``pkg/acceleratorclassselector/selector.go``
 ``GetAcceleratorClass``): only a runtime that lists ``acceleratorRequirements.
 acceleratorClasses`` has one; the component's ``acceleratorOverride.acceleratorClass``
 names it, else ``spec.acceleratorSelector.acceleratorClass``, else the selection policy
-picks one among the runtime's (``accelerator_policy``: ``FirstAvailable`` only). A named
-class that does not exist is OME's
-``AcceleratorClassError``.
+picks one among the runtime's (``accelerator_policy``). A named class that does not
+exist is OME's ``AcceleratorClassError``.
 
 What it adds (``components/base.go``, ``utils/merging.go``), on the runner's container:
 
@@ -31,8 +30,10 @@ component sets no affinity.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any, Final
 
 from attrs import frozen
@@ -46,18 +47,49 @@ __all__ = [
     "AcceleratorClass",
     "accelerator_class_from_json",
     "accelerator_for",
+    "accelerator_listed",
     "accelerator_name",
     "apply_to_container",
     "apply_to_pod",
     "merge_args",
+    "quantity",
 ]
 
+_SUFFIX: Final = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 10**3), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+    "Ki": Fraction(2**10), "Mi": Fraction(2**20), "Gi": Fraction(2**30), "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50), "Ei": Fraction(2**60)}
+_QUANTITY: Final = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE]([+-]?[0-9]+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$")
+_QUANTITY_FIELDS: Final = (("capabilities", "memoryGB"), ("capabilities", "memoryBandwidthGBps"),
+                            ("cost", "perHour"), ("cost", "spotPerHour"),
+                            ("cost", "perMillionTokens"))
 _TP_FLAGS: Final = ("--tp-size", "--tp", "--tensor-parallel-size")
 _PP_FLAGS: Final = ("--pp-size", "--pp", "--pipeline-parallel-size")
 
 
 def _obj(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def quantity(value: object) -> Fraction | None:
+    """A Kubernetes quantity (``80Gi``, ``2.5``, ``500m``, ``1e3``, a number) exactly; None
+    when ``value`` is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return Fraction(value) if math.isfinite(value) else None
+    m = _QUANTITY.match(str(value))
+    if m is None:
+        return None
+    number = Fraction(m.group(1))
+    if m.group(2) is not None:
+        return number * Fraction(10) ** int(m.group(2))
+    return number * _SUFFIX[m.group(3) or ""]
 
 
 @frozen
@@ -99,16 +131,26 @@ def accelerator_class_from_json(obj: object) -> AcceleratorClass:
         if not isinstance(value, str):
             path = f"spec.discovery.nodeSelector.{key}"
             raise CodecError(f"{path}: expected a string", path=path)
+    for block, key in _QUANTITY_FIELDS:
+        value = _obj(_obj(spec).get(block)).get(key)
+        if value is not None and quantity(value) is None:
+            path = f"spec.{block}.{key}"
+            raise CodecError(f"{path}: {value!r} is not a Kubernetes quantity", path=path)
     return AcceleratorClass(dict(obj))
+
+
+def accelerator_listed(runtime: ServingRuntime) -> bool:
+    """The runtime lists ``acceleratorRequirements.acceleratorClasses`` (else no component
+    of it gets a class, named or by policy)."""
+    listed = _obj(runtime.spec.get("acceleratorRequirements")).get("acceleratorClasses")
+    return isinstance(listed, list) and bool(listed)
 
 
 def accelerator_name(isvc: InferenceService, runtime: ServingRuntime | None,
                      component: str) -> str | None:
     """The class ``component`` asks for by name, when its runtime lists classes at all."""
-    if runtime is None or component not in ("engine", "decoder"):
-        return None
-    listed = _obj(runtime.spec.get("acceleratorRequirements")).get("acceleratorClasses")
-    if not isinstance(listed, list) or not listed:
+    if runtime is None or component not in ("engine", "decoder") or \
+            not accelerator_listed(runtime):
         return None
     override = _obj(_obj(isvc.spec.get(component)).get("acceleratorOverride"))
     name = override.get("acceleratorClass")

@@ -36,8 +36,10 @@ __all__ = [
     "MAX_CHAIN",
     "InheritanceError",
     "InheritanceHealth",
+    "broken_chain_message",
     "inheritance_health",
     "inherited_runtime",
+    "merge_specs",
 ]
 
 ANNOTATION_INHERIT_FROM: Final = "ome.io/inherit-from"
@@ -55,9 +57,12 @@ class InheritanceError(ValueError):
     ``InheritanceReady`` reason (``ParentNotFound``, ``InheritanceCycle``,
     ``MaxDepthExceeded``)."""
 
-    def __init__(self, message: str, reason: str = "ResolverError") -> None:
+    def __init__(self, message: str, reason: str = "ResolverError",
+                 link: tuple[str, str] | None = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.link = link
+        """The ``ome.io/inherit-from`` link that breaks: (child, the parent it names)."""
 
 
 def _annotations(rt: ServingRuntime) -> Mapping[str, Any]:
@@ -98,16 +103,19 @@ def _chain(runtime: ServingRuntime, runtimes: Sequence[ServingRuntime]) -> list[
         if not isinstance(parent_name, str) or not parent_name:
             return chain
         names = [rt.name for rt in chain]
+        link = (chain[-1].name, parent_name)
         if parent_name in names:
             raise InheritanceError(f"inheritance cycle detected: [{' '.join(names)} "
-                                   f"{parent_name}]", "InheritanceCycle")
+                                   f"{parent_name}]", "InheritanceCycle", link)
         if len(chain) >= MAX_CHAIN:
             raise InheritanceError(f"inheritance chain exceeds max depth {MAX_CHAIN}: "
-                                   f"[{' '.join([*names, parent_name])}]", "MaxDepthExceeded")
+                                   f"[{' '.join([*names, parent_name])}]", "MaxDepthExceeded",
+                                   link)
         parent = _parent(chain[-1], parent_name, runtimes)
         if parent is None:
             raise InheritanceError(f'inherit-from parent "{parent_name}" not found '
-                                   f"(chain so far: [{' '.join(names)}])", "ParentNotFound")
+                                   f"(chain so far: [{' '.join(names)}])", "ParentNotFound",
+                                   link)
         chain.append(parent)
 
 
@@ -120,8 +128,14 @@ def inherited_runtime(runtime: ServingRuntime,
         return runtime
     spec: dict[str, Any] = {}
     for rt in reversed(chain):
-        spec = merge_json(spec, _without_empty(rt.spec))
+        spec = merge_specs(spec, rt.spec)
     return ServingRuntime({**runtime.raw, "spec": spec})
+
+
+def merge_specs(parent: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:
+    """OME's ``runtimeinheritance.Merge``: ``child`` over ``parent``, empty values unset
+    (module docstring); also how an ``ome.io/engine`` preset fills a runtime."""
+    return merge_json(_without_empty(parent), _without_empty(child))
 
 
 @frozen
@@ -129,12 +143,14 @@ class InheritanceHealth:
     """What a runtime's status says of its chain (OME v1.3 docs, runtime-inheritance.md,
     "When a chain breaks"): ``chain`` root first when it resolves (None when it does not:
     the status keeps the last chain that did), and the ``InheritanceReady`` condition's
-    status, reason (``Resolved`` or the error's) and message."""
+    status, reason (``Resolved`` or the error's) and message; ``link`` the broken
+    ``ome.io/inherit-from`` link (child, parent named) when it does not resolve."""
 
     chain: tuple[str, ...] | None
     ready: bool
     reason: str
     message: str
+    link: tuple[str, str] | None = None
 
 
 def inheritance_health(runtime: ServingRuntime,
@@ -144,7 +160,17 @@ def inheritance_health(runtime: ServingRuntime,
     try:
         chain = _chain(runtime, runtimes)
     except InheritanceError as exc:
-        return InheritanceHealth(chain=None, ready=False, reason=exc.reason, message=str(exc))
+        return InheritanceHealth(chain=None, ready=False, reason=exc.reason, message=str(exc),
+                                 link=exc.link)
     names = tuple(rt.name for rt in reversed(chain))
     return InheritanceHealth(chain=names, ready=True, reason="Resolved",
                              message=f"inheritance chain resolved: [{' '.join(names)}]")
+
+
+def broken_chain_message(runtime: ServingRuntime, health: InheritanceHealth) -> str:
+    """The Warning Event's text for a runtime whose chain does not resolve: the runtime,
+    the broken link and OME's error."""
+    where = f"{runtime.namespace}/{runtime.name}" if runtime.namespace else runtime.name
+    link = f" {health.link[0]} -> {health.link[1]}" if health.link is not None else ""
+    return (f"{runtime.kind} {where}: {ANNOTATION_INHERIT_FROM} link{link} is broken: "
+            f"{health.message}")

@@ -32,7 +32,7 @@ bounds, so a re-render never fights the HPA.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from attrs import evolve
 
@@ -87,7 +87,7 @@ from omenative_core.service.plan import (
     blocked_plan,
     condition_type,
 )
-from omenative_core.service.resolve import resolve_sources
+from omenative_core.service.resolve import Sources, resolve_sources
 from omenative_core.service.runtime_pin import (
     CONDITION_RUNTIME_DRIFTED,
     Pin,
@@ -276,14 +276,15 @@ def render_service(
             ),
         )
     drifted, removed, fields, revisions = pin_outputs(sources.pin)
+    selected, unselected = accelerator_condition(sources)
     return ServicePlan(
         isvc=isvc.name,
         namespace=isvc.namespace,
         runtime=ref,
         components=tuple(plans),
-        conditions=(*conditions, *drifted),
+        conditions=(*conditions, *drifted, *selected),
         events=sources.events,
-        removed_conditions=removed,
+        removed_conditions=(*removed, *unselected),
         status_fields=fields,
         runtime_revisions=revisions,
     )
@@ -299,6 +300,23 @@ def _piece_missing(cp: ComponentPlan, runtime: ServingRuntime | None) -> Compone
     message = (f"{runtime.kind} {runtime.name!r} has no {cp.component} piece and "
                f"spec.{cp.component} sets no containers; a {cp.component} cannot render from it")
     return evolve(cp, ready=evolve(cp.ready, reason="RuntimePieceMissing", message=message))
+
+
+CONDITION_ACCELERATOR_SELECTED: Final = "AcceleratorClassSelected"
+"""ISVC condition (omenative extension), present only while a selection policy picks no
+class for a component: ``False``, reason ``NoAcceleratorClassMatched``."""
+
+
+def accelerator_condition(sources: Sources) -> tuple[tuple[ServiceCondition, ...],
+                                                      tuple[str, ...]]:
+    """``AcceleratorClassSelected=False`` naming each component's failed policy, or its
+    removal."""
+    warnings = sources.accelerator_warnings
+    if not warnings:
+        return (), (CONDITION_ACCELERATOR_SELECTED,)
+    return (ServiceCondition(type=CONDITION_ACCELERATOR_SELECTED, status="False",
+                             reason=warnings[0].reason,
+                             message=" ".join(w.message for w in warnings)),), ()
 
 
 def pin_outputs(pin: Pin | None) -> tuple[

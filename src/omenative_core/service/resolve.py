@@ -17,8 +17,10 @@ OME v1.3's treatment of a named runtime):
    (after inheritance) ``RuntimeDisabled``.
 6. ``spec.runtime.autoSync: false``: the spec comes from a runtime revision
    (``runtime_pin``); a pinned ISVC whose runtime is gone keeps serving from it.
-7. With a model, the engine's and decoder's accelerator class (``accelerators``): a class
-   named that does not exist is ``AcceleratorClassError``, OME's Event reason.
+7. With a model, the engine's and decoder's accelerator class (``accelerators``,
+   ``accelerator_policy``): a class named that does not exist is ``AcceleratorClassError``,
+   OME's Event reason; a policy that picks nothing is a Warning in
+   ``accelerator_warnings`` (the component renders without a class, as in OME).
 
 ``models`` None means the caller does not look models up (the simulator, older callers):
 ``spec.model`` is then ignored, as before models were rendered.
@@ -30,11 +32,12 @@ from collections.abc import Mapping, Sequence
 
 from attrs import evolve, field, frozen
 
-from omenative_core.service.accelerator_policy import policy_class
+from omenative_core.service.accelerator_policy import policy_choice
 from omenative_core.service.accelerators import (
     Accelerator,
     AcceleratorClass,
     accelerator_for,
+    accelerator_listed,
     accelerator_name,
 )
 from omenative_core.service.inheritance import InheritanceError, inherited_runtime
@@ -43,6 +46,7 @@ from omenative_core.service.models import BaseModel, find_model, model_problem, 
 from omenative_core.service.objects import find_runtime
 from omenative_core.service.plan import ServiceEvent
 from omenative_core.service.runtime_pin import Pin, RuntimeRevision, pinning, resolve_pin
+from omenative_core.service.runtime_preset import preset_problem
 from omenative_core.service.runtime_select import (
     compatibility_advisory,
     select_runtime,
@@ -67,6 +71,7 @@ class Sources:
     events: tuple[ServiceEvent, ...] = ()
     accelerators: Mapping[str, Accelerator] = field(factory=dict)
     pin: Pin | None = None
+    accelerator_warnings: tuple[ServiceEvent, ...] = ()
 
 
 def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[str, str] | None:
@@ -74,7 +79,8 @@ def _runtime_problem(ref: RuntimeRef, runtime: ServingRuntime | None) -> tuple[s
         return ("RuntimeNotFound", f"{ref.kind} {ref.name!r} not found")
     if runtime.disabled:
         return ("RuntimeDisabled", f"{runtime.kind} {runtime.name!r} is disabled")
-    return None
+    preset = preset_problem(runtime)
+    return ("RuntimeValidationError", preset) if preset is not None else None
 
 
 def _accelerators(
@@ -85,10 +91,19 @@ def _accelerators(
     if sources.problem is not None or model is None or runtime is None:
         return sources
     found: dict[str, Accelerator] = {}
+    warnings: list[ServiceEvent] = []
     fmt = supported_format(runtime, model, named=isvc.runtime_ref is not None)
     for component in ("engine", "decoder"):
-        name = accelerator_name(isvc, runtime, component) or policy_class(
-            isvc, runtime, component, classes or ())
+        name = accelerator_name(isvc, runtime, component)
+        if name is None and accelerator_listed(runtime):
+            choice = policy_choice(isvc, runtime, component, classes or ())
+            if choice.blocked is not None:
+                return evolve(sources, problem=choice.blocked)
+            if choice.warning is not None and (component in isvc.spec
+                                               or runtime.config(component) is not None):
+                warnings.append(ServiceEvent(type="Warning", reason=choice.warning[0],
+                                             message=choice.warning[1]))
+            name = choice.name
         if name is None:
             continue
         cls = next((c for c in classes or () if c.name == name), None)
@@ -98,7 +113,8 @@ def _accelerators(
                 f"Failed to get accelerator class for {component}: acceleratorclass "
                 f"{name!r} not found"))
         found[component] = accelerator_for(isvc, component, cls, fmt)
-    return evolve(sources, accelerators=found)
+    return evolve(sources, accelerators=found, events=(*sources.events, *warnings),
+                  accelerator_warnings=tuple(warnings))
 
 
 def _pinned_runtime(isvc: InferenceService, ref: RuntimeRef, live: ServingRuntime | None,
