@@ -279,10 +279,10 @@ def _request_migration(world: World, n: int, index: int) -> None:
     )
 
 
-def test_a_migration_held_by_the_window_cap_opens_when_the_window_frees_it() -> None:
-    """``maxMigrationsPerWindow`` 1: a second request waits in Accepted, the plan at rest;
-    the window frees its slot before the first record is pruned, and the memo must not be
-    reused past that moment (the pass registers it as a wake-up)."""
+def test_a_migration_over_the_window_cap_fails_at_once_in_both_plans() -> None:
+    """``maxMigrationsPerWindow`` 1: a second request within the window fails at once with
+    OME's ``RateLimited`` (it never waits for the window), and the incremental plan says so
+    as the full plan does."""
     audit = AuditConfig(max_migrations_per_window=1, window=timedelta(seconds=120))
     world = World(
         ClusterSpec(nodes=4, gpus_per_node=8, pod_start_seconds=1, pod_ready_seconds=1),
@@ -293,17 +293,9 @@ def test_a_migration_held_by_the_window_cap_opens_when_the_window_frees_it() -> 
     _request_migration(world, 1, 0)
     run_world(world, 30)  # the first migration opens and completes
     _request_migration(world, 2, 1)
-    run_world(world, 5)
     snap = world.snapshot()
-    held, memo = plan_incremental(snap, None)
-    assert not held.actions, "the second request waits in Accepted (window cap)"
-    status = snap.replica.status
-    assert status is not None
-    first = next(m for m in status.migrations if m.source_instance == 0)
-    assert first.allocated_at is not None and first.completed_at is not None
-    frees = first.allocated_at + audit.window
-    assert frees in memo.wakes
-    later = evolve(snap, now=frees)
-    opened, _ = plan_incremental(later, memo)
-    assert opened == plan(later)
-    assert any(e.reason == "MigrationRequestAccepted" for e in opened.events)
+    full = plan(snap)
+    incremental, _ = plan_incremental(snap, None)
+    assert incremental == full
+    assert any(e.reason == "RateLimited" for e in full.events), full.events
+    assert not any(e.reason == "MigrationRequestAccepted" for e in full.events)
