@@ -138,7 +138,8 @@ class RevisionCollector:
         """Until cancelled: collect after each change and every ``interval`` seconds."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.interval)
+                async with asyncio.timeout(self.interval):  # not wait_for: Makefile's lint
+                    await self._changed.wait()
             self._changed.clear()
             try:
                 await self.sync()
