@@ -24,7 +24,7 @@ from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import Resource
 from omenative_core.labels import LABEL_ISVC
 
-__all__ = ["HPAS", "SCALED_OBJECTS", "OwnedAutoscalers"]
+__all__ = ["HPAS", "SCALED_OBJECTS", "OwnedAutoscalers", "mirrored", "relevant"]
 
 log = structlog.get_logger("omenative.isvc")
 
@@ -38,13 +38,39 @@ _BY_KIND: Final = {HPAS.kind: HPAS, SCALED_OBJECTS.kind: SCALED_OBJECTS}
 Changed = Callable[[str | None, JSON | None, JSON | None], None]
 
 
+_MIRRORED: Final = ("currentReplicas", "desiredReplicas", "lastScaleTime", "conditions")
+"""The status fields the ISVC status mirrors (``autoscaler_status``)."""
+
+
+def mirrored(obj: JSON | None) -> object:
+    """What of an autoscaler an ISVC pass reads: its identity, spec and mirrored status.
+    The HPA controller rewrites the rest (``currentMetrics``, ``observedGeneration``) on its
+    own beat; a change there must not queue a pass, or every pass re-applies every object
+    of the InferenceService at steady state."""
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    return (meta.get("labels"), meta.get("ownerReferences"), meta.get("deletionTimestamp"),
+            meta.get("uid"), obj.get("spec"), tuple(status.get(k) for k in _MIRRORED))
+
+
+def relevant(on_change: Changed) -> Changed:
+    """``on_change`` called only when what an ISVC pass reads of the autoscaler changed."""
+    def changed(namespace: str | None, old: JSON | None, new: JSON | None) -> None:
+        if old is None or new is None or mirrored(old) != mirrored(new):
+            on_change(namespace, old, new)
+    return changed
+
+
 class OwnedAutoscalers:
-    """The HPA and ScaledObject caches; ``on_change`` gets each change (the controller
-    queues the owner)."""
+    """The HPA and ScaledObject caches; ``on_change`` gets each change that an ISVC pass
+    would see (the controller queues the owner)."""
 
     def __init__(self, client: KubeClient, namespaces: Sequence[str] | None,
                  on_change: Changed, *, interval: float = 30.0) -> None:
         self.client = client
+        on_change = relevant(on_change)
         self.hpas: Informer[JSON] = Informer(
             client, HPAS, dict, namespaces=namespaces, label_selector=LABEL_ISVC,
             on_change=on_change)

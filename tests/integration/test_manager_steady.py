@@ -13,6 +13,7 @@ import pytest
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_controller.service_autoscalers import HPAS
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -67,7 +68,27 @@ async def test_zero_writes_after_a_rollout_group_finished_its_canary(
     await change_image(kube, namespace, "example.com/llm:2")
     isvc = await stable_on_canary(kube, namespace, old)
     assert all(group(isvc)["stable"][c] != f"pd-{c}-{old[c]}" for c in MEMBERS)
+    await hpas_settled(kube, namespace)
     await assert_no_writes(handle, ISVC_WINDOW)
+
+
+async def hpas_settled(kube: KubeClient, namespace: str) -> None:
+    """Until kube-controller-manager's HPA controller has left every HPA alone for longer
+    than its 15 s sync period. It learns the InferenceReplica's scale subresource some
+    seconds after the CRD appears and then fills in the HPA status; each of those changes is
+    mirrored into the ISVC status (``status.components.<c>.autoscaler``), as it must be, so
+    until then the state is not steady."""
+    seen: dict[str, object] = {"versions": None, "since": time.monotonic()}
+
+    async def settled() -> bool:
+        hpas = (await kube.list(HPAS, namespace)).get("items") or ()
+        versions = sorted(h["metadata"]["resourceVersion"] for h in hpas)
+        if versions != seen["versions"]:
+            seen["versions"], seen["since"] = versions, time.monotonic()
+        return bool(hpas) and time.monotonic() - float(seen["since"]) >= 17.0  # type: ignore[arg-type]
+
+    await eventually(settled, timeout=120, interval=0.5,
+                     what="the HPA controller to leave every HPA alone for 17 s")
 
 
 async def assert_no_writes(handle: ManagerHandle, window: float) -> None:

@@ -60,3 +60,27 @@ async def test_a_replaced_autoscaler_is_deleted_with_its_uid_and_a_404_is_no_err
         {"kind": "ScaledObject", "name": "gone", "uid": "u-2"},
         {"kind": "Deployment", "name": "chat-engine", "uid": "u-3"}])  # never anything else
     assert client.deleted == [(HPAS.plural, "chat-engine", "prod", "u-1")]
+
+
+def test_only_a_change_an_isvc_pass_reads_queues_its_owner() -> None:
+    """The HPA controller rewrites its status on its own beat; only what the ISVC status
+    mirrors (or the object's identity and spec) may queue a pass, else every pass re-applies
+    the InferenceService's objects at steady state."""
+    from omenative_controller.service_autoscalers import relevant
+
+    seen: list[object] = []
+    changed = relevant(lambda ns, old, new: seen.append((old, new)))
+    hpa = {"metadata": {"name": "chat-engine", "uid": "u1", "resourceVersion": "1",
+                        "labels": {"ome.io/inferenceservice": "chat"}},
+           "spec": {"minReplicas": 1, "maxReplicas": 3},
+           "status": {"currentReplicas": 1, "desiredReplicas": 1, "currentMetrics": []}}
+    beat = {**hpa, "metadata": {**hpa["metadata"], "resourceVersion": "2"},
+            "status": {**hpa["status"], "currentMetrics": [{"type": "Resource"}],
+                       "observedGeneration": 2}}
+    changed("ns", hpa, beat)
+    assert seen == []
+    scaled = {**beat, "status": {**beat["status"], "desiredReplicas": 2}}
+    changed("ns", beat, scaled)
+    changed("ns", None, hpa)
+    changed("ns", hpa, None)
+    assert len(seen) == 3
