@@ -16,16 +16,11 @@ from watching import say
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import CRDS, INFERENCE_REPLICAS, Resource
+from omenative_controller.kube.resources import CRDS, INFERENCE_REPLICAS
+from omenative_devcluster.finalizer_policy import namespaced_finalizer_policy
 
 REPO = Path(__file__).resolve().parents[1]
 IR_CRD_FILE = REPO / "config" / "crd" / "ome.io_inferencereplicas.yaml"
-FINALIZER_POLICY_FILE = REPO / "config" / "admission" / "finalizer.yaml"
-MAPS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies",
-                "MutatingAdmissionPolicy", namespaced=False)
-MAP_BINDINGS = Resource("admissionregistration.k8s.io", "v1",
-                        "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding",
-                        namespaced=False)
 
 
 async def apply_crd(kube: KubeClient) -> None:
@@ -60,24 +55,9 @@ async def finalizer_policy(kube: KubeClient, namespace: str, *, enabled: bool
     if not enabled:
         yield
         return
-    docs = [d for d in yaml.safe_load_all(FINALIZER_POLICY_FILE.read_text()) if d]
-    policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
-    binding = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicyBinding")
-    for doc in (policy, binding):
-        doc["metadata"]["name"] += f"-{namespace}"
-    binding["spec"]["policyName"] = policy["metadata"]["name"]
-    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
-        "kubernetes.io/metadata.name": namespace}}}
-    await kube.create(MAPS, policy)
-    await kube.create(MAP_BINDINGS, binding)
-    try:
+    async with namespaced_finalizer_policy(kube, namespace):
         await _wait_in_effect(kube, namespace)
         yield
-    finally:
-        for res, name in ((MAP_BINDINGS, binding["metadata"]["name"]),
-                          (MAPS, policy["metadata"]["name"])):
-            with contextlib.suppress(ApiError):
-                await kube.delete(res, name)
 
 
 async def _wait_in_effect(kube: KubeClient, namespace: str) -> None:

@@ -9,31 +9,24 @@ the test's namespace here, so no other test meets it, and both are removed after
 from __future__ import annotations
 
 import contextlib
-import copy
 import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import yaml
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, Resource
+from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_devcluster.finalizer_policy import namespaced_finalizer_policy
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import REPO, eventually  # noqa: E402
+from manager_fixtures import eventually  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
 
 FINALIZER = "ome.io/ir-teardown"
-POLICY_FILE = REPO / "config" / "admission" / "finalizer.yaml"
-MAPS = Resource("admissionregistration.k8s.io", "v1", "mutatingadmissionpolicies",
-                "MutatingAdmissionPolicy", namespaced=False)
-MAP_BINDINGS = Resource("admissionregistration.k8s.io", "v1",
-                        "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding",
-                        namespaced=False)
 _names = itertools.count()
 
 
@@ -51,25 +44,10 @@ def replica(name: str, finalizers: list[str] | None = None) -> JSON:
 @pytest.fixture
 async def finalizer_policy(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """The file's policy, bound to ``namespace`` only; removed afterwards."""
-    docs = [d for d in yaml.safe_load_all(POLICY_FILE.read_text()) if d]
-    policy = next(d for d in docs if d["kind"] == "MutatingAdmissionPolicy")
-    binding = copy.deepcopy(next(d for d in docs
-                                 if d["kind"] == "MutatingAdmissionPolicyBinding"))
-    suffix = f"-{namespace}"
-    policy["metadata"]["name"] += suffix
-    binding["metadata"]["name"] += suffix
-    binding["spec"]["policyName"] = policy["metadata"]["name"]
-    binding["spec"]["matchResources"] = {"namespaceSelector": {"matchLabels": {
-        "kubernetes.io/metadata.name": namespace}}}
-    await kube.create(MAPS, policy)
-    await kube.create(MAP_BINDINGS, binding)
     try:
-        yield namespace
+        async with namespaced_finalizer_policy(kube, namespace):
+            yield namespace
     finally:
-        for res, name in ((MAP_BINDINGS, binding["metadata"]["name"]),
-                          (MAPS, policy["metadata"]["name"])):
-            with contextlib.suppress(ApiError):
-                await kube.delete(res, name)
         page = await kube.list(INFERENCE_REPLICAS, namespace)
         for ir in page.get("items") or ():  # no manager here to release them
             with contextlib.suppress(ApiError):
