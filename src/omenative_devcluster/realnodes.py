@@ -207,7 +207,11 @@ class RealNodes:
                 raise RealNodesError(f"{dead} died while the nodes registered")
             for name, node in self._nodes(cluster).items():
                 conds = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
-                if name in waiting and conds.get("Ready") == "True":
+                # Ready alone is not enough: the node lifecycle controller lifts its
+                # not-ready taints a moment later, and until then no pod is scheduled there
+                lifecycle_taints = [t for t in node["spec"].get("taints", [])
+                                    if t["key"].startswith("node.kubernetes.io/")]
+                if name in waiting and conds.get("Ready") == "True" and not lifecycle_taints:
                     self.timings[f"{name} ready"] = time.monotonic() - waiting.pop(name)
             if waiting and time.monotonic() > deadline:
                 raise RealNodesError(f"nodes {sorted(waiting)} not Ready after {timeout:.0f} s; "
