@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from omenative_controller.cli import runtime_output as ro
+from omenative_controller.cli import runtime_tree_output as rt
 from omenative_controller.cli import runtime_verbs_output as rv
 from omenative_controller.cli.kubectl_common import (
     EXIT_CONFLICT,
@@ -169,6 +170,42 @@ def history_cmd(target: Target, name: str, ome_namespace: str, output: str) -> N
         _echo_doc(output, ro.history_json(rep, rows, _stamp()))
     else:
         click.echo(ro.history_table(rows, rep.issues, wide=output == "wide"))
+
+
+@runtime.command("tree")
+@click.argument("name")
+@click.option("--kind", "kind", default=None,
+              help="Runtime kind: ServingRuntime or ClusterServingRuntime (auto-detected "
+                   "when omitted).")
+@_output_wide
+@_connection
+@click.pass_obj
+def tree_cmd(target: Target, name: str, kind: str | None, output: str) -> None:
+    """Show a runtime's inheritance chain, the runtimes that inherit from it and the
+    InferenceServices that name them."""
+
+    async def work(kube: KubeClient) -> rt.Tree:
+        ns = target.namespace
+        csrs = await _list(kube, CLUSTER_SERVING_RUNTIMES, None)
+        local = await _list(kube, SERVING_RUNTIMES, ns)
+        try:
+            chosen = rt.find_target(name, kind, ns, ro.decode_runtimes(csrs + local))
+        except rt.TreeError as exc:
+            raise CliError(str(exc)) from None
+        wide_scope = chosen.kind == "ClusterServingRuntime"
+        srs = await _list(kube, SERVING_RUNTIMES, None) if wide_scope else local
+        isvcs = await _list(kube, INFERENCE_SERVICES, None if wide_scope else ns)
+        scope, where = ("AllNamespaces", "") if wide_scope else ("Namespace", ns)
+        cols = [rt.Collection("ClusterServingRuntime", "Cluster", "", len(csrs)),
+                rt.Collection("ServingRuntime", scope, where, len(srs)),
+                rt.Collection("InferenceService", scope, where, len(isvcs))]
+        return rt.build_tree(chosen, ro.decode_runtimes(csrs + srs), isvcs, cols)
+
+    tree = _run(target, work)
+    if output in ("json", "yaml"):
+        _echo_doc(output, rt.tree_json(tree, _stamp()))
+    else:
+        click.echo(rt.tree_table(tree, wide=output == "wide"))
 
 
 @runtime.command("explain")
