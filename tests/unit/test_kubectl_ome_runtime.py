@@ -222,8 +222,66 @@ def test_explain_ranks_namespace_runtimes_first_and_says_why_others_do_not_quali
     assert "runtime is disabled" in text.splitlines()[4]
 
 
+def test_explain_says_why_a_runtime_of_another_deployment_mode_is_skipped() -> None:
+    multi = csr("srt-multinode", {
+        "supportedModelFormats": FORMATS,
+        "engineConfig": {"annotations": {"ome.io/deploymentMode": "MultiNode"}}})
+    native = csr("srt-native", {
+        "supportedModelFormats": FORMATS,
+        "engineConfig": {"annotations": {"ome.io/deploymentMode": "OMENative"}}})
+    plain = csr("srt-plain", {"supportedModelFormats": FORMATS})
+    wants_native = ro.decode_isvc({**isvc(), "spec": {**isvc()["spec"],
+                                                      "deploymentMode": "OMENative"}})[0]
+    text, _ = rv.explain_table(wants_native, MODEL,
+                               ro.decode_runtimes([multi, native, plain]))
+    row = next(line for line in text.splitlines() if line.startswith("srt-multinode"))
+    assert row.split()[2] == "No" and row.endswith(
+        "runtime engine deployment mode MultiNode does not match requested engine "
+        "deployment mode OMENative")
+    assert [line.split()[2] for line in text.splitlines()[1:3]] == ["Yes", "Yes"]
+    # an ISVC that asks for no mode takes any runtime (OME's "None | MultiNode | Passes")
+    text, _ = rv.explain_table(ro.decode_isvc(isvc())[0], MODEL, ro.decode_runtimes([multi]))
+    assert text.splitlines()[1].split()[2] == "Yes"
+    # the component's own annotation wins over spec.deploymentMode
+    raw = isvc()
+    raw["spec"]["deploymentMode"] = "OMENative"
+    raw["spec"]["engine"]["annotations"] = {"ome.io/deploymentMode": "MultiNode"}
+    text, _ = rv.explain_table(ro.decode_isvc(raw)[0], MODEL, ro.decode_runtimes([native]))
+    assert "runtime engine deployment mode OMENative does not match requested engine " \
+           "deployment mode MultiNode" in text
+
+
+def test_with_effective_appends_omes_effective_context() -> None:
+    base = csr("vllm-base", {"supportedModelFormats": FORMATS})
+    llama = csr("vllm-llama", NEW, **{"ome.io/inherit-from": "vllm-base"})
+    runtimes = ro.decode_runtimes([base, llama])
+    rep = ro.effective(isvc(MANAGED, {"pinnedRevisionName": PINNED, "conditions": DRIFTED,
+                                      "observedGeneration": 3}),
+                       runtimes, [MODEL], [revision(OLD)])
+    lines = rv.effective_context(rep, runtimes).splitlines()
+    assert lines[0] == "Effective context (separate observation; selector verdict unchanged):"
+    assert [line.split(None, 2) for line in lines[1:8]] == [
+        ["SCOPE", "FIELD", "VALUE"], ["Service", "SELECTION", "Explicit"],
+        ["Service", "SOURCE", "CSR/vllm-llama"], ["Source", "INHERITANCE", "Observed"],
+        ["Source", "ROOT-FIRST", "CSR/vllm-base"], ["Source", "ROOT-FIRST", "CSR/vllm-llama"],
+        ["Service", "CAVEAT", "Independent snapshot; not rollout convergence"]]
+    assert lines[8].split() == ["Live", "STATE", "Available"]
+    assert lines[-1].split() == ["Service", "LIVE-RELATION", "Different"]
+    broken = ro.decode_runtimes([llama])
+    rep = ro.effective(isvc(MANAGED), broken, [MODEL], [])
+    rows = [line.split() for line in rv.effective_context(rep, broken).splitlines()]
+    assert ["Source", "INHERITANCE", "Unavailable"] in rows
+    assert ["Source", "REASON", "NotFound"] in rows
+    assert rv.effective_context(None, broken).splitlines()[2:] == [
+        "Service   EVIDENCE   Unavailable",
+        "Service   CAVEAT     Selector verdict above is unchanged"]
+
+
 def test_runtime_verbs_refuse_bad_flags_before_reading() -> None:
     runner = CliRunner()
+    alone = runner.invoke(cli, ["runtime", "explain", "--model", "m", "--with-effective"],
+                          standalone_mode=False)
+    assert "--with-effective requires --isvc" in str(alone.exception)
     both = runner.invoke(cli, ["runtime", "explain", "--model", "m", "--isvc", "i"],
                          standalone_mode=False)
     assert "exactly one of --model or --isvc is required" in str(both.exception)
@@ -244,6 +302,7 @@ READ_VERBS = [["get", "isvc"], ["instance", "list", "x"], ["instance", "status",
               ["rollout", "history", "x"], ["migration", "status", "x"],
               ["migration", "history", "x"], ["handover", "x"], ["advise"],
               ["runtime", "effective", "x"], ["runtime", "history", "x"],
+              ["runtime", "tree", "x"],
               ["autoscale", "status", "x"], ["autoscale", "explain", "x"],
               ["wait", "x", "--for=condition=Ready"]]
 

@@ -1,4 +1,4 @@
-"""``kubectl ome runtime explain|effective|history|sync``: the runtime behind an
+"""``kubectl ome runtime explain|effective|tree|history|sync``: the runtime behind an
 InferenceService, as OME v1.3's plugin shows it (``runtime_output``,
 ``runtime_verbs_output``), and the alpha ``sync`` action that asks the manager to move a
 managed pin to the runtime's live spec (annotation ``ome.io/runtime-sync``).
@@ -213,13 +213,20 @@ def tree_cmd(target: Target, name: str, kind: str | None, output: str) -> None:
               help="Explain runtime selection for this BaseModel/ClusterBaseModel.")
 @click.option("--isvc", "isvc_name", default=None,
               help="Explain runtime selection for this InferenceService's model.")
+@click.option("--with-effective", is_flag=True,
+              help="Append the effective context for --isvc (what `runtime effective` "
+                   "shows, with the inheritance chain).")
+@_OME_NAMESPACE
 @_connection
 @click.pass_obj
-def explain_cmd(target: Target, model_name: str | None, isvc_name: str | None) -> None:
+def explain_cmd(target: Target, model_name: str | None, isvc_name: str | None,
+                with_effective: bool, ome_namespace: str) -> None:
     """List the runtimes OME can choose for a model, in rank order, and why others don't
     qualify."""
     if (model_name is None) == (isvc_name is None):
         raise CliError("exactly one of --model or --isvc is required")
+    if with_effective and isvc_name is None:
+        raise CliError("--with-effective requires --isvc")
 
     async def work(kube: KubeClient) -> tuple[JSON | None, list[JSON], list[JSON]]:
         isvc = await _get_isvc(kube, target, isvc_name) if isvc_name else None
@@ -243,11 +250,29 @@ def explain_cmd(target: Target, model_name: str | None, isvc_name: str | None) -
     if isvc_obj is not None and isvc.runtime_ref is not None:
         click.echo("Note: spec.runtime is explicit; automatic selection below is hypothetical.",
                    err=True)
-    if count == 0:
+    if count == 0 and not with_effective:
         click.echo("No serving runtimes found in the selected namespace or at cluster scope.",
                    err=True)
         return
-    click.echo(text)
+    if count == 0:
+        click.echo("No serving runtimes found for selector.", err=True)
+    else:
+        click.echo(text)
+    if with_effective:
+        assert isvc_name is not None
+        click.echo("" if count == 0 else "\n", nl=False)
+        click.echo(rv.effective_context(_context_report(target, isvc_name, ome_namespace),
+                                        runtimes))
+
+
+def _context_report(target: Target, name: str, ome_ns: str) -> ro.Effective | None:
+    """The ``effective`` report of ``name``, collected again on its own (None when it
+    cannot be: the context then says EVIDENCE Unavailable)."""
+    try:
+        return _run(target, lambda kube: collect_evidence(kube, target, name, ome_ns)) \
+            .effective()
+    except CliError:
+        return None
 
 
 def _explain_subject(target: Target, isvc_obj: JSON | None) -> InferenceService:

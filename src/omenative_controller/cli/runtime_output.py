@@ -51,9 +51,9 @@ from omenative_core.service.runtime_select import incompatibility
 
 __all__ = ["COMPONENTS", "Effective", "HistoryRow", "View", "components_of", "decode_isvc",
            "decode_models", "decode_runtimes", "drift_state", "effective", "effective_json",
-           "effective_table", "effective_wide", "generation_state", "history_json",
-           "history_rows", "history_table", "report", "revision_problems", "runtime_label",
-           "sync_state"]
+           "effective_rows", "effective_table", "effective_wide", "generation_state",
+           "history_json", "history_rows", "history_table", "report", "revision_problems",
+           "runtime_label", "sync_state"]
 
 COMPONENTS = ("engine", "decoder", "router")
 """The components of an InferenceService, in OME's order."""
@@ -390,15 +390,19 @@ def _drift_text(rep: Effective) -> str:
     return f"{rep.drift}/{rep.drift_cause}" if rep.drift_cause else rep.drift
 
 
-def effective_table(rep: Effective) -> str:
-    """OME's SCOPE/FIELD/VALUE table: Live rows, Active rows, then Service rows."""
+def effective_rows(rep: Effective) -> list[tuple[str, str, str]]:
+    """The SCOPE/FIELD/VALUE rows of ``effective``: Live, Active, then Service."""
     rows = _view_rows("Live", rep.live) + _view_rows("Active", rep.active)
     rows += [("Service", "PIN", f"{rep.pin_mode}/{rep.pin_state}"),
              ("Service", "SYNC", rep.sync), ("Service", "STATUS", rep.status),
              ("Service", "DRIFT", _drift_text(rep)),
              ("Service", "LIVE-RELATION", rep.relation)]
-    rows += [("Service", "ISSUE", _cut(issue)) for issue in rep.issues]
-    return table(("SCOPE", "FIELD", "VALUE"), rows)
+    return rows + [("Service", "ISSUE", _cut(issue)) for issue in rep.issues]
+
+
+def effective_table(rep: Effective) -> str:
+    """OME's SCOPE/FIELD/VALUE table: Live rows, Active rows, then Service rows."""
+    return table(("SCOPE", "FIELD", "VALUE"), effective_rows(rep))
 
 
 def effective_wide(rep: Effective) -> str:

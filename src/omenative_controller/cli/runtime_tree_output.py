@@ -23,8 +23,8 @@ from attrs import frozen
 from omenative_core.service import ServingRuntime
 from omenative_core.service.inheritance import ANNOTATION_INHERIT_FROM, MAX_CHAIN
 
-__all__ = ["Collection", "TreeError", "Tree", "build_tree", "find_target", "tree_json",
-           "tree_table"]
+__all__ = ["Collection", "Tree", "TreeError", "build_tree", "chain_of", "find_target",
+           "tree_json", "tree_table"]
 
 _CSR = "ClusterServingRuntime"
 _SR = "ServingRuntime"
@@ -173,6 +173,20 @@ def _walk(head: ServingRuntime, runtimes: Sequence[ServingRuntime]
         if found is None:
             return chain, ("ParentMissing", subject, parent, path)
         chain.append(found)
+
+
+def chain_of(runtime: ServingRuntime, runtimes: Sequence[ServingRuntime]
+             ) -> tuple[list[str], str | None]:
+    """``runtime``'s chain root first as ``CSR/<name>`` / ``SR/<ns>/<name>`` labels, and
+    OME's INHERITANCE reason when it breaks (``NotFound``, ``Cycle``,
+    ``MaxDepthExceeded``; None: it resolves)."""
+    chain, issue = _walk(runtime, runtimes)
+    if issue is not None:
+        return [], {"ParentMissing": "NotFound", "CycleDetected": "Cycle"}.get(issue[0],
+                                                                              issue[0])
+    labels = [f"SR/{rt.namespace}/{rt.name}" if rt.kind == _SR else f"CSR/{rt.name}"
+              for rt in reversed(chain)]
+    return labels, None
 
 
 def _resolves_to(isvc: Mapping[str, Any], head: Ident) -> bool:

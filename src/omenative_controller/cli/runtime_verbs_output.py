@@ -22,7 +22,8 @@ from omenative_controller.cli.ome_output import (
     ANNOTATION_ROLLBACK,
 )
 from omenative_controller.cli.output_basics import decode_status, table
-from omenative_controller.cli.runtime_output import Effective
+from omenative_controller.cli.runtime_output import Effective, effective_rows
+from omenative_controller.cli.runtime_tree_output import chain_of
 from omenative_controller.cli.wait_predicates import TOKEN_PREFIX
 from omenative_core.codec import CodecError
 from omenative_core.rollout.state import RolloutStateError, state_from_json
@@ -32,7 +33,8 @@ from omenative_core.service.runtime_select import compatible_runtimes, incompati
 
 __all__ = ["REFUSE_CONTROLLER", "REFUSE_DELETING", "REFUSE_EVIDENCE", "REFUSE_IDENTITY",
            "REFUSE_MAILBOX", "TOKEN_PREFIX", "action_result_json", "action_result_table",
-           "explain_table", "predicted_revision", "sync_preview", "sync_refusal"]
+           "effective_context", "explain_table", "predicted_revision", "sync_preview",
+           "sync_refusal"]
 
 REFUSE_IDENTITY = "action refused: target identity is missing or unsafe"
 REFUSE_DELETING = "action refused: target is being deleted"
@@ -278,3 +280,36 @@ def explain_table(isvc: InferenceService, model: BaseModel,
 
 def _scope(rt: ServingRuntime) -> str:
     return "Cluster" if rt.kind == "ClusterServingRuntime" else "Namespaced"
+
+
+# ---------------------------------------------------------------- explain --with-effective
+
+CONTEXT_HEADING = "Effective context (separate observation; selector verdict unchanged):"
+"""The line ``explain --with-effective`` prints before its second table."""
+
+
+def effective_context(rep: Effective | None, runtimes: Sequence[ServingRuntime]) -> str:
+    """The second table of ``explain --isvc --with-effective`` (OME's "Effective context"):
+    how the runtime was chosen, its inheritance chain root first, a caveat, then the rows
+    ``effective`` prints; only EVIDENCE/CAVEAT when the context could not be collected
+    (``rep`` None)."""
+    if rep is None:
+        rows = [("Service", "EVIDENCE", "Unavailable"),
+                ("Service", "CAVEAT", "Selector verdict above is unchanged")]
+        return "\n".join([CONTEXT_HEADING, table(("SCOPE", "FIELD", "VALUE"), rows)])
+    rows = [("Service", "SELECTION", rep.selection)]
+    live = rep.live
+    if live.name:
+        rows.append(("Service", "SOURCE", live.runtime()))
+    source = next((rt for rt in runtimes if rt.kind == live.kind and rt.name == live.name
+                   and (rt.kind == "ClusterServingRuntime" or rt.namespace == live.namespace)),
+                  None)
+    chain, reason = chain_of(source, runtimes) if source is not None else ([], "NotFound")
+    if reason is None:
+        rows.append(("Source", "INHERITANCE", "Observed"))
+        rows += [("Source", "ROOT-FIRST", label) for label in chain]
+    else:
+        rows += [("Source", "INHERITANCE", "Unavailable"), ("Source", "REASON", reason)]
+    rows.append(("Service", "CAVEAT", "Independent snapshot; not rollout convergence"))
+    rows += effective_rows(rep)
+    return "\n".join([CONTEXT_HEADING, table(("SCOPE", "FIELD", "VALUE"), rows)])

@@ -8,7 +8,9 @@ OME v0.1.5 ``pkg/runtimeselector``: ``selector.go``, ``matcher.go``, ``scorer.go
   classes the ISVC asks for (``ome.io/accelerator-class`` annotation,
   ``spec.acceleratorSelector.acceleratorClass``, a component's
   ``acceleratorOverride.acceleratorClass``) are all among the runtime's
-  ``acceleratorRequirements.acceleratorClasses``; one ``supportedModelFormats`` entry
+  ``acceleratorRequirements.acceleratorClasses``; no deployment mode the runtime declares
+  for the engine (or decoder) differs from the ISVC's (``mode_mismatch``); one
+  ``supportedModelFormats`` entry
   matches the model's format (name and version, with the entry's ``operator``), framework,
   architecture and quantization, each present on both sides or on neither; the model's
   ``modelParameterSize`` lies in the runtime's ``modelSizeRange``;
@@ -41,6 +43,7 @@ __all__ = [
     "compatibility_advisory",
     "compatible_runtimes",
     "incompatibility",
+    "mode_mismatch",
     "select_runtime",
     "supported_format",
 ]
@@ -166,6 +169,36 @@ def _wanted_classes(isvc: InferenceService) -> set[str]:
     return out
 
 
+_MODES: Final = ("RawDeployment", "OMENative", "MultiNode", "VirtualDeployment")
+
+
+def _declared_mode(block: Mapping[str, Any]) -> str | None:
+    """The ``ome.io/deploymentMode`` a component block's annotations declare (a value
+    that is not one of OME's modes counts as none, as in OME)."""
+    mode = _obj(block.get("annotations")).get("ome.io/deploymentMode")
+    return mode if mode in _MODES else None
+
+
+def mode_mismatch(runtime: ServingRuntime, isvc: InferenceService) -> str | None:
+    """OME's deployment-mode filter (ome-docs ``reference/matching/
+    runtime-deployment-mode-matching.md``): the engine, and the decoder when the ISVC has
+    one, fail when the runtime's ``<c>Config`` annotation and the ISVC's component
+    annotation (else ``spec.deploymentMode``, OMENative or RawDeployment only) both
+    declare a mode and the modes differ."""
+    service_mode = isvc.spec.get("deploymentMode")
+    service_mode = service_mode if service_mode in ("OMENative", "RawDeployment") else None
+    for comp in ("engine", "decoder"):
+        own = isvc.spec.get(comp)
+        if comp == "decoder" and not isinstance(own, Mapping):
+            continue
+        wanted = _declared_mode(_obj(own)) or service_mode
+        offered = _declared_mode(_obj(runtime.spec.get(f"{comp}Config")))
+        if wanted is not None and offered is not None and wanted != offered:
+            return (f"runtime {comp} deployment mode {offered} does not match requested "
+                    f"{comp} deployment mode {wanted}")
+    return None
+
+
 def _size_range(runtime: ServingRuntime) -> tuple[float, float] | None:
     rng = runtime.spec.get("modelSizeRange")
     if not isinstance(rng, Mapping):
@@ -185,6 +218,9 @@ def incompatibility(runtime: ServingRuntime, model: BaseModel,
         offered = _obj(runtime.spec.get("acceleratorRequirements")).get("acceleratorClasses")
         if not isinstance(offered, list) or not wanted <= set(offered):
             return "runtime does not support the required accelerator class"
+    mismatch = mode_mismatch(runtime, isvc)
+    if mismatch is not None:
+        return mismatch
     formats = _formats(runtime)
     mismatches = [_entry_mismatch(f, model) for f in formats]
     if not formats or all(m is not None for m in mismatches):
