@@ -104,10 +104,20 @@ def test_the_source_is_the_runtime_or_the_legacy_annotation() -> None:
     entry = _engine(plan_service(ServiceSnapshot(isvc=raw, now=NOW, runtimes=(runtime,))))
     assert entry["autoscaler"]["specSource"] == "runtime"
     assert entry["autoscaler"]["class"] == "None"
-    legacy = _raw(annotations={"ome.io/autoscalerClass": "external"})
+    legacy = _raw("RawDeployment", annotations={"ome.io/autoscalerClass": "external"})
     entry = _engine(plan_service(ServiceSnapshot(isvc=legacy, now=NOW)))
     assert entry["autoscaler"] == {"class": "External", "managedBy": "external",
                                    "specSource": "legacy"}
+
+
+def test_an_omenative_component_ignores_the_legacy_annotation_as_in_ome() -> None:
+    """OME resolves an OMENative component's autoscaler with ``ResolveComponentAutoscaler``
+    (no legacy layer; the annotation is RawDeployment-only): HPA from the default."""
+    native = _raw(annotations={"ome.io/autoscalerClass": "external"})
+    sp = plan_service(ServiceSnapshot(isvc=native, now=NOW))
+    assert _engine(sp)["autoscaler"]["class"] == "HPA"
+    assert _engine(sp)["autoscaler"]["specSource"] == "default"
+    assert any(o["kind"] == "HorizontalPodAutoscaler" for _c, o in sp.applies)
 
 
 def test_keda_mirrors_the_scaled_object_and_the_hpa_keda_derives() -> None:

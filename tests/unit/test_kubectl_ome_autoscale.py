@@ -147,3 +147,54 @@ def test_explain_layers_and_reasons() -> None:
     stale = ae.expect(_isvc({}, status={**RAW_REPORTED, "observedGeneration": 1}), None,
                       "engine", {**RAW_REPORTED, "observedGeneration": 1})
     assert stale.why[0][0] == "status-stale"
+
+
+def _keda(**keda: Any) -> dict[str, Any]:
+    return {"minReplicas": 1, "maxReplicas": 4, "autoscaler": {"class": "KEDA", "keda": {
+        "triggers": [{"type": "prometheus", "metadata": {"query": "q"}}], **keda}}}
+
+
+def test_keda_blocks_that_would_fail_the_scaled_object_are_invalid() -> None:
+    ok = ae.expect(_isvc(_keda()), None, "engine", {})
+    assert ok.desired == "KEDA/isvc" and not {w[0] for w in ok.why} & {
+        "keda-config-invalid", "keda-name-conflict"}
+    conflict = ae.expect(_isvc(_keda(advanced={"horizontalPodAutoscalerConfig": {
+        "name": "chat-engine"}})), None, "engine", {})
+    assert conflict.why[0][:2] == ("keda-name-conflict", "ReservedHPANameCollision")
+    assert conflict.desired == "invalid" and conflict.state == "Invalid"
+    for bad in (_keda(pollingInterval=0), _keda(cooldownPeriod=-1),
+                _keda(triggers=[{"metadata": {}}]),
+                _keda(triggers=[{"type": "cpu", "name": "a"}, {"type": "memory", "name": "a"}]),
+                _keda(fallback={"failureThreshold": 3}),
+                _keda(advanced={"horizontalPodAutoscalerConfig": {"name": "Not_A_Name"}})):
+        col = ae.expect(_isvc(bad), None, "engine", {})
+        assert col.why[0][:2] == ("keda-config-invalid", "KEDAConfigurationInvalid"), bad
+        assert _cells(ae.explain_table([col]))["WHY"][0].startswith("keda-config-invalid")
+
+
+def test_service_level_reasons_add_a_service_column() -> None:
+    assert ae.service_issues(["InheritanceUnavailable", "LiveRuntimeUnavailable"],
+                             "NotApplicable", False) == ["InheritanceUnavailable"]
+    assert ae.service_issues([], "RevisionInvalid", True) == ["ActiveRevisionInconsistent"]
+    assert ae.service_issues([], "Resolved", True) == []
+    col = ae.expect(_isvc({"minReplicas": 1, "maxReplicas": 4}), None, "engine",
+                    RAW_REPORTED)
+    service = ["InheritanceUnavailable", "ActiveRevisionInconsistent"]
+    rows = _cells(ae.explain_table([col], service))
+    assert rows["FIELD"] == ["ENGINE", "SERVICE"]
+    assert rows["STATE"] == ["Partial", "Partial"]
+    assert rows["WHY"] == ["-", "inheritance-unavailable,revision-inconsistent"]
+    assert rows["DESIRED"] == ["HPA/default", "-"]
+    doc = ae.explain_json("prod", "chat", [col], "t", service)
+    assert doc["content"]["summary"]["state"] == "Partial"
+    assert doc["content"]["issues"] == [{"code": "InheritanceUnavailable"},
+                                        {"code": "ActiveRevisionInconsistent"}]
+
+
+def test_the_legacy_annotation_is_a_rawdeployment_layer_only() -> None:
+    annotations = {"ome.io/autoscalerClass": "external"}
+    raw = ae.expect(_isvc({}, annotations=annotations), None, "engine", {})
+    assert raw.desired == "External/legacy"
+    native = ae.expect(_isvc({"leader": {}, "worker": {}}, mode="OMENative",
+                             annotations=annotations), None, "engine", {})
+    assert native.desired == "HPA/default"

@@ -4,12 +4,16 @@ compared with what the status reports (pure; OME v1.3 ``reference/kubectl-ome/au
 
 The layer is the first of ``isvc`` (the component's ``autoscaler``), ``policy`` (an
 ``autoscalerPolicyRef``: not read, ``?/policy``), ``runtime`` (the runtime's ``*Config``
-``autoscaler``), ``legacy`` (``ome.io/autoscalerClass``) and ``default`` (HPA). The admission
-reasons are the core's (``validate_autoscaler``), named by OME's WHY codes.
+``autoscaler``), ``legacy`` (``ome.io/autoscalerClass``, RawDeployment only as in OME) and
+``default`` (HPA). The admission reasons are the core's (``validate_autoscaler``), named by
+OME's WHY codes; ``keda-name-conflict`` / ``keda-config-invalid`` check the winning KEDA
+block as OME's ``validKEDADispatch`` does, and the service-level ``inheritance-unavailable``
+/ ``revision-inconsistent`` come from the ``runtime effective`` report (a SERVICE column).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,7 +30,8 @@ from omenative_core.service import (
 from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS
 from omenative_core.service.validate_autoscaler import autoscaler_rejections
 
-__all__ = ["STATE_JSON", "Expectation", "expect", "explain_json", "explain_table"]
+__all__ = ["SERVICE_WHY", "STATE_JSON", "Expectation", "expect", "explain_json",
+           "explain_table", "service_issues"]
 
 _MODES = {"RawDeployment": "Raw", "OMENative": "Native", "MultiNode": "Multi",
           "VirtualDeployment": "Virtual"}
@@ -75,7 +80,7 @@ class Expectation:
         return next((s for s in _SEVERITY if s in states), "OK")
 
 
-def _layer(isvc: InferenceService, runtime: ServingRuntime | None, comp: str
+def _layer(isvc: InferenceService, runtime: ServingRuntime | None, comp: str, mode: str
            ) -> tuple[str, Mapping[str, Any] | None]:
     own = isvc.component(comp)
     if own is not None and isinstance(own.autoscaler, Mapping):
@@ -85,7 +90,7 @@ def _layer(isvc: InferenceService, runtime: ServingRuntime | None, comp: str
     config = runtime.config(comp) if runtime is not None else None
     if config is not None and isinstance(config.autoscaler, Mapping):
         return "runtime", config.autoscaler
-    if isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS):
+    if mode == "Raw" and isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS):
         return "legacy", {"class": isvc.annotations[ANNOTATION_AUTOSCALER_CLASS]}
     return "default", {"class": "HPA"}
 
@@ -106,6 +111,83 @@ def _zero(isvc: InferenceService, comp: str, mode: str, low: int | None, klass: 
     if mode == "Native" and low == 0 and idle != 0:
         return "unsupported", [("zero-unsupported", "ScaleToZeroUnsupported", "Unsupported")]
     return "yes", []
+
+
+_DNS = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _keda_triggers_invalid(triggers: Sequence[Any]) -> bool:
+    """KEDA's ``ValidateTriggers`` as far as it reads the spec: every trigger an object with a
+    ``type``, trigger names unique."""
+    names = [t.get("name") for t in triggers if isinstance(t, Mapping) and t.get("name")]
+    return len(names) != len(set(names)) or \
+        any(not isinstance(t, Mapping) or not t.get("type") for t in triggers)
+
+
+def _keda_dispatch_invalid(keda: Mapping[str, Any], low: int | None, target: str) -> bool:
+    """Whether the ScaledObject OME would create from ``keda`` fails KEDA's own checks (OME's
+    ``validKEDADispatch``): polling interval < 1, cooldown or idle count < 0, bad triggers,
+    a fallback that is malformed or on cpu/memory triggers only, cpu/memory triggers only
+    with ``minReplicas`` 0, an HPA name that is not a DNS name of at most 63 characters."""
+    if any(v is not None and v < floor for v, floor in (
+            (_int(keda.get("pollingInterval")), 1), (_int(keda.get("cooldownPeriod")), 0),
+            (_int(keda.get("idleReplicaCount")), 0))):
+        return True
+    triggers = list(keda.get("triggers") or ())
+    if _keda_triggers_invalid(triggers):
+        return True
+    resource_only = bool(triggers) and all(t.get("type") in ("cpu", "memory")
+                                           for t in triggers)
+    fallback = keda.get("fallback")
+    if fallback is not None:
+        fb = _obj(fallback)
+        counts = (_int(fb.get("failureThreshold")), _int(fb.get("replicas")))
+        if resource_only or any(c is None or c < 0 for c in counts):
+            return True
+    if resource_only and low == 0:
+        return True
+    config = _obj(_obj(keda.get("advanced")).get("horizontalPodAutoscalerConfig"))
+    hpa = str(config.get("name") or f"keda-hpa-scaledobject-{target[-50:]}")
+    return len(hpa) > 63 or not _DNS.match(hpa)
+
+
+def _keda_why(block: Mapping[str, Any] | None, klass: str, low: int | None, target: str
+              ) -> list[tuple[str, str, str]]:
+    """``keda-name-conflict`` / ``keda-config-invalid`` for the winning KEDA block."""
+    keda = _obj((block or {}).get("keda"))
+    if klass != "KEDA" or not keda.get("triggers"):
+        return []
+    config = _obj(_obj(keda.get("advanced")).get("horizontalPodAutoscalerConfig"))
+    if config.get("name") == target:
+        return [("keda-name-conflict", "ReservedHPANameCollision", "Invalid")]
+    if _keda_dispatch_invalid(keda, low, target):
+        return [("keda-config-invalid", "KEDAConfigurationInvalid", "Invalid")]
+    return []
+
+
+SERVICE_WHY = {"InheritanceUnavailable": ("inheritance-unavailable", "InheritanceUnavailable"),
+               "ActiveRevisionInconsistent": ("revision-inconsistent",
+                                              "ActiveRevisionInconsistent")}
+"""The service-level reasons (code -> (WHY alias, code)); both are ``Partial``."""
+
+
+def service_issues(issues: Sequence[str], pin_state: str, pinned: bool) -> list[str]:
+    """The service-level reason codes from the ``runtime effective`` report of the
+    InferenceService: ``InheritanceUnavailable`` when its runtime's chain could not be
+    resolved, ``ActiveRevisionInconsistent`` when it is pinned to a revision that cannot be
+    checked against its runtime (the revision fails the checks, is missing or disabled, or
+    the live runtime is unavailable)."""
+    out = []
+    if "InheritanceUnavailable" in issues:
+        out.append("InheritanceUnavailable")
+    if pinned and pin_state not in ("Resolved", "AwaitingPin", "NotApplicable",
+                                    "InvalidIntent"):
+        out.append("ActiveRevisionInconsistent")
+    return out
 
 
 def _reported(body: Mapping[str, Any]) -> tuple[str, str, str, str, str, str, str]:
@@ -154,7 +236,7 @@ def expect(isvc: InferenceService, runtime: ServingRuntime | None, comp: str,
     """The column of ``comp``; ``status``: the InferenceService's whole status."""
     mode = _MODES.get(explain_mode(isvc, runtime, comp).mode, "Raw")
     merged = effective_component(isvc, runtime, comp)
-    layer, block = _layer(isvc, runtime, comp)
+    layer, block = _layer(isvc, runtime, comp, mode)
     why: list[tuple[str, str, str]] = []
     raw_class = str((block or {}).get("class") or "HPA")
     klass = _CLASSES.get(raw_class.lower(), raw_class)
@@ -169,6 +251,9 @@ def expect(isvc: InferenceService, runtime: ServingRuntime | None, comp: str,
     zero, zero_why = _zero(isvc, comp, mode, low, klass, block)
     why += zero_why
     name = f"{isvc.name}-{comp}"
+    if mode in ("Raw", "Native") and layer != "policy" and \
+            not any(w[2] == "Invalid" for w in why):
+        why += _keda_why(block, klass, low, name)
     if mode not in ("Raw", "Native"):
         why.append(("mode-unsupported", "DeploymentModeUnsupported", "Unsupported"))
         desired, target = "unsupported", "unsupported"
@@ -204,14 +289,15 @@ def _scaling_policy(isvc: InferenceService, runtime: ServingRuntime | None) -> s
     return "Independent"
 
 
-def _state(columns: Sequence[Expectation]) -> str:
-    states = {c.state for c in columns}
+def _state(columns: Sequence[Expectation], service: Sequence[str] = ()) -> str:
+    states = {c.state for c in columns} | ({"Partial"} if service else set())
     return next((s for s in _SEVERITY if s in states), "OK")
 
 
-def explain_table(columns: Sequence[Expectation]) -> str:
-    """OME's FIELD table, one column per component, STATE repeated in each."""
-    state = _state(columns)
+def explain_table(columns: Sequence[Expectation], service: Sequence[str] = ()) -> str:
+    """OME's FIELD table, one column per component, STATE repeated in each; a SERVICE column
+    when there are service-level reasons (``service``: their codes)."""
+    state = _state(columns, service)
 
     def why(c: Expectation) -> str:
         if not c.why:
@@ -234,14 +320,21 @@ def explain_table(columns: Sequence[Expectation]) -> str:
             ("CONDITION-EVIDENCE", lambda c: c.condition_evidence),
             ("CONDITIONS", lambda c: c.conditions), ("CHECK", lambda c: c.check),
             ("WHY", why)]
-    return table(("FIELD", *(c.component.upper() for c in columns)),
-                 [[label, *(cell(c) for c in columns)] for label, cell in rows])
+    body = [[label, *(cell(c) for c in columns)] for label, cell in rows]
+    if not service:
+        return table(("FIELD", *(c.component.upper() for c in columns)), body)
+    policy = columns[0].policy if columns else "Independent"
+    extra = {"STATE": state, "POLICY": policy,
+             "WHY": ",".join(SERVICE_WHY[code][0] for code in service)}
+    return table(("FIELD", *(c.component.upper() for c in columns), "SERVICE"),
+                 [[*row, extra.get(row[0], "-")] for row in body])
 
 
 def explain_json(namespace: str, name: str, columns: Sequence[Expectation],
-                 collected_at: str) -> dict[str, Any]:
-    """OME's ``AutoscaleExplainReport``: every reason, not only the first."""
-    state = _state(columns)
+                 collected_at: str, service: Sequence[str] = ()) -> dict[str, Any]:
+    """OME's ``AutoscaleExplainReport``: every reason, not only the first (``service``: the
+    service-level codes, in ``content.issues``)."""
+    state = _state(columns, service)
     content = {"summary": {"state": STATE_JSON[state]},
                "components": [{"type": c.component, "mode": c.mode, "desired": c.desired,
                                "range": {"min": c.low, "max": c.high}, "zero": c.zero,
@@ -249,6 +342,7 @@ def explain_json(namespace: str, name: str, columns: Sequence[Expectation],
                                "reportedTarget": c.reported_target, "check": c.check,
                                "state": STATE_JSON[c.state],
                                "reasons": [{"why": w[0], "code": w[1], "state": w[2]}
-                                           for w in c.why]} for c in columns]}
+                                           for w in c.why]} for c in columns],
+               "issues": [{"code": code} for code in service]}
     return report("AutoscaleExplainReport", namespace, name, collected_at, content,
                   [] if state == "OK" else ["PartialData"])

@@ -146,7 +146,9 @@ def explain_cmd(target: Target, name: str, ome_namespace: str, output: str) -> N
     status = ev.isvc.get("status") or {}
     columns = [ae.expect(isvc, runtime, comp, status)
                for comp in ro.components_of(isvc, runtime)]
+    service = ae.service_issues(rep.issues, rep.pin_state,
+                                rep.pin_mode in ("ManagedPin", "ExplicitPin"))
     if output in ("json", "yaml"):
-        _echo_doc(output, ae.explain_json(target.namespace, name, columns, _stamp()))
+        _echo_doc(output, ae.explain_json(target.namespace, name, columns, _stamp(), service))
     else:
-        click.echo(ae.explain_table(columns))
+        click.echo(ae.explain_table(columns, service))

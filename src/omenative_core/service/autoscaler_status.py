@@ -7,7 +7,9 @@ As OME v1.3 writes them (``pkg/apis/ome/v1beta1`` ``ComponentAutoscalerStatus`` 
 * ``autoscaler.class``: the class in effect, spelled ``HPA``, ``KEDA``, ``External`` or
   ``None``; ``managedBy``: ``ome`` for HPA and KEDA, ``external`` for External, ``none``
   otherwise; ``specSource``: where the block came from, ``isvc``, ``runtime``, ``legacy``
-  (the ``ome.io/autoscalerClass`` annotation) or ``default``.
+  (the ``ome.io/autoscalerClass`` annotation; RawDeployment and MultiNode only: OME reads
+  it through ``ResolveRawComponentAutoscaler``, so an OMENative component that sets it is
+  ``HPA`` / ``default``) or ``default``.
 * Under ``managedBy: ome``, the live scaler mirrored: the HPA's ``currentReplicas``,
   ``desiredReplicas`` (left out when 0), ``lastScaleTime`` and conditions; for KEDA the
   ScaledObject's conditions (a missing reason becomes the type, the transition time is kept
@@ -70,16 +72,18 @@ _POD_TAIL: Final = re.compile(r"(?i) of pod \S+")
 """The rotating ``of Pod <name>`` tail of HPA metric messages (OME collapses it)."""
 
 
-def spec_source(isvc: InferenceService, runtime: ServingRuntime | None, component: str) -> str:
+def spec_source(isvc: InferenceService, runtime: ServingRuntime | None, component: str, *,
+                legacy: bool = True) -> str:
     """Where ``component``'s autoscaler block comes from: ``isvc``, ``runtime``, ``legacy``
-    (no block; the ISVC's ``ome.io/autoscalerClass`` annotation) or ``default``."""
+    (no block; the ISVC's ``ome.io/autoscalerClass`` annotation, counted only with
+    ``legacy``: not for an OMENative component, as in OME) or ``default``."""
     own = isvc.component(component)
     if own is not None and own.autoscaler is not None:
         return "isvc"
     config = runtime.config(component) if runtime is not None else None
     if config is not None and config.autoscaler is not None:
         return "runtime"
-    if isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS):
+    if legacy and isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS):
         return "legacy"
     return "default"
 
@@ -103,11 +107,12 @@ def with_autoscaler(cp: ComponentPlan, isvc: InferenceService,
     merged = effective_component(isvc, runtime, cp.component)
     if merged is None:
         return cp
-    klass = autoscaler_class(isvc, merged)
+    legacy = cp.mode != MODE_OMENATIVE  # OME: ResolveRawComponentAutoscaler is Raw-only
+    klass = autoscaler_class(isvc, merged, legacy=legacy)
     return evolve(
         cp,
         autoscaler={"class": OME_CLASSES.get(klass, klass),
-                    "specSource": spec_source(isvc, runtime, cp.component)},
+                    "specSource": spec_source(isvc, runtime, cp.component, legacy=legacy)},
         scale_target=scale_target_ref(cp.mode, f"{isvc.name}-{cp.component}"))
 
 

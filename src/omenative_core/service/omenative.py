@@ -311,7 +311,8 @@ def render_omenative(
     except CodecError as exc:
         return blocked_plan(component, res, "InvalidLifecycle", str(exc))
     scale = resolve_scale(
-        isvc, merged, component, at_least_one=True, config=config, current_replicas=current_replicas
+        isvc, merged, component, at_least_one=True, config=config,
+        current_replicas=current_replicas, legacy=False,
     )
     paused, pause_mode = _pause(isvc)
     spec = InferenceReplicaSpec(

@@ -27,12 +27,15 @@ _NO_HPA_CLASSES: Final = frozenset({"keda", "external", "none"})
 """Autoscaler classes that are not an HPA: the count is theirs, no HPA is rendered."""
 
 
-def autoscaler_class(isvc: InferenceService, merged: ComponentSpec) -> str:
-    """The autoscaler class: the component's own, else the ISVC annotation, else ``hpa``."""
+def autoscaler_class(isvc: InferenceService, merged: ComponentSpec, *,
+                     legacy: bool = True) -> str:
+    """The autoscaler class: the component's own, else (``legacy``: not for an OMENative
+    component, whose resolver in OME has no legacy layer: ``ResolveComponentAutoscaler``)
+    the ISVC's ``ome.io/autoscalerClass`` annotation, else ``hpa``."""
     own = merged.autoscaler
     value = own.get("class") if own is not None else None
     if not isinstance(value, str) or not value:
-        value = isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS, "hpa")
+        value = isvc.annotations.get(ANNOTATION_AUTOSCALER_CLASS, "hpa") if legacy else "hpa"
     return value.lower()
 
 
@@ -58,13 +61,15 @@ def resolve_scale(
     at_least_one: bool,
     config: ServiceConfig,
     current_replicas: Mapping[str, int],
+    legacy: bool = True,
 ) -> Scale:
-    """The replica count to render for ``component`` and whether an HPA owns it."""
+    """The replica count to render for ``component`` and whether an HPA owns it
+    (``legacy``: the ``ome.io/autoscalerClass`` annotation counts, as for a RawDeployment)."""
     low = merged.min_replicas if merged.min_replicas is not None else config.default_min_replicas
     low = max(low, 1 if at_least_one else 0)
     high = merged.max_replicas or config.default_max_replicas.get(component, 0)
     high = max(high, low)  # as OME's defaulter: a filled max is raised to the min
-    cls = autoscaler_class(isvc, merged)
+    cls = autoscaler_class(isvc, merged, legacy=legacy)
     current = current_replicas.get(component)
     replicas, source = low, "minReplicas"
     if cls == "external" and current is not None:
