@@ -65,7 +65,7 @@ from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics
 from omenative_controller.pass_context import log_pass, pass_kind, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
-from omenative_controller.replica_refs import RefsWarnings, needs_refs, render_refs
+from omenative_controller.replica_refs import RefsWarnings, needs_refs, referencing, render_refs
 from omenative_controller.routed import RoutedPods
 from omenative_controller.service_controller import ServiceController
 from omenative_controller.wakeups import Wakeups
@@ -183,6 +183,13 @@ class Manager:
     def is_leader(self) -> bool:
         """True while this manager holds the Lease."""
         return self.elector is not None and self.elector.is_leader
+
+    def _source_changed(self, kind: str, namespace: str | None, name: str) -> None:
+        """Queue the standalone replicas that render from the runtime or model changed."""
+        if self.queue is not None and self.replicas is not None and self._isvc is not None:
+            for key in referencing(self.replicas.items(), kind, namespace, name,
+                                   self._isvc.all_runtimes()):
+                self.queue.add(key)
 
     def caches_synced(self) -> bool:
         """Every watch cache listed once (and the PodGroup one, when its CRD is present; the
@@ -362,6 +369,8 @@ class Manager:
                                     is_leader=lambda: self.is_leader,
                                     advisor_metrics=self.advisor_metrics,
                                     ome_series=self.metrics.ome)
+            if self._isvc is not None:  # a runtime/model change re-renders its replicas
+                self._isvc.sources.on_source = self._source_changed
         log.info("manager.leading", workers=len(self._workers), replicas=len(queue))
 
     async def _on_stopped_leading(self) -> None:

@@ -15,7 +15,7 @@ from references.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -23,15 +23,61 @@ from attrs import define, evolve, field
 
 from omenative_controller.service_controller import ServiceController
 from omenative_core.model.spec import InferenceReplica
+from omenative_core.service import ServingRuntime, inheritance_health
 from omenative_core.service.plan import ServiceConfig
 from omenative_core.service.replica_refs import RefsRender, has_refs, render_replica_refs
 
-__all__ = ["Emit", "RefsWarnings", "needs_refs", "render_refs", "with_rendered_runners"]
+__all__ = ["Emit", "RefsWarnings", "needs_refs", "referencing", "render_refs",
+           "with_rendered_runners"]
 
 Emit = Callable[[str, str], Awaitable[None]]
 """Sends one Warning Event ``(reason, message)`` on the replica."""
 
 log = structlog.get_logger("omenative.manager")
+
+
+def _uses_runtime(spec: Mapping[str, Any], replica_ns: str, namespace: str | None, name: str,
+                  runtimes: list[ServingRuntime]) -> bool:
+    ref = spec.get("runtimeRef")
+    if not isinstance(ref, Mapping) or not ref.get("name"):
+        # auto-selected for its model: any runtime it can see may win
+        return isinstance(spec.get("modelRef"), Mapping) and namespace in (None, replica_ns)
+    kind = ref.get("kind") or "ClusterServingRuntime"
+    named = next((rt for rt in runtimes if rt.kind == kind and rt.name == ref.get("name") and
+                  (kind == "ClusterServingRuntime" or rt.namespace == replica_ns)), None)
+    if ref.get("name") == name and (kind == "ClusterServingRuntime") == (namespace is None) \
+            and namespace in (None, replica_ns):
+        return True
+    if named is None or namespace not in (None, replica_ns):
+        return False
+    ancestors = (inheritance_health(named, runtimes).chain or ())[:-1]
+    return name in ancestors  # one it inherits from (by name: an extra pass at worst)
+
+
+def referencing(replicas: Iterable[tuple[str, Mapping[str, Any]]], kind: str,
+                namespace: str | None, name: str, runtimes: list[ServingRuntime]
+                ) -> list[str]:
+    """The keys of the standalone replicas that render from the runtime (``kind``
+    ``"runtime"``: the one they name or one it inherits from; every auto-selecting one) or
+    the model (``"model"``) ``namespace``/``name`` changed (namespace None: cluster
+    scoped), so a change re-renders them at once, as OME's replica controller watches
+    both (``render.go``)."""
+    out = []
+    for key, raw in replicas:
+        spec, meta = raw.get("spec"), raw.get("metadata")
+        if not isinstance(spec, Mapping) or not isinstance(meta, Mapping) or \
+                spec.get("runners") or not has_refs(spec):
+            continue
+        ns = str(meta.get("namespace") or "")
+        if kind == "runtime":
+            hit = _uses_runtime(spec, ns, namespace, name, runtimes)
+        else:
+            model = spec.get("modelRef")
+            hit = isinstance(model, Mapping) and model.get("name") == name and \
+                namespace in (None, ns)
+        if hit:
+            out.append(key)
+    return out
 
 
 def needs_refs(replica: InferenceReplica, raw: Mapping[str, Any]) -> bool:

@@ -114,6 +114,10 @@ class Sources:
             client, ACCELERATOR_CLASSES, dict, on_change=self._accelerator_changed)
         self.on_revision: Callable[[], None] = lambda: None
         """Called on every runtime-revision change (the revision collector's wake-up)."""
+        self.on_source: Callable[[str, str | None, str], None] = lambda _k, _ns, _n: None
+        """Called on every runtime (``"runtime"``) and model (``"model"``) change with its
+        namespace (None: cluster-scoped) and name: the manager queues the standalone
+        InferenceReplicas that render from it (``replica_refs.referencing``)."""
         self.status_writer = RuntimeStatusWriter(
             client, ((self.runtimes, SERVING_RUNTIMES),
                      (self.cluster_runtimes, CLUSTER_SERVING_RUNTIMES)))
@@ -223,6 +227,7 @@ class Sources:
         assert obj is not None
         self.status_writer.mark()
         name = obj["metadata"]["name"]
+        self.on_source("runtime", namespace, name)
         kind = "ClusterServingRuntime" if namespace is None else "ServingRuntime"
         for key, isvc in self.isvcs.items():
             if namespace is not None and isvc["metadata"].get("namespace") != namespace:
@@ -239,6 +244,7 @@ class Sources:
         obj = new if new is not None else old
         assert obj is not None
         name = obj["metadata"]["name"]
+        self.on_source("model", namespace, name)
         for key, isvc in self.isvcs.items():
             if namespace is not None and isvc["metadata"].get("namespace") != namespace:
                 continue

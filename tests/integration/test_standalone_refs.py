@@ -96,6 +96,23 @@ async def test_a_standalone_replica_runs_from_its_runtime_ref(
     events = await warning_events(kube, namespace, "orphan-pool")
     assert any(e["reason"] == "RuntimeNotFound" for e in events)
 
+    # a change to the runtime re-renders the replica at once (OME watches it): well
+    # inside the 30 s config reload and the resync that used to pick it up
+    await kube.patch(SERVING_RUNTIMES, "srt-pool", {"spec": {"engineConfig": {
+        "runner": {"name": "ome-container", "image": "example.com/llm:2"}}}}, namespace)
+    await eventually(lambda: _pod_with_image(kube, namespace, "llama-pool",
+                                             "example.com/llm:2"),
+                     timeout=20, what="the runtime change in the replica's pod")
+
+
+async def _pod_with_image(kube: KubeClient, namespace: str, replica: str,
+                          image: str) -> JSON | None:
+    for pod in (await list_pods(kube, namespace)).values():
+        if pod["metadata"]["labels"].get("ome.io/inferencereplica") == replica and \
+                image in [c["image"] for c in pod["spec"]["containers"]]:
+            return pod
+    return None
+
 
 def _blocked_reason(got: JSON) -> JSON | None:
     conds = {c["type"]: c for c in (got.get("status") or {}).get("conditions") or ()}
@@ -151,3 +168,30 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
     assert any(e["reason"] == "ModelNotFound" for e in events)
     assert not [p for p in (await list_pods(kube, namespace)).values()
                 if p["metadata"]["labels"].get("ome.io/inferencereplica") == "ghost-pool"]
+
+    # a runtime named for a model it does not declare: rendered anyway, with OME's
+    # RuntimeCompatibilityAdvisory as one Warning Event on the replica
+    onnx = runtime("srt-onnx")
+    onnx["spec"]["supportedModelFormats"][0]["modelFormat"] = {"name": "onnx"}
+    await kube.create(CLUSTER_SERVING_RUNTIMES, onnx)
+    named: JSON = {**pool, "metadata": {"name": "named-pool"},
+                   "spec": {**pool["spec"], "runtimeRef": {"name": "srt-onnx"}}}
+    await kube.create(INFERENCE_REPLICAS, named, namespace)
+
+    async def advised() -> list[JSON] | None:
+        found = [e for e in await warning_events(kube, namespace, "named-pool")
+                 if e["reason"] == "RuntimeCompatibilityAdvisory"]
+        return found or None
+
+    (event,) = await eventually(advised, timeout=30, what="the advisory Event")
+    assert "proceeding because the runtime was named explicitly" in event["message"]
+    # the runtime changes (a new image): the replica re-renders at once, and its later
+    # passes do not send the advisory again (same generation)
+    await kube.patch(CLUSTER_SERVING_RUNTIMES, "srt-onnx", {"spec": {"engineConfig": {
+        "runner": {"name": "ome-container", "image": "example.com/sglang:v2"}}}})
+    await eventually(lambda: _pod_with_image(kube, namespace, "named-pool",
+                                             "example.com/sglang:v2"),
+                     timeout=20, what="the runtime change in the named replica's pod")
+    (again,) = await advised() or [{}]
+    assert again.get("count", 1) == 1 and again["metadata"]["name"] == \
+        event["metadata"]["name"]

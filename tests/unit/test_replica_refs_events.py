@@ -61,3 +61,37 @@ def test_the_advisory_is_an_event_once_per_generation() -> None:
     assert len(sent) == 2
     memo.forget("llama-demo/llama-pool")
     assert memo.sent == {}
+
+
+def test_a_runtime_or_model_change_queues_the_replicas_that_render_from_it() -> None:
+    """OME's replica controller watches the runtime and model a standalone replica names:
+    ``referencing`` picks the replicas a change concerns, the manager queues them."""
+    from omenative_controller.replica_refs import referencing
+    from omenative_core.service import runtime_from_json
+
+    def raw(name: str, ns: str = "team-a", **spec: Any) -> tuple[str, dict[str, Any]]:
+        return f"{ns}/{name}", {"metadata": {"name": name, "namespace": ns},
+                                "spec": {"component": "engine", **spec}}
+
+    base = runtime_from_json({"kind": "ClusterServingRuntime", "metadata": {"name": "base"},
+                              "spec": {}})
+    child = runtime_from_json({"kind": "ClusterServingRuntime", "metadata": {
+        "name": "child", "annotations": {"ome.io/inherit-from": "base"}}, "spec": {}})
+    local = runtime_from_json({"kind": "ServingRuntime", "metadata": {
+        "name": "child", "namespace": "team-a"}, "spec": {}})
+    replicas = [raw("named", runtimeRef={"name": "child"}),
+                raw("local", runtimeRef={"name": "child", "kind": "ServingRuntime"}),
+                raw("auto", modelRef={"name": "llama"}),
+                raw("other-ns", "team-b", modelRef={"name": "llama"}),
+                raw("own-runners", runners=[{"name": "r"}], runtimeRef={"name": "child"}),
+                raw("unrelated", runtimeRef={"name": "else"})]
+    runtimes = [base, child, local]
+    assert referencing(replicas, "runtime", None, "child", runtimes) == [
+        "team-a/named", "team-a/auto", "team-b/other-ns"]
+    assert referencing(replicas, "runtime", None, "base", runtimes) == [
+        "team-a/named", "team-a/auto", "team-b/other-ns"]  # child inherits from base
+    assert referencing(replicas, "runtime", "team-a", "child", runtimes) == [
+        "team-a/local", "team-a/auto"]
+    assert referencing(replicas, "model", None, "llama", runtimes) == [
+        "team-a/auto", "team-b/other-ns"]
+    assert referencing(replicas, "model", "team-b", "llama", runtimes) == ["team-b/other-ns"]
