@@ -1,7 +1,8 @@
 """``kubectl ome runtime`` and ``wait --for=runtime-sync=acknowledged`` on the real manager,
 as OME's reference runs them (reference/kubectl-ome/runtime.md, "sync" examples): pin an
 InferenceService, change its runtime, read the drift with ``effective`` and ``history``, roll
-forward with ``sync`` (dry runs store nothing) and wait for the manager to acknowledge it.
+forward with ``sync`` (dry runs store nothing) and wait for the manager to acknowledge it;
+``tree`` shows the runtime with the InferenceService that names it.
 Runtime revisions live in OME's namespace: here the test's (``--ome-namespace``)."""
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ async def test_runtime_effective_history_sync_and_wait(
     assert rows[("Service", "LIVE-RELATION")] == "Equal", rows
     assert rows[("Live", "RUNTIME")] == f"SR/{namespace}/{RUNTIME}"
     first = rows[("Active", "REVISION")]
+    tree = (await kubectl.ok("runtime", "tree", RUNTIME)).splitlines()
+    assert tree[:5] == ["RUNTIME TREE", f"Target: ServingRuntime/{namespace}/{RUNTIME}",
+                        f"Context: Namespaced/{namespace} (resolution: Complete)",
+                        f"Head: ServingRuntime/{RUNTIME}",
+                        f"ServingRuntime/{RUNTIME} [selected]"], tree
+    assert f"`-- InferenceService/{NAME}" in tree, tree
+    doc = json.loads(await kubectl.ok("runtime", "tree", RUNTIME, "-o", "json"))
+    assert doc["kind"] == "RuntimeTreeReport"
+    assert doc["content"]["contexts"][0]["paths"][0]["dependents"] == [
+        {"kind": "InferenceService", "namespace": namespace, "name": NAME}]
     rc, out, err = await kubectl.ome("runtime", "sync", NAME, ome_ns, "--yes")
     assert rc == 1 and "safety evidence is unavailable or inconsistent" in err, (out, err)
 
