@@ -198,11 +198,9 @@ def _resolves_to(isvc: Mapping[str, Any], head: Ident) -> bool:
     if not isinstance(ref, Mapping) or ref.get("name") != head.name:
         return False
     kind = ref.get("kind") or _CSR
-    meta = isvc.get("metadata") if isinstance(isvc.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
-    if kind != head.kind:
-        return False
-    return kind == _CSR or meta.get("namespace") == head.namespace
+    meta = isvc.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    return kind == head.kind and (kind == _CSR or namespace == head.namespace)
 
 
 def _path(head: ServingRuntime, runtimes: Sequence[ServingRuntime],
