@@ -31,9 +31,8 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,8 @@ import yaml
 
 from omenative_devcluster import components
 from omenative_devcluster.build import cache_root
-from omenative_devcluster.cluster import _http_ok, _pdeathsig, free_ports
+from omenative_devcluster.cluster import _pdeathsig, free_ports
+from omenative_devcluster.loopback import kubectl, log_tail, stop_process, wait_ready
 
 __all__ = [
     "KEDA_MODULE",
@@ -193,32 +193,13 @@ class KedaProcesses:
         """The name of a process that has exited, with the end of its log, else None."""
         for name, proc in self.procs.items():
             if proc.poll() is not None:
-                tail = self.logs[name].read_text(errors="replace").splitlines()[-20:]
-                return f"{name} exited with code {proc.returncode}:\n" + "\n".join(tail)
+                return f"{name} exited with code {proc.returncode}:\n{log_tail(self.logs[name])}"
         return None
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM each process (ours, by its Popen), then SIGKILL what is left."""
+    def stop(self) -> None:
+        """SIGTERM each process group (ours), SIGKILL what is left after 15 s."""
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
-def _wait_healthy(keda: KedaProcesses, url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not _http_ok(url, None):
-        dead = keda.dead()
-        if dead:
-            raise RuntimeError(dead)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"KEDA not healthy at {url} within {timeout:.0f}s")
-        time.sleep(0.5)
+            stop_process(proc)
 
 
 def _spawn(args: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -265,23 +246,22 @@ def start_keda(kubeconfig: Path, state_dir: Path, namespaces: Sequence[str],
     logs = {n: state_dir / f"{n}.log" for n in ("keda-operator", "keda-adapter")}
     keda = KedaProcesses({}, logs, certs, ports["adapter"])
     try:
-        keda.procs["keda-operator"] = _spawn(
-            _operator_args(bdir / "keda-operator", certs, ports), env, logs["keda-operator"])
-        _wait_healthy(keda, f"http://127.0.0.1:{ports['health']}/healthz", timeout)
-        keda.procs["keda-adapter"] = _spawn(
-            _adapter_args(bdir / "keda-adapter", certs, kubeconfig, ports), env,
-            logs["keda-adapter"])
-        _wait_healthy(keda, f"https://127.0.0.1:{ports['adapter']}/healthz", timeout)
+        for name, args, url, cafile in (
+                ("keda-operator", _operator_args(bdir / "keda-operator", certs, ports),
+                 f"http://127.0.0.1:{ports['health']}/healthz", None),
+                ("keda-adapter", _adapter_args(bdir / "keda-adapter", certs, kubeconfig, ports),
+                 f"https://127.0.0.1:{ports['adapter']}/healthz", certs / "ca.crt")):
+            keda.procs[name] = _spawn(args, env, logs[name])
+            wait_ready(name, keda.procs[name], url, logs[name], timeout, error=RuntimeError,
+                       cafile=cafile)
     except BaseException:
         keda.stop()
         raise
     return keda
 
 
-def apply_metrics_api(kubectl: Callable[..., str], keda: KedaProcesses,
-                      state_dir: Path) -> None:
-    """Apply ``metrics_api_objects`` for ``keda`` with ``kubectl``."""
-    path = state_dir / "keda-metrics-api.json"
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": (
-        metrics_api_objects(keda.adapter_port, keda.cert_dir / "ca.crt"))}))
-    kubectl("apply", "-f", str(path))
+def apply_metrics_api(kubeconfig: Path, keda: KedaProcesses) -> None:
+    """Apply ``metrics_api_objects`` for ``keda`` (``kubectl apply``)."""
+    items = metrics_api_objects(keda.adapter_port, keda.cert_dir / "ca.crt")
+    kubectl(kubeconfig, "apply", "-f", "-", error=RuntimeError,
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))

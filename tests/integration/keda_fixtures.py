@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import CRDS, SERVICES, Resource
 from omenative_controller.service_autoscalers import SCALED_OBJECTS
-from omenative_devcluster import build
 from omenative_devcluster.keda import (
     KEDA_NAMESPACE,
     METRICS_API,
@@ -121,16 +119,10 @@ async def keda_operator(kube: KubeClient, kubeconfig_path: Path, namespace: str,
         except ApiError as exc:
             if not exc.already_exists:
                 raise
-    kubectl_bin = build.bin_dir() / "kubectl"
-
-    def kubectl(*args: str) -> str:
-        return subprocess.run([str(kubectl_bin), f"--kubeconfig={kubeconfig_path}", *args],
-                              capture_output=True, text=True, check=True, timeout=60).stdout
-
     processes = await asyncio.to_thread(start_keda, kubeconfig_path, tmp_path, [namespace])
     running = RunningKeda(processes, namespace)
     try:
-        await asyncio.to_thread(apply_metrics_api, kubectl, processes, tmp_path)
+        await asyncio.to_thread(apply_metrics_api, kubeconfig_path, processes)
 
         async def available() -> bool:
             running.check_alive()
