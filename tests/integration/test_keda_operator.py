@@ -32,7 +32,7 @@ from omenative_controller.kube.resources import INFERENCE_REPLICAS
 from omenative_controller.service_autoscalers import HPAS, SCALED_OBJECTS
 from omenative_controller.service_controller import INFERENCE_SERVICES, SERVING_RUNTIMES
 
-pytest.register_assert_rewrite("manager_fixtures")
+pytest.register_assert_rewrite("manager_fixtures", "keda_fixtures")
 from keda_fixtures import RunningKeda  # noqa: E402
 from manager_fixtures import eventually, list_pods, live_instances  # noqa: E402
 
