@@ -3,7 +3,7 @@ PY ?= .venv/bin/python
 VENV ?= .venv
 export PYTHONPATH := src
 
-.PHONY: help setup test test-build test-unit test-property test-integration test-k8s-other test-kwok test-long lint format \
+.PHONY: help setup test test-build test-unit test-property test-integration test-k8s-other test-kwok test-keda test-long lint format \
         typecheck bench bench-controller bench-kwok bench-failover realnodes-deps bench-memory simulate api-docs manifests docs pictures chart chart-check cluster \
         cluster-down install uninstall image ci clean demo
 
@@ -53,6 +53,10 @@ test-k8s-other: ## native-gang integration tests on the other Kubernetes release
 test-kwok: ## KWOK's integration test (builds kwok v0.8.0 first, ~6 min cold; not in `make test`)
 	$(PY) -m omenative_devcluster build --with kwok
 	$(PY) -m pytest -q -m kwok tests/integration/test_kwok.py
+
+test-keda: ## KEDA's operator scaling an InferenceService (builds keda v2.21.1 first, ~30 min cold; not in `make test`)
+	$(PY) -m omenative_devcluster build --with keda
+	env -u KUBECONFIG $(PY) -m pytest -q -m keda tests/integration/test_keda_operator.py
 
 test-long: ## property tests with the long hypothesis profile
 	HYPOTHESIS_PROFILE=long $(PY) -m pytest tests/property

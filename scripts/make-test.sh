@@ -62,8 +62,9 @@ counted tests/property
 echo "== make test: 4/4 integration tests (real kube-apiserver + etcd; component tests last) =="
 status=0
 # (a subset, INTEGRATION=some/files, has no floor: its count is printed only)
-# (KWOK's tests are an extended target, `make test-kwok`: kwok's cold build is minutes)
-"$PY" -m pytest $INTEGRATION -m "not kwok" --junitxml="$reports/integration.xml" || status=$?
+# (KWOK's and KEDA's tests are extended targets, `make test-kwok` and `make test-keda`:
+# their cold builds are minutes)
+"$PY" -m pytest $INTEGRATION -m "not kwok and not keda" --junitxml="$reports/integration.xml" || status=$?
 "$PY" scripts/count_tests.py "$INTEGRATION=$reports/integration.xml" || status=1
 if [ -n "$bg" ]; then
   if ! wait "$bg"; then

@@ -29,7 +29,7 @@ def cli() -> None:
 @cli.command("build")
 @click.option("--with", "extra", default="", metavar="NAMES",
               help="Also build these Go components, comma-separated, or 'all': "
-                   "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm.")
+                   "containerd, runc, coredns, scheduler-plugins, kueue, lws, helm, kwok, keda.")
 @click.option("--k8s-version", default=build_mod.K8S_VERSION, show_default=True,
               help="Kubernetes release of the control plane (and the etcd it pins); "
                    "$OMENATIVE_K8S_VERSION sets the default.")

@@ -31,6 +31,7 @@ from typing import Any, TextIO
 import attrs
 
 from omenative_devcluster import build
+from omenative_devcluster.aggregation import aggregation_flags, front_proxy_certs
 from omenative_devcluster.k8s_versions import gang_flags
 from omenative_devcluster.kubelet import KubeletStandIn, StandInConfig
 from omenative_devcluster.realnodes_host import HOST_ADDRESS, process_cmdline
@@ -150,6 +151,9 @@ class ClusterOptions:
     #: real nodes (kubelet + containerd each; ``realnodes.py``) beside or instead of the
     #: stand-in's; with any, the API server serves on ``realnodes_host.HOST_ADDRESS``
     real_nodes: int = 0
+    #: the kube-apiserver's aggregation layer (``aggregation.py``), for extension API
+    #: servers such as KEDA's metrics adapter
+    aggregation: bool = False
 
     @property
     def host(self) -> str:
@@ -235,6 +239,8 @@ class Cluster:
         )
         if opts.real_nodes:
             kubelet_client_certs(certs)
+        if opts.aggregation:
+            front_proxy_certs(certs)
         self.etcd_data_dir = Path(tempfile.mkdtemp(prefix="omenative-etcd-"))
         self._write_pids()
 
@@ -276,6 +282,7 @@ class Cluster:
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
                 *self._real_node_flags(),
+                *(aggregation_flags(certs) if opts.aggregation else []),
                 "--authorization-mode=Node,RBAC",
                 f"--token-auth-file={certs / 'tokens.csv'}",
                 f"--service-account-issuer=https://127.0.0.1:{port}/",

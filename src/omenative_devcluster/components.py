@@ -54,6 +54,9 @@ class GoComponent:
     #: a ``main.go`` of our own, built in a wrapper module that requires ``module``: picks
     #: the parts of a big program we run (CoreDNS with only the plugins cluster DNS needs)
     wrapper_main: str = ""
+    #: the Go toolchain the module's ``go`` line needs when the machine's is older
+    #: (``GOTOOLCHAIN``; the Go module proxy serves toolchains as modules); empty: local
+    toolchain: str = ""
 
 
 #: CoreDNS with only the plugins cluster DNS needs, in CoreDNS's own directive order; no
@@ -148,6 +151,15 @@ COMPONENTS: Mapping[str, GoComponent] = {
             commands={"helm": "cmd/helm"},
             why="the Helm chart: lint, template, install, upgrade",
         ),
+        GoComponent(
+            name="keda",
+            module="github.com/kedacore/keda/v2",
+            version="v2.21.1",
+            commands={"keda-operator": "cmd/operator", "keda-adapter": "cmd/adapter"},
+            why="OME's class: KEDA autoscaling: the operator and its external-metrics server "
+                "(make test-keda)",
+            toolchain="go1.27.4",  # its go.mod says go 1.27.4; the machine has 1.26.8
+        ),
     )
 }
 """Every Go component the tests may start, by name."""
@@ -184,6 +196,10 @@ def _writable_copy(src: Path, dst: Path) -> None:
                 p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
+def _toolchain_env(component: GoComponent) -> dict[str, str]:
+    return {"GOTOOLCHAIN": component.toolchain} if component.toolchain else {}
+
+
 def _prepare_source(component: GoComponent) -> Path:
     """The folder to build in: a writable copy of the module, or our wrapper module."""
     src = component_dir(component) / "src"
@@ -200,7 +216,7 @@ def _prepare_source(component: GoComponent) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     info = json.loads(
         _run(["go", "mod", "download", "-json", f"{component.module}@{component.version}"],
-             work, capture=True)
+             work, capture=True, env=_toolchain_env(component))
     )
     _writable_copy(Path(info["Dir"]), src)
     return src
@@ -227,7 +243,7 @@ def build_component(name: str) -> Path:
         partial = component_dir(component) / "bin.partial"
         partial.mkdir(parents=True, exist_ok=True)
         bdir.mkdir(parents=True, exist_ok=True)
-        env = {"CGO_ENABLED": "1" if component.cgo else "0"}
+        env = {**_toolchain_env(component), "CGO_ENABLED": "1" if component.cgo else "0"}
         tags = ["-tags", component.tags] if component.tags else []
         for cmd in todo:
             pkg = component.commands[cmd]

@@ -166,7 +166,8 @@ async def devcluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[
         yield DevCluster(path, FaultControl(None, path.parent / FAULTS_FILE), None)
         return
     state = tmp_path_factory.mktemp("devcluster")
-    cluster = Cluster(ClusterOptions(state_dir=state))
+    # the aggregation layer for extension API servers (KEDA's metrics adapter: make test-keda)
+    cluster = Cluster(ClusterOptions(state_dir=state, aggregation=True))
     try:
         cluster.start()
         kubelet = await cluster.start_kubelet()
