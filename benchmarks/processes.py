@@ -206,17 +206,20 @@ class ManagerProcess:
         self.cpu_seconds = max(self.cpu_seconds, cpu)
         return hwm, rss, cpu
 
-    def longest_stall(self, start: float, end: float) -> tuple[float, float]:
-        """(longest event-loop tick gap, CPU s within it) of the seconds ending in
-        [``start``, ``end`` + 1] (``time.monotonic()``); NaN without ticks."""
-        worst = (float("nan"), float("nan"))
-        if self.ticks is None or not self.ticks.exists():
-            return worst
-        for line in self.ticks.read_text().splitlines():
-            at, gap, cpu = (float(v) for v in line.split())
-            if start <= at <= end + 1.0 and not gap <= worst[0]:
-                worst = (gap, cpu)
-        return worst
+    def longest_stall(self, start: float, end: float) -> tuple[float, float, int, int]:
+        """(longest event-loop tick gap, CPU s within it, seconds with a gap over 10 ms,
+        seconds in all) of the seconds ending in [``start``, ``end`` + 1]
+        (``time.monotonic()``); NaN and 0 without ticks."""
+        gaps: list[tuple[float, float]] = []
+        if self.ticks is not None and self.ticks.exists():
+            for line in self.ticks.read_text().splitlines():
+                at, gap, cpu = (float(v) for v in line.split())
+                if start <= at <= end + 1.0:
+                    gaps.append((gap, cpu))
+        if not gaps:
+            return float("nan"), float("nan"), 0, 0
+        gap, cpu = max(gaps)
+        return gap, cpu, sum(1 for g, _ in gaps if g > 0.010), len(gaps)
 
     async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
         """Every sample of the manager's /metrics."""
