@@ -175,7 +175,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     n_ir = args.replicas // per_ir  # main() checks it divides
     n_pods = args.replicas * PODS_PER_REPLICA
     cluster: DevCluster | None = None
-    manager = ManagerProcess(workdir)
+    manager = ManagerProcess(workdir, ticks=True)  # its event-loop stalls (loop_hold)
     kube: KubeClient | None = None
     api: k8s.ApiClient | None = None
     namespaces: list[str] = []

@@ -134,7 +134,7 @@ def _flag_text(value: object) -> str:
 class ManagerProcess:
     """``omenative-manager`` as a subprocess: its ports, log events and /proc figures."""
 
-    def __init__(self, log_dir: Path, *, ticks: bool = True) -> None:
+    def __init__(self, log_dir: Path, *, ticks: bool = False) -> None:
         self.log_dir = log_dir
         #: the event loop's longest tick gap per second (``manager_ticked.py``), or None
         self.ticks: Path | None = log_dir / "manager.ticks" if ticks else None
