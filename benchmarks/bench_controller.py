@@ -208,7 +208,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 extra += ("--kwok-nodes", str(args.nodes), "--node-grace-seconds", "60")
             cluster = DevCluster(workdir / "devcluster",
                                  0 if args.nodes_backend == "kwok" else args.nodes, extra)
-            kubeconfig = await cluster.start()
+            kubeconfig = await cluster.start(300.0 + 0.2 * args.nodes)  # KWOK: node bring-up
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
         await apply_crd(kube)
