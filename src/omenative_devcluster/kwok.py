@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -113,9 +114,14 @@ def _stage(name: str, match: list[dict[str, Any]], delay: float,
 
 
 def _status_patch(template: str) -> dict[str, Any]:
-    """A strategic merge of the pod's status (conditions merge by type, as kubelets patch)."""
-    return {"patches": [{"subresource": "status", "root": "status", "type": "strategic",
-                         "template": template}]}
+    """A strategic merge of the pod's status (conditions merge by type, as kubelets patch),
+    guarded by the pod's UID: kwok patches by name, so a patch it still held for a deleted
+    pod (the terminal phase, say) would land on a new pod of the same name, as a real
+    kubelet's never does; the API server refuses a changed ``metadata.uid`` (immutable).
+    At 5,000 pods that turned recreated pods ``Succeeded`` over and over."""
+    body = ("metadata:\n  uid: {{ .metadata.uid | Quote }}\nstatus:\n"
+            + textwrap.indent(template, "  "))
+    return {"patches": [{"subresource": "status", "type": "strategic", "template": body}]}
 
 
 def _cond(type_: str) -> str:
