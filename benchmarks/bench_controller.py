@@ -59,7 +59,7 @@ from bare_loop import (
 )
 from bench_objects import apply_crd, finalizer_policy
 from controller_report import report, total
-from cpu_share import CpuShare, LoadAverage, cluster_pids
+from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
 from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
@@ -411,7 +411,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "t_bare": t_bare, "t_bare_created": t_bare_created,
             "bare_create_ms": 1000 * sum(bare_lat) / max(len(bare_lat), 1),
             "bare_requests": bare.requests, "bare_cpu_s": bare_cpu,
-            "bench_hwm_mib": _self_hwm_mib(), "peer": peer,
+            "bench_hwm_mib": self_hwm_mib(), "peer": peer,
             "hwm_mib": manager.hwm_kib / 1024, "rss_sampled_mib": rss_peak_seen / 1024,
             "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
             "settled": settled, "quiet": quiet,
@@ -486,14 +486,6 @@ def _gang_of(pod: JSON) -> str | None:
 def _label(pod: JSON, key: str) -> str | None:
     value = ((pod.get("metadata") or {}).get("labels") or {}).get(key)
     return str(value) if value else None
-
-
-def _self_hwm_mib() -> float:
-    """This process's VmHWM (the bare loop shares it with the watchers of the benchmark)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def build_parser() -> argparse.ArgumentParser:

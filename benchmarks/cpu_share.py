@@ -18,7 +18,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["CpuShare", "LoadAverage", "cluster_pids"]
+__all__ = ["CpuShare", "LoadAverage", "cluster_pids", "self_hwm_mib"]
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -108,3 +108,11 @@ class LoadAverage:
             return "not sampled"
         return (f"{min(self.samples):.1f}-{max(self.samples):.1f} "
                 f"(mean {sum(self.samples) / len(self.samples):.1f})")
+
+
+def self_hwm_mib() -> float:
+    """This process's VmHWM (the bare loop shares it with the watchers of the benchmark)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
