@@ -84,13 +84,16 @@ bench: ## in-process benchmarks: planner, big-replica decode, InferenceService +
 bench-controller: ## controller benchmark on the local control plane (flags via the script: --peer lws, --gang-scheduling None, --py-spy PATH)
 	$(PY) benchmarks/bench_controller.py
 
-# The scale run of docs/benchmarks.md on KWOK nodes (KWOK_REPLICAS gangs of 4 pods).
+# The scale run of docs/benchmarks.md on KWOK nodes (KWOK_REPLICAS gangs of 4 pods on at
+# least KWOK_NODES nodes; KWOK_ARGS more flags, e.g. "--peer lws --timeout 1800").
 KWOK_REPLICAS ?= 250
 KWOK_INSTANCES ?= 1
+KWOK_NODES ?= 4
+KWOK_ARGS ?=
 
-bench-kwok: ## controller benchmark on KWOK's simulated nodes (builds kwok first; KWOK_REPLICAS, KWOK_INSTANCES)
+bench-kwok: ## controller benchmark on KWOK's simulated nodes (builds kwok first; KWOK_REPLICAS, KWOK_INSTANCES, KWOK_NODES, KWOK_ARGS)
 	$(PY) -m omenative_devcluster build --with kwok
-	$(PY) benchmarks/bench_controller.py --nodes-backend kwok --replicas $(KWOK_REPLICAS) --instances $(KWOK_INSTANCES) --gang-scheduling None
+	$(PY) benchmarks/bench_controller.py --nodes-backend kwok --replicas $(KWOK_REPLICAS) --instances $(KWOK_INSTANCES) --nodes $(KWOK_NODES) --gang-scheduling None $(KWOK_ARGS)
 
 bench-failover: ## leader hand-over times on a real API server, hard kill and graceful stop (KUBECONFIG, else starts a control plane)
 	$(PY) benchmarks/bench_failover.py

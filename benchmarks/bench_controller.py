@@ -59,7 +59,7 @@ from bare_loop import (
 )
 from bench_objects import apply_crd, finalizer_policy
 from controller_report import report, total
-from cpu_share import CpuShare, cluster_pids
+from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
 from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
@@ -175,7 +175,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     n_ir = args.replicas // per_ir  # main() checks it divides
     n_pods = args.replicas * PODS_PER_REPLICA
     cluster: DevCluster | None = None
-    manager = ManagerProcess(workdir)
+    manager = ManagerProcess(workdir, ticks=True)  # its event-loop stalls (loop_hold)
     kube: KubeClient | None = None
     api: k8s.ApiClient | None = None
     namespaces: list[str] = []
@@ -191,8 +191,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             say(f"using the cluster of KUBECONFIG={kubeconfig}")
         else:
             # every phase's pods stay until the end: room for all of them (250 per node)
-            phases = (3 if args.peer == "lws" else 2) + (1 if args.warmup else 0)
-            args.nodes = max(args.nodes, -(-phases * n_pods // 240))
+            phases = 3 if args.peer == "lws" else 2
+            warm = (args.warmup_pods or n_pods) if args.warmup else 0
+            args.nodes = max(args.nodes, -(-(phases * n_pods + warm) // 240))
             say(f"starting the local control plane ({args.nodes} {args.nodes_backend} nodes) "
                 f"in {workdir}")
             extra: tuple[str, ...] = ()
@@ -202,18 +203,19 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             if args.scheduler_qps is not None:  # kube-scheduler binds every pod
                 extra += ("--scheduler-qps", f"{args.scheduler_qps:g}",
                           "--scheduler-burst", str(int(2 * args.scheduler_qps)))
-            if args.nodes_backend == "kwok":  # KWOK's simulated nodes, no stand-in
-                extra += ("--kwok-nodes", str(args.nodes))
+            if args.nodes_backend == "kwok":  # KWOK's simulated nodes, no stand-in; kwok
+                # renews 40 s leases every 10 s: 20 s of grace lost nodes (and pods) under load
+                extra += ("--kwok-nodes", str(args.nodes), "--node-grace-seconds", "60")
             cluster = DevCluster(workdir / "devcluster",
                                  0 if args.nodes_backend == "kwok" else args.nodes, extra)
-            kubeconfig = await cluster.start()
+            kubeconfig = await cluster.start(300.0 + 0.2 * args.nodes)  # KWOK: node bring-up
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
         await apply_crd(kube)
         say("InferenceReplica CRD applied and Established")
 
         if args.warmup:
-            await warm_up(kube, namespaces, n_pods, args.timeout)
+            await warm_up(kube, namespaces, args.warmup_pods or n_pods, args.timeout)
 
         # ------------------------------------------------------------ 1. the manager
         ns_mgr = await create_namespace(kube, "bench-mgr", namespaces)
@@ -260,6 +262,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                          if cluster is not None else None)
         mgr_slow = SlowWatchers(apiserver_log)
         mgr_slow.start()
+        loads = {"omenative": LoadAverage(), "bare loop": LoadAverage()}
+        loads["omenative"].start()
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
@@ -275,6 +279,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         t_mgr = max(ir_tracker.ready.values()) - t0
         mgr_cpu.stop()
         mgr_slow.stop()
+        await loads["omenative"].stop()
+        stall = manager.longest_stall(t0, t0 + t_mgr)
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
@@ -353,6 +359,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_cpu_share.start()
         bare_slow = SlowWatchers(apiserver_log)
         bare_slow.start()
+        loads["bare loop"].start()
         t1 = time.monotonic()
         if same:
             await bare.create_services(mgr_services)
@@ -367,6 +374,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         t_bare = max(bare_tracker.ready.values()) - t1
         bare_cpu_share.stop()
         bare_slow.stop()
+        await loads["bare loop"].stop()
         bare_cpu = time.process_time() - cpu0
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
@@ -376,11 +384,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         trackers.clear()
         peer = None
         if args.peer == "lws":
+            loads["LWS"] = LoadAverage()
+            loads["LWS"].start()
             try:
                 peer = await run_lws_peer(kubeconfig, n_ir, per_ir, args, workdir, namespaces,
                                           external=cluster is None)
             except Exception as exc:  # the manager's figures still count
                 say(f"LWS peer failed: {type(exc).__name__}: {exc}")
+            await loads["LWS"].stop()
 
         ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
         lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
@@ -400,7 +411,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "t_bare": t_bare, "t_bare_created": t_bare_created,
             "bare_create_ms": 1000 * sum(bare_lat) / max(len(bare_lat), 1),
             "bare_requests": bare.requests, "bare_cpu_s": bare_cpu,
-            "bench_hwm_mib": _self_hwm_mib(), "peer": peer,
+            "bench_hwm_mib": self_hwm_mib(), "peer": peer,
             "hwm_mib": manager.hwm_kib / 1024, "rss_sampled_mib": rss_peak_seen / 1024,
             "cpu_s": manager.cpu_seconds, "base": base, "at_ready": at_ready,
             "settled": settled, "quiet": quiet,
@@ -409,7 +420,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "t0s": {"omenative": t0, "bare loop": t1},
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
             "slow_watchers": {"omenative": mgr_slow, "bare loop": bare_slow},
-            "scheduling_events": scheduling,
+            "scheduling_events": scheduling, "loads": loads, "stall": stall,
         }
     finally:
         for tr in trackers:
@@ -477,14 +488,6 @@ def _label(pod: JSON, key: str) -> str | None:
     return str(value) if value else None
 
 
-def _self_hwm_mib() -> float:
-    """This process's VmHWM (the bare loop shares it with the watchers of the benchmark)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -517,6 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="before the timed phases, run as many minimal pods untimed "
                              "(they stay), so the manager's phase is not also the cluster's "
                              "first (default; --no-warmup: as runs before 2026-12-05)")
+    parser.add_argument("--warmup-pods", type=int, default=None,
+                        help="warm-up pods (default: as many as a timed phase makes)")
     parser.add_argument("--bare-service", action="store_true",
                         help="the bare loop also makes a headless Service over its pods "
                              "(as the manager does per replica: EndpointSlice work)")

@@ -87,6 +87,12 @@ def report(r: dict[str, Any]) -> None:
           f"(creates done {r['t_bare_created']:.2f} s)")
     print(f"ratio manager / bare                          : {r['t_manager'] / r['t_bare']:8.2f}")
     print(f"manager peak RSS (VmHWM)                      : {r['hwm_mib']:8.1f} MiB")
+    gap, gap_cpu, over, seconds = r["stall"]
+    print(f"manager longest event-loop stall (1 ms ticks) : {1000 * gap:8.1f} ms "
+          f"({1000 * gap_cpu:.1f} ms CPU in it; apply -> all Ready; a gap over 10 ms in "
+          f"{over} of {seconds} s)")
+    print("  load average (1 min) while each ran: " + "; ".join(
+        f"{name} {load.line()}" for name, load in r["loads"].items()))
     print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")
     total_req, total_wr = req(ready), wr(ready)
     print(f"API requests per created pod (start -> Ready) : {total_req / n:8.2f} "

@@ -11,12 +11,14 @@ seconds each used, and their sum against the phase's wall time x cores.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import time
 from pathlib import Path
 
-__all__ = ["CpuShare", "cluster_pids"]
+__all__ = ["CpuShare", "LoadAverage", "cluster_pids", "self_hwm_mib"]
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -72,3 +74,45 @@ class CpuShare:
         share = 100 * total / max(self.wall * cores, 1e-9)
         return (f"{parts}; all {total:.1f} s of {self.wall:.1f} s x {cores} cores "
                 f"({share:.0f} %)")
+
+
+class LoadAverage:
+    """The machine's 1-minute load average (``/proc/loadavg``) sampled every 2 s between
+    :meth:`start` and :meth:`stop`: how busy the machine was while a phase ran (other
+    sessions' work included), printed beside its figures."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Sample now and every 2 s (needs a running event loop)."""
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def _sample(self) -> None:
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                self.samples.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            await asyncio.sleep(2.0)
+
+    async def stop(self) -> None:
+        """Stop sampling."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def line(self) -> str:
+        """``1.2-3.4 (mean 2.1)``."""
+        if not self.samples:
+            return "not sampled"
+        return (f"{min(self.samples):.1f}-{max(self.samples):.1f} "
+                f"(mean {sum(self.samples) / len(self.samples):.1f})")
+
+
+def self_hwm_mib() -> float:
+    """This process's VmHWM (the bare loop shares it with the watchers of the benchmark)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")

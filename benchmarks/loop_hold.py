@@ -8,7 +8,7 @@ import gc
 import time
 from collections.abc import Awaitable, Callable
 
-__all__ = ["GcPauses", "loop_hold"]
+__all__ = ["GcPauses", "loop_hold", "tick_gaps"]
 
 
 class GcPauses:
@@ -41,17 +41,9 @@ async def loop_hold(run: Callable[[], Awaitable[object]]
     done = asyncio.Event()
     pauses = GcPauses()
 
-    async def ticker() -> None:
-        last, last_cpu = time.perf_counter(), time.process_time()
-        while not done.is_set():
-            await asyncio.sleep(0.001)
-            now, cpu = time.perf_counter(), time.process_time()
-            gaps.append((now - last, cpu - last_cpu))
-            last, last_cpu = now, cpu
-
     gc.collect()
     gc.freeze()  # as in _median_time: a full collection of the world is not the planner
-    task = asyncio.create_task(ticker())
+    task = asyncio.create_task(tick_gaps(lambda gap, cpu: gaps.append((gap, cpu)), done))
     await asyncio.sleep(0.01)
     gc.callbacks.append(pauses)
     t0 = time.perf_counter()
@@ -66,3 +58,16 @@ async def loop_hold(run: Callable[[], Awaitable[object]]
     del result
     gc.unfreeze()
     return max(g for g, _ in gaps), max(c for _, c in gaps), took, pauses.longest
+
+
+async def tick_gaps(on_gap: Callable[[float, float], None], done: asyncio.Event) -> None:
+    """Tick the event loop every 1 ms until ``done``; ``on_gap(wall, cpu)`` per tick: the
+    wall time since the previous tick and the CPU this process (every thread) ran in it.
+    The one measure of a loop stall, here and in the manager under the controller
+    benchmark (``manager_ticked.py``)."""
+    last, last_cpu = time.perf_counter(), time.process_time()
+    while not done.is_set():
+        await asyncio.sleep(0.001)
+        now, cpu = time.perf_counter(), time.process_time()
+        on_gap(now - last, cpu - last_cpu)
+        last, last_cpu = now, cpu

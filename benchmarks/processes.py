@@ -134,8 +134,10 @@ def _flag_text(value: object) -> str:
 class ManagerProcess:
     """``omenative-manager`` as a subprocess: its ports, log events and /proc figures."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, ticks: bool = False) -> None:
         self.log_dir = log_dir
+        #: the event loop's longest tick gap per second (``manager_ticked.py``), or None
+        self.ticks: Path | None = log_dir / "manager.ticks" if ticks else None
         self.proc: asyncio.subprocess.Process | None = None
         self.metrics_port: int | None = None
         self.events: Counter[str] = Counter()
@@ -150,8 +152,10 @@ class ManagerProcess:
         """Run the manager on ``namespace``; ``flags`` are its options by name (``workers``,
         ``status_coalesce``: ``manager_argv``), every other option at the manager's default."""
         err = (self.log_dir / "manager.stderr.log").open("wb")
+        runner = (["-m", "omenative_controller.cli.manager"] if self.ticks is None else
+                  [str(REPO / "benchmarks" / "manager_ticked.py"), str(self.ticks)])
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "omenative_controller.cli.manager",
+            sys.executable, *runner,
             *manager_argv({"kubeconfig": kubeconfig, "namespaces": (namespace,),
                            "config_namespace": namespace, "bind_address": "127.0.0.1",
                            "metrics_port": 0, "probe_port": 0, "identity": "bench",
@@ -201,6 +205,21 @@ class ManagerProcess:
         self.hwm_kib = max(self.hwm_kib, hwm)
         self.cpu_seconds = max(self.cpu_seconds, cpu)
         return hwm, rss, cpu
+
+    def longest_stall(self, start: float, end: float) -> tuple[float, float, int, int]:
+        """(longest event-loop tick gap, CPU s within it, seconds with a gap over 10 ms,
+        seconds in all) of the seconds ending in [``start``, ``end`` + 1]
+        (``time.monotonic()``); NaN and 0 without ticks."""
+        gaps: list[tuple[float, float]] = []
+        if self.ticks is not None and self.ticks.exists():
+            for line in self.ticks.read_text().splitlines():
+                at, gap, cpu = (float(v) for v in line.split())
+                if start <= at <= end + 1.0:
+                    gaps.append((gap, cpu))
+        if not gaps:
+            return float("nan"), float("nan"), 0, 0
+        gap, cpu = max(gaps)
+        return gap, cpu, sum(1 for g, _ in gaps if g > 0.010), len(gaps)
 
     async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
         """Every sample of the manager's /metrics."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,7 @@ __all__ = [
     "kwok_args",
     "kwok_node",
     "module_node_stages",
+    "node_parallelism",
     "nodes_ready",
     "pod_stages",
     "prepare",
@@ -112,9 +114,14 @@ def _stage(name: str, match: list[dict[str, Any]], delay: float,
 
 
 def _status_patch(template: str) -> dict[str, Any]:
-    """A strategic merge of the pod's status (conditions merge by type, as kubelets patch)."""
-    return {"patches": [{"subresource": "status", "root": "status", "type": "strategic",
-                         "template": template}]}
+    """A strategic merge of the pod's status (conditions merge by type, as kubelets patch),
+    guarded by the pod's UID: kwok patches by name, so a patch it still held for a deleted
+    pod (the terminal phase, say) would land on a new pod of the same name, as a real
+    kubelet's never does; the API server refuses a changed ``metadata.uid`` (immutable).
+    At 5,000 pods that turned recreated pods ``Succeeded`` over and over."""
+    body = ("metadata:\n  uid: {{ .metadata.uid | Quote }}\nstatus:\n"
+            + textwrap.indent(template, "  "))
+    return {"patches": [{"subresource": "status", "type": "strategic", "template": body}]}
 
 
 def _cond(type_: str) -> str:
@@ -223,10 +230,18 @@ def stage_config(opts: KwokOptions, node_stages: list[dict[str, Any]]) -> str:
     YAML document each."""
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                "options": {"podPlayStageParallelism": opts.parallelism,
-                           # a KwokConfiguration leaves every option it omits at zero
-                           "nodePlayStageParallelism": 4, "nodeLeaseParallelism": 4,
+                           # a KwokConfiguration leaves every option it omits at zero;
+                           # 4 lease writers fell behind 1,250 nodes' renewals under load
+                           "nodePlayStageParallelism": node_parallelism(opts.nodes),
+                           "nodeLeaseParallelism": node_parallelism(opts.nodes),
                            "podsOnNodeSyncParallelism": 1}}
     return yaml.safe_dump_all([options, *node_stages, *pod_stages(opts)], sort_keys=False)
+
+
+def node_parallelism(nodes: int) -> int:
+    """Node stage and lease writes kwok sends at once: its default 4 up to 400 nodes, one
+    more per 100 nodes beyond (16 for 1,250 nodes: each renews its lease every 10 s)."""
+    return max(4, -(-nodes // 100) + 3) if nodes > 400 else 4
 
 
 def kwok_args(binary: Path, kubeconfig: Path, config: Path, server_port: int) -> list[str]:
@@ -251,13 +266,13 @@ def nodes_ready(kubectl_json: str, expected: int, prefix: str) -> int:
     return min(ready, expected)
 
 
-def wait_until(check: Any, timeout: float, what: str) -> None:
-    """Poll ``check`` (True when done) every 0.5 s; ``TimeoutError`` naming ``what``."""
+def wait_until(check: Any, timeout: float, what: str, every: float = 0.5) -> None:
+    """Poll ``check`` (True when done) every ``every`` s; ``TimeoutError`` naming ``what``."""
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not within {timeout:.0f}s")
-        time.sleep(0.5)
+        time.sleep(every)
 
 
 def prepare(state_dir: Path, opts: KwokOptions, kubeconfig: Path, *,
@@ -276,17 +291,19 @@ def prepare(state_dir: Path, opts: KwokOptions, kubeconfig: Path, *,
 
 
 def create_nodes(kubectl: Callable[..., str], opts: KwokOptions, state_dir: Path,
-                 timeout: float = 120.0) -> None:
+                 timeout: float | None = None) -> None:
     """Create the ``opts.nodes`` nodes (one ``kubectl create``) and wait until kwok has
-    turned them all Ready (``TimeoutError``)."""
+    turned them all Ready (``TimeoutError``; by default 120 s and 0.1 s a node, polled
+    every 0.5 s and 1 s per 250 nodes: a listing of 1,250 nodes is ~10 MB)."""
     nodes = state_dir / "kwok-nodes.json"
     nodes.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
         kwok_node(opts, i) for i in range(opts.nodes)]}))
     kubectl("create", "-f", str(nodes))
     started = time.monotonic()
     wait_until(lambda: nodes_ready(kubectl("get", "nodes", "-o", "json"), opts.nodes,
-                                   opts.prefix) >= opts.nodes, timeout,
-               f"{opts.nodes} KWOK nodes Ready")
+                                   opts.prefix) >= opts.nodes,
+               120.0 + 0.1 * opts.nodes if timeout is None else timeout,
+               f"{opts.nodes} KWOK nodes Ready", every=0.5 + opts.nodes / 250)
     _log(f"{opts.nodes} KWOK nodes Ready after {time.monotonic() - started:.1f}s")
 
 

@@ -120,5 +120,6 @@ async def test_bench_controller_prints_its_table_at_a_tiny_size(kubeconfig_path:
     assert code == 0, f"bench_controller.py exited {code}:\n{err[-3000:]}\n{out[-2000:]}"
     for line in (r"^API writes per created pod \(Leases excluded\)\s+:\s+[\d.]+",
                  r"actions by kind: .*CreatePod=", r"^\s+omenative\s+bare loop$",
-                 r"^\s+created -> scheduled \(kube-scheduler\)\s"):
+                 r"^\s+created -> scheduled \(kube-scheduler\)\s",
+                 r"^manager longest event-loop stall \(1 ms ticks\)\s+:\s+[\d.]+ ms"):
         assert re.search(line, out, re.MULTILINE), f"no line matching {line!r}:\n{out[-3000:]}"

@@ -99,3 +99,12 @@ def test_only_our_ready_nodes_are_counted() -> None:
     listed = json.dumps({"items": [node("kwok-node-0", "True"), node("kwok-node-1", "False"),
                                    node("node-0", "True"), node("kwok-node-2", "True")]})
     assert nodes_ready(listed, 3, "kwok-node-") == 2
+
+
+def test_a_big_cluster_gets_more_node_writers_so_its_leases_do_not_lapse() -> None:
+    small, big = (yaml.safe_load_all(stage_config(KwokOptions(nodes=n), []))
+                  for n in (250, 1250))
+    assert next(small)["options"]["nodeLeaseParallelism"] == 4, "kwok's own default"
+    options = next(big)["options"]
+    assert options["nodeLeaseParallelism"] == 16, "1,250 leases renewed every 10 s"
+    assert options["nodePlayStageParallelism"] == 16

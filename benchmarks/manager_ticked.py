@@ -1,0 +1,67 @@
+"""``omenative-manager`` with its event loop's stalls recorded, for the controller benchmark.
+
+``python benchmarks/manager_ticked.py OUT [manager options]`` runs the manager as
+``omenative-manager [manager options]`` does, with one more task on its event loop: the
+1 ms ticker of ``loop_hold.tick_gaps`` (the measure of ``bench_planner`` and
+``bench_decode``). Once a second it appends to ``OUT`` one line, ``<CLOCK_MONOTONIC end of
+the second> <longest tick gap s> <CPU s in that gap>``, so the benchmark can take the
+longest stall within a timed phase (the clock is the machine's, shared by processes). The
+ticker costs the manager ~1,000 wake-ups a second: figures measured with it, not without.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from loop_hold import tick_gaps
+
+from omenative_controller.cli.manager import main as manager_main
+
+
+class Windows:
+    """The longest gap (and its CPU) of each second, appended to a file."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out.open("a", buffering=1)
+        self.gap = 0.0
+        self.cpu = 0.0
+        self.until = time.monotonic() + 1.0
+
+    def __call__(self, gap: float, cpu: float) -> None:
+        if gap > self.gap:
+            self.gap, self.cpu = gap, cpu
+        now = time.monotonic()
+        if now >= self.until:
+            self.out.write(f"{now:.3f} {self.gap:.6f} {self.cpu:.6f}\n")
+            self.gap = self.cpu = 0.0
+            self.until = now + 1.0
+
+
+def ticked_run(out: Path) -> Any:
+    """``asyncio.run`` with the ticker beside the main coroutine."""
+    plain_run = asyncio.run
+
+    def run(main: Coroutine[Any, Any, Any], **kwargs: Any) -> Any:
+        async def with_ticks() -> Any:
+            done = asyncio.Event()
+            ticks = asyncio.create_task(tick_gaps(Windows(out), done))
+            try:
+                return await main
+            finally:
+                done.set()
+                await ticks
+
+        return plain_run(with_ticks(), **kwargs)
+
+    return run
+
+
+if __name__ == "__main__":
+    asyncio.run = ticked_run(Path(sys.argv[1]))  # the manager calls asyncio.run(...)
+    sys.argv = ["omenative-manager", *sys.argv[2:]]
+    manager_main()
