@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -30,10 +28,10 @@ from hypothesis.stateful import initialize
 
 from omenative_core.labels import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_RUNNER
 from omenative_core.model import Plan, Snapshot
-from omenative_core.model.spec import InferenceReplica
 from omenative_core.render import headless_service_name, pod_name
 from omenative_sim.objects import SimPod
 from omenative_sim.world import World
+from tests.old_names import old_names, old_prefix
 from tests.property.test_lifecycle_machine import (
     MAX_REPLICAS,
     MAX_WORKERS,
@@ -46,26 +44,11 @@ NAME = "m"  # the machine's replica (``replica_json``), component engine
 OLD, NEW = NAME, f"{NAME}-engine"
 
 
-@contextmanager
-def old_names() -> Iterator[None]:
-    """The release before OME's names: every object of a standalone replica took its own
-    name as the prefix, and there was nothing older to keep."""
-    saved = InferenceReplica.prefix, InferenceReplica.legacy_prefix
-    InferenceReplica.prefix = property(  # type: ignore[method-assign,assignment]
-        lambda self: self.metadata.name if self.spec.parent_ref is None
-        else f"{self.spec.parent_ref.name}-{self.spec.component}")
-    InferenceReplica.legacy_prefix = property(lambda self: None)  # type: ignore[method-assign,assignment]
-    try:
-        yield
-    finally:
-        InferenceReplica.prefix, InferenceReplica.legacy_prefix = saved  # type: ignore[method-assign]
-
-
 def prefix_of(pod: SimPod) -> str:
     """The prefix a pod's name was made with: OME's, or the old ``{replica}``."""
     if pod.name.startswith(NEW + "-"):
         return NEW
-    assert pod.name.startswith(OLD + "-") and pod.name[len(OLD) + 1].isdigit(), pod.name
+    assert old_prefix(NAME, pod.name), pod.name
     return OLD
 
 
