@@ -65,7 +65,8 @@ def test_a_second_serving_leader_passes_the_row_checks_but_not_pod_slots() -> No
 
 def test_a_worker_beyond_the_gang_size_fails_pod_slots() -> None:
     snap = _settled(multi=True)
-    bad = _with(snap, _copy(snap, "m-engine-1-worker-0", "m-engine-1-worker-1", **{"ome.io/pod-ordinal": "1"}))
+    bad = _with(snap, _copy(snap, "m-engine-1-worker-0", "m-engine-1-worker-1",
+                            **{"ome.io/pod-ordinal": "1"}))
     with pytest.raises(AssertionError, match="not one of"):
         pod_slots(bad, True, 1)
 
@@ -91,7 +92,8 @@ def test_an_instance_out_of_rotation_fails_the_floor() -> None:
 
 def test_a_stray_pod_at_convergence_fails_converged_pods() -> None:
     snap = _settled(multi=False)
-    stray = _copy(snap, "m-engine-1-default-0", "m-engine-1-default-1", **{"ome.io/pod-ordinal": "1"})
+    stray = _copy(snap, "m-engine-1-default-0", "m-engine-1-default-1",
+                  **{"ome.io/pod-ordinal": "1"})
     stray = evolve(stray, conditions={**stray.conditions, "ome.io/serving": "False"})
     bad = _with(snap, stray)
     pod_slots(bad, False, 1)  # a leaving pod beside a serving one is allowed mid-step

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from omenative_core.planner import plan
-from omenative_sim.world import ClusterSpec, World
 from tests.old_names import old_names, old_prefix
 from tests.unit.sim_helpers import engine_manifest, run_world
+
+from omenative_core.planner import plan
+from omenative_sim.world import ClusterSpec, World
 
 
 def _world(replicas: int = 2) -> World:
