@@ -78,8 +78,8 @@ Pass = Callable[[PassState], None]
 
 def _own_objects(st: PassState) -> None:
     """The finalizer, and the headless Service of a standalone replica: OME's
-    ``{replica}-{component}-headless``, and the pre-OME ``{replica}-headless`` while a pod
-    is named under it (its DNS name hangs off it), deleted once none is."""
+    ``{replica}-{component}-headless``, and the pre-OME ``{replica}-headless`` kept while a
+    pod is named under it (its DNS name hangs off it), deleted once none is."""
     view = st.view
     if FINALIZER not in view.ir.metadata.finalizers:
         st.out.add(SetFinalizer(present=True))
@@ -89,11 +89,7 @@ def _own_objects(st: PassState) -> None:
     if not snap.headless_service_exists:
         st.out.add(CreateObject(body=render_headless_service(view.ir)))
     legacy = view.ir.legacy_prefix
-    if not legacy or bool(view.legacy_attempts) == snap.legacy_headless_service_exists:
-        return
-    if view.legacy_attempts:
-        st.out.add(CreateObject(body=render_headless_service(view.ir, legacy)))
-    else:
+    if legacy and snap.legacy_headless_service_exists and not view.legacy_attempts:
         st.out.add(DeleteObject(api_version="v1", object_kind="Service",
                                 name=headless_service_name(legacy)))
 

@@ -459,14 +459,13 @@ def _with_env_first(containers: list[Any], ours: list[tuple[str, str]]) -> list[
 # ---------------------------------------------------------------------------- Service
 
 
-def render_headless_service(replica: InferenceReplica, prefix: str | None = None) -> dict[str, Any]:
-    """The ``{prefix}-headless`` Service: DNS for every pod, ready or not (``prefix``:
-    default the replica's; a standalone replica's pre-OME pods need ``{replica}``'s)."""
+def render_headless_service(replica: InferenceReplica) -> dict[str, Any]:
+    """The ``{prefix}-headless`` Service: DNS for every pod, ready or not."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": headless_service_name(replica.prefix if prefix is None else prefix),
+            "name": headless_service_name(replica.prefix),
             "namespace": replica.metadata.namespace,
             "labels": replica_labels(replica),
             "ownerReferences": [owner_reference(replica)],

@@ -76,8 +76,9 @@ class PassView:
     stable_prefix: str = field(init=False)
     """The name prefix of ControllerRevisions, PodGroups and Workloads."""
     legacy_attempts: frozenset[tuple[int, int, int]] = field(init=False)
-    """Standalone replicas: the attempts (index, incarnation, ordinal; ``-1`` for a
-    multi-pod Instance) whose pods carry the pre-OME prefix ``{replica}``; they keep it."""
+    """Standalone replicas whose pre-OME Service ``{replica}-headless`` stands: the
+    attempts (index, incarnation, ordinal; ``-1`` for a multi-pod Instance) whose pods
+    carry the pre-OME prefix ``{replica}``; they keep it."""
     config: LifecycleConfig = field(init=False)
     errors_by_name: Mapping[str, CreateError] = field(init=False)
     """Pod name -> the API's refusal of its create in the last pass."""
@@ -101,7 +102,11 @@ class PassView:
         put(self, "spec", ir.spec)
         put(self, "prefix", ir.prefix)
         put(self, "stable_prefix", ir.stable_prefix)
-        put(self, "legacy_attempts", legacy_attempts(ir.legacy_prefix, snap.pods))
+        # only while the pre-OME Service stands can a pod carry the old names: the old
+        # release made it before any pod, and it goes once none does (a pass then reads
+        # no pod for this)
+        old = ir.legacy_prefix if snap.legacy_headless_service_exists else None
+        put(self, "legacy_attempts", legacy_attempts(old, snap.pods))
         put(self, "config", snap.config)
         put(self, "prev", ir.status or InferenceReplicaStatus())
         put(self, "errors_by_name", {e.name: e for e in snap.create_errors})
