@@ -96,6 +96,9 @@ class PrefixUpgradeMachine(LifecycleMachine):
         it, at rest or mid-rollout."""
         with old_names():
             super().setup(**kwargs)
+        # the upgraded manager starts with fresh caches: no view the old release saw is
+        # planned again (``stale_view`` picks from the snapshots seen since)
+        self.history.clear()
         PrefixUpgradeMachine.upgrades.append(
             sum(1 for p in self.world.pods.values() if prefix_of(p) == OLD))
 
