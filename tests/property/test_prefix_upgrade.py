@@ -117,6 +117,8 @@ class PrefixUpgradeMachine(LifecycleMachine):
         # converged: every pod's DNS name resolves, and with no old-named pod left the
         # old Service is gone
         names_hold(self.world, services=True)
+        if snap.replica.metadata.deletion_timestamp is not None:
+            return  # a deleted replica's Services go with it (owner references)
         if not any(prefix_of(p) == OLD for p in self.world.pods.values()):
             assert ("Service", headless_service_name(OLD)) not in self.world.objects
 
