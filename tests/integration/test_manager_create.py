@@ -96,7 +96,7 @@ async def test_standalone_replica_two_instances_become_ready(
                             "demo-engine-1-leader-0", "demo-engine-1-worker-0"]
     revision = status["currentRevision"]
     for name, pod in pods.items():
-        index, runner = name.split("-")[1], name.split("-")[2]
+        index, runner = name.split("-")[2], name.split("-")[3]
         labels = pod["metadata"]["labels"]
         assert labels["ome.io/inferenceservice"] == "demo"
         assert labels["component"] == "engine"
