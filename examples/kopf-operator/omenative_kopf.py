@@ -268,14 +268,10 @@ class Controller:
             if exc.status != 404:
                 raise
             groups = None  # the PodGroup CRD is not installed
-        try:
-            await call(self.core.read_namespaced_service(service, namespace,
-                                                         _preload_content=False))
-            service_exists = True
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            service_exists = False
+        service_exists = await self._service_replica(service, namespace) is not None
+        legacy = replica.legacy_prefix  # a standalone replica's pre-OME Service, if its own
+        legacy_exists = legacy is not None and await self._service_replica(
+            headless_service_name(legacy), namespace) == name
         node_views = (node_view_from_json(n) for n in nodes["items"])
         group_views = (pod_group_view_from_json(g) for g in (groups or {}).get("items", ()))
         return Snapshot(
@@ -290,7 +286,19 @@ class Controller:
             create_errors=tuple(self.create_errors.pop(key, ())),
             config=lifecycle,
             headless_service_exists=service_exists,
+            legacy_headless_service_exists=legacy_exists,
         )
+
+    async def _service_replica(self, name: str, namespace: str) -> str | None:
+        """The replica a Service is labelled with ("" for none); None: no such Service."""
+        try:
+            svc = await call(self.core.read_namespaced_service(name, namespace,
+                                                               _preload_content=False))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return None
+        return str(((svc.get("metadata") or {}).get("labels") or {}).get(LABEL_REPLICA, ""))
 
     # ------------------------------------------------------------------ act
 

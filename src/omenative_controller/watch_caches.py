@@ -99,6 +99,14 @@ class WatchCaches:
         its headless Service, and whether that Service exists."""
         namespace = replica.metadata.namespace
         service = f"{namespace}/{headless_service_name(replica.prefix)}"
+        routed_pods, legacy_service = routed.routed(service), False
+        legacy = replica.legacy_prefix
+        if legacy is not None:  # standalone: its pre-OME Service, while pods hang off it
+            old = f"{namespace}/{headless_service_name(legacy)}"
+            ref = self.services.get(old)
+            legacy_service = ref is not None and ref.label(LABEL_REPLICA) == legacy
+            if legacy_service and (old_routed := routed.routed(old)):
+                routed_pods = routed_pods | old_routed
         crd = self.pod_group_crd
         pg_informer = crd.informer if crd.present else None
         pod_groups_map = (
@@ -112,11 +120,12 @@ class WatchCaches:
             pod_groups=pod_groups_map,
             pod_group_crd=pg_informer is not None,
             **self._native_gang_views(key),
-            routed_pods=routed.routed(service),
+            routed_pods=routed_pods,
             revisions=tuple(self.revisions.by_index("owner", key)),
             create_errors=create_errors,
             config=config,
             headless_service_exists=self.services.get(service) is not None,
+            legacy_headless_service_exists=legacy_service,
         )
 
     def _native_gang_views(self, key: str) -> dict[str, Any]:

@@ -231,7 +231,7 @@ def render_pod_group(
     """The scheduler-plugins PodGroup of one attempt of multi-pod Instance ``index``."""
     metadata = _metadata(
         replica,
-        pod_group_name(replica.prefix, index, incarnation),
+        pod_group_name(replica.stable_prefix, index, incarnation),
         {LABEL_INSTANCE_INDEX: str(index), LABEL_INCARNATION: str(incarnation)},
     )
     if replica.spec.topology_key:
@@ -281,7 +281,7 @@ def render_workload(
     """The native Workload of one revision (in ``api_version``): one PodGroup template, the
     Instance's gang; ``v1beta1`` names the InferenceReplica in ``spec.controllerRef``."""
     metadata = _metadata(
-        replica, workload_name(replica.prefix, revision_hash),
+        replica, workload_name(replica.stable_prefix, revision_hash),
         {LABEL_REVISION_HASH: revision_hash},
     )
     metadata["ownerReferences"] = [owner_reference(replica)]
@@ -309,7 +309,7 @@ def render_native_pod_group(
     (``v1beta1``: ``spec.workloadRef``; ``v1alpha2``: ``spec.podGroupTemplateRef.workload``)."""
     metadata = _metadata(
         replica,
-        pod_group_name(replica.prefix, index, incarnation),
+        pod_group_name(replica.stable_prefix, index, incarnation),
         {
             LABEL_INSTANCE_INDEX: str(index),
             LABEL_INCARNATION: str(incarnation),
@@ -317,7 +317,7 @@ def render_native_pod_group(
         },
     )
     metadata["ownerReferences"] = [owner_reference(replica)]
-    workload = workload_name(replica.prefix, revision_hash)
+    workload = workload_name(replica.stable_prefix, revision_hash)
     ref: dict[str, Any] = (
         {"workloadRef": {"workloadName": workload, "templateName": POD_GROUP_TEMPLATE}}
         if api_version == NATIVE_API_V1BETA1 else

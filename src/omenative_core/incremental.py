@@ -63,6 +63,7 @@ def _inputs(snap: Snapshot) -> tuple[Any, ...]:
         snap.create_errors,
         snap.pod_group_crd,
         snap.headless_service_exists,
+        snap.legacy_headless_service_exists,
         snap.native_gang_api,
         snap.native_pod_groups,
         snap.workloads,

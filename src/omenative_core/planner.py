@@ -30,10 +30,15 @@ from attrs import evolve
 
 from omenative_core import lifecycle
 from omenative_core.model.observed import Snapshot
-from omenative_core.model.plan import CreateObject, Plan, SetFinalizer
+from omenative_core.model.plan import CreateObject, DeleteObject, Plan, SetFinalizer
 from omenative_core.model.timefmt import to_second
 from omenative_core.policy import BudgetError, Policy, resolve_policy
-from omenative_core.render import is_multi_pod, render_headless_service, validate_replica
+from omenative_core.render import (
+    headless_service_name,
+    is_multi_pod,
+    render_headless_service,
+    validate_replica,
+)
 from omenative_core.steps import (
     capacity,
     migrations,
@@ -72,11 +77,21 @@ Pass = Callable[[PassState], None]
 
 
 def _own_objects(st: PassState) -> None:
-    """The finalizer, and the headless Service of a standalone replica."""
-    if FINALIZER not in st.view.ir.metadata.finalizers:
+    """The finalizer, and the headless Service of a standalone replica: OME's
+    ``{replica}-{component}-headless``, and the pre-OME ``{replica}-headless`` kept while a
+    pod is named under it (its DNS name hangs off it), deleted once none is."""
+    view = st.view
+    if FINALIZER not in view.ir.metadata.finalizers:
         st.out.add(SetFinalizer(present=True))
-    if st.view.spec.parent_ref is None and not st.view.snap.headless_service_exists:
-        st.out.add(CreateObject(body=render_headless_service(st.view.ir)))
+    if view.spec.parent_ref is not None:
+        return
+    snap = view.snap
+    if not snap.headless_service_exists:
+        st.out.add(CreateObject(body=render_headless_service(view.ir)))
+    legacy = view.ir.legacy_prefix
+    if legacy and snap.legacy_headless_service_exists and not view.legacy_attempts:
+        st.out.add(DeleteObject(api_version="v1", object_kind="Service",
+                                name=headless_service_name(legacy)))
 
 
 def _advance_all(st: PassState) -> None:

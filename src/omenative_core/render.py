@@ -130,7 +130,7 @@ ENV_RUNNER_SIZE = "OME_RUNNER_SIZE"
 ENV_RUNNER_INDEX = "OME_RUNNER_INDEX"
 """The pod's ordinal within its runner."""
 ENV_INSTANCE_SUBDOMAIN = "OME_INSTANCE_SUBDOMAIN"
-"""``{prefix}-{index}``."""
+"""``{prefix}-{index}`` (the pod's own prefix, ``render_pod(prefix=...)``)."""
 ENV_LEADER_ADDRESS = "OME_LEADER_ADDRESS"
 """Multi-pod only: the leader's DNS name ``{prefix}-{index}-leader-0.{prefix}-headless``."""
 ENV_INSTANCE_POD_RANK = "OME_INSTANCE_POD_RANK"
@@ -268,8 +268,14 @@ def render_pod(
     avoid_node: str | None = None,
     prefer_nodes: Sequence[str] = (),
     pairing_protocol: str | Literal[FromSpec.FROM_SPEC] | None = FROM_SPEC,
+    prefix: str | None = None,
 ) -> dict[str, Any]:
     """A complete v1 Pod for one slot of Instance ``index`` at revision ``revision_hash``.
+
+    ``prefix`` names the pod, its headless Service (``subdomain``) and its leader's
+    address; default the replica's (``InferenceReplica.prefix``). The planner passes the
+    pre-OME ``{replica}`` for an attempt whose pods already carry it
+    (``PassView.attempt_prefix``).
 
     ``runners`` are the revision's runners (not necessarily the spec's). The ordinal in
     the name is ``slot.ordinal`` for a multi-pod Instance and ``ordinal_slot`` (the
@@ -306,7 +312,7 @@ def render_pod(
     worker = by_name.get("worker")
     count = 1 + (worker.size if worker is not None else 0)
     ordinal = slot.ordinal if multi else ordinal_slot
-    prefix = replica.prefix
+    prefix = replica.prefix if prefix is None else prefix
     name = pod_name(prefix, index, slot.runner, ordinal)
     headless = headless_service_name(prefix)
     pairing = replica.spec.pairing_protocol if pairing_protocol is FROM_SPEC else pairing_protocol
@@ -358,7 +364,9 @@ def render_pod(
     spec["containers"] = _with_env_first(as_list(spec.get("containers")), ours)
     native = native_gang and multi
     if native:
-        spec["schedulingGroup"] = {"podGroupName": pod_group_name(prefix, index, incarnation)}
+        spec["schedulingGroup"] = {
+            "podGroupName": pod_group_name(replica.stable_prefix, index, incarnation)
+        }
     place_pod(
         spec,
         replica,
@@ -397,7 +405,7 @@ def _pod_metadata(
 ) -> dict[str, Any]:
     """The pod's metadata: the template's labels and annotations, then OME's (and Kueue's
     pod group for a queued multi-pod Instance), owned by the replica."""
-    prefix = replica.prefix
+    prefix = replica.stable_prefix  # the groups' names; the pod's is ``pod.name``
     labels: dict[str, str] = as_dict(tmeta.get("labels"))
     labels.update(replica_labels(replica))
     labels[LABEL_INSTANCE_INDEX] = str(pod.index)

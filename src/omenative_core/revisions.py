@@ -138,7 +138,7 @@ def revision_body(
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
         "metadata": {
-            "name": revision_name(replica.prefix, hash),
+            "name": revision_name(replica.stable_prefix, hash),
             "namespace": replica.metadata.namespace,
             "labels": labels,
             "ownerReferences": [owner_reference(replica)],

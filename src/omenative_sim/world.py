@@ -50,6 +50,7 @@ from omenative_core.model.observed import (
     PodView,
     Snapshot,
 )
+from omenative_core.render import headless_service_name
 from omenative_sim.apiserver import ApplyResult, _ApiServer, merge_patch
 from omenative_sim.objects import GPU_RESOURCE, MAIN_CONTAINER, SimContainer, SimPod, pod_gpus
 from omenative_sim.state import EPOCH, ClusterSpec, WorldError
@@ -93,10 +94,9 @@ class World(_ApiServer):
             self._rev_cache = tuple(self.revisions.values())
         if self._routed_cache is None:
             self._routed_cache = frozenset(p.name for p in self.pods.values() if p.routed)
-        headless = any(
-            kind == "Service" and ((body.get("spec") or {}).get("clusterIP") == "None")
-            for (kind, _), body in self.objects.items()
-        )
+        legacy = self.replica.legacy_prefix
+        headless = ("Service", headless_service_name(self.replica.prefix)) in self.objects
+        old = legacy is not None and ("Service", headless_service_name(legacy)) in self.objects
         return Snapshot(
             replica=self.replica,
             now=self.time(self.now),
@@ -108,6 +108,7 @@ class World(_ApiServer):
             revisions=self._rev_cache,
             config=self._config(),
             headless_service_exists=headless,
+            legacy_headless_service_exists=old,
         )
 
     def _config(self) -> LifecycleConfig:

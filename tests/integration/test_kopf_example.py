@@ -112,10 +112,11 @@ async def test_kopf_operator_brings_up_a_gang_with_omes_names_labels_and_env(
     await kube.create(INFERENCE_REPLICAS, replica_body("kc", replicas=2), namespace)
     pods = await wait_ready(kube, namespace, "kc", kopf_operator, 2)
 
-    assert sorted(pods) == ["kc-0-leader-0", "kc-0-worker-0", "kc-1-leader-0", "kc-1-worker-0"]
+    assert sorted(pods) == ["kc-engine-0-leader-0", "kc-engine-0-worker-0",
+                            "kc-engine-1-leader-0", "kc-engine-1-worker-0"]
     for index in (0, 1):
         for runner in ("leader", "worker"):
-            pod = pods[f"kc-{index}-{runner}-0"]
+            pod = pods[f"kc-engine-{index}-{runner}-0"]
             labels = pod["metadata"]["labels"]
             assert labels["ome.io/inferencereplica"] == "kc"
             assert labels["ome.io/instance-index"] == str(index)
@@ -128,7 +129,7 @@ async def test_kopf_operator_brings_up_a_gang_with_omes_names_labels_and_env(
             assert env["OME_INSTANCE_INDEX"] == str(index)
             assert env["OME_RUNNER"] == runner
             assert env["OME_INSTANCE_POD_COUNT"] == "2"
-            assert env["OME_LEADER_ADDRESS"] == f"kc-{index}-leader-0.kc-headless"
+            assert env["OME_LEADER_ADDRESS"] == f"kc-engine-{index}-leader-0.kc-engine-headless"
             assert {"conditionType": "ome.io/serving"} in pod["spec"]["readinessGates"]
             owner = pod["metadata"]["ownerReferences"][0]
             assert (owner["kind"], owner["name"], owner["controller"]) == \
@@ -151,14 +152,14 @@ async def test_kopf_operator_restarts_an_instance_whole_when_a_worker_is_lost(
     await kube.create(INFERENCE_REPLICAS, replica_body("kl", replicas=2), namespace)
     before = await wait_ready(kube, namespace, "kl", kopf_operator, 2)
 
-    await kube.delete(PODS, "kl-0-worker-0", namespace)
+    await kube.delete(PODS, "kl-engine-0-worker-0", namespace)
 
     async def restarted() -> dict[str, JSON] | None:
         if not kopf_operator.alive():  # terminal: fail at once, not at the deadline
             pytest.fail(f"the operator exited:\n{kopf_operator.tail()}", pytrace=False)
         ir = await get_replica(kube, namespace, "kl")
         pods = await list_pods(kube, namespace)
-        inst0 = [p for n, p in pods.items() if n.startswith("kl-0-")]
+        inst0 = [p for n, p in pods.items() if n.startswith("kl-engine-0-")]
         rows = {r["index"]: r for r in (ir.get("status") or {}).get("instanceStatuses") or ()}
         if (
             len(inst0) == 2
@@ -178,9 +179,9 @@ async def test_kopf_operator_restarts_an_instance_whole_when_a_worker_is_lost(
     except AssertionError as exc:
         raise AssertionError(f"{exc}\noperator log:\n{kopf_operator.tail()}") from None
     # the leader that never failed was replaced too: the Instance restarts as one unit
-    for name in ("kl-0-leader-0", "kl-0-worker-0"):
+    for name in ("kl-engine-0-leader-0", "kl-engine-0-worker-0"):
         assert after[name]["metadata"]["uid"] != before[name]["metadata"]["uid"]
     # the other Instance was not touched
-    for name in ("kl-1-leader-0", "kl-1-worker-0"):
+    for name in ("kl-engine-1-leader-0", "kl-engine-1-worker-0"):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"]
         assert after[name]["metadata"]["labels"]["ome.io/instance-incarnation"] == "1"

@@ -143,7 +143,7 @@ async def test_list_status_pause_resume_and_refusals(
         print(await kubectl.ok("instance", "list", "ko"), detail,
               await kubectl.ok("rollout", "status", "ko"), sep="\n")
     assert "Phase:         Ready" in detail
-    assert "ko-1-leader-0" in detail and "ko-1-worker-0" in detail
+    assert "ko-engine-1-leader-0" in detail and "ko-engine-1-worker-0" in detail
     rc, _, err = await kubectl.ome("instance", "status", "ko", "7")
     assert rc == 1 and "no Instance 7" in err
     assert "no retry blocks" in await kubectl.ok("instance", "retry-blocks", "ko")

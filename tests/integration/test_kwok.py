@@ -106,7 +106,7 @@ async def test_instances_come_up_on_kwok_nodes_and_a_scale_down_passes_a_termina
     async def scaled() -> bool:
         status = (await get_replica(kube, namespace, "chat")).get("status") or {}
         left = sorted(await list_pods(kube, namespace))
-        return (left == sorted(n for n in pods if n.startswith("chat-0-"))
+        return (left == sorted(n for n in pods if n.startswith("chat-engine-0-"))
                 and status.get("replicas") == 1 and status.get("readyReplicas") == 1)
 
     await eventually(scaled, timeout=60, what="Instance 1 drained and gone, Instance 0 Ready")
@@ -114,4 +114,4 @@ async def test_instances_come_up_on_kwok_nodes_and_a_scale_down_passes_a_termina
     terminal = {obj["metadata"]["name"] for _, obj, _ in recorder.replay()
                 if obj["metadata"].get("deletionTimestamp")
                 and (obj.get("status") or {}).get("phase") == "Succeeded"}
-    assert terminal == {n for n in pods if n.startswith("chat-1-")}
+    assert terminal == {n for n in pods if n.startswith("chat-engine-1-")}

@@ -92,11 +92,11 @@ async def test_standalone_replica_two_instances_become_ready(
     assert "ome.io/ir-teardown" in ir["metadata"].get("finalizers", [])
 
     pods = await list_pods(kube, namespace)
-    assert sorted(pods) == ["demo-0-leader-0", "demo-0-worker-0",
-                            "demo-1-leader-0", "demo-1-worker-0"]
+    assert sorted(pods) == ["demo-engine-0-leader-0", "demo-engine-0-worker-0",
+                            "demo-engine-1-leader-0", "demo-engine-1-worker-0"]
     revision = status["currentRevision"]
     for name, pod in pods.items():
-        index, runner = name.split("-")[1], name.split("-")[2]
+        index, runner = name.split("-")[2], name.split("-")[3]
         labels = pod["metadata"]["labels"]
         assert labels["ome.io/inferenceservice"] == "demo"
         assert labels["component"] == "engine"
@@ -106,7 +106,7 @@ async def test_standalone_replica_two_instances_become_ready(
         assert labels["ome.io/runner"] == runner
         assert labels["ome.io/pod-ordinal"] == "0"
         assert revision.endswith(labels["ome.io/revision-hash"])
-        assert pod["spec"]["subdomain"] == "demo-headless"
+        assert pod["spec"]["subdomain"] == "demo-engine-headless"
         assert {"conditionType": "ome.io/serving"} in pod["spec"]["readinessGates"]
         assert gate(pod) == "True"
         env = env_of(pod)
@@ -114,11 +114,11 @@ async def test_standalone_replica_two_instances_become_ready(
         assert env["OME_COMPONENT"] == "engine"
         assert env["OME_INSTANCE_INDEX"] == index
         assert env["OME_RUNNER"] == runner
-        assert env["OME_LEADER_ADDRESS"] == f"demo-{index}-leader-0.demo-headless"
+        assert env["OME_LEADER_ADDRESS"] == f"demo-engine-{index}-leader-0.demo-engine-headless"
         assert env["OME_INSTANCE_POD_COUNT"] == "2"
         assert env["OME_INSTANCE_POD_RANK"] == ("0" if runner == "leader" else "1")
 
-    service = await kube.get(SERVICES, "demo-headless", namespace)
+    service = await kube.get(SERVICES, "demo-engine-headless", namespace)
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"].get("publishNotReadyAddresses") is True
 
@@ -148,7 +148,8 @@ async def three_gangs_ready_each_pod_created_once(
     await eventually(ready, timeout=90, what=f"{name}: readyReplicas == 3")
     await recorder.stop()
     pods = await list_pods(kube, namespace)
-    assert sorted(pods) == [f"{name}-{i}-{r}-0" for i in range(3) for r in ("leader", "worker")]
+    assert sorted(pods) == [f"{name}-engine-{i}-{r}-0"
+                            for i in range(3) for r in ("leader", "worker")]
     added = [obj["metadata"]["name"] for kind, obj, _ in recorder.replay() if kind == "ADDED"]
     assert sorted(added) == sorted(pods), "a pod was created twice, or deleted and re-created"
     assert_gangs_gated(recorder)
@@ -224,7 +225,7 @@ async def test_gate_waits_for_the_whole_gang(
 
     async def leader_ready_worker_pulling() -> bool:
         pods = await list_pods(kube, namespace)
-        leader, worker = pods.get("gang-0-leader-0"), pods.get("gang-0-worker-0")
+        leader, worker = pods.get("gang-engine-0-leader-0"), pods.get("gang-engine-0-worker-0")
         if leader is None or worker is None:
             return False
         waiting = [((c.get("state") or {}).get("waiting") or {}).get("reason")
@@ -259,7 +260,7 @@ async def test_gate_waits_for_the_whole_gang(
     await replicas_seen.stop()
 
     def leader_alone(pods: dict[str, JSON]) -> str | None:
-        leader, worker = pods.get("gang-0-leader-0"), pods.get("gang-0-worker-0")
+        leader, worker = pods.get("gang-engine-0-leader-0"), pods.get("gang-engine-0-worker-0")
         if leader is None or gate(leader) != "True":
             return None
         if worker is not None and conditions(worker).get("ContainersReady") == "True":
@@ -308,7 +309,7 @@ async def test_pod_group_crd_noticed_without_restart_and_created_first(
         # written before either pod of its Instance.
         assert int(group["metadata"]["resourceVersion"]) < min(pod_rvs)
         pods = await list_pods(kube, namespace)
-        assert pods["late-0-leader-0"]["metadata"]["labels"][
+        assert pods["late-engine-0-leader-0"]["metadata"]["labels"][
             "scheduling.x-k8s.io/pod-group"] == "late-0-1"
     finally:
         await delete_crd(kube, crd_name)
@@ -320,7 +321,7 @@ async def test_names_too_long_are_rejected_with_a_reason(
     kube: KubeClient, namespace: str, start_manager: Any,
 ) -> None:
     await start_manager()
-    name = "x" * 60  # pods would be x...x-0-leader-0: longer than 63 characters
+    name = "x" * 60  # pods would be x...x-engine-0-leader-0: longer than 63 characters
     await kube.create(INFERENCE_REPLICAS, replica_body(name, replicas=1), namespace)
 
     async def rejected() -> JSON | None:

@@ -257,14 +257,14 @@ async def test_watches_dropped_repeatedly_while_creating_and_scaling(
     assert final["status"]["replicas"] == 1
 
     uids, deleted = pod_lives(recorder)
-    wanted = {f"wd-{i}-{role}-0" for i in range(3) for role in ("leader", "worker")}
+    wanted = {f"wd-engine-{i}-{role}-0" for i in range(3) for role in ("leader", "worker")}
     assert set(uids) == wanted, f"pods ever seen: {sorted(uids)}"
     twice = {n: u for n, u in uids.items() if len(u) > 1}
     assert not twice, f"pods created more than once (lost and re-created): {twice}"
-    assert deleted == wanted - {"wd-0-leader-0", "wd-0-worker-0"}, (
+    assert deleted == wanted - {"wd-engine-0-leader-0", "wd-engine-0-worker-0"}, (
         f"deleted: {sorted(deleted)}; only Instances 1 and 2 should have gone")
     after = await list_pods(kube, namespace)
-    for name in ("wd-0-leader-0", "wd-0-worker-0"):
+    for name in ("wd-engine-0-leader-0", "wd-engine-0-worker-0"):
         assert after[name]["metadata"]["uid"] == created[name]["metadata"]["uid"]
     assert_no_duplicates(recorder.replay(from_start=True), max_live=3)
 
@@ -309,7 +309,7 @@ async def test_500s_on_pod_writes_then_409s_on_status_converge_exactly(
     assert_alive(handle)
     assert passes(handle) > passes_after_faults, "the manager stopped reconciling"
     uids, deleted = pod_lives(recorder)
-    assert set(uids) == {f"fe-{i}-{r}-0" for i in range(2) for r in ("leader", "worker")}, (
+    assert set(uids) == {f"fe-engine-{i}-{r}-0" for i in range(2) for r in ("leader", "worker")}, (
         f"pods ever seen: {sorted(uids)}")
     assert all(len(u) == 1 for u in uids.values()), f"a pod was re-created: {uids}"
     assert not deleted, f"pods deleted: {sorted(deleted)}"
@@ -485,12 +485,12 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
     # 410 Expired: only a re-list shows the manager that the pod is gone.
     blocked = proxy.inject(500, verbs={"watch", "list"})
     proxy.drop_watches(abrupt=True)
-    await kube.delete(PODS, "ex-0-worker-0", namespace)
+    await kube.delete(PODS, "ex-engine-0-worker-0", namespace)
 
     async def pod_gone() -> bool:
-        return "ex-0-worker-0" not in await list_pods(kube, namespace)
+        return "ex-engine-0-worker-0" not in await list_pods(kube, namespace)
 
-    await eventually(pod_gone, timeout=30, what="ex-0-worker-0 gone")
+    await eventually(pod_gone, timeout=30, what="ex-engine-0-worker-0 gone")
     proxy.inject(410, verbs={"watch"}, reason="Expired", duration=1.5)
     proxy.clear(blocked)
 
@@ -499,7 +499,7 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
             handle.task.result()
         ir = await get_replica(kube, namespace, "ex")
         pods = await list_pods(kube, namespace)
-        inst0 = [p for n, p in pods.items() if n.startswith("ex-0-")]
+        inst0 = [p for n, p in pods.items() if n.startswith("ex-engine-0-")]
         return (len(inst0) == 2 and (ir.get("status") or {}).get("readyReplicas") == 2
                 and all(p["metadata"]["labels"]["ome.io/instance-incarnation"] == "2"
                         and gate(p) == "True" and not p["metadata"].get("deletionTimestamp")
@@ -510,8 +510,9 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
     await recorder.stop()
     assert_alive(handle)
     after = await list_pods(kube, namespace)
-    assert after["ex-0-leader-0"]["metadata"]["uid"] != before["ex-0-leader-0"]["metadata"]["uid"]
-    for name in ("ex-1-leader-0", "ex-1-worker-0"):
+    leader = "ex-engine-0-leader-0"
+    assert after[leader]["metadata"]["uid"] != before[leader]["metadata"]["uid"]
+    for name in ("ex-engine-1-leader-0", "ex-engine-1-worker-0"):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"], (
             f"{name} was replaced")
     assert_no_duplicates(recorder.replay(from_start=True), max_live=2)

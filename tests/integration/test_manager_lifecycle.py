@@ -79,20 +79,20 @@ async def test_scale_down_drains_then_deletes_the_highest_instance(
         routed = {ep["targetRef"]["name"]: ep.get("conditions")
                   for s in slices.get("items") or () for ep in s.get("endpoints") or ()}
         # a failed check says what the cluster looked like (pods, gates, endpoints, rows)
-        assert sorted(pods) == ["sc-0-leader-0", "sc-0-worker-0"], (
+        assert sorted(pods) == ["sc-engine-0-leader-0", "sc-engine-0-worker-0"], (
             {n: gate(p) for n, p in pods.items()}, routed,
             [(r["index"], r["phase"]) for r in status.get("instanceStatuses") or ()])
         return status.get("replicas") == 1 and status.get("readyReplicas") == 1
 
     await eventually(scaled, timeout=60, what="Instance 1 gone, 1 Instance Ready")
     await recorder.stop()
-    drained_before_deleted(recorder, {"sc-1-leader-0", "sc-1-worker-0"})
+    drained_before_deleted(recorder, {"sc-engine-1-leader-0", "sc-engine-1-worker-0"})
     after = await list_pods(kube, namespace)
-    for name in ("sc-0-leader-0", "sc-0-worker-0"):
+    for name in ("sc-engine-0-leader-0", "sc-engine-0-worker-0"):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"]
         assert gate(after[name]) == "True"
     for _, obj, _ in recorder.replay():
-        if obj["metadata"]["name"].startswith("sc-0-"):
+        if obj["metadata"]["name"].startswith("sc-engine-0-"):
             assert gate(obj) == "True", "Instance 0 left rotation during the scale-down"
 
 
@@ -102,12 +102,12 @@ async def test_worker_pod_deleted_recreates_the_whole_instance(
     await start_manager()
     await create_ready(kube, namespace, replica_body("rs", replicas=2), 2)
     before = await list_pods(kube, namespace)
-    await kube.delete(PODS, "rs-0-worker-0", namespace)
+    await kube.delete(PODS, "rs-engine-0-worker-0", namespace)
 
     async def recreated() -> bool:
         ir = await get_replica(kube, namespace, "rs")
         pods = await list_pods(kube, namespace)
-        inst0 = [p for n, p in pods.items() if n.startswith("rs-0-")]
+        inst0 = [p for n, p in pods.items() if n.startswith("rs-engine-0-")]
         rows = {r["index"]: r for r in (ir.get("status") or {}).get("instanceStatuses") or ()}
         return (
             len(inst0) == 2
@@ -121,8 +121,9 @@ async def test_worker_pod_deleted_recreates_the_whole_instance(
 
     await eventually(recreated, timeout=90, what="Instance 0 recreated at incarnation 2")
     after = await list_pods(kube, namespace)
-    assert after["rs-0-leader-0"]["metadata"]["uid"] != before["rs-0-leader-0"]["metadata"]["uid"]
-    for name in ("rs-1-leader-0", "rs-1-worker-0"):
+    leader = "rs-engine-0-leader-0"
+    assert after[leader]["metadata"]["uid"] != before[leader]["metadata"]["uid"]
+    for name in ("rs-engine-1-leader-0", "rs-engine-1-worker-0"):
         assert after[name]["metadata"]["uid"] == before[name]["metadata"]["uid"]
         assert after[name]["metadata"]["labels"]["ome.io/instance-incarnation"] == "1"
 

@@ -90,7 +90,7 @@ async def test_missing_spread_key_is_a_condition_pods_wait_then_schedule_when_la
     assert key in event["message"]
 
     pods = await eventually(lambda: list_pods(kube, namespace), what="the pod to be created")
-    assert list(pods) == ["spread-0-default-0"]
+    assert list(pods) == ["spread-engine-0-default-0"]
     assert _pending_unscheduled(pods)  # created, not placed: DoNotSchedule on a missing key
 
     node = (await _ready_nodes(kube))[0]["metadata"]["name"]
@@ -98,7 +98,7 @@ async def test_missing_spread_key_is_a_condition_pods_wait_then_schedule_when_la
     try:
 
         async def placed() -> str | None:
-            pod = (await list_pods(kube, namespace)).get("spread-0-default-0")
+            pod = (await list_pods(kube, namespace)).get("spread-engine-0-default-0")
             return pod["spec"].get("nodeName") if pod else None
 
         assert await eventually(placed, what="the pod to be scheduled") == node
@@ -139,5 +139,5 @@ async def test_pod_bigger_than_any_node_is_a_condition_naming_the_numbers(
         return pods if len(pods) == 2 else None
 
     pods = await eventually(both_pods, what="the gang's pods to be created")
-    assert sorted(pods) == ["huge-0-leader-0", "huge-0-worker-0"]
+    assert sorted(pods) == ["huge-engine-0-leader-0", "huge-engine-0-worker-0"]
     assert _pending_unscheduled(pods)

@@ -115,9 +115,9 @@ async def test_scale_up_adds_instances_at_the_lowest_free_indexes(
 
     await eventually(scaled, timeout=60, what="3 Instances Ready")
     pods = await list_pods(kube, namespace)
-    assert sorted(pods) == ["su-0-default-0", "su-1-default-0", "su-2-default-0"]
+    assert sorted(pods) == [f"su-engine-{i}-default-0" for i in range(3)]
     # the first Instance was not replaced: scaling is not a new revision
-    assert pods["su-0-default-0"]["metadata"]["labels"]["ome.io/instance-incarnation"] == "1"
+    assert pods["su-engine-0-default-0"]["metadata"]["labels"]["ome.io/instance-incarnation"] == "1"
     revisions = {p["metadata"]["labels"]["ome.io/revision-hash"] for p in pods.values()}
     assert len(revisions) == 1
 
@@ -128,7 +128,7 @@ async def test_migration_off_a_node_starts_the_replacement_first(
     await start_manager()
     await create_ready(kube, namespace, replica_body("mg", replicas=1), 1)
     pods = await list_pods(kube, namespace)
-    source_node = pods["mg-0-leader-0"]["spec"]["nodeName"]
+    source_node = pods["mg-engine-0-leader-0"]["spec"]["nodeName"]
     request = {
         "schemaVersion": "v1",
         "instance": 0,
@@ -161,6 +161,6 @@ async def test_migration_off_a_node_starts_the_replacement_first(
     assert migration["sourceInstance"] == 0 and migration["succeeded"] is True
     assert key not in (ir["metadata"].get("annotations") or {})  # consumed
     pods = await list_pods(kube, namespace)
-    assert "mg-0-leader-0" not in pods
+    assert "mg-engine-0-leader-0" not in pods
     indexes = {p["metadata"]["labels"]["ome.io/instance-index"] for p in pods.values()}
     assert indexes == {str(migration["surgeInstance"])}

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, SERVICES
 from omenative_controller.service_controller import SERVING_RUNTIMES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 
@@ -32,8 +32,10 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
 from test_isvc_models import (  # noqa: E402 - OME's catalog model and runtime, as there
     MODEL_LABEL,
     cluster_base_model,
+    label_model_ready,
     model_crds,
     model_node,
+    node_names,
     runtime,
 )
 
@@ -195,3 +197,91 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
     (again,) = await advised() or [{}]
     assert again.get("count", 1) == 1 and again["metadata"]["name"] == \
         event["metadata"]["name"]
+
+# ---------------------------------------------------------------------------- the guide
+
+GUIDE_MODEL = "llama-3-2-1b-instruct"
+GUIDE_LABEL = f"models.ome.io/clusterbasemodel.{GUIDE_MODEL}"
+
+
+def guide_replica(namespace: str) -> JSON:
+    """The guide's ``llama-pool.yaml`` (Step 1) as written; only the namespace is the
+    test's (``llama-demo`` there)."""
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "metadata": {"name": "llama-pool", "namespace": namespace},
+        "spec": {"component": "engine", "modelRef": {"name": GUIDE_MODEL}, "replicas": 1},
+    }
+
+
+def guide_prerequisites(weights: Path) -> tuple[JSON, JSON]:
+    """The guide's prerequisites: the ClusterBaseModel ``llama-3-2-1b-instruct`` as the
+    model agent records it (a directory made by the test for its storage), and the
+    ClusterServingRuntime ``vllm-llama-3-2-1b-instruct`` serving it (the test image)."""
+    model = cluster_base_model(weights)
+    model["metadata"]["name"] = GUIDE_MODEL
+    model["spec"].update(vendor="meta", displayName="meta.llama-3.2-1b-instruct",
+                         modelArchitecture="LlamaForCausalLM", modelParameterSize="1.24B")
+    model["spec"]["storage"]["storageUri"] = "hf://meta-llama/Llama-3.2-1B-Instruct"
+    srt = runtime("vllm-llama-3-2-1b-instruct", auto_select=True)
+    srt["spec"]["supportedModelFormats"][0]["modelArchitecture"] = "LlamaForCausalLM"
+    srt["spec"]["modelSizeRange"] = {"min": "1B", "max": "3B"}
+    return model, srt
+
+
+async def test_the_standalone_guide_runs_with_omes_names(
+    kube: KubeClient, namespace: str, start_manager: Any, model_crds: None, tmp_path: Path,
+) -> None:
+    """ome-docs@8c764098 guides/omenative/run-a-standalone-inferencereplica.md, Steps 1-3:
+    the pod ``llama-pool-engine-0-default-0`` labelled ``ome.io/inferenceservice=llama-pool``
+    and serving, the one Service ``llama-pool-engine-headless`` (ClusterIP None), and a
+    scale to 2 taking index 1."""
+    weights = tmp_path / "meta-llama" / "Llama-3.2-1B-Instruct"
+    weights.mkdir(parents=True)
+    model, srt = guide_prerequisites(weights)
+    await kube.create(CLUSTER_BASE_MODELS, model)
+    await kube.create(CLUSTER_SERVING_RUNTIMES, srt)
+    nodes = (await node_names(kube))[-2:]  # where the model agent found the weights
+    for node in nodes:
+        await label_model_ready(kube, node, GUIDE_LABEL)
+    try:
+        await start_manager()
+        await kube.create(INFERENCE_REPLICAS, guide_replica(namespace), namespace)
+        await _guide_steps(kube, namespace)
+    finally:
+        for node in nodes:
+            await label_model_ready(kube, node, GUIDE_LABEL, ready=False)
+
+
+async def _serving(kube: KubeClient, namespace: str, want: int) -> dict[str, str] | None:
+    """``kubectl get pods -l ome.io/inferenceservice=llama-pool`` with the
+    ``ome.io/serving`` column, once ``want`` pods show True."""
+    page = await kube.list(PODS, namespace, label_selector="ome.io/inferenceservice=llama-pool")
+    got = {p["metadata"]["name"]: next(
+        (c["status"] for c in (p.get("status") or {}).get("conditions") or ()
+         if c["type"] == "ome.io/serving"), "") for p in page.get("items") or ()}
+    return got if list(got.values()).count("True") == want == len(got) else None
+
+
+async def _guide_steps(kube: KubeClient, namespace: str) -> None:
+    async def ready(want: int) -> JSON | None:
+        ir = await get_replica(kube, namespace, "llama-pool")
+        status = ir.get("status") or {}
+        return ir if status.get("readyReplicas") == want == status.get("replicas") else None
+
+    await eventually(lambda: ready(1), timeout=90, what="llama-pool Ready (Step 1)")
+    pods = await eventually(lambda: _serving(kube, namespace, 1), timeout=60,
+                            what="the engine pod serving (Step 2)")
+    assert pods == {"llama-pool-engine-0-default-0": "True"}
+    services = {s["metadata"]["name"]: s["spec"]
+                for s in (await kube.list(SERVICES, namespace)).get("items") or ()}
+    assert list(services) == ["llama-pool-engine-headless"]
+    assert services["llama-pool-engine-headless"]["type"] == "ClusterIP"
+    assert services["llama-pool-engine-headless"]["clusterIP"] == "None"
+
+    await kube.patch(INFERENCE_REPLICAS, "llama-pool", {"spec": {"replicas": 2}}, namespace)
+    await eventually(lambda: ready(2), timeout=90, what="llama-pool at 2 (Step 3)")
+    pods = await eventually(lambda: _serving(kube, namespace, 2), timeout=60,
+                            what="both engine pods serving (Step 3)")
+    assert sorted(pods) == ["llama-pool-engine-0-default-0", "llama-pool-engine-1-default-0"]

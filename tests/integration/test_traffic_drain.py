@@ -90,7 +90,7 @@ async def placed_engine(kube: KubeClient, ns: str, target: str, spare: str) -> s
 async def replica_pdb(kube: KubeClient, ns: str, pods: dict[str, JSON]) -> JSON:
     """The PodDisruptionBudget omenative writes for an OMENative component, for ``llm``'s
     pods (see the module docstring); returned once the disruption controller counted it."""
-    labels = pods["llm-0-leader-0"]["metadata"]["labels"]
+    labels = pods["llm-engine-0-leader-0"]["metadata"]["labels"]
     selector = {k: labels[k] for k in (LABEL_ISVC, LABEL_COMPONENT, LABEL_MANAGED_BY)}
     min_available = omenative_min_available(PdbPolicy(max_unavailable=1), INSTANCES,
                                             PODS_PER_INSTANCE)
@@ -192,7 +192,8 @@ async def test_drain_of_an_instance_node_stays_within_the_budget(
     assert all(w.start >= t_drain and w.end <= t_back for w in windows), windows
     # Instance 1 answered in every 3 s of the run (new connections pick a leader at random)
     per_3s_other = [
-        sum(1 for o in report.answers if o.pod == "llm-1-leader-0" and int(o.started) // 3 == s)
+        sum(1 for o in report.answers
+            if o.pod == "llm-engine-1-leader-0" and int(o.started) // 3 == s)
         for s in range(int(report.outcomes[-1].started) // 3)]
     assert all(per_3s_other), per_3s_other
     assert recorder.record.unserving_answers(report.answers, gen.wall) == []

@@ -35,7 +35,7 @@ async def test_migration_off_a_node_fails_no_request(
     await real_manager()
     ip = await serving_engine(kube, ns, replicas=2)
     pods = await live_pods(kube, ns)
-    source_leader = "llm-0-leader-0"
+    source_leader = "llm-engine-0-leader-0"
     request = {"schemaVersion": "v1", "instance": 0,
                "from_node": pods[source_leader]["spec"]["nodeName"], "hint_target_nodes": [],
                "reason": "traffic test", "requested_by": "pytest"}

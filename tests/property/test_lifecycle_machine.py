@@ -126,23 +126,27 @@ class Draws:
         return self.values.pop(0)
 
 
+SETUP: dict[str, Any] = {
+    "multi": st.booleans(),
+    "size": st.integers(1, MAX_WORKERS),
+    "replicas": st.integers(0, MAX_REPLICAS),
+    "strategy": st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]),
+    "spare_nodes": st.integers(0, 2),
+    "max_surge": SURGES,
+    "max_unavailable": UNAVAILABLES,
+    "opening": st.sampled_from(["none", "settle", "rollout", "rollout+scale"]),
+    "scale_to": st.integers(0, MAX_REPLICAS),
+}
+"""What ``LifecycleMachine.setup`` draws (a subclass may draw some differently)."""
+
+
 class LifecycleMachine(RuleBasedStateMachine):
     """Drives plan() against the simulated world and checks the invariants."""
 
     steps_seen: list[int] = []  # shared on purpose: every run appends its step count
     """Rule steps each history ran before its teardown (the zero-step distribution)."""
 
-    @initialize(
-        multi=st.booleans(),
-        size=st.integers(1, MAX_WORKERS),
-        replicas=st.integers(0, MAX_REPLICAS),
-        strategy=st.sampled_from(["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible"]),
-        spare_nodes=st.integers(0, 2),
-        max_surge=SURGES,
-        max_unavailable=UNAVAILABLES,
-        opening=st.sampled_from(["none", "settle", "rollout", "rollout+scale"]),
-        scale_to=st.integers(0, MAX_REPLICAS),
-    )
+    @initialize(**SETUP)
     def setup(self, multi: bool, size: int, replicas: int, strategy: str, spare_nodes: int,
               max_surge: int | str | None = None, max_unavailable: int | str | None = None,
               opening: str = "none", scale_to: int = 0) -> None:

@@ -56,7 +56,7 @@ def test_the_settled_worlds_pass() -> None:
 
 def test_a_second_serving_leader_passes_the_row_checks_but_not_pod_slots() -> None:
     snap = _settled(multi=True)
-    bad = _with(snap, _copy(snap, "m-0-leader-0", "m-0-leader-0-b"))
+    bad = _with(snap, _copy(snap, "m-engine-0-leader-0", "m-engine-0-leader-0-b"))
     for check in ALL_STEP_INVARIANTS:  # the older checks do not see it
         check(bad, plan(bad))
     with pytest.raises(AssertionError, match="2 live pods in slot"):
@@ -65,14 +65,15 @@ def test_a_second_serving_leader_passes_the_row_checks_but_not_pod_slots() -> No
 
 def test_a_worker_beyond_the_gang_size_fails_pod_slots() -> None:
     snap = _settled(multi=True)
-    bad = _with(snap, _copy(snap, "m-1-worker-0", "m-1-worker-1", **{"ome.io/pod-ordinal": "1"}))
+    bad = _with(snap, _copy(snap, "m-engine-1-worker-0", "m-engine-1-worker-1",
+                            **{"ome.io/pod-ordinal": "1"}))
     with pytest.raises(AssertionError, match="not one of"):
         pod_slots(bad, True, 1)
 
 
 def test_two_serving_single_pods_outside_an_update_fail_pod_slots() -> None:
     snap = _settled(multi=False)
-    bad = _with(snap, _copy(snap, "m-0-default-0", "m-0-default-1",
+    bad = _with(snap, _copy(snap, "m-engine-0-default-0", "m-engine-0-default-1",
                             **{"ome.io/pod-ordinal": "1"}))
     with pytest.raises(AssertionError, match="serves from two pods"):
         pod_slots(bad, False, 1)
@@ -82,7 +83,7 @@ def test_an_instance_out_of_rotation_fails_the_floor() -> None:
     snap = _settled(multi=True)
     pods = tuple(
         evolve(p, conditions={**p.conditions, "ome.io/serving": "False"})
-        if p.name == "m-1-worker-0" else p
+        if p.name == "m-engine-1-worker-0" else p
         for p in snap.pods
     )
     with pytest.raises(AssertionError, match="1 Instances serve < the floor 2"):
@@ -91,7 +92,8 @@ def test_an_instance_out_of_rotation_fails_the_floor() -> None:
 
 def test_a_stray_pod_at_convergence_fails_converged_pods() -> None:
     snap = _settled(multi=False)
-    stray = _copy(snap, "m-1-default-0", "m-1-default-1", **{"ome.io/pod-ordinal": "1"})
+    stray = _copy(snap, "m-engine-1-default-0", "m-engine-1-default-1",
+                  **{"ome.io/pod-ordinal": "1"})
     stray = evolve(stray, conditions={**stray.conditions, "ome.io/serving": "False"})
     bad = _with(snap, stray)
     pod_slots(bad, False, 1)  # a leaving pod beside a serving one is allowed mid-step

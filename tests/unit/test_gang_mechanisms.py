@@ -268,7 +268,7 @@ def test_a_whole_instance_restart_gets_a_fresh_pod_group_and_the_old_one_goes() 
     world = _world(_manifest(replicas=1))
     _run(world, 60)
     assert set(world.pod_groups) == {"chat-engine-0-1"}
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     _run(world, 60)
     status = world.status
     assert status is not None

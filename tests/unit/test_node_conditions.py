@@ -90,7 +90,7 @@ def test_required_spread_key_on_no_node_is_reported_at_once_and_pods_are_created
         _manifest(workers=0, replicas=2, topologySpread="Required", topologySpreadKey=ZONE)
     )
     p = plan(world.snapshot())
-    assert _creates(p) == ["chat-engine-0-default-0", "chat-engine-1-default-0"]
+    assert _creates(p) == ["chat-engine-engine-0-default-0", "chat-engine-engine-1-default-0"]
     cond = _condition(p, "TopologyKeyMissing")
     assert cond is not None and cond[:2] == ("True", "TopologyKeyMissing")
     assert f"spec.topologySpreadKey '{ZONE}'" in cond[2]

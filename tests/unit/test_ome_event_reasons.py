@@ -34,7 +34,7 @@ def test_a_restart_is_triggered_as_a_warning_and_completed_as_normal() -> None:
     world = _world()
     run_world(world, 30)
     events: list[Event] = []
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     run_world(world, 60, events)
     (triggered,) = _of(events, "RestartTriggered")
     assert triggered.type == "Warning" and triggered.instance == 0
@@ -51,7 +51,7 @@ def test_a_restart_is_triggered_as_a_warning_and_completed_as_normal() -> None:
 def test_a_pod_without_an_incarnation_label_is_found_orphan_while_a_restart_drains() -> None:
     world = _world()
     run_world(world, 30)
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     p = plan(world.snapshot())
     world.apply(p)
     assert world.status is not None and world.status.instances[0].phase == "Restarting"
@@ -59,10 +59,10 @@ def test_a_pod_without_an_incarnation_label_is_found_orphan_while_a_restart_drai
     stripped = tuple(
         evolve(pod, labels={k: v for k, v in pod.labels.items()
                             if k != "ome.io/instance-incarnation"})
-        if pod.name == "chat-engine-0-leader-0" else pod for pod in snap.pods)
+        if pod.name == "chat-engine-engine-0-leader-0" else pod for pod in snap.pods)
     found = _of(list(plan(evolve(snap, pods=stripped)).events), "FoundOrphan")
     assert found and found[0].type == "Warning"
-    assert "orphan pod chat-engine-0-leader-0 without ome.io/instance-incarnation" in \
+    assert "orphan pod chat-engine-engine-0-leader-0 without ome.io/instance-incarnation" in \
         found[0].message
 
 

@@ -43,8 +43,8 @@ def test_gang_is_created_whole_podgroup_first_with_oem_names() -> None:
     assert kinds[0] == "UpdateStatus"
     assert kinds.index("CreatePodGroup") < kinds.index("CreatePod")
     names = [a.name for a in first.actions if isinstance(a, CreatePod)]
-    assert names == ["chat-engine-0-leader-0", "chat-engine-0-worker-0",
-                     "chat-engine-1-leader-0", "chat-engine-1-worker-0"]
+    assert names == ["chat-engine-engine-0-leader-0", "chat-engine-engine-0-worker-0",
+                     "chat-engine-engine-1-leader-0", "chat-engine-engine-1-worker-0"]
     groups = [a.body["metadata"]["name"] for a in first.actions if isinstance(a, CreatePodGroup)]
     assert groups == ["chat-engine-0-1", "chat-engine-1-1"]  # {prefix}-{index}-{incarnation}
     assert any(isinstance(a, SetFinalizer) and a.present for a in first.actions)
@@ -59,7 +59,7 @@ def test_serving_gate_goes_true_only_when_every_pod_is_ready() -> None:
     world.advance(10)
     p = plan(world.snapshot())
     gates = sorted(a.name for a in p.actions if isinstance(a, SetServingGate) and a.value)
-    assert gates == ["chat-engine-0-leader-0", "chat-engine-0-worker-0"]
+    assert gates == ["chat-engine-engine-0-leader-0", "chat-engine-engine-0-worker-0"]
 
 
 def test_at_rest_the_plan_is_empty_and_status_unchanged() -> None:
@@ -137,11 +137,11 @@ def test_scale_down_drains_the_highest_index_before_deleting_it() -> None:
     world.patch_replica({"spec": {"replicas": 2}})
     p = plan(world.snapshot())
     gates_off = {a.name for a in p.actions if isinstance(a, SetServingGate) and not a.value}
-    assert gates_off == {"chat-engine-2-leader-0", "chat-engine-2-worker-0"}
+    assert gates_off == {"chat-engine-engine-2-leader-0", "chat-engine-engine-2-worker-0"}
     assert not [a for a in p.actions if isinstance(a, DeletePod)]  # drain first
     _run(world, 60)
-    assert sorted(world.pods) == ["chat-engine-0-leader-0", "chat-engine-0-worker-0",
-                                  "chat-engine-1-leader-0", "chat-engine-1-worker-0"]
+    assert sorted(world.pods) == ["chat-engine-engine-0-leader-0", "chat-engine-engine-0-worker-0",
+                                  "chat-engine-engine-1-leader-0", "chat-engine-engine-1-worker-0"]
 
 
 def test_surge_then_drain_replaces_a_gang_at_a_new_index_and_keeps_serving() -> None:
@@ -186,7 +186,7 @@ def test_teardown_drains_then_releases_the_finalizer() -> None:
     world.patch_replica({"metadata": {"deletionTimestamp": "2026-01-01T00:01:00Z"}})
     p = plan(world.snapshot())
     assert {a.name for a in p.actions if isinstance(a, SetServingGate)} == {
-        "chat-engine-0-leader-0", "chat-engine-0-worker-0"}
+        "chat-engine-engine-0-leader-0", "chat-engine-engine-0-worker-0"}
     assert not [a for a in p.actions if isinstance(a, DeletePod)]
     _run(world, 60)
     assert world.pod_count == 0
@@ -196,7 +196,7 @@ def test_teardown_drains_then_releases_the_finalizer() -> None:
 def test_whole_instance_restart_when_a_worker_dies() -> None:
     world = _world(_manifest(replicas=1))
     _run(world, 60)
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     _run(world, 60)
     status = world.status
     assert status is not None

@@ -279,7 +279,7 @@ def test_a_teardown_that_cannot_finish_and_has_no_deadline_is_a_warning() -> Non
     assert blocked and all(e.type == "Warning" for e in blocked)
     message = blocked[-1].message
     assert "ome.io/ir-teardown" in message and "teardown.deadline" in message
-    assert "chat-engine-0-" in message and "unreachable" in message
+    assert "chat-engine-engine-0-" in message and "unreachable" in message
 
 
 def test_a_teardown_with_a_deadline_is_not_reported_blocked() -> None:

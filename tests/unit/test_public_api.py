@@ -42,10 +42,11 @@ def test_readme_snippet_runs_verbatim_and_prints_what_the_readme_says() -> None:
     # the first pass creates every pod of the one leader+worker Instance, after the status
     assert lines[0] == "pass 1: UpdateStatus -"
     assert [ln for ln in lines if ln.startswith("pass 1: CreatePod")] == [
-        "pass 1: CreatePod chat-0-leader-0", "pass 1: CreatePod chat-0-worker-0"]
+        "pass 1: CreatePod chat-engine-0-leader-0", "pass 1: CreatePod chat-engine-0-worker-0"]
     # once they run, the second pass puts both in rotation together
     assert [ln for ln in lines if ln.startswith("pass 2: SetServingGate")] == [
-        "pass 2: SetServingGate chat-0-leader-0", "pass 2: SetServingGate chat-0-worker-0"]
+        "pass 2: SetServingGate chat-engine-0-leader-0",
+        "pass 2: SetServingGate chat-engine-0-worker-0"]
 
 
 def test_plan_and_snapshot_are_the_callable_and_the_class_not_modules() -> None:

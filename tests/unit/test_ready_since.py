@@ -59,7 +59,7 @@ def test_a_restarted_instance_gets_a_new_window() -> None:
     world = _world(min_ready=60)
     run_world(world, 120)
     assert _status(world).available_replicas == 2
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     run_world(world, 20)
     row = _status(world).instances[0]
     assert row.phase == "Ready" and row.ready_since is not None

@@ -110,16 +110,50 @@ def env_of(pod: dict[str, Any], container: int = 0) -> dict[str, str]:
 
 @pytest.mark.parametrize("parent", [None, "chat"], ids=["standalone", "projected"])
 def test_seed_example_names(parent: str | None) -> None:
-    ir = replica(parent=parent)
+    # OME's names either way: ISVC "chat"'s engine, or a standalone engine replica "chat"
+    name = "chat-engine" if parent else "chat"
+    ir = replica(name=name, parent=parent)
     assert ir.prefix == "chat-engine"
     names = [p["metadata"]["name"] for p in render_instance(ir, index=0)]
     assert names == ["chat-engine-0-leader-0", "chat-engine-0-worker-0", "chat-engine-0-worker-1"]
-    one_worker = replica(parent=parent, runners=gang_runners(1))
+    one_worker = replica(name=name, parent=parent, runners=gang_runners(1))
     names = [p["metadata"]["name"] for p in render_instance(one_worker, index=1)]
     assert names == ["chat-engine-1-leader-0", "chat-engine-1-worker-0"]
     assert headless_service_name(ir.prefix) == "chat-engine-headless"
     assert pod_group_name(ir.prefix, 1, 2) == "chat-engine-1-2"
     assert instance_subdomain(ir.prefix, 1) == "chat-engine-1"
+
+
+def test_standalone_names_are_omes_guide() -> None:
+    # OME's guide "Run a standalone InferenceReplica" (ome-docs@8c764098, Step 2): the
+    # replica llama-pool (component engine) runs llama-pool-engine-0-default-0, labelled
+    # ome.io/inferenceservice=llama-pool, behind llama-pool-engine-headless
+    ir = replica(name="llama-pool", parent=None, runners=default_runners())
+    pod = render_instance(ir)[0]
+    assert pod["metadata"]["name"] == "llama-pool-engine-0-default-0"
+    assert pod["metadata"]["labels"][LABEL_ISVC] == "llama-pool"
+    assert pod["spec"]["subdomain"] == "llama-pool-engine-headless"
+    assert render_headless_service(ir)["metadata"]["name"] == "llama-pool-engine-headless"
+    assert ir.legacy_prefix == "llama-pool"
+    assert replica(name="chat-engine", parent="chat").legacy_prefix is None
+
+
+def test_a_pre_ome_instance_keeps_its_names() -> None:
+    # an Instance whose pods carry the old prefix {replica}: a recreated pod keeps it, and
+    # the worker's leader address names the leader that runs (under the old Service)
+    ir = replica(name="llm", parent=None)
+    pods = render_instance(ir, prefix="llm", use_pod_group=True)
+    assert [p["metadata"]["name"] for p in pods] == [
+        "llm-0-leader-0", "llm-0-worker-0", "llm-0-worker-1"]
+    worker = pods[1]
+    assert worker["spec"]["subdomain"] == "llm-headless"
+    assert env_of(worker)["OME_LEADER_ADDRESS"] == "llm-0-leader-0.llm-headless"
+    assert env_of(worker)["OME_INSTANCE_SUBDOMAIN"] == "llm-0"
+    # the PodGroup keeps the replica's name whatever the pods' prefix (not renamed)
+    assert worker["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "llm-0-1"
+    fresh = render_instance(ir, use_pod_group=True)[1]
+    assert env_of(fresh)["OME_LEADER_ADDRESS"] == "llm-engine-0-leader-0.llm-engine-headless"
+    assert fresh["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "llm-0-1"
 
 
 def test_router_default_pod_name() -> None:

@@ -51,7 +51,7 @@ def _starts_of_instance_0(world: World, seconds: float) -> list[str]:
 def test_a_restart_during_a_rollout_comes_back_on_the_target_once() -> None:
     world = _world()
     target = _rolling_with_instance_0_waiting(world)
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     p = plan(world.snapshot())
     row = next(r for r in p.status.instances if r.index == 0)
     assert row.operation is not None and row.operation.type == "Restart"
@@ -67,6 +67,6 @@ def test_a_restart_during_a_rollout_comes_back_on_the_target_once() -> None:
 def test_below_the_partition_a_restart_keeps_the_revision_it_ran() -> None:
     world = _world(pacing={"partition": 1})
     _rolling_with_instance_0_waiting(world)
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     images = _starts_of_instance_0(world, 300)
     assert images and set(images) == {"img:1"}

@@ -42,7 +42,7 @@ def _crash_after_ready(world: World, seconds: float, every: float,
             continue
         ready_at = world.now if ready_at is None else ready_at
         if world.now - ready_at >= every:
-            world.fail_pod("chat-engine-0-worker-0")
+            world.fail_pod("chat-engine-engine-0-worker-0")
             ready_at = None
     return len(uids)
 
@@ -90,7 +90,7 @@ def test_a_series_ends_after_ten_minutes_ready() -> None:
     assert status is not None
     assert not [c for c in status.instances[0].conditions if c.type == CONDITION]
     events.clear()
-    world.fail_pod("chat-engine-0-worker-0")
+    world.fail_pod("chat-engine-engine-0-worker-0")
     run_world(world, 60, events)
     again = [e.message for e in events if e.reason == "RestartTriggered"]
     assert len(again) == 1 and "restart 1 (1 of 6" in again[0]

@@ -103,7 +103,7 @@ def test_scale_down_mid_rollout_condemns_old_revision_and_keeps_updated() -> Non
     assert {r.index for r in _live(p.status.instances)} == updated
     old_members = {r.index for r in first.status.instances
                    if r.index in old and (r.operation is None or r.operation.replaces is None)}
-    gates_off = {int(a.name.split("-")[2]) for a in p.actions
+    gates_off = {int(a.name.split("-")[3]) for a in p.actions
                  if isinstance(a, SetServingGate) and not a.value}
     assert gates_off == old_members  # drained, not cut: serving gate off first
     serving = _run_checking_ceiling(world, 120, ceiling=2 + 1)
@@ -135,7 +135,7 @@ def test_scale_down_condemns_a_not_ready_instance_before_an_old_ready_one() -> N
                       if r.index not in updated and r.operation is None)
     # an old Instance with no update open loses a pod: it stops serving, restarts whole
     broken = idle_old[0]
-    world.fail_pod(f"chat-engine-{broken}-worker-0")
+    world.fail_pod(f"chat-engine-engine-{broken}-worker-0")
     world.patch_replica({"spec": {"replicas": 2}})
     p = plan(world.snapshot())
     assert _condemned(p) == {broken}
@@ -160,7 +160,7 @@ def test_in_flight_surges_above_the_new_ceiling_are_cancelled() -> None:
                   if r.operation is None and r.index not in sources)
     # four idle Instances stop serving, so the scale-down takes them and keeps both sources
     for index in idle[:4]:
-        world.fail_pod(f"chat-engine-{index}-worker-0")
+        world.fail_pod(f"chat-engine-engine-{index}-worker-0")
     world.patch_replica({"spec": {"replicas": 4}})
     p = plan(world.snapshot())
     assert _condemned(p) >= set(idle[:4])
@@ -283,7 +283,7 @@ def test_a_terminating_abandoned_surge_pod_still_counts_against_max_surge() -> N
                 # surge, so another one is
                 row = next(r for r in p.status.instances if r.index == e.instance)
                 world.apply(p)
-                world.fail_pod(f"chat-engine-{e.instance}-default-{row.active_ordinal}")
+                world.fail_pod(f"chat-engine-engine-{e.instance}-default-{row.active_ordinal}")
                 return plan(world.snapshot())
         return p
 

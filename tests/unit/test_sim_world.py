@@ -520,7 +520,7 @@ def test_status_revisions_pod_groups_and_replica_metadata() -> None:
             CreateObject(
                 body={
                     "kind": "Service",
-                    "metadata": {"name": "m-headless"},
+                    "metadata": {"name": "m-engine-headless"},
                     "spec": {"clusterIP": "None"},
                 }
             )

@@ -306,7 +306,7 @@ def _drive(coalesce: bool) -> tuple[dict[str, int], Any]:
     steps = [
         lambda: world.patch_replica({"spec": {"runners": engine_manifest(
             workers=1, image="img:2")["spec"]["runners"]}}),
-        lambda: world.fail_pod("chat-engine-1-worker-0"),
+        lambda: world.fail_pod("chat-engine-engine-1-worker-0"),
         lambda: world.patch_replica({"spec": {"replicas": 1}}),
     ]
     kinds: dict[str, int] = {}
@@ -378,7 +378,7 @@ def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], A
                               pod_ready_seconds=2), manifest)
     later: list[float] = []
     steps = [
-        lambda: (world.fail_pod("chat-engine-1-worker-0"), later.append(world.now + 1.0)),
+        lambda: (world.fail_pod("chat-engine-engine-1-worker-0"), later.append(world.now + 1.0)),
         lambda: world.patch_replica({"spec": {"runners": engine_manifest(
             workers=1, image="img:2")["spec"]["runners"]}}),
         lambda: world.patch_replica({"spec": {"replicas": 8}}),
@@ -388,7 +388,7 @@ def _drive_flushed(kinds_held: frozenset[str | None]) -> tuple[dict[str, int], A
     for _ in range(3000):
         if later and world.now >= later[0]:
             later.pop()
-            world.fail_pod("chat-engine-4-worker-0")
+            world.fail_pod("chat-engine-engine-4-worker-0")
         snap = world.snapshot()
         if steps:  # the scale-up is the last step
             peak_pods = max(peak_pods, len(snap.pods))

@@ -18,7 +18,7 @@ from omenative_core.planner import plan
 from omenative_core.steps.teardown import FINALIZER
 from omenative_sim.world import ClusterSpec, World
 
-LONG = "x" * 50  # pods `{LONG}-{index}-leader-0`: 61 chars up to index 9, 64 from 100
+LONG = "x" * 43  # pods `{LONG}-engine-{index}-leader-0`: 61 chars up to index 9, 64 from 100
 
 
 def _world(config: LifecycleConfig | None = None) -> World:

@@ -221,3 +221,6 @@ class Snapshot:
     create_errors: tuple[CreateError, ...] = ()
     config: LifecycleConfig = field(factory=LifecycleConfig)
     headless_service_exists: bool = True
+    #: a standalone replica's pre-OME headless Service ``{replica}-headless`` exists,
+    #: labelled as this replica's (the planner deletes it once no pod is named under it)
+    legacy_headless_service_exists: bool = False

@@ -160,10 +160,27 @@ class InferenceReplica:
 
     @property
     def prefix(self) -> str:
-        """Name prefix of every object it owns: ``{isvc}-{component}`` or its own name."""
+        """Name prefix of the pods and the headless Service of new Instances, as OME names
+        them: ``{isvc}-{component}`` when projected, ``{replica}-{component}`` when
+        standalone (OME's guide "Run a standalone InferenceReplica", Step 2)."""
         if self.spec.parent_ref is not None:
             return f"{self.spec.parent_ref.name}-{self.spec.component}"
-        return self.metadata.name
+        return f"{self.metadata.name}-{self.spec.component}"
+
+    @property
+    def legacy_prefix(self) -> str | None:
+        """Standalone only: ``{replica}``, the prefix omenative gave pods and the headless
+        Service before it took OME's names. An Instance whose pods carry it keeps it until
+        the Instance is replaced, so a running leader is never renamed under its workers."""
+        return None if self.spec.parent_ref is not None else self.metadata.name
+
+    @property
+    def stable_prefix(self) -> str:
+        """Name prefix of what is not one pod's: ControllerRevisions, PodGroups, Workloads
+        and Kueue pod groups. ``{replica}`` when standalone (unchanged by OME's pod names,
+        so an upgrade neither mints a new revision of every replica nor renames a running
+        gang's group), else ``prefix``."""
+        return self.metadata.name if self.spec.parent_ref is None else self.prefix
 
     @property
     def isvc_name(self) -> str:

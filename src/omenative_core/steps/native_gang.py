@@ -88,7 +88,7 @@ def ensure(
     chosen = mechanism(st, runners)
     if chosen == MECHANISM_NONE:
         return None
-    name = pod_group_name(st.view.prefix, index, incarnation)
+    name = pod_group_name(st.view.stable_prefix, index, incarnation)
     count = pods_per_instance(runners)
     if chosen == MECHANISM_POD_GROUP:
         pg = st.view.snap.pod_groups.get(name)
@@ -110,7 +110,7 @@ def ensure(
             pg.deleting or pg.failed) else None
     rev_hash = hash_of(revision)
     api, priority = st.view.snap.native_gang_api, priority_class_name(runners)
-    workload = st.view.snap.workloads.get(workload_name(st.view.prefix, rev_hash))
+    workload = st.view.snap.workloads.get(workload_name(st.view.stable_prefix, rev_hash))
     if workload is None:
         st.out.add(CreateObject(body=render_workload(
             st.view.ir, revision_hash=rev_hash, min_count=count, api_version=api,
@@ -135,7 +135,7 @@ def _reset_failed(st: StepPass, views: Iterable[PodGroupView]) -> None:
     Instance is not failed for it. A dead member still on the group holds the reset back
     (the phase is derived from the members, so a rebuild around it gets the same verdict);
     a group no row names is an orphan, which ``cleanup`` deletes anyway."""
-    prefix = st.view.prefix
+    prefix = st.view.stable_prefix
     rows = {pod_group_name(prefix, r.index, r.incarnation): r.index for r in st.rows.values()}
     for pg in views:
         index = rows.get(pg.name)
@@ -157,7 +157,7 @@ def _delete(st: StepPass, pg: PodGroupView, api_version: str) -> None:
 
 def delete_pod_group(st: StepPass, index: int, incarnation: int) -> bool:
     """Delete one attempt's PodGroup (either mechanism); True once none is left."""
-    name = pod_group_name(st.view.prefix, index, incarnation)
+    name = pod_group_name(st.view.stable_prefix, index, incarnation)
     gone = True
     for groups, api in ((st.view.snap.pod_groups, POD_GROUP_API_VERSION),
                         (st.view.snap.native_pod_groups, st.view.snap.native_gang_api)):
@@ -182,7 +182,7 @@ def _row_groups(st: PassState) -> frozenset[str]:
     if kept is not None and len(kept[0]) == len(rows) and all(map(is_, rows, kept[0])):
         st.row_groups = kept
         return kept[1]
-    prefix = st.view.prefix
+    prefix = st.view.stable_prefix
     names = {f"{prefix}-{r.index}-{r.incarnation}" for r in rows}
     if names and max(map(len, names)) > MAX_NAME_LENGTH:  # bounded names: the long way
         names = {pod_group_name(prefix, r.index, r.incarnation) for r in rows}
@@ -196,7 +196,7 @@ def _pod_groups(st: StepPass) -> set[str]:
     for pod in st.view.snap.pods:
         index = pod.instance
         if index is not None:
-            used.add(pod_group_name(st.view.prefix, index, pod.incarnation))
+            used.add(pod_group_name(st.view.stable_prefix, index, pod.incarnation))
         label = pod.labels.get(LABEL_POD_GROUP)
         if label:
             used.add(label)
@@ -253,7 +253,7 @@ def _unnamed_since(
     moved = compress(views, map(is_not, views, kept.groups[at]))
     unknown = set(kept.unnamed[at])
     unknown.update(map(attrgetter("name"), moved))
-    prefix, old_rows = st.view.prefix, kept.by_index
+    prefix, old_rows = st.view.stable_prefix, kept.by_index
     left = set()
     for i in rows.written:
         old = old_rows.get(i)

@@ -54,6 +54,7 @@ def create_pod(
         avoid_node=op.from_node if op else None,
         prefer_nodes=op.hint_target_nodes if op else (),
         pairing_protocol=st.view.pairing_by_rev.get(revision),
+        prefix=st.view.attempt_prefix(row.index, row.incarnation, slot_ordinal),
     )
     if body["metadata"]["name"] != name:  # pragma: no cover - render/planner mismatch
         raise AssertionError(f"rendered pod {body['metadata']['name']} != expected {name}")

@@ -53,7 +53,7 @@ def resolve_revisions(snap: Snapshot) -> Revisions:
     """Stored revisions, the spec's revision (to create if missing) and the target: what
     the pass's view holds (``steps.view``); ``record_revisions`` writes what it asks for."""
     ir = snap.replica
-    spec, prefix = ir.spec, ir.prefix
+    spec, prefix = ir.spec, ir.stable_prefix
     runners_by_rev: dict[str, tuple[Runner, ...]] = {}
     pairing_by_rev: dict[str, str | None] = {}
     placement_by_rev: dict[str, dict[str, str]] = {}
@@ -177,7 +177,7 @@ def load_rows(st: PassState) -> None:
         live = [p for p in pods if not p.terminating] or pods
         inc = max(p.incarnation for p in live) or 1
         rev_hash = live[0].labels.get(LABEL_REVISION_HASH, "")
-        rev = revision_name(st.view.prefix, rev_hash) if rev_hash else ""
+        rev = revision_name(st.view.stable_prefix, rev_hash) if rev_hash else ""
         st.rows[index] = InstanceStatus(
             index=index,
             incarnation=inc,

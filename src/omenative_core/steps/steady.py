@@ -76,7 +76,7 @@ def _kind(st: StepPass, row: InstanceStatus) -> Kind:
     )
     if not expected:
         return None
-    head = f"{st.view.prefix}-{row.index}"
+    head = f"{st.view.attempt_prefix(row.index, row.incarnation, row.active_ordinal)}-{row.index}"
     if not all(name.startswith(head) for name in expected):
         return None  # not one spelling for every row: the per-row check decides
     tails = tuple(name[len(head) :] for name in expected)
@@ -122,6 +122,7 @@ def _match(
     (``_mark_plain``).
     """
     by_index, prefix = st.cache.pods_by_index, st.view.prefix
+    legacy = st.view.legacy_attempts
     kinds: dict[tuple[str, int], Kind] = {}
     key: tuple[str, int] | None = None
     kind: Kind = None
@@ -145,7 +146,11 @@ def _match(
             kind = kinds[key] if key in kinds else kinds.setdefault(key, _kind(st, row))
         if kind is None or len(pods) != kind[2]:
             continue
-        head, tails, rev_hash, incarnation = f"{prefix}-{index}", kind[0], kind[1], row.incarnation
+        incarnation = row.incarnation
+        own = prefix  # a standalone Instance from before OME's names keeps its own
+        if legacy:
+            own = st.view.attempt_prefix(index, incarnation, row.active_ordinal)
+        head, tails, rev_hash = f"{own}-{index}", kind[0], kind[1]
         count, admitted = 0, True
         # each pod read once, its view's facts (``enumerate``: a strict ``zip`` per row costs
         # more than the loop)

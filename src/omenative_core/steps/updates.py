@@ -20,7 +20,7 @@ from attrs import evolve
 
 from omenative_core.model.status import InstanceStatus
 from omenative_core.phases import OpType, Phase, Step, Strategy, Waiting
-from omenative_core.render import is_multi_pod, pod_name
+from omenative_core.render import is_multi_pod
 from omenative_core.steps.pods import drain
 from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.update_moves import images_only
@@ -197,11 +197,11 @@ def leaving_surge_slots(st: StepPass) -> int:
         op = row.operation
         if op is not None and op.type in (OpType.UPDATE, OpType.DELETE):
             continue  # counted by surges_in_flight / draining_condemned
-        surge_pod = pod_name(st.view.prefix, row.index, "default", 1 - row.active_ordinal)
+        surge_pods = st.view.pod_names(row.index, "default", 1 - row.active_ordinal)
         total += sum(
             1
             for p in st.pods_of(row.index)
-            if p.name == surge_pod and not st.view.node_lost(p)
+            if p.name in surge_pods and not st.view.node_lost(p)
         )
     return total
 

@@ -9,9 +9,10 @@ and ``regroup`` works out which Instances they no longer hold for.
 Theory of operation:
 
 1. **Basis.** Every verdict is a function of the Instance's row, its pods and replica-wide
-   inputs: the spec, the replica's name prefix, the config, the stored revisions, the nodes and
-   ``collisionCount``. If any replica-wide input differs (compared by identity, then by
-   equality) nothing is reused: the pass recomputes every Instance.
+   inputs: the spec, the replica's name prefix (and whether its pre-OME Service stands),
+   the config, the stored revisions, the nodes and ``collisionCount``. If any replica-wide
+   input differs (compared by identity, then by equality) nothing is reused: the pass
+   recomputes every Instance.
 2. **Dirty Instances by identity.** The shell's caches hand back the same view object for
    a pod that did not change, so the pods that changed are the new objects and the gone
    ones, found with set operations on ``id()`` (the previous pods stay referenced by the
@@ -122,6 +123,7 @@ def basis_of(snap: Snapshot) -> tuple[Any, ...]:
     return (
         ir.spec,
         ir.prefix,
+        snap.legacy_headless_service_exists,  # whether pods may carry the pre-OME names
         snap.config,
         snap.revisions,
         kept_map(snap.nodes),

@@ -19,6 +19,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from omenative_core.labels import LABEL_POD_ORDINAL, LABEL_RUNNER
 from omenative_core.model.config import LifecycleConfig
 from omenative_core.model.observed import CreateError, PodView, Snapshot
 from omenative_core.model.plan import CreateRevision
@@ -30,7 +31,7 @@ from omenative_core.policy import Policy
 from omenative_core.render import instance_slots, is_multi_pod, pod_name
 from omenative_core.revisions import hash_of
 
-__all__ = ["PassView", "Revisions", "Shape"]
+__all__ = ["PassView", "Revisions", "Shape", "legacy_attempts"]
 
 Shape = tuple[tuple[str, tuple[Any, tuple[Runner, ...]]], ...]
 """An attempt's pods: (name after ``{prefix}-{index}``, (slot, runners)), in rank order."""
@@ -71,7 +72,13 @@ class PassView:
     ir: InferenceReplica = field(init=False)
     spec: InferenceReplicaSpec = field(init=False)
     prefix: str = field(init=False)
-    """The name prefix of the replica's pods and PodGroups."""
+    """The name prefix of the pods of new Instances (OME's: ``InferenceReplica.prefix``)."""
+    stable_prefix: str = field(init=False)
+    """The name prefix of ControllerRevisions, PodGroups and Workloads."""
+    legacy_attempts: frozenset[tuple[int, int, int]] = field(init=False)
+    """Standalone replicas whose pre-OME Service ``{replica}-headless`` stands: the
+    attempts (index, incarnation, ordinal; ``-1`` for a multi-pod Instance) whose pods
+    carry the pre-OME prefix ``{replica}``; they keep it."""
     config: LifecycleConfig = field(init=False)
     errors_by_name: Mapping[str, CreateError] = field(init=False)
     """Pod name -> the API's refusal of its create in the last pass."""
@@ -84,7 +91,7 @@ class PassView:
     target: str = field(init=False)
     """The revision the rollout moves the Instances to."""
     _shapes: dict[tuple[str, int], Shape | None] = field(init=False, factory=dict)
-    _expected: dict[tuple[int, str, int], Expected | None] = field(init=False, factory=dict)
+    _expected: dict[tuple[int, str, int, str], Expected | None] = field(init=False, factory=dict)
     _hashes: dict[str, str] = field(init=False, factory=dict)
 
     def __attrs_post_init__(self) -> None:
@@ -94,6 +101,12 @@ class PassView:
         put(self, "ir", ir)
         put(self, "spec", ir.spec)
         put(self, "prefix", ir.prefix)
+        put(self, "stable_prefix", ir.stable_prefix)
+        # only while the pre-OME Service stands can a pod carry the old names: the old
+        # release made it before any pod, and it goes once none does (a pass then reads
+        # no pod for this)
+        old = ir.legacy_prefix if snap.legacy_headless_service_exists else None
+        put(self, "legacy_attempts", legacy_attempts(old, snap.pods))
         put(self, "config", snap.config)
         put(self, "prev", ir.status or InferenceReplicaStatus())
         put(self, "errors_by_name", {e.name: e for e in snap.create_errors})
@@ -119,8 +132,8 @@ class PassView:
         revision's slots are laid out once per pass (``_shape``); the names are built from
         them, as ``render.pod_name`` spells them.
         """
-        del incarnation  # names do not carry it; kept so call sites read as "this attempt"
-        key = (index, revision, slot_ordinal)
+        prefix = self.attempt_prefix(index, incarnation, slot_ordinal)
+        key = (index, revision, slot_ordinal, prefix)
         if key in self._expected:
             return self._expected[key]
         kind = (revision, slot_ordinal)
@@ -128,10 +141,29 @@ class PassView:
         if shape is None:
             out = None
         else:
-            head = f"{self.prefix}-{index}"
+            head = f"{prefix}-{index}"
             out = {head + tail: value for tail, value in shape}
         self._expected[key] = out
         return out
+
+    def attempt_prefix(self, index: int, incarnation: int, slot_ordinal: int) -> str:
+        """The name prefix of one attempt's pods: the pre-OME ``{replica}`` while a pod of
+        that attempt carries it (its workers' ``OME_LEADER_ADDRESS`` names it), else
+        ``prefix``. A replacement (a restart's next incarnation, an update's surge pod,
+        a gang surge or migration at a new index) is a new attempt: OME's name."""
+        legacy = self.legacy_attempts
+        if legacy and (
+            (index, incarnation, -1) in legacy or (index, incarnation, slot_ordinal) in legacy
+        ):
+            return self.ir.legacy_prefix or self.prefix
+        return self.prefix
+
+    def pod_names(self, index: int, runner: str, ordinal: int) -> tuple[str, ...]:
+        """The names a pod of Instance ``index`` may carry: OME's, and the pre-OME one of
+        a standalone replica."""
+        own = pod_name(self.prefix, index, runner, ordinal)
+        legacy = self.ir.legacy_prefix
+        return (own, pod_name(legacy, index, runner, ordinal)) if legacy else (own,)
 
     def _shape(self, revision: str, slot_ordinal: int) -> Shape | None:
         """Each pod's name after ``{prefix}-{index}`` and its (slot, runners), in rank order."""
@@ -212,3 +244,29 @@ class PassView:
             reason=reason,
             **kw,
         )
+
+
+def legacy_attempts(
+    legacy: str | None, pods: tuple[PodView, ...]
+) -> frozenset[tuple[int, int, int]]:
+    """The attempts whose pods are named ``{legacy}-{index}-...`` (the pods are the record:
+    no status field holds a prefix): (index, incarnation, ordinal) for a single pod,
+    (index, incarnation, -1) for a multi-pod Instance. Empty for a projected replica.
+
+    OME's names put the component after the replica's name, never a digit, so a name
+    whose next part is a digit is the old spelling.
+    """
+    if legacy is None:
+        return frozenset()
+    head = legacy + "-"
+    start = len(head)
+    out: set[tuple[int, int, int]] = set()
+    for pod in pods:
+        name = pod.name
+        if pod.instance is None or not name.startswith(head) or not name[start:start + 1].isdigit():
+            continue
+        single = pod.labels.get(LABEL_RUNNER) == "default"
+        raw = pod.labels.get(LABEL_POD_ORDINAL, "")
+        ordinal = int(raw) if single and raw.isdigit() else -1
+        out.add((pod.instance, pod.incarnation, ordinal))
+    return frozenset(out)
