@@ -1,7 +1,8 @@
 """Quiescent at rest: with every Instance Ready, the manager makes no write calls, for a
 bare InferenceReplica and for an InferenceService whose engine and decoder are a rollout
 group that has just finished a canary (the ISVC controller, the rollout shell and the IR
-manager must not keep rewriting each other's objects)."""
+manager must not keep rewriting each other's objects); and a pass of that InferenceService
+at rest, which applies every object it owns, writes none of them."""
 
 from __future__ import annotations
 
@@ -70,6 +71,26 @@ async def test_zero_writes_after_a_rollout_group_finished_its_canary(
     assert all(group(isvc)["stable"][c] != f"pd-{c}-{old[c]}" for c in MEMBERS)
     await hpas_settled(kube, namespace)
     await assert_no_writes(handle, ISVC_WINDOW)
+    await assert_isvc_pass_writes_nothing(handle)
+
+
+async def assert_isvc_pass_writes_nothing(handle: ManagerHandle) -> None:
+    """A pass of every InferenceService at rest renders and applies every object it owns
+    (InferenceReplicas, Services, HPAs, PDBs, the router's RBAC...): none is written, since
+    each is the body last applied and its cached object still carries what that left."""
+    isvc_ctl = handle.manager._isvc
+    assert isvc_ctl is not None
+    keys = isvc_ctl.isvcs.key_list()
+    assert keys
+    writes0, by_resource0 = handle.writes(), _writes_by_resource(handle)
+    for key in keys:
+        assert await isvc_ctl.reconcile(key)
+    writes = handle.writes() - writes0
+    grew = {k: v - by_resource0.get(k, 0.0) for k, v in _writes_by_resource(handle).items()
+            if v != by_resource0.get(k, 0.0)}
+    print(f"ISVC PASS AT REST: {len(keys)} InferenceService(s), writes={writes:.0f} {grew}, "
+          f"applies remembered={len(isvc_ctl.repeats)}")
+    assert writes == 0, f"{writes} write calls in one pass at rest: {grew}"
 
 
 async def hpas_settled(kube: KubeClient, namespace: str) -> None:
