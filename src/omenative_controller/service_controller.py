@@ -11,7 +11,8 @@ groups, the pairing tokens and last pass's analysis answers (``rollout_controlle
 Warnings, pinned runtime revisions, the LeaderWorkerSet leader labels, then either the
 rejection (``SpecValid=False`` and a Warning, nothing else) or every object of every
 component that is not blocked, server-side applied (``application/apply-patch+yaml``, field
-manager ``omenative-isvc``, ``force=true``), and the status through the status subresource
+manager ``omenative-isvc``, ``force=true``; skipped when the body and the cached object are
+as the last apply left them: ``repeat_applies.py``), and the status through the status subresource
 when it changed, with the cached ``resourceVersion`` as the precondition. Only once the
 status is written: the LeaderWorkerSet scale-downs and hand-over Events, the rollout's
 Events, annotation removals, traffic mirrors and analysis queries, and the per-revision
