@@ -98,7 +98,7 @@ async def hpas_settled(kube: KubeClient, namespace: str) -> None:
     than its 15 s sync period. It learns the InferenceReplica's scale subresource some
     seconds after the CRD appears and then fills in the HPA status; each of those changes is
     mirrored into the ISVC status (``status.components.<c>.autoscaler``), as it must be, so
-    until then the state is not steady."""
+    until then the state is not steady: it waits for that first success too."""
     seen: dict[str, object] = {"versions": None, "since": time.monotonic()}
 
     async def settled() -> bool:
@@ -106,10 +106,21 @@ async def hpas_settled(kube: KubeClient, namespace: str) -> None:
         versions = sorted(h["metadata"]["resourceVersion"] for h in hpas)
         if versions != seen["versions"]:
             seen["versions"], seen["since"] = versions, time.monotonic()
-        return bool(hpas) and time.monotonic() - float(seen["since"]) >= 17.0  # type: ignore[arg-type]
+        return bool(hpas) and all(_got_scale(h) for h in hpas) and \
+            time.monotonic() - float(seen["since"]) >= 17.0  # type: ignore[arg-type]
 
     await eventually(settled, timeout=120, interval=0.5,
-                     what="the HPA controller to leave every HPA alone for 17 s")
+                     what="the HPA controller to read every target's scale and then leave "
+                          "every HPA alone for 17 s")
+
+
+def _got_scale(hpa: dict[str, Any]) -> bool:
+    """The HPA controller has read the target's scale (``AbleToScale=True``). Until then it
+    retries about every 30 s, longer than the 17 s quiet, and its first success changes the
+    HPA status the ISVC mirrors (seen: FailedGetScale at :59, SucceededGetScale at :29, the
+    ISVC status written twice in the window; on main as well)."""
+    return any(c.get("type") == "AbleToScale" and c.get("status") == "True"
+               for c in (hpa.get("status") or {}).get("conditions") or ())
 
 
 async def assert_no_writes(handle: ManagerHandle, window: float) -> None:
