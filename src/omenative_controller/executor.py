@@ -29,7 +29,7 @@ Rules (design.md, "The shell"):
   over ``STATUS_SIZE_LIMIT`` (etcd's default request limit) is never sent: the pass ends
   and a Warning Event ``StatusSizeExceeded`` names the size and the limit. Writes to
   the InferenceReplica itself (finalizer, annotations) carry the resourceVersion the pass
-  last saw, and their answers are written through to the cache.
+  last saw, and their answers are written through to the cache (``replica_writes.py``).
 * ``SetServingGate`` and ``PatchPodImages`` are strategic merge patches that name the pod's
   UID (a pod re-created under the same name is not touched; the server refuses the patch).
 * Before every call the write guard (the leader elector's ``may_act``) must agree.
@@ -44,8 +44,6 @@ Events are sent separately by :class:`ReplicaEvents` through the shell's one
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -68,7 +66,6 @@ from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import INFERENCE_REPLICAS, PODS, Resource
 from omenative_controller.kueue_cleanup import KUEUE_MANAGED_LABEL, KUEUE_WORKLOADS, KueueGroups
 from omenative_controller.observability import Metrics
-from omenative_controller.ome_series import WriteResult, encoding_label
 from omenative_controller.pass_context import (
     ApplyResult,
     PassContext,
@@ -77,6 +74,11 @@ from omenative_controller.pass_context import (
     instance_of,
 )
 from omenative_controller.replica_events import ReplicaEvents
+from omenative_controller.replica_writes import (
+    STATUS_SIZE_LIMIT,
+    STATUS_THREAD_ROWS,
+    ReplicaWriter,
+)
 from omenative_controller.runs import (
     action_runs,
     bound_creates,
@@ -105,8 +107,6 @@ from omenative_core.model.plan import (
     SetServingGate,
     UpdateStatus,
 )
-from omenative_core.status.budget import too_large_patch
-from omenative_core.status.wire import status_to_json
 
 __all__ = [
     "AUDIT_KEY",
@@ -126,24 +126,11 @@ __all__ = [
 
 log = structlog.get_logger("omenative.executor")
 
-STATUS_SIZE_LIMIT = 1536 * 1024
-"""Largest status write sent, in bytes of its JSON body: etcd's default request limit.
-
-A larger write would be refused by etcd (or the API server) after the cost of sending it;
-the manager says why instead, once per pass, and writes nothing.
-"""
 DEFAULT_MAX_INFLIGHT = 32
 """Plan actions in flight at once, over every worker (``--max-inflight``).
 
 Every request waits for a token of the client's one bucket, in arrival order; the budget
 bounds how many writes can queue there ahead of a Lease renewal (32 at 100 QPS: 0.32 s).
-"""
-STATUS_THREAD_ROWS = 256
-"""Statuses of this many Instance rows or more are encoded in a worker thread.
-
-Encoding costs ~15 µs a row (ColumnarV2, cattrs): a 10,000-row status would hold the event
-loop for ~150 ms, and every watch and the Lease renewal with it. In a thread the loop gets
-the interpreter back every switch interval (5 ms); below this size the hop is not worth it.
 """
 _Stop = PassStop
 
@@ -195,10 +182,14 @@ class Executor:
     #: pod terminating does not delete the same UID again (sent_deletes.py)
     sent_deletes: SentDeletes = field(factory=SentDeletes)
     _budget: Slots | None = None
+    _replica: ReplicaWriter = field(init=False)
     _kueue: KueueGroups | None = None
     _pipeline: CreatePipeline | None = None
 
     def __attrs_post_init__(self) -> None:
+        self._replica = ReplicaWriter(
+            self.client, self.metrics, self.encoding, self.on_replica_written, self.events,
+            self.status_size_limit, self.pods_of)
         self._kueue = KueueGroups(self.client, self.pods_of, self.guard, self.metrics)
         if (self.pipeline_depth > 0 and self.on_pod_expected is not None
                 and self.on_pod_unexpected is not None):
@@ -376,136 +367,19 @@ class Executor:
                                "" if isinstance(action, DeleteObject) else action.uid,
                                ctx, action.kind)
         elif isinstance(action, UpdateStatus):
-            await self._update_status(action, ctx)
+            await self._replica.update_status(action, ctx)
         elif isinstance(action, SetServingGate):
             await self._set_gate(action, ctx)
         elif isinstance(action, PatchPodImages):
             await self._patch_images(action, ctx)
         elif isinstance(action, SetFinalizer):
-            await self._set_finalizer(action, ctx)
+            await self._replica.set_finalizer(action, ctx)
         elif isinstance(action, RemoveAnnotations):
-            await self._remove_annotations(action, ctx)
+            await self._replica.remove_annotations(action, ctx)
         elif isinstance(action, RecordAudit):
             await record_audit(self.client, action, ctx, self._log(ctx))
         else:  # pragma: no cover - the Action union is closed
             raise _Stop("failed", f"unknown action {action!r}")
-
-    # ------------------------------------------------------------------ the replica
-
-    def _wrote_replica(self, ctx: PassContext, obj: JSON) -> None:
-        ctx.raw = obj
-        if self.on_replica_written is not None:
-            self.on_replica_written(obj)
-
-    def _replica_conflict(self, exc: ApiError, what: str) -> _Stop:
-        if exc.conflict or exc.not_found:
-            return _Stop("conflict", f"{what}: {exc.reason} (the view was stale)", exc.reason)
-        if exc.invalid:
-            return _Stop("failed", f"{what} rejected: {exc.message}", exc.reason)
-        return _Stop("failed", f"{what}: {exc}", exc.reason)
-
-    def _status_body(self, action: UpdateStatus, ctx: PassContext) -> tuple[JSON, int]:
-        """The status PUT's body and its size in bytes (CPU only: may run in a thread)."""
-        encoding, max_decoded = self.encoding()
-        status = status_to_json(action.status, encoding=encoding, max_decoded=max_decoded)
-        meta = ctx.raw.get("metadata") or {}
-        body = {
-            "apiVersion": INFERENCE_REPLICAS.api_version,
-            "kind": INFERENCE_REPLICAS.kind,
-            "metadata": {
-                "name": ctx.name,
-                "namespace": ctx.namespace,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "spec": ctx.raw.get("spec") or {},
-            "status": status,
-        }
-        return body, len(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
-
-    async def _update_status(self, action: UpdateStatus, ctx: PassContext) -> None:
-        if len(action.status.instances) >= STATUS_THREAD_ROWS:
-            body, size = await asyncio.to_thread(self._status_body, action, ctx)
-        else:
-            body, size = self._status_body(action, ctx)
-        ome = self.metrics.ome if self.metrics is not None else None
-        label = ome.status_write(ctx, body, size) if ome is not None else ""
-        await self._check_status_size(body, size, ctx)
-        try:
-            obj = await self.client.replace(
-                INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
-            )
-        except ApiError as exc:
-            if ome is not None:
-                ome.status_written(label, WriteResult.CONFLICT if exc.conflict
-                                   else WriteResult.ERROR)
-            raise self._replica_conflict(exc, "status update") from None
-        if ome is not None:
-            ome.status_committed(ctx, body, label, action.status, pods=self.pods_of)
-        self._wrote_replica(ctx, obj)
-
-    async def _check_status_size(self, body: JSON, size: int, ctx: PassContext) -> None:
-        """End the pass, with a Warning Event, when the status body is over the limit."""
-        if self.metrics is not None:
-            self.metrics.status_bytes.labels(ctx.namespace, ctx.name).set(size)
-        if size <= self.status_size_limit:
-            return
-        if self.metrics is not None:
-            self.metrics.ome.status_written(encoding_label(body), WriteResult.REJECTED)
-        rows = len((body.get("status") or {}).get("instanceStatuses") or ())
-        message = (
-            f"status update not sent: its body is {size} bytes, over the "
-            f"{self.status_size_limit}-byte limit (etcd's default request size, 1.5 MiB)"
-            + (f"; {rows} Instance rows are written DenseV1" if rows else "")
-        )
-        self._log(ctx).warning("status.too_large", size=size, limit=self.status_size_limit)
-        if self.events is not None:
-            await self.events.emit_raw(ctx, "Warning", "StatusSizeExceeded", message)
-        await self._mark_too_large(ctx, size)
-        raise _Stop("failed", message, "StatusSizeExceeded")
-
-    async def _mark_too_large(self, ctx: PassContext, size: int) -> None:
-        """Add ``StatusSizeExceeded=True`` to the stored status's conditions (best effort)."""
-        body = too_large_patch(ctx.raw, size, self.status_size_limit, datetime.now(UTC))
-        try:
-            obj = await self.client.patch(
-                INFERENCE_REPLICAS, ctx.name, body, ctx.namespace, subresource="status"
-            )
-        except ApiError as exc:
-            self._log(ctx).warning("status.too_large_condition_failed", error=str(exc))
-            return
-        self._wrote_replica(ctx, obj)
-
-    async def _set_finalizer(self, action: SetFinalizer, ctx: PassContext) -> None:
-        meta = ctx.raw.get("metadata") or {}
-        current = list(meta.get("finalizers") or [])
-        if action.present == (action.finalizer in current):
-            return
-        wanted = ([*current, action.finalizer] if action.present
-                  else [f for f in current if f != action.finalizer])
-        patch = {"metadata": {"resourceVersion": meta.get("resourceVersion"),
-                              "finalizers": wanted}}
-        try:
-            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace)
-        except ApiError as exc:
-            if exc.not_found and not action.present:
-                return  # already gone
-            raise self._replica_conflict(exc, "finalizer update") from None
-        self._wrote_replica(ctx, obj)
-        self._log(ctx).info("finalizer.set" if action.present else "finalizer.removed",
-                            finalizer=action.finalizer)
-
-    async def _remove_annotations(self, action: RemoveAnnotations, ctx: PassContext) -> None:
-        present = (ctx.raw.get("metadata") or {}).get("annotations") or {}
-        keys = [k for k in action.keys if k in present]
-        if not keys:
-            return
-        patch = {"metadata": {"annotations": dict.fromkeys(keys)}}
-        try:
-            obj = await self.client.patch(INFERENCE_REPLICAS, ctx.name, patch, ctx.namespace)
-        except ApiError as exc:
-            raise self._replica_conflict(exc, "annotation removal") from None
-        self._wrote_replica(ctx, obj)
 
     # ------------------------------------------------------------------ owned objects
 

@@ -11,7 +11,8 @@ groups, the pairing tokens and last pass's analysis answers (``rollout_controlle
 Warnings, pinned runtime revisions, the LeaderWorkerSet leader labels, then either the
 rejection (``SpecValid=False`` and a Warning, nothing else) or every object of every
 component that is not blocked, server-side applied (``application/apply-patch+yaml``, field
-manager ``omenative-isvc``, ``force=true``), and the status through the status subresource
+manager ``omenative-isvc``, ``force=true``; skipped when the body and the cached object are
+as the last apply left them: ``repeat_applies.py``), and the status through the status subresource
 when it changed, with the cached ``resourceVersion`` as the precondition. Only once the
 status is written: the LeaderWorkerSet scale-downs and hand-over Events, the rollout's
 Events, annotation removals, traffic mirrors and analysis queries, and the per-revision
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -57,6 +58,7 @@ from omenative_controller.kube.resources import (
 from omenative_controller.kube.tasks import cancel_and_wait
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.lws_handover import LwsHandover
+from omenative_controller.owned_caches import OwnedCaches
 from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController
 from omenative_controller.runtime_gc import RevisionCollector
@@ -209,6 +211,13 @@ class ServiceController:
         self.rollout = RolloutController(client, guard=self.guard, now=self.now)
         self.decoder = ReplicaDecoder()
         self.repeats = RepeatApplies()
+        self.owned_caches = OwnedCaches(client, ns, self._owned_informers, self._owned_changed)
+
+    def _owned_informers(self) -> Iterator[Informer[JSON]]:
+        """The running caches of what the ISVC pass applies (``owned_caches.py``)."""
+        yield from (self.replicas, self.deployments, self.autoscalers.hpas)
+        yield from self.autoscalers.keda.informers.values()
+        yield from self.lws.presence.informers.values()
 
     # ------------------------------------------------------------------ inputs
 
@@ -238,6 +247,7 @@ class ServiceController:
         key = object_key(namespace, str(obj["metadata"]["name"]))
         if new is None:
             self.queue.discard(key)
+            self.repeats.forget(key)
             self.rollout.isvc_gone(str(obj["metadata"].get("namespace") or namespace or ""),
                                    str(obj["metadata"]["name"]))
             return
@@ -292,6 +302,7 @@ class ServiceController:
         finally:
             self.queue.shutdown()
             await cancel_and_wait(tasks)
+            await self.owned_caches.close()
             await self.rollout.close()
 
     async def _resync(self) -> None:
@@ -444,35 +455,31 @@ class ServiceController:
                 log.info("isvc.component_blocked", key=key, component=cp.component,
                          reason=cp.ready.reason if cp.ready else "")
         for component, obj in sp.applies:
-            applied = await self.apply(obj)
+            applied = await self.apply(obj, owner=key)
             if obj.get("kind") == "InferenceReplica":
                 self.replicas.upsert_if_newer(applied)
                 owned[component] = self.replicas.get(
                     object_key(sp.isvc.namespace, obj["metadata"]["name"])) or applied
         return owned
 
-    async def apply(self, obj: Mapping[str, Any]) -> JSON:
-        """Server-side apply ``obj`` (field manager ``omenative-isvc``, force)."""
+    async def apply(self, obj: Mapping[str, Any], *, owner: str = "") -> JSON:
+        """Server-side apply ``obj`` (field manager ``omenative-isvc``, force), unless it is
+        the body last applied for ``owner`` and the cached object still carries what that
+        apply left (``repeat_applies.py``): then the cached object, and no write."""
         if not self.guard():
             raise ApiError(0, "NotLeader", "writes are not allowed now")
+        cached = self.owned_caches.cached(obj)
+        if cached is not None and self.repeats.unchanged(owner, obj, cached):
+            return cached
         meta = obj["metadata"]
         res = resource_for(str(obj["apiVersion"]), str(obj["kind"]))
-        generation = self.repeats.last_generation(obj)
-        if generation is not None:  # a LeaderWorkerSet we applied as is: write only if moved
-            try:
-                live = await self.client.get(res, meta["name"], meta.get("namespace"))
-            except ApiError as exc:
-                if not exc.not_found:
-                    raise
-            else:
-                if (live.get("metadata") or {}).get("generation") == generation:
-                    return live
         applied = await self.client.request(
             "PATCH", res.path(meta.get("namespace"), meta["name"]), verb="patch",
             resource=res.plural, query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             body=dict(obj), content_type=_APPLY,
         )
-        self.repeats.record(obj, applied)
+        self.repeats.record(owner, obj, applied)
+        self.owned_caches.wrote(obj, applied)
         return applied
 
     def _decoded(self, isvc: InferenceService,

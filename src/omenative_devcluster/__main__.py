@@ -137,7 +137,7 @@ def up(
 @_state_dir
 def down_cmd(state_dir: Path) -> None:
     """Stop the processes recorded in the state folder's pids.json; remove real-node leftovers."""
-    from omenative_devcluster.cluster import down  # noqa: PLC0415
+    from omenative_devcluster.processes import down  # noqa: PLC0415
     from omenative_devcluster.realnodes import down_host  # noqa: PLC0415
 
     stopped = down(state_dir)
@@ -152,7 +152,7 @@ def down_cmd(state_dir: Path) -> None:
 @_state_dir
 def status(state_dir: Path) -> None:
     """Show the recorded processes and whether they are alive."""
-    from omenative_devcluster.cluster import pid_alive, read_pids  # noqa: PLC0415
+    from omenative_devcluster.processes import pid_alive, read_pids  # noqa: PLC0415
 
     pids = read_pids(state_dir.resolve())
     if pids is None:

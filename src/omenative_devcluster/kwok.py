@@ -34,9 +34,10 @@ from attrs import frozen
 
 from omenative_devcluster import components
 from omenative_devcluster.build import _go_env
-from omenative_devcluster.cluster import Cluster, ClusterError, _log, free_ports
+from omenative_devcluster.cluster import Cluster, ClusterError
 from omenative_devcluster.kubelet_api import GPU
 from omenative_devcluster.kubelet_nodes import node_labels
+from omenative_devcluster.processes import _log, free_ports
 
 __all__ = [
     "KWOK_NODE_ANNOTATION",

@@ -27,9 +27,10 @@ import attrs
 
 from omenative_devcluster import build, components
 from omenative_devcluster import realnodes_host as host
-from omenative_devcluster.cluster import Cluster, ClusterError, free_ports
+from omenative_devcluster.cluster import Cluster, ClusterError
 from omenative_devcluster.images import PAUSE_IMAGE, build_image_archives
 from omenative_devcluster.kubelet_api import GPU
+from omenative_devcluster.processes import free_ports
 from omenative_devcluster.realnodes_config import (
     NodeLayout,
     cni_config,

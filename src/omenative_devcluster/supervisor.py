@@ -11,8 +11,9 @@ import contextlib
 import signal
 import subprocess
 
-from omenative_devcluster.cluster import Cluster, ClusterError, ClusterOptions, _log
+from omenative_devcluster.cluster import Cluster, ClusterError, ClusterOptions
 from omenative_devcluster.kwok import KwokOptions, start_kwok
+from omenative_devcluster.processes import _log
 from omenative_devcluster.realnodes import RealNodes, start_with_real_nodes, stop_with_real_nodes
 
 

@@ -1,7 +1,8 @@
 """Quiescent at rest: with every Instance Ready, the manager makes no write calls, for a
 bare InferenceReplica and for an InferenceService whose engine and decoder are a rollout
 group that has just finished a canary (the ISVC controller, the rollout shell and the IR
-manager must not keep rewriting each other's objects)."""
+manager must not keep rewriting each other's objects); and a pass of that InferenceService
+at rest, which applies every object it owns, writes none of them."""
 
 from __future__ import annotations
 
@@ -70,6 +71,26 @@ async def test_zero_writes_after_a_rollout_group_finished_its_canary(
     assert all(group(isvc)["stable"][c] != f"pd-{c}-{old[c]}" for c in MEMBERS)
     await hpas_settled(kube, namespace)
     await assert_no_writes(handle, ISVC_WINDOW)
+    await assert_isvc_pass_writes_nothing(handle)
+
+
+async def assert_isvc_pass_writes_nothing(handle: ManagerHandle) -> None:
+    """A pass of every InferenceService at rest renders and applies every object it owns
+    (InferenceReplicas, Services, HPAs, PDBs, the router's RBAC...): none is written, since
+    each is the body last applied and its cached object still carries what that left."""
+    isvc_ctl = handle.manager._isvc
+    assert isvc_ctl is not None
+    keys = isvc_ctl.isvcs.key_list()
+    assert keys
+    writes0, by_resource0 = handle.writes(), _writes_by_resource(handle)
+    for key in keys:
+        assert await isvc_ctl.reconcile(key)
+    writes = handle.writes() - writes0
+    grew = {k: v - by_resource0.get(k, 0.0) for k, v in _writes_by_resource(handle).items()
+            if v != by_resource0.get(k, 0.0)}
+    print(f"ISVC PASS AT REST: {len(keys)} InferenceService(s), writes={writes:.0f} {grew}, "
+          f"applies remembered={len(isvc_ctl.repeats)}")
+    assert writes == 0, f"{writes} write calls in one pass at rest: {grew}"
 
 
 async def hpas_settled(kube: KubeClient, namespace: str) -> None:
@@ -77,7 +98,7 @@ async def hpas_settled(kube: KubeClient, namespace: str) -> None:
     than its 15 s sync period. It learns the InferenceReplica's scale subresource some
     seconds after the CRD appears and then fills in the HPA status; each of those changes is
     mirrored into the ISVC status (``status.components.<c>.autoscaler``), as it must be, so
-    until then the state is not steady."""
+    until then the state is not steady: it waits for that first success too."""
     seen: dict[str, object] = {"versions": None, "since": time.monotonic()}
 
     async def settled() -> bool:
@@ -85,10 +106,21 @@ async def hpas_settled(kube: KubeClient, namespace: str) -> None:
         versions = sorted(h["metadata"]["resourceVersion"] for h in hpas)
         if versions != seen["versions"]:
             seen["versions"], seen["since"] = versions, time.monotonic()
-        return bool(hpas) and time.monotonic() - float(seen["since"]) >= 17.0  # type: ignore[arg-type]
+        return bool(hpas) and all(_got_scale(h) for h in hpas) and \
+            time.monotonic() - float(seen["since"]) >= 17.0  # type: ignore[arg-type]
 
     await eventually(settled, timeout=120, interval=0.5,
-                     what="the HPA controller to leave every HPA alone for 17 s")
+                     what="the HPA controller to read every target's scale and then leave "
+                          "every HPA alone for 17 s")
+
+
+def _got_scale(hpa: dict[str, Any]) -> bool:
+    """The HPA controller has read the target's scale (``AbleToScale=True``). Until then it
+    retries about every 30 s, longer than the 17 s quiet, and its first success changes the
+    HPA status the ISVC mirrors (seen: FailedGetScale at :59, SucceededGetScale at :29, the
+    ISVC status written twice in the window; on main as well)."""
+    return any(c.get("type") == "AbleToScale" and c.get("status") == "True"
+               for c in (hpa.get("status") or {}).get("conditions") or ())
 
 
 async def assert_no_writes(handle: ManagerHandle, window: float) -> None:
