@@ -41,8 +41,8 @@ import yaml
 
 from omenative_devcluster import components
 from omenative_devcluster.build import cache_root
-from omenative_devcluster.cluster import _pdeathsig, free_ports
 from omenative_devcluster.loopback import kubectl, log_tail, stop_process, wait_ready
+from omenative_devcluster.processes import _pdeathsig, free_ports
 
 __all__ = [
     "KEDA_MODULE",
