@@ -77,12 +77,12 @@ def policy_status(policy: Mapping[str, Any], isvcs: Iterable[Mapping[str, Any]],
     spec = spec if isinstance(spec, Mapping) else {}
     problems = policy_problems(spec, providers)
     users = attached(policy, isvcs)
-    ready = ({"type": CONDITION_READY, "status": "True", "reason": "TemplatesValid",
+    ready: dict[str, Any] = ({"type": CONDITION_READY, "status": "True", "reason": "TemplatesValid",
               "message": "the policy renders and its metric providers are bound"}
              if not problems else
              {"type": CONDITION_READY, "status": "False", "reason": problems[0].reason,
               "message": problems[0].detail})
-    in_use = ({"type": CONDITION_IN_USE, "status": "True", "reason": "Attached",
+    in_use: dict[str, Any] = ({"type": CONDITION_IN_USE, "status": "True", "reason": "Attached",
                "message": f"referenced by {len(users)} component(s)"}
               if users else
               {"type": CONDITION_IN_USE, "status": "False", "reason": "NoConsumers",
