@@ -263,9 +263,11 @@ class ServiceController:
             self.queue.add(key)
 
     def enqueue_all(self) -> None:
-        """Look at every InferenceService again (the cluster settings changed)."""
+        """Look at every InferenceService again (the cluster settings changed), and at every
+        AutoscalerPolicy's status (its metric provider bindings may have)."""
         for key in self.isvcs.key_list():
             self.queue.add(key)
+        self.policies.mark()
 
     # ------------------------------------------------------------------ running
 
@@ -306,7 +308,6 @@ class ServiceController:
         while True:
             await asyncio.sleep(self.resync_seconds)
             self.enqueue_all()
-            self.policies.mark()
 
     async def _worker(self) -> None:
         while True:
