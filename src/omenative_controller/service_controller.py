@@ -63,6 +63,7 @@ from omenative_controller.repeat_applies import RepeatApplies
 from omenative_controller.rollout_controller import RolloutController
 from omenative_controller.runtime_gc import RevisionCollector
 from omenative_controller.service_autoscalers import OwnedAutoscalers
+from omenative_controller.service_policies import Policies
 from omenative_controller.service_sources import (
     CLUSTER_SERVING_RUNTIMES,
     SERVING_RUNTIMES,
@@ -195,6 +196,10 @@ class ServiceController:
             on_change=self._owned_changed)
         self.autoscalers = OwnedAutoscalers(client, ns, self._owned_changed,
                                             interval=crd_poll_seconds)
+        self.policies = Policies(client, ns, self.isvcs, self.queue.add,
+                                 providers=lambda: self.config.metric_providers, now=self.now,
+                                 guard=self.guard, interval=crd_poll_seconds)
+        self.policies.served.on_change = lambda _present: self.enqueue_all()  # feature on/off
         optional = (self.isvcs, *self.sources.runtime_informers)  # no LIST of an absent CRD
         self._informers = (*optional, self.replicas, self.deployments, self.sources.revisions,
                            self.autoscalers.hpas)
@@ -245,6 +250,7 @@ class ServiceController:
         obj = new if new is not None else old
         assert obj is not None
         key = object_key(namespace, str(obj["metadata"]["name"]))
+        self.policies.isvc_changed(old, new)
         if new is None:
             self.queue.discard(key)
             self.repeats.forget(key)
@@ -267,9 +273,11 @@ class ServiceController:
             self.queue.add(key)
 
     def enqueue_all(self) -> None:
-        """Look at every InferenceService again (the cluster settings changed)."""
+        """Look at every InferenceService again (the cluster settings changed), and at every
+        AutoscalerPolicy's status (its metric provider bindings may have)."""
         for key in self.isvcs.key_list():
             self.queue.add(key)
+        self.policies.mark()
 
     # ------------------------------------------------------------------ running
 
@@ -280,6 +288,7 @@ class ServiceController:
         tasks = [asyncio.create_task(i.run(), name=f"isvc-informer-{i.name}") for i in direct]
         tasks.append(asyncio.create_task(self.sources.served.run(), name="isvc-models-served"))
         tasks.append(asyncio.create_task(self.autoscalers.keda.run(), name="isvc-keda-served"))
+        tasks.append(asyncio.create_task(self.policies.run(), name="isvc-policies"))
         tasks.append(asyncio.create_task(self.sources.status_writer.run(),
                                          name="isvc-runtime-status"))
         if polled:
@@ -293,6 +302,7 @@ class ServiceController:
                 await i.wait_synced(self.sync_timeout)
             await self.sources.served.wait_synced(self.sync_timeout)
             await self.autoscalers.keda.wait_synced(self.sync_timeout)
+            await self.policies.served.wait_synced(self.sync_timeout)
             self.enqueue_all()
             tasks.append(asyncio.create_task(self._resync(), name="isvc-resync"))
             tasks.append(asyncio.create_task(self.revision_gc.run(), name="isvc-revision-gc"))
@@ -390,7 +400,8 @@ class ServiceController:
             lws=self.lws.views(isvc.namespace, isvc.name, isvc.uid), lws_known=self.lws_known(),
             pairing=await self.rollout.pairing_tokens(isvc) if grouped else {},
             answers=self.rollout.answers(isvc.uid),
-            autoscalers=self.autoscalers.of(isvc.namespace, isvc.name))
+            autoscalers=self.autoscalers.of(isvc.namespace, isvc.name),
+            policies=self.policies.of(isvc.namespace))
 
     async def reconcile(self, key: str) -> bool:
         """One pass over ``namespace/name``; False asks for a (rate-limited) retry."""

@@ -36,11 +36,12 @@ from typing import Any
 import yaml
 from attrs import evolve, frozen
 
-from omenative_controller import ome_schema
+from omenative_controller import ome_schema, policy_schema
 
 __all__ = [
     "ACCELERATOR_CLASS",
     "ALL_CRDS",
+    "AUTOSCALER_POLICY",
     "BASE_MODEL",
     "CLUSTER_BASE_MODEL",
     "CLUSTER_SERVING_RUNTIME",
@@ -164,10 +165,23 @@ ACCELERATOR_CLASS = CrdKind(
     folder="ome-crd",
 )
 """``acceleratorclasses.ome.io`` (cluster-scoped, status subresource)."""
+AUTOSCALER_POLICY = CrdKind(
+    kind="AutoscalerPolicy",
+    plural="autoscalerpolicies",
+    singular="autoscalerpolicy",
+    namespaced=True,
+    status_subresource=True,
+    description="AutoscalerPolicy: a reusable, parameterized autoscaler template that "
+                "InferenceService components attach with autoscalerPolicyRef (alpha).",
+    folder="ome-crd",
+)
+"""``autoscalerpolicies.ome.io`` (namespaced, status subresource; OME v1.3's alpha kind,
+``policy_schema``). Installing it turns the feature on (OME's ``ome.autoscalerPolicy.enabled``
+installs it); ``crd_manifest(AUTOSCALER_POLICY)`` is its one generator."""
 MODEL_CRDS: tuple[CrdKind, ...] = (BASE_MODEL, CLUSTER_BASE_MODEL)
 """OME's model CRDs: with them installed, an InferenceService's ``spec.model`` must exist."""
 ALL_CRDS: tuple[CrdKind, ...] = (
-    *LOOSE_SERVICE_CRDS, *SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS,
+    *LOOSE_SERVICE_CRDS, *SERVICE_CRDS, *MODEL_CRDS, ACCELERATOR_CLASS, AUTOSCALER_POLICY,
 )
 """Every CRD this module generates."""
 
@@ -364,6 +378,8 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
     """``spec``: free-form, plus the fields the CEL rules read."""
     if crd in MODEL_CRDS:
         return _model_spec_schema()
+    if crd is AUTOSCALER_POLICY:
+        return policy_schema.policy_spec_schema()
     if crd is ACCELERATOR_CLASS:
         strings = {"type": "object", "additionalProperties": {"type": "string"}}
         return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
@@ -405,6 +421,8 @@ def _columns(crd: CrdKind) -> list[dict[str, Any]]:
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     if crd in SERVICE_CRDS:
         return ome_schema.printer_columns(crd.kind)
+    if crd is AUTOSCALER_POLICY:
+        return policy_schema.policy_columns()
     if crd is INFERENCE_SERVICE:
         return [
             {"name": "Ready", "type": "string",
@@ -444,6 +462,7 @@ def crd_manifest(crd: CrdKind) -> dict[str, Any]:
         "status": (
             ome_schema.runtime_status_schema()
             if crd in (OME_SERVING_RUNTIME, OME_CLUSTER_SERVING_RUNTIME)
+            else policy_schema.policy_status_schema() if crd is AUTOSCALER_POLICY
             else dict(_FREE)
         ),
     }

@@ -62,6 +62,7 @@ from omenative_core.service.validate import (
     validate_isvc,
     validate_isvc_partitions,
 )
+from omenative_core.service.validate_autoscaler import policy_ref_rejections
 from omenative_core.service.validate_lws import lws_variable_warnings
 from omenative_core.service.validate_replica import (
     colliding_service_names,
@@ -208,6 +209,7 @@ def _isvc_verdict(
         )
     if sources is not None:  # OME's model and runtime lookups (admission_models)
         found = model_admission(new, sources.runtimes, sources.models)
+        found += policy_ref_rejections(new, sources.policy_feature)
         rejections += [r for r in found if not r.warning]
         warnings += [r.message for r in found if r.warning]
     errors = [r.message for r in rejections]

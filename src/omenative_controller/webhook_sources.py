@@ -17,6 +17,7 @@ import structlog
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import Resource
+from omenative_controller.service_policies import AUTOSCALER_POLICIES
 from omenative_controller.service_sources import (
     BASE_MODELS,
     CLUSTER_BASE_MODELS,
@@ -32,6 +33,7 @@ from omenative_core.service import (
     decode_runtime,
 )
 from omenative_core.service.admission_models import AdmissionSources
+from omenative_core.service.policy_resolve import policy_ref
 
 __all__ = ["SourcesLookup", "kube_sources_lookup"]
 
@@ -78,6 +80,18 @@ def _runtimes(raw: list[JSON] | None, kind: str) -> list[ServingRuntime]:
     return out
 
 
+async def _policy_feature(client: KubeClient, isvc: InferenceService) -> bool | None:
+    """Whether OME's AutoscalerPolicy CRD is served (one LIST of at most one policy), asked
+    only when a component names a policy; None otherwise or when it cannot be told."""
+    if not any(policy_ref(isvc, c) for c in isvc.declared_components):
+        return None
+    try:
+        await client.list(AUTOSCALER_POLICIES, isvc.namespace, limit=1)
+    except ApiError as exc:
+        return False if exc.status == 404 else None
+    return True
+
+
 def kube_sources_lookup(client: KubeClient) -> SourcesLookup:
     """A ``SourcesLookup`` that LISTs the runtimes and models (module docstring)."""
 
@@ -96,6 +110,7 @@ def kube_sources_lookup(client: KubeClient) -> SourcesLookup:
             return None
         models = None if base is None and cluster is None else (
             *_models(base or [], "BaseModel"), *_models(cluster or [], "ClusterBaseModel"))
-        return AdmissionSources(runtimes=tuple(runtimes), models=models)
+        return AdmissionSources(runtimes=tuple(runtimes), models=models,
+                                policy_feature=await _policy_feature(client, isvc))
 
     return lookup

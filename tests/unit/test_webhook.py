@@ -444,3 +444,17 @@ async def test_every_admission_answer_is_counted_by_path_and_code(tmp_path: Path
     assert metrics.sample(name, {"webhook": ISVC_PATH, "code": "200"}) == 2
     assert metrics.sample(name, {"webhook": REPLICA_PATH, "code": "400"}) == 1
     assert metrics.sample(name) == 3  # probes are not admission answers
+
+
+def test_a_policy_ref_is_refused_while_the_feature_is_off() -> None:
+    """OME's ISVC webhook: ``AutoscalerPolicyFeatureDisabled`` while the AutoscalerPolicy CRD
+    is not served, ``AutoscalerPolicyRefKindReserved`` for ``ClusterAutoscalerPolicy``."""
+    body = isvc(engine={"minReplicas": 1, "autoscalerPolicyRef": {"name": "cpu-60"}})
+    off = AdmissionSources(runtimes=(runtime(),), policy_feature=False)
+    out = review_response(review(body), runtime=runtime(), sources=off)["response"]
+    assert "spec.engine.autoscalerPolicyRef" in denied(out, "AutoscalerPolicyFeatureDisabled")
+    on = AdmissionSources(runtimes=(runtime(),), policy_feature=True)
+    assert review_response(review(body), runtime=runtime(), sources=on)["response"]["allowed"]
+    body["spec"]["engine"]["autoscalerPolicyRef"]["kind"] = "ClusterAutoscalerPolicy"
+    out = review_response(review(body), runtime=runtime(), sources=on)["response"]
+    denied(out, "AutoscalerPolicyRefKindReserved")

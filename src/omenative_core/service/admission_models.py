@@ -48,6 +48,8 @@ class AdmissionSources:
 
     runtimes: tuple[ServingRuntime, ...] = ()
     models: tuple[BaseModel, ...] | None = None
+    policy_feature: bool | None = None
+    """OME's AutoscalerPolicy CRD is served (None: not looked up: the ISVC names none)."""
 
 
 def _image(role: object) -> bool:

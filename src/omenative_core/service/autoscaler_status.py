@@ -165,7 +165,33 @@ def autoscaler_status(
 ) -> dict[str, Any] | None:
     """``status.components.<c>.autoscaler`` of a rendered component, or None (blocked).
     ``live``: the namespace's HPAs and ScaledObjects of this ISVC by (kind, name);
-    ``previous``: the ``autoscaler`` status written before (KEDA's transition times)."""
+    ``previous``: the ``autoscaler`` status written before (KEDA's transition times).
+    With an ``autoscalerPolicyRef``: ``policy`` or ``shadowedPolicyRef`` and the
+    ``AutoscalerResolved`` condition (``policy_resolve``)."""
+    out = _scaler_status(cp, live, previous, now)
+    if out is None or cp.autoscaler is None:
+        return out
+    for key in ("policy", "shadowedPolicyRef"):
+        if isinstance(cp.autoscaler.get(key), Mapping):
+            out[key] = dict(cp.autoscaler[key])
+    resolved = cp.autoscaler.get("resolved")
+    if isinstance(resolved, Mapping):
+        old = {str(c.get("type")): c for c in (previous or {}).get("conditions") or ()
+               if isinstance(c, Mapping)}.get(str(resolved["type"])) or {}
+        since = old.get("lastTransitionTime")
+        cond = {**resolved, "lastTransitionTime": transition_time(
+            old.get("status"), since if isinstance(since, str) else None,
+            str(resolved["status"]), format_time(now))}
+        out["conditions"] = [*out.get("conditions", ()), cond]
+    return out
+
+
+def _scaler_status(
+    cp: ComponentPlan,
+    live: Mapping[tuple[str, str], Mapping[str, Any]],
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any] | None:
     if cp.autoscaler is None:
         return None
     klass = str(cp.autoscaler.get("class", ""))
@@ -209,8 +235,8 @@ def _ours(obj: Mapping[str, Any], isvc: InferenceService) -> bool:
 def _settled(cp: ComponentPlan) -> bool:
     """The component's wanted autoscaler is in its plan (or it wants none), so an old one
     may go: a KEDA component without KEDA's CRD keeps its HPA."""
-    if cp.blocked or cp.autoscaler is None:
-        return False
+    if cp.blocked or cp.autoscaler is None or cp.autoscaler.get("hold"):
+        return False  # a policy hold keeps whatever autoscaler is live
     if str(cp.autoscaler.get("class", "")).lower() == "keda":
         return cp.object(KIND_SCALED_OBJECT) is not None
     return True

@@ -39,13 +39,11 @@ __all__ = [
 
 OME_UNUSED_KEYS: Final = (
     "acceleratorResources",
-    "autoscalerPolicy",
     "benchmarkjob",
     "canaryAnalysis",
     "inferenceReplica",
     "ingress",
     "kedaConfig",
-    "metricProviders",
     "metricsAggregator",
     "modelInit",
     "multicluster",

@@ -15,7 +15,8 @@ with the meaning OME's binary gives it (ome-projects/ome@4ff3b6e3,
   ``trafficWeightDeadbandPercent`` (0-100).
 - ``rollout``: ``defaultReadyTimeout`` (a duration; ``""``: the 15m fallback),
   ``maxPinnedPlanBytes`` (0: uncapped).
-- ``podMonitor`` and ``omenativeStatus`` (``cluster_blocks``).
+- ``podMonitor`` and ``omenativeStatus`` (``cluster_blocks``); ``metricProviders`` (else the
+  deprecated ``autoscalerPolicy.metricProviders``): AutoscalerPolicy provider bindings.
 
 A ConfigMap key that is neither one of these, ``lifecycle``, nor one of OME's keys omenative
 does not use (``OME_UNUSED_KEYS``) is refused naming it, so a typo is caught. A block that
@@ -36,6 +37,7 @@ from omenative_core.model.config import ConfigError, LifecycleConfig
 from omenative_core.model.spec import COMPONENTS, UpdateStrategy
 from omenative_core.model.timefmt import DurationError, parse_duration
 from omenative_core.rollout.model import RolloutConfig
+from omenative_core.service.autoscaler_policy import parse_metric_providers
 from omenative_core.service.cluster_blocks import (
     OME_UNUSED_KEYS,
     parse_pod_monitor,
@@ -48,7 +50,8 @@ from omenative_core.service.render import PdbPolicy, ServiceConfig
 __all__ = ["SERVICE_CONFIG_KEYS", "ignored_ome_keys", "parse_service_config"]
 
 SERVICE_CONFIG_KEYS: Final = ("deploy", "podDisruptionBudget", "coordination", "rollout",
-                              "podMonitor", "omenativeStatus")
+                              "podMonitor", "omenativeStatus", "metricProviders",
+                              "autoscalerPolicy")
 """The ConfigMap keys read here (each a JSON object)."""
 
 _LIFECYCLE_KEY: Final = "lifecycle"
@@ -254,4 +257,14 @@ def parse_service_config(
                 config,
                 pdb_raw_deployment=_pdb("podDisruptionBudget.rawDeployment", pdb["rawDeployment"]),
             )
-    return evolve(config, rollout=_rollout(coordination, rollout, config.rollout))
+    return evolve(config, rollout=_rollout(coordination, rollout, config.rollout),
+                  metric_providers=parse_metric_providers(_present(data, "metricProviders"),
+                                                          _present(data, "autoscalerPolicy")))
+
+
+def _present(data: Mapping[str, str], key: str) -> object:
+    """``data[key]`` parsed, None when absent (OME's provider blocks are not checked key by
+    key: they hold settings omenative does not read)."""
+    value = _json(data, key)
+    return None if value is _ABSENT else value
+

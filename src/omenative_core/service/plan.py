@@ -98,6 +98,9 @@ class ServiceConfig:
     hpa_cpu_utilization: int = 80
     default_port: int = 8080
     rollout: RolloutConfig = field(factory=RolloutConfig)
+    metric_providers: Mapping[str, Mapping[str, Any]] = field(factory=dict)
+    """OME's metric provider bindings (``metricProviders``): name -> ``{serverAddress,
+    authSecretRef?, headers?}``, for AutoscalerPolicy ``providerRef``s."""
 
 
 @frozen(kw_only=True)
@@ -143,8 +146,10 @@ class ComponentPlan:
     conditions: tuple[ServiceCondition, ...] = ()
     notes: tuple[str, ...] = ()
     revision_hash: str = ""
-    autoscaler: Mapping[str, str] | None = None
-    """OME's ``class`` and ``specSource`` of the autoscaler in effect (None: blocked)."""
+    autoscaler: Mapping[str, Any] | None = None
+    """OME's ``class`` and ``specSource`` of the autoscaler in effect (None: blocked); with
+    an ``autoscalerPolicyRef``, also ``policy`` / ``shadowedPolicyRef``, ``resolved`` (the
+    ``AutoscalerResolved`` condition) and ``hold`` (``policy_resolve``)."""
     scale_target: Mapping[str, str] | None = None
     """``status.components.<c>.scaleTargetRef``: what an autoscaler scales (None: nothing)."""
 

@@ -42,6 +42,7 @@ from omenative_core.service.merge import (
     effective_component,
 )
 from omenative_core.service.model import (
+    ComponentSpec,
     InferenceService,
     RuntimeRef,
     ServingRuntime,
@@ -167,6 +168,7 @@ def render_service(
     models: Sequence[BaseModel] | None = None,
     accelerator_classes: Sequence[AcceleratorClass] | None = None,
     runtime_revisions: Sequence[RuntimeRevision] | None = None,
+    autoscaler_blocks: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ServicePlan:
     """Everything ``isvc`` needs, per component.
 
@@ -188,6 +190,8 @@ def render_service(
     AcceleratorClasses, for an engine or decoder whose runtime lists classes;
     ``runtime_revisions``: the runtime revisions in OME's namespace, for an ISVC that pins
     its runtime (``spec.runtime.autoSync: false``; ``pin_outputs``).
+    ``autoscaler_blocks``: by component, the ``autoscaler`` block an AutoscalerPolicy
+    resolved to (``policy_resolve``), used in place of the merged one.
     """
     config = config or ServiceConfig()
     crds = frozenset(crds_present)
@@ -236,6 +240,9 @@ def render_service(
             continue
         merged = effective_component(isvc, runtime, component)
         assert merged is not None
+        if component in (autoscaler_blocks or {}):  # an AutoscalerPolicy's, outranking
+            merged = ComponentSpec({**merged.raw,   # the runtime's block as a whole
+                                    "autoscaler": dict((autoscaler_blocks or {})[component])})
         placeholder = runner_placeholder_problem(merged)
         if placeholder is not None:
             plans.append(blocked_plan(component, res, "RenderFailed", placeholder))

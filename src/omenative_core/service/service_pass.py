@@ -54,6 +54,11 @@ from omenative_core.service.models import BaseModel
 from omenative_core.service.modes import MODE_OMENATIVE
 from omenative_core.service.objects import find_runtime
 from omenative_core.service.plan import ServiceConfig, ServiceEvent, ServicePlan
+from omenative_core.service.policy_resolve import (
+    hold_events,
+    resolve_policies,
+    with_policy_outcomes,
+)
 from omenative_core.service.rejection import Rejection
 from omenative_core.service.render import render_service
 from omenative_core.service.rollout_pass import (
@@ -118,6 +123,9 @@ class ServiceSnapshot:
     answers: tuple[AnalysisMeasurement, ...] = ()
     autoscalers: tuple[Mapping[str, Any], ...] = ()
     """The HPAs and ScaledObjects labelled with this ISVC (ours, and those KEDA derives)."""
+    policies: tuple[Mapping[str, Any], ...] | None = None
+    """The AutoscalerPolicies of the ISVC's namespace; None: the feature is off (OME's
+    CRD is not served), so ``autoscalerPolicyRef`` is kept and ignored."""
 
 
 @frozen(kw_only=True)
@@ -275,10 +283,15 @@ def plan_service(snap: ServiceSnapshot) -> ServicePass:
     taken = accepted_migration_annotations(observed, snap.replicas)
     isvc = _without_annotations(observed, taken)
     config = snap.config
-    rendered = render_service(
+    outcomes = {} if snap.policies is None else resolve_policies(
+        isvc, find_runtime(isvc, snap.runtimes), snap.policies, config.metric_providers,
+        snap.crds, config, snap.autoscalers)
+    rendered = with_policy_outcomes(render_service(
         isvc, snap.runtimes, snap.crds, config, current_replicas=_current_replicas(snap),
         collision_counts=_collision_counts(snap.owned), models=snap.models,
-        accelerator_classes=snap.accelerator_classes, runtime_revisions=snap.runtime_revisions)
+        accelerator_classes=snap.accelerator_classes, runtime_revisions=snap.runtime_revisions,
+        autoscaler_blocks={c: o.block for c, o in outcomes.items() if o.block is not None}),
+        isvc, outcomes)
     so_far: dict[str, Any] = {
         "isvc": isvc, "take_migrations": taken, "render": rendered,
         "warnings": tuple(plan_warnings(rendered)),
@@ -298,8 +311,9 @@ def plan_service(snap: ServiceSnapshot) -> ServicePass:
         applies=applies,
         deletes=stale_autoscalers(isvc, plan, snap.autoscalers),
         status=_status(isvc, plan, _as_applied(snap, applies), rollout, snap),
-        events=tuple(ServiceEvent(type=e.type, reason=e.reason, message=e.message)
-                     for s in steps for e in handover_events(s)),
+        events=(*hold_events(isvc, plan),
+                *(ServiceEvent(type=e.type, reason=e.reason, message=e.message)
+                  for s in steps for e in handover_events(s))),
         rollout=rollout,
         revision_services=revision_services(isvc, plan, snap.replicas, rollout),
         kept_components=frozenset(cp.component for cp in plan.components if cp.blocked),

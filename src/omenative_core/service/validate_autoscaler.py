@@ -8,6 +8,10 @@
 * ``KedaTriggersRequired``: ``class: KEDA`` without ``autoscaler.keda.triggers``.
 * ``KedaIdleBelowMin``: ``keda.idleReplicaCount`` must be below ``minReplicas`` (KEDA's own
   rule: idle is the count under the minimum while no trigger is active).
+* ``AutoscalerPolicyRefKindReserved``: an ``autoscalerPolicyRef.kind`` other than
+  ``AutoscalerPolicy`` (``ClusterAutoscalerPolicy`` is reserved); and
+  ``AutoscalerPolicyFeatureDisabled``: any reference while OME's AutoscalerPolicy CRD is not
+  served (``policy_ref_rejections``; OME's ISVC webhook at 3731e1e7).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from omenative_core.service.rejection import Rejection
 from omenative_core.service.rejection import reject as _reject
 from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS
 
-__all__ = ["autoscaler_rejections"]
+__all__ = ["autoscaler_rejections", "policy_ref_rejections"]
 
 AUTOSCALER_CLASSES: Final = ("HPA", "KEDA", "External", "None")
 _METRIC_BLOCKS: Final = {"Resource": "resource", "Pods": "pods", "Object": "object",
@@ -99,4 +103,27 @@ def autoscaler_rejections(new: InferenceService) -> list[Rejection]:
         if comp is None or not isinstance(comp.autoscaler, Mapping):
             continue
         out.extend(_component_rules(new, c, comp.autoscaler, comp.min_replicas))
+    return out
+
+
+def policy_ref_rejections(new: InferenceService, enabled: bool | None) -> list[Rejection]:
+    """OME's reasons for ``spec.<c>.autoscalerPolicyRef``: a reserved kind, and any
+    reference while the feature is off (``enabled`` False; None: not known, not checked)."""
+    out: list[Rejection] = []
+    for c in new.declared_components:
+        comp = new.component(c)
+        ref = comp.raw.get("autoscalerPolicyRef") if comp is not None else None
+        if not isinstance(ref, Mapping):
+            continue
+        path = f"spec.{c}.autoscalerPolicyRef"
+        kind = ref.get("kind") or "AutoscalerPolicy"
+        if kind != "AutoscalerPolicy":
+            out.append(_reject("AutoscalerPolicyRefKindReserved", f"{path}.kind",
+                               f"{path}.kind: {kind!r} is reserved; only "
+                               "AutoscalerPolicy is supported"))
+        if enabled is False:
+            out.append(_reject("AutoscalerPolicyFeatureDisabled", path,
+                               f"{path}: needs the AutoscalerPolicy feature "
+                               "(OME's autoscalerpolicies.ome.io CRD, "
+                               "ome.autoscalerPolicy.enabled), which is not installed"))
     return out
