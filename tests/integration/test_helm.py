@@ -543,9 +543,9 @@ def kubectl(kubeconfig_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 async def adopted_crds(kubectl: Kubectl, kube: KubeClient) -> AsyncIterator[None]:
     """CRDs already in the shared test cluster, marked as this release's (Helm's adoption).
 
-    They are first made the chart's own (``config/crd``, which the chart carries), so Helm's
-    server-side apply finds its values and not OME's schema that other tests install;
-    afterwards labels and annotations are restored and OME's CRDs put back."""
+    They are first made the chart's own (``config/crd``, which the chart carries: OME's
+    schema, as the other tests install it), so Helm finds its values; afterwards labels and
+    annotations are restored and OME's CRDs put back."""
     for path in sorted((REPO / "config" / "crd").glob("ome.io_*.yaml")):
         await apply_crd(kube, path)
     marks = await crd_marks(kubectl)
