@@ -26,7 +26,7 @@ from omenative_controller.webhook import kube_runtime_lookup, serve_webhook
 from omenative_controller.webhook_sources import kube_sources_lookup
 
 pytest.register_assert_rewrite("manager_fixtures", "test_admission")
-from manager_fixtures import REPO, apply_crd, delete_crd  # noqa: E402
+from manager_fixtures import REPO, apply_crd, delete_crd, eventually  # noqa: E402
 from test_admission import (  # noqa: E402
     WEBHOOKS,
     _create_with_warnings,
@@ -179,3 +179,26 @@ async def test_the_webhook_checks_the_form_of_a_pinned_revision(
     good = {**pinned, "revision": f"r-{namespace}-srt-auto-590753e8"}
     await kube.create(INFERENCE_SERVICES, _no_model(namespace, "pinned", runtime=good),
                       namespace)
+
+
+async def test_the_webhook_refuses_a_model_only_while_model_crds_are_served(
+    kube: KubeClient, namespace: str, model_webhook: CountingKube
+) -> None:
+    """Without OME's model CRDs, ``spec.model`` is not checked: the webhook tells a CRD that
+    is not served (a 404 naming no object) from a model that does not exist."""
+    for crd in service_crds.MODEL_CRDS:
+        await delete_crd(kube, crd.name)
+    model = {"name": "no-such-model", "kind": "ClusterBaseModel"}
+
+    async def admitted() -> bool:
+        try:
+            await kube.create(INFERENCE_SERVICES, isvc_body(namespace, "unchecked",
+                                                            model=model), namespace)
+        except ApiError as exc:
+            assert "ModelNotFound" in exc.message, exc.message  # until discovery drops it
+            return False
+        return True
+
+    model_webhook.calls.clear()
+    await eventually(admitted, timeout=30, interval=0.5, what="spec.model unchecked")
+    assert model_webhook.calls[-2:] == [("get", "clusterbasemodels"), ("get", "basemodels")]
