@@ -34,13 +34,39 @@ pytest_plugins = ["manager_fixtures"]
 FUTURE = "someFutureOmeField"
 
 
+async def keeps_unknown_fields(kube: KubeClient, namespace: str) -> bool:
+    """Whether the InferenceService schema the API server serves now keeps an unknown field
+    (a dry-run create: nothing is stored). A replaced CRD is Established at once, but its
+    handler takes the new schema a moment later."""
+    probe = isvc_body(namespace)
+    probe["metadata"]["name"] = "schema-probe"
+    out = await kube.request("POST", INFERENCE_SERVICES.path(namespace), verb="create",
+                             resource=INFERENCE_SERVICES.plural, query=(("dryRun", "All"),),
+                             body=probe, content_type="application/json")
+    return FUTURE in out["spec"]
+
+
+async def served(kube: KubeClient, namespace: str, *, loose: bool) -> None:
+    """Until the served InferenceService schema is the loose one (or OME's)."""
+
+    async def now() -> bool:
+        return await keeps_unknown_fields(kube, namespace) == loose
+
+    await eventually(now, timeout=30, interval=0.2,
+                     what="the loose schema served" if loose else "OME's schema served")
+
+
 @pytest.fixture
-async def loose_crds(kube: KubeClient) -> AsyncIterator[list[str]]:
+async def loose_crds(kube: KubeClient, namespace: str) -> AsyncIterator[list[str]]:
     """The loose InferenceService and runtime CRDs in place of OME's; OME's put back after."""
     try:
-        yield [await apply_crd(kube, REPO / crd.file) for crd in service_crds.LOOSE_SERVICE_CRDS]
+        names = [await apply_crd(kube, REPO / crd.file)
+                 for crd in service_crds.LOOSE_SERVICE_CRDS]
+        await served(kube, namespace, loose=True)
+        yield names
     finally:
         await restore_ome_crds(kube)
+        await served(kube, namespace, loose=False)
 
 
 def runtime_body(namespace: str) -> JSON:
@@ -82,6 +108,7 @@ async def test_isvcs_stored_under_the_loose_crds_keep_running_after_omes_schema(
     # the upgrade: OME's schema replaces the loose CRDs (kubectl apply -k config/ does this)
     for crd in service_crds.SERVICE_CRDS:
         await apply_crd(kube, REPO / crd.file)
+    await served(kube, namespace, loose=False)
 
     # what etcd holds reads back through the new schema: pruned and defaulted
     isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
