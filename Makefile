@@ -112,7 +112,7 @@ api-docs: ## API reference of omenative_core (pdoc) into a temp dir (API_DOCS_DI
 	  echo "pdoc warned (above): fix the docstrings or annotations it names"; exit 1; fi; \
 	echo "API reference: $$out/index.html"
 
-manifests: ## regenerate config/crd/ from the core's types
+manifests: ## regenerate config/crd/ (OME's schema), config/crd-loose/ and config/ome-crd/ from the code
 	$(PY) -m omenative_controller.crd
 	$(PY) -m omenative_controller.service_crds
 

@@ -6,10 +6,12 @@ ConfigMap, the manager Deployment and the optional extras); every other object o
 ``kubectl kustomize config/`` (CRDs, RBAC, admission policies, and whatever is added to
 ``config/`` later) is written here, one file per object, under
 ``charts/omenative/files/config/<group>/``, and the chart includes those files as they are.
-The optional webhook (``config/webhook/``) goes to ``files/webhook/``, the Grafana dashboard
-(``config/grafana/omenative-dashboard.json``) to ``files/grafana/``, and the defaults of
-``ome.controller`` in ``values.yaml`` to ``files/defaults/`` (Helm hides ``values.yaml``
-from templates; the ConfigMap template needs the defaults to turn a null into "off").
+The optional webhook (``config/webhook/``) goes to ``files/webhook/``, the loose CRDs
+(``config/crd-loose/``, ``omenative.crds.schema: loose``) to ``files/crd-loose/``, the
+Grafana dashboard (``config/grafana/omenative-dashboard.json``) to ``files/grafana/``, and
+the defaults of ``ome.controller`` in ``values.yaml`` to ``files/defaults/`` (Helm hides
+``values.yaml`` from templates; the ConfigMap template needs the defaults to turn a null
+into "off").
 
 Each file is the rendered object with ``app.kubernetes.io/managed-by`` set to ``Helm``
 (kustomize writes ``kustomize``); CRDs also get ``helm.sh/resource-policy: keep``, so a
@@ -124,6 +126,7 @@ def wanted() -> dict[Path, str]:
 
     add(render(CONFIG), "config", "config/")
     add(render(CONFIG / "webhook"), "webhook", "config/webhook/")
+    add(render(CONFIG / "crd-loose"), "crd-loose", "config/crd-loose/")
     # Helm hides values.yaml from .Files: the ConfigMap template reads the defaults of
     # ome.controller here, to tell a key the user set to null (Helm drops it) from the rest.
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())["ome"]["controller"]
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="change nothing; exit 1 if a file is missing, stale or extra")
     args = parser.parse_args(argv)
     files = wanted()
-    present = {f.relative_to(CHART) for d in ("files/config", "files/webhook", "files/defaults")
+    present = {f.relative_to(CHART) for d in ("files/config", "files/webhook", "files/crd-loose",
+                                                "files/defaults")
                for f in (CHART / d).rglob("*.yaml")}
     stale = sorted(str(f) for f, text in files.items()
                    if not (CHART / f).is_file() or (CHART / f).read_text() != text)

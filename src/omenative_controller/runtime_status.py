@@ -12,7 +12,7 @@ Event on the runtime with that reason naming the runtime and the broken link
 (``<kind> <ns>/<name>: ome.io/inherit-from link <child> -> <parent> is broken: <OME's
 error>``), once per break (OME records a warning too; its reason is not published). Its own writes
 come back as changes and find nothing to do. A runtime CRD without a status subresource
-(omenative's loose ``config/crd/``) answers 404: nothing is written there.
+(the loose opt-out, ``config/crd-loose/``) answers 404: nothing is written there.
 """
 
 from __future__ import annotations

@@ -1,35 +1,45 @@
 """Generate the CRDs of OME's InferenceService, ServingRuntime, ClusterServingRuntime,
 BaseModel, ClusterBaseModel and AcceleratorClass.
 
-``python -m omenative_controller.service_crds`` writes ``config/crd/ome.io_<plural>.yaml``
-for the six kinds (``--check`` only compares and exits 1 when a file is stale). The
-schemas are deliberately loose: ``spec`` and ``status`` are objects with
-``x-kubernetes-preserve-unknown-fields: true``, so every OME field survives a round trip
-through the API server (a ``status`` a runtime may carry included); the pure layer
-(``omenative_core.service``) does the checking. The InferenceService has a status
-subresource; the runtimes have none. BaseModel, ClusterBaseModel and AcceleratorClass follow
-OME's published CRDs (ome-projects/ome
-``config/crd/minimal/ome.io_{basemodels,clusterbasemodels,acceleratorclasses}.yaml`` at
-cfa05c6967648a1bd62e2d96221f06aa1dec95fe: OME's printer columns, a status subresource,
-``spec`` and ``status`` kept whole) and declare the types of the fields omenative renders
-from (``disabled``, ``storage.path``, ``modelFormat``, ``modelParameterSize``), so a wrong
-type is refused at admission with its path.
+``python -m omenative_controller.service_crds`` writes ``config/<folder>/ome.io_<plural>.yaml``
+for every kind of ``ALL_CRDS`` (``--check`` only compares and exits 1 when a file is stale):
 
-A few fields are declared (each object keeps ``x-kubernetes-preserve-unknown-fields``) so
-that CEL ``x-kubernetes-validations`` can reject, at admission and with OME's reason at the
-start of the message, what a single object shows to be wrong (docs/admission.md): the
-leader/worker pairing when no runtime is named, ``worker.size`` below 1, an engine/decoder
-mode mismatch when either is OMENative, and the shape of ``spec.rollout`` (3 groups at most,
-one progression per group, components, step capacity and traffic, tolerance). Every list and
-string a rule iterates has a maxItems / maxLength, so the rules stay inside the API
-server's CEL cost budget. What needs a runtime, the old object or parsing stays with the
-webhook (``omenative_controller.webhook``).
+* ``config/crd/``: the InferenceService, ServingRuntime and ClusterServingRuntime CRDs as OME
+  v1.3 publishes them (``omenative_controller.ome_schema``: closed types, so unknown fields
+  are pruned; OME's enums, defaults and required fields), plus omenative's CEL rules. This is
+  what ``kubectl apply -k config/``, ``omenative install`` and the Helm chart install, and
+  what the tests run against.
+* ``config/crd-loose/``: omenative's loose opt-out for the same three kinds (``spec`` and
+  ``status`` kept whole with ``x-kubernetes-preserve-unknown-fields``, only the fields the
+  CEL rules read declared), for a cluster that needs a field OME's schema prunes.
+  ``omenative install --crd-schema loose`` and the chart's ``omenative.crds.schema: loose``
+  install these instead.
+* ``config/ome-crd/``: OME's BaseModel, ClusterBaseModel and AcceleratorClass CRDs, which OME
+  installs (``config/`` does not). They follow OME's published CRDs (ome-projects/ome
+  ``config/crd/minimal/ome.io_{basemodels,clusterbasemodels,acceleratorclasses}.yaml`` at
+  cfa05c6967648a1bd62e2d96221f06aa1dec95fe: OME's printer columns, a status subresource,
+  ``spec`` and ``status`` kept whole) and declare the types of the fields omenative renders
+  from (``disabled``, ``storage.path``, ``modelFormat``, ``modelParameterSize``), so a wrong
+  type is refused at admission with its path.
+
+The CEL ``x-kubernetes-validations`` (on both schemas) reject, at admission and with OME's
+reason at the start of the message, what a single object shows to be wrong
+(docs/admission.md): the leader/worker pairing when no runtime is named, ``worker.size``
+below 1, an engine/decoder mode mismatch when either is OMENative, and the shape of
+``spec.rollout`` (3 groups at most, one progression per group, components, step capacity
+and traffic, tolerance). Every list and string a rule iterates has a maxItems / maxLength,
+so the rules stay inside the API server's CEL cost budget. What needs a runtime, the old
+object or parsing stays with the webhook (``omenative_controller.webhook``).
+
+Each CRD's ``spec`` schema comes from one function (``_SPEC_SCHEMAS``): a new kind adds a
+``CrdKind``, its function and its entry in ``ALL_CRDS``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +96,9 @@ class CrdKind:
 
     @property
     def file(self) -> Path:
-        """Where the CRD is written, relative to the repository root (``config/crd/``, or
-        ``config/ome-crd/`` for OME's CRDs that ``config/`` does not install)."""
+        """Where the CRD is written, relative to the repository root: ``config/crd/`` (what
+        ``config/`` installs), ``config/crd-loose/`` (the loose opt-out) or
+        ``config/ome-crd/`` (OME's CRDs that ``config/`` does not install)."""
         return Path("config") / self.folder / f"{GROUP}_{self.plural}.yaml"
 
 
@@ -99,6 +110,7 @@ INFERENCE_SERVICE = CrdKind(
     short_names=("isvc",),
     status_subresource=True,
     description="InferenceService: a model served by engine, decoder and router components.",
+    folder="crd-loose",
 )
 """``inferenceservices.ome.io`` (namespaced, status subresource)."""
 SERVING_RUNTIME = CrdKind(
@@ -107,6 +119,7 @@ SERVING_RUNTIME = CrdKind(
     singular="servingruntime",
     namespaced=True,
     description="ServingRuntime: per-namespace component defaults for InferenceServices.",
+    folder="crd-loose",
 )
 """``servingruntimes.ome.io`` (namespaced)."""
 CLUSTER_SERVING_RUNTIME = CrdKind(
@@ -115,6 +128,7 @@ CLUSTER_SERVING_RUNTIME = CrdKind(
     singular="clusterservingruntime",
     namespaced=False,
     description="ClusterServingRuntime: cluster-wide component defaults for InferenceServices.",
+    folder="crd-loose",
 )
 """``clusterservingruntimes.ome.io`` (cluster-scoped)."""
 BASE_MODEL = CrdKind(
@@ -140,21 +154,22 @@ CLUSTER_BASE_MODEL = CrdKind(
 LOOSE_SERVICE_CRDS: tuple[CrdKind, ...] = (
     INFERENCE_SERVICE, SERVING_RUNTIME, CLUSTER_SERVING_RUNTIME,
 )
-"""omenative's own loose InferenceService and runtime CRDs (``config/crd/``, for a cluster
-without OME)."""
-OME_INFERENCE_SERVICE = evolve(INFERENCE_SERVICE, folder="ome-crd")
+"""omenative's loose InferenceService and runtime CRDs (``config/crd-loose/``): the opt-out for
+a cluster that needs a field OME's schema prunes."""
+OME_INFERENCE_SERVICE = evolve(INFERENCE_SERVICE, folder="crd")
 """``inferenceservices.ome.io`` with OME v1.3's schema (``omenative_controller.ome_schema``)."""
-OME_SERVING_RUNTIME = evolve(SERVING_RUNTIME, folder="ome-crd", status_subresource=True)
+OME_SERVING_RUNTIME = evolve(SERVING_RUNTIME, folder="crd", status_subresource=True)
 """``servingruntimes.ome.io`` with OME v1.3's schema and status subresource."""
 OME_CLUSTER_SERVING_RUNTIME = evolve(
-    CLUSTER_SERVING_RUNTIME, folder="ome-crd", status_subresource=True
+    CLUSTER_SERVING_RUNTIME, folder="crd", status_subresource=True
 )
 """``clusterservingruntimes.ome.io`` with OME v1.3's schema and status subresource."""
 SERVICE_CRDS: tuple[CrdKind, ...] = (
     OME_INFERENCE_SERVICE, OME_SERVING_RUNTIME, OME_CLUSTER_SERVING_RUNTIME,
 )
-"""The InferenceService and runtime CRDs as OME v1.3 publishes them (what the tests install:
-what an OME user's cluster holds), plus omenative's CEL admission rules."""
+"""The InferenceService and runtime CRDs as OME v1.3 publishes them, plus omenative's CEL
+admission rules (``config/crd/``: what ``config/``, ``omenative install``, the chart and the
+tests install; what an OME user's cluster holds)."""
 ACCELERATOR_CLASS = CrdKind(
     kind="AcceleratorClass",
     plural="acceleratorclasses",
@@ -374,38 +389,9 @@ def _model_spec_schema() -> dict[str, Any]:
     )
 
 
-def _spec_schema(crd: CrdKind) -> dict[str, Any]:
-    """``spec``: free-form, plus the fields the CEL rules read."""
-    if crd in MODEL_CRDS:
-        return _model_spec_schema()
-    if crd is AUTOSCALER_POLICY:
-        return policy_schema.policy_spec_schema()
-    if crd is ACCELERATOR_CLASS:
-        strings = {"type": "object", "additionalProperties": {"type": "string"}}
-        return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
-    if crd is OME_INFERENCE_SERVICE:
-        spec = ome_schema.isvc_spec_schema(_rollout_schema())
-        spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
-        return spec
-    if crd is INFERENCE_SERVICE:
-        spec = _free(
-            deploymentMode={"type": "string", "maxLength": 64},
-            runtime=_free(),
-            engine=_component_schema(with_annotations=True),
-            decoder=_component_schema(with_annotations=True),
-            rollout=_rollout_schema(),
-        )
-        spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
-        return spec
-    spec = (
-        ome_schema.runtime_spec_schema()
-        if crd.folder == OME_SERVING_RUNTIME.folder
-        else _free(
-            engineConfig=_component_schema(with_annotations=False),
-            decoderConfig=_component_schema(with_annotations=False),
-        )
-    )
-    spec["x-kubernetes-validations"] = [
+def _runtime_rules() -> list[dict[str, Any]]:
+    """CEL on a runtime's ``spec``: a worker size below 1 is refused."""
+    return [
         _rule(
             f"!has(self.{key}) || !has(self.{key}.worker) || !has(self.{key}.worker.size) || "
             f"self.{key}.worker.size >= 1",
@@ -414,15 +400,70 @@ def _spec_schema(crd: CrdKind) -> dict[str, Any]:
         )
         for key in ("engineConfig", "decoderConfig")
     ]
+
+
+def _ome_isvc_spec() -> dict[str, Any]:
+    """OME v1.3's InferenceService ``spec`` plus omenative's CEL rules."""
+    spec = ome_schema.isvc_spec_schema(_rollout_schema())
+    spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
     return spec
+
+
+def _loose_isvc_spec() -> dict[str, Any]:
+    """The loose InferenceService ``spec``: kept whole, the fields the CEL rules read declared."""
+    spec = _free(
+        deploymentMode={"type": "string", "maxLength": 64},
+        runtime=_free(),
+        engine=_component_schema(with_annotations=True),
+        decoder=_component_schema(with_annotations=True),
+        rollout=_rollout_schema(),
+    )
+    spec["x-kubernetes-validations"] = [*_isvc_pairing_rules(), _isvc_mode_rule()]
+    return spec
+
+
+def _ome_runtime_spec() -> dict[str, Any]:
+    """OME v1.3's (Cluster)ServingRuntime ``spec`` plus omenative's CEL rules."""
+    spec = ome_schema.runtime_spec_schema()
+    spec["x-kubernetes-validations"] = _runtime_rules()
+    return spec
+
+
+def _loose_runtime_spec() -> dict[str, Any]:
+    """The loose runtime ``spec``: kept whole, the worker sizes declared for CEL."""
+    spec = _free(
+        engineConfig=_component_schema(with_annotations=False),
+        decoderConfig=_component_schema(with_annotations=False),
+    )
+    spec["x-kubernetes-validations"] = _runtime_rules()
+    return spec
+
+
+def _accelerator_spec() -> dict[str, Any]:
+    """An AcceleratorClass's ``spec``: free-form, the node discovery typed."""
+    strings = {"type": "object", "additionalProperties": {"type": "string"}}
+    return _free(discovery=_free(nodeSelector=strings, affinity=_free()))
+
+
+_SPEC_SCHEMAS: dict[CrdKind, Callable[[], dict[str, Any]]] = {
+    OME_INFERENCE_SERVICE: _ome_isvc_spec,
+    OME_SERVING_RUNTIME: _ome_runtime_spec,
+    OME_CLUSTER_SERVING_RUNTIME: _ome_runtime_spec,
+    INFERENCE_SERVICE: _loose_isvc_spec,
+    SERVING_RUNTIME: _loose_runtime_spec,
+    CLUSTER_SERVING_RUNTIME: _loose_runtime_spec,
+    BASE_MODEL: _model_spec_schema,
+    CLUSTER_BASE_MODEL: _model_spec_schema,
+    ACCELERATOR_CLASS: _accelerator_spec,
+    AUTOSCALER_POLICY: policy_schema.policy_spec_schema,
+}
+"""The function that builds each CRD's ``spec`` schema (one per kind and schema)."""
 
 
 def _columns(crd: CrdKind) -> list[dict[str, Any]]:
     age = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
     if crd in SERVICE_CRDS:
         return ome_schema.printer_columns(crd.kind)
-    if crd is AUTOSCALER_POLICY:
-        return policy_schema.policy_columns()
     if crd is INFERENCE_SERVICE:
         return [
             {"name": "Ready", "type": "string",
@@ -443,6 +484,8 @@ def _columns(crd: CrdKind) -> list[dict[str, Any]]:
                    ("CompartmentID", "string", ".spec.compartmentID"),
                    ("Ready", "string", ".status.state")]
         return [*({"name": n, "type": t, "jsonPath": p} for n, t, p in columns), age]
+    if crd is AUTOSCALER_POLICY:
+        return policy_schema.policy_columns()
     if crd is ACCELERATOR_CLASS:  # OME's columns
         return [{"name": "Vendor", "type": "string", "jsonPath": ".spec.vendor"},
                 {"name": "Family", "type": "string", "jsonPath": ".spec.family"},
@@ -458,7 +501,7 @@ def crd_manifest(crd: CrdKind) -> dict[str, Any]:
         "apiVersion": {"type": "string"},
         "kind": {"type": "string"},
         "metadata": {"type": "object"},
-        "spec": _spec_schema(crd),
+        "spec": _SPEC_SCHEMAS[crd](),
         "status": (
             ome_schema.runtime_status_schema()
             if crd in (OME_SERVING_RUNTIME, OME_CLUSTER_SERVING_RUNTIME)

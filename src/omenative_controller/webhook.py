@@ -513,7 +513,7 @@ def _app(
             if isvc is not None and runtime_lookup is not None:
                 runtime = await runtime_lookup(isvc)
             if isvc is not None and sources_lookup is not None:
-                sources = await sources_lookup(isvc)
+                sources = await sources_lookup(isvc, runtime)  # reuses the runtime read
             if replica is not None and revision_lookup is not None:
                 revisions = await revision_lookup(*replica)
             if created is not None and service_lookup is not None:

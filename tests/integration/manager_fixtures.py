@@ -459,9 +459,9 @@ async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JS
 @pytest.fixture
 async def service_crds_applied(kube: KubeClient) -> list[str]:
     """The InferenceService, ServingRuntime and ClusterServingRuntime CRDs as OME v1.3
-    defines them, Established. Applied for every test that asks (a no-op when they are
-    there): the install and Helm tests put omenative's own CRDs (``config/crd``) in their
-    place while they run."""
+    defines them (``config/crd/``), Established. Applied for every test that asks (a no-op
+    when they are there): the opt-out and upgrade tests put the loose CRDs
+    (``config/crd-loose/``) in their place while they run."""
     return await restore_ome_crds(kube)
 
 

@@ -50,8 +50,10 @@ from test_install import (  # noqa: E402
     _manager,
     _sa_kubeconfig,
     _wait_namespace_usable,
+    assert_omes_schema,
     crd_marks,
     restore_crd_marks,
+    served_runtime_spec,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.component("helm")]
@@ -492,6 +494,46 @@ def test_a_bad_setting_is_refused_by_helm_naming_the_value(helm_home: Path) -> N
 # ---------------------------------------------------------------------------- on the cluster
 
 
+def _spec_schema(crd: JSON) -> JSON:
+    (version,) = crd["spec"]["versions"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert isinstance(spec, dict)
+    return spec
+
+
+def test_the_chart_installs_omes_schema_unless_told_loose(helm_home: Path) -> None:
+    """``omenative.crds.schema``: ome (the default) renders config/crd/'s OME-schema CRDs,
+    loose renders config/crd-loose/'s (spec kept whole) and the same InferenceReplica CRD;
+    anything else is refused naming the value."""
+    ome = {o["metadata"]["name"]: o for o in template(helm_home)
+           if o["kind"] == "CustomResourceDefinition"}
+    loose = {o["metadata"]["name"]: o for o in template(
+        helm_home, "--set", "omenative.crds.schema=loose")
+        if o["kind"] == "CustomResourceDefinition"}
+    assert set(ome) == set(loose) == set(CRD_NAMES)
+    assert ome["inferencereplicas.ome.io"] == loose["inferencereplicas.ome.io"]
+    for name in set(CRD_NAMES) - {"inferencereplicas.ome.io"}:
+        assert "x-kubernetes-preserve-unknown-fields" not in _spec_schema(ome[name]), name
+        assert _spec_schema(loose[name])["x-kubernetes-preserve-unknown-fields"] is True, name
+    loose_dir = {o["metadata"]["name"]: o for o in kustomize(REPO / "config" / "crd-loose")}
+    for name, obj in loose_dir.items():
+        assert _spec_schema(loose[name]) == _spec_schema(obj), name
+    done = helm(helm_home, "template", RELEASE, str(CHART), "--set",
+                "omenative.crds.schema=open", check=False)
+    assert done.returncode != 0 and "/omenative/crds/schema" in done.stderr, done.stderr
+
+
+RELEASE_SECRET_LIMIT = 1024 * 1024
+"""A Secret (Helm's release record) holds at most 1 MiB of data."""
+
+
+async def _release_bytes(kubectl: Kubectl, revision: int) -> int:
+    """The size of Helm's stored release record (the Secret's ``release`` value)."""
+    secret = await kubectl.get_json("secret", f"sh.helm.release.v1.{RELEASE}.v{revision}",
+                                    "-n", RELEASE_NS)
+    return len(secret["data"]["release"])
+
+
 @pytest.fixture(scope="module")
 def kubectl(kubeconfig_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     return Kubectl(kubeconfig_path, tmp_path_factory.mktemp("helm-kubectl-home"))
@@ -501,9 +543,9 @@ def kubectl(kubeconfig_path: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 async def adopted_crds(kubectl: Kubectl, kube: KubeClient) -> AsyncIterator[None]:
     """CRDs already in the shared test cluster, marked as this release's (Helm's adoption).
 
-    They are first made the chart's own (``config/crd``, which the chart carries), so Helm's
-    server-side apply finds its values and not OME's schema that other tests install;
-    afterwards labels and annotations are restored and OME's CRDs put back."""
+    They are first made the chart's own (``config/crd``, which the chart carries: OME's
+    schema, as the other tests install it), so Helm finds its values; afterwards labels and
+    annotations are restored and OME's CRDs put back."""
     for path in sorted((REPO / "config" / "crd").glob("ome.io_*.yaml")):
         await apply_crd(kube, path)
     marks = await crd_marks(kubectl)
@@ -554,6 +596,10 @@ async def test_helm_install_upgrade_and_uninstall_drive_the_running_manager(
                          *(f"crd/{n}" for n in CRD_NAMES))
         dep = await kubectl.get_json("deployment", "omenative-manager", "-n", "ome")
         assert dep["metadata"]["annotations"]["meta.helm.sh/release-name"] == RELEASE
+        assert_omes_schema(await served_runtime_spec(kubectl))
+        size = await _release_bytes(kubectl, 1)
+        print(f"helm release record with OME's CRD schema: {size} bytes")
+        assert size < RELEASE_SECRET_LIMIT, size
 
         sa_config = await _sa_kubeconfig(kubectl, kubeconfig_path, tmp_path / "sa.kubeconfig")
         async with _manager(sa_config, tmp_path / "manager.log", namespace):

@@ -162,7 +162,7 @@ async def installed(kubectl: Kubectl, kube: KubeClient) -> AsyncIterator[list[JS
                                   "--timeout=90s", stdin=yaml.safe_dump(step.obj),
                                   timeout=120)
         await restore_crd_marks(kubectl, marks)
-        await restore_ome_crds(kube)  # config/crd replaced OME's schema for this module
+        await restore_ome_crds(kube)  # an opt-out test may have left the loose ones
 
 
 CrdMarks = dict[str, tuple[dict[str, str], dict[str, str]]]
@@ -247,6 +247,72 @@ async def test_config_installs_the_manager_least_privileged_and_hardened(
     assert parse_lifecycle_config(cm["data"]["lifecycle"]) == LifecycleConfig()
     for kind in ("validatingadmissionpolicy", "validatingadmissionpolicybinding"):
         await kubectl.ok("get", kind, "omenative-inferencereplica", "omenative-inferenceservice")
+
+
+FUTURE_FIELD = "someFutureOmeField"
+
+
+async def served_runtime_spec(kubectl: Kubectl) -> JSON:
+    """A ClusterServingRuntime's ``spec`` as the API server would store it (a server-side
+    dry run: admission, defaulting and pruning run, nothing is stored). ``--validate=false``
+    asks for pruning, as a controller's or Helm's write gets; kubectl's default strict field
+    validation would refuse the unknown field outright."""
+    probe = {"apiVersion": "ome.io/v1beta1", "kind": "ClusterServingRuntime",
+             "metadata": {"name": "schema-probe"},
+             "spec": {FUTURE_FIELD: "only the loose CRD keeps this",
+                      "supportedModelFormats": [{"modelFormat": {"name": "safetensors"},
+                                                 "modelFramework": {"name": "transformers"}}]}}
+    out = await kubectl.ok("create", "--dry-run=server", "--validate=false", "-o", "json",
+                           "-f", "-", stdin=json.dumps(probe))
+    spec = json.loads(out)["spec"]
+    assert isinstance(spec, dict)
+    return spec
+
+
+def assert_omes_schema(spec: JSON) -> None:
+    """OME v1.3's schema is served: an unknown field is pruned, OME's defaults are filled."""
+    assert FUTURE_FIELD not in spec, spec
+    (fmt,) = spec["supportedModelFormats"]
+    assert fmt["modelFormat"]["operator"] == "Equal" and fmt["modelFormat"]["weight"] == 1, fmt
+
+
+def assert_loose_schema(spec: JSON) -> None:
+    """The loose CRD is served: the spec is kept whole, no default is filled."""
+    assert spec[FUTURE_FIELD] == "only the loose CRD keeps this", spec
+    (fmt,) = spec["supportedModelFormats"]
+    assert fmt["modelFormat"] == {"name": "safetensors"}, fmt
+
+
+async def test_config_installs_omes_schema_and_install_can_opt_out_to_loose(
+    kubectl: Kubectl, installed: list[JSON]
+) -> None:
+    """``kubectl apply -k config/`` serves OME's schema; ``omenative install --crd-schema
+    loose`` replaces it with the loose CRDs, and a plain ``omenative install`` puts OME's
+    back (the same objects, only the three CRDs change)."""
+    assert_omes_schema(await served_runtime_spec(kubectl))
+    isvc_crd = await kubectl.get_json("crd", "inferenceservices.ome.io")
+    spec = isvc_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["model"]["properties"]["kind"]["default"] == "ClusterBaseModel"
+
+    rc, out, err = await kubectl.omenative("install", "--yes", "--crd-schema", "loose")
+    assert rc == 0, out + err
+    await kubectl.ok("wait", "--for=condition=Established", "--timeout=60s",
+                     *(f"crd/{n}" for n in CRD_NAMES))
+
+    async def loose() -> bool:
+        return FUTURE_FIELD in await served_runtime_spec(kubectl)
+
+    await eventually(loose, timeout=30, interval=0.5, what="the loose schema served")
+    assert_loose_schema(await served_runtime_spec(kubectl))
+
+    rc, out, err = await kubectl.omenative("install", "--yes")
+    assert rc == 0, out + err
+
+    async def ome() -> bool:
+        return FUTURE_FIELD not in await served_runtime_spec(kubectl)
+
+    await eventually(ome, timeout=30, interval=0.5, what="OME's schema served again")
+    assert_omes_schema(await served_runtime_spec(kubectl))
 
 
 # ---------------------------------------------------------------------------- the manager

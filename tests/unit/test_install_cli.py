@@ -18,6 +18,7 @@ from omenative_controller.cli.install import (
     plan_install,
     plan_uninstall,
     strip_helm_marks,
+    with_loose_crds,
 )
 from omenative_core.model.config import UNCONFIGURED, LifecycleConfig, parse_lifecycle_config
 from omenative_core.service import SERVICE_CONFIG_KEYS, ServiceConfig, parse_service_config
@@ -137,6 +138,34 @@ def test_preview_refusal_and_workload_messages() -> None:
 
 def _docs(*parts: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((ROOT / "config" / Path(*parts)).read_text()) if d]
+
+
+def test_loose_crds_replace_omes_schema_by_name_and_leave_the_rest() -> None:
+    """``--crd-schema loose``: each loose CRD takes the place of the OME-schema one of the same
+    name; the InferenceReplica CRD and every other object stay as rendered, in order."""
+    ome_isvc = {**crd("inferenceservices.ome.io"), "spec": {"schema": "ome"}}
+    loose_isvc = {**crd("inferenceservices.ome.io"), "spec": {"schema": "loose"}}
+    rendered = [crd("inferencereplicas.ome.io"), ome_isvc, obj("Namespace", "ome")]
+    out = with_loose_crds(rendered, [loose_isvc])
+    assert [object_key(o)[3] for o in out] == [
+        "inferencereplicas.ome.io", "inferenceservices.ome.io", "ome"]
+    assert out[1]["spec"] == {"schema": "loose"}
+    assert rendered[1]["spec"] == {"schema": "ome"}  # the input is left alone
+
+
+def test_config_installs_omes_schema_and_crd_loose_the_opt_out() -> None:
+    """config/crd/ (what config/ installs) holds OME's schema for the InferenceService and
+    runtimes (spec closed, so unknown fields are pruned); config/crd-loose/ keeps spec whole."""
+    for plural in ("inferenceservices", "servingruntimes", "clusterservingruntimes"):
+        (ome,) = _docs("crd", f"ome.io_{plural}.yaml")
+        (loose,) = _docs("crd-loose", f"ome.io_{plural}.yaml")
+        ome_spec = ome["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        loose_spec = (
+            loose["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"])
+        assert "x-kubernetes-preserve-unknown-fields" not in ome_spec
+        assert loose_spec["x-kubernetes-preserve-unknown-fields"] is True
+    kustomization = yaml.safe_load((ROOT / "config" / "crd" / "kustomization.yaml").read_text())
+    assert "ome.io_inferenceservices.yaml" in kustomization["resources"]
 
 
 def test_config_dir_is_found_from_the_package() -> None:

@@ -18,6 +18,7 @@ from omenative_core.service import (
     runtime_revision_from_json,
     service_status,
 )
+from omenative_core.service.validate import validate_isvc
 
 NOW = datetime(2026, 9, 28, 14, 15, tzinfo=UTC)
 
@@ -141,3 +142,39 @@ def test_without_autosync_false_the_live_runtime_is_followed() -> None:
     plan = render_service(live, [runtime("0.85")], (), runtime_revisions=[])
     assert args(plan) == ["--tp-size=1", "--mem-frac=0.85"]
     assert plan.runtime_revisions == () and plan.status_fields == {}
+
+
+def _pin_refusals(**ref: Any) -> list[tuple[str, str, str]]:
+    return [(r.reason, r.field, r.message) for r in validate_isvc(isvc(**ref))
+            if not r.warning]
+
+
+def test_admission_refuses_a_revision_of_the_wrong_form_with_omes_text() -> None:
+    """OME's ``validateRuntimePin`` (inference_service_validation.go at 58a57f25; the docs'
+    "Roll back" example): a ClusterServingRuntime's revision named for a ServingRuntime is
+    refused, naming the field, the runtime and the form it expects."""
+    ((reason, field, message),) = _pin_refusals(revision="cr-sglang-llama-3-2-3b-590753e8")
+    assert (reason, field) == ("InvalidRuntimeRevision", "spec.runtime.revision")
+    assert message == (
+        'InvalidRuntimeRevision: spec.runtime.revision "cr-sglang-llama-3-2-3b-590753e8" does '
+        'not match the expected naming convention for runtime "sglang-llama-3-2-3b" '
+        "(ServingRuntime); expected the form r-llama-demo-sglang-llama-3-2-3b-<8 lowercase hex "
+        "chars>")
+    for wrong in ("r-llama-demo-sglang-llama-3-2-3b-590753E8",  # upper-case hex
+                  "r-llama-demo-sglang-llama-3-2-3b-590753e",  # 7 hex
+                  "r-other-ns-sglang-llama-3-2-3b-590753e8",  # another namespace's runtime
+                  "r-llama-demo-other-runtime-590753e8"):  # another runtime
+        assert [r[0] for r in _pin_refusals(revision=wrong)] == ["InvalidRuntimeRevision"], wrong
+
+
+def test_admission_takes_each_scope_s_form_and_needs_auto_sync_false() -> None:
+    assert _pin_refusals(revision="r-llama-demo-sglang-llama-3-2-3b-590753e8") == []
+    assert _pin_refusals(kind="ClusterServingRuntime",
+                         revision="cr-sglang-llama-3-2-3b-af9539ac") == []
+    ((reason, field, message),) = _pin_refusals(
+        autoSync=True, revision="r-llama-demo-sglang-llama-3-2-3b-590753e8")
+    assert (reason, field) == ("InvalidRuntimeRevision", "spec.runtime.autoSync")
+    assert "spec.runtime.revision requires spec.runtime.autoSync=false" in message
+    # the existence of the revision is left to the controller (RevisionMissing), as in OME
+    assert _pin_refusals(revision="r-llama-demo-sglang-llama-3-2-3b-00000000") == []
+    assert [r[1] for r in _pin_refusals(revision=12345678)] == ["spec.runtime.revision"]

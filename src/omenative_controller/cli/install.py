@@ -7,6 +7,9 @@ to overwrite a CRD that another installation owns (OME's Helm chart, say) unless
 omenative shares them (the manager reads OME's ``lifecycle`` entry). It previews every
 object and asks before it applies, unless ``--yes``.
 
+``--crd-schema loose`` installs the loose InferenceService and runtime CRDs of
+``config/crd-loose/`` in place of OME's schema (``config/crd/``; docs/install.md).
+
 ``uninstall`` removes what ``install`` created, in an order that lets the manager finish
 its work: InferenceServices and InferenceReplicas first (the manager drains their
 Instances and then drops the ``ome.io/ir-teardown`` finalizer), then the manager and its
@@ -49,6 +52,7 @@ __all__ = [
     "plan_install",
     "plan_uninstall",
     "uninstall",
+    "with_loose_crds",
 ]
 
 JSON = dict[str, Any]
@@ -275,6 +279,15 @@ def format_workloads(names: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
+def with_loose_crds(rendered: Sequence[Mapping[str, Any]],
+                    loose: Sequence[Mapping[str, Any]]) -> list[JSON]:
+    """``rendered`` with each object of ``loose`` (the loose CRDs) in place of the one of the
+    same identity (OME's schema); a loose object ``rendered`` lacks is added at the end."""
+    by_key = {object_key(o): dict(o) for o in loose}
+    out = [by_key.pop(object_key(o), dict(o)) for o in rendered]
+    return out + list(by_key.values())
+
+
 def find_config_dir(explicit: str | None = None) -> Path:
     """``--config-dir``, else the repository's ``config/``, else ``./config``."""
     if explicit:
@@ -386,16 +399,26 @@ def _common(f: Any) -> Any:
               help="Take over CRDs another installation owns (their schema is replaced).")
 @click.option("--keep-foreign-crds", is_flag=True,
               help="Leave CRDs another installation owns as they are; install the rest.")
+@click.option("--crd-schema", type=click.Choice(["ome", "loose"]), default="ome",
+              show_default=True,
+              help="InferenceService and runtime CRDs: OME v1.3's schema (config/crd/: unknown "
+                   "fields pruned, OME's defaults) or the loose opt-out (config/crd-loose/: "
+                   "spec kept whole), for a cluster that needs a field OME's schema prunes.")
 @click.option("--dry-run", is_flag=True, help="Show what would be done; change nothing.")
 def install(kubeconfig: str | None, kube_context: str | None, config_dir: str | None,
             kubectl_path: str | None, yes: bool, adopt_crds: bool, keep_foreign_crds: bool,
-            dry_run: bool) -> None:
+            crd_schema: str, dry_run: bool) -> None:
     """Install omenative (CRDs, RBAC, the manager, admission policies) from config/."""
     if adopt_crds and keep_foreign_crds:
         raise click.UsageError("--adopt-crds and --keep-foreign-crds exclude each other")
     kubectl = Kubectl(kubectl_path, kubeconfig, kube_context)
     directory = find_config_dir(config_dir)
     rendered = kubectl.render(directory)
+    if crd_schema == "loose":
+        loose_dir = directory / "crd-loose"
+        if not (loose_dir / "kustomization.yaml").is_file():
+            raise click.UsageError(f"--crd-schema loose: no kustomization.yaml in {loose_dir}")
+        rendered = with_loose_crds(rendered, kubectl.render(loose_dir))
     live = kubectl.live(rendered)
     steps, conflicts = plan_install(rendered, live, adopt_crds=adopt_crds,
                                     keep_foreign_crds=keep_foreign_crds)

@@ -24,18 +24,30 @@ named ``cr-<runtime>-<hash>`` (ClusterServingRuntime) or ``r-<namespace>-<runtim
 
 The revision's hash is omenative's (sha256 of the spec's canonical JSON, 8 hex), so the
 names differ from OME's for the same spec; the name's form is OME's.
+
+``revision_form_rejections`` is OME's admission check of ``spec.runtime.revision``
+(ome-projects/ome ``pkg/webhook/admission/isvc/inference_service_validation.go`` at
+58a57f25355166429fd9e45e9c2564a0e9486bb2, ``validateRuntimePin`` and ``expectedPinPattern``;
+ome-docs ``concepts/runtimes/runtime-revisions.md`` at 7f641a34, "Roll back"): a revision
+needs ``autoSync: false``, and its name must have the form for the named runtime,
+``cr-<runtime>-<8 lowercase hex>`` (a ClusterServingRuntime, any ``kind`` other than
+ServingRuntime) or ``r-<namespace>-<runtime>-<8 lowercase hex>`` (a ServingRuntime in the
+InferenceService's namespace). Whether the revision exists is not checked at admission
+(``RevisionMissing`` at reconcile), as in OME.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from attrs import frozen
 
 from omenative_core.service.model import InferenceService, RuntimeRef, ServingRuntime
+from omenative_core.service.rejection import Rejection, reject
 
 __all__ = [
     "ANNOTATION_RUNTIME_SYNC",
@@ -46,6 +58,7 @@ __all__ = [
     "pinning",
     "resolve_pin",
     "revision_body",
+    "revision_form_rejections",
     "revision_name",
     "runtime_revision_from_json",
     "spec_digest",
@@ -120,6 +133,37 @@ def pinning(isvc: InferenceService) -> bool:
     """``spec.runtime.autoSync`` is false on a named runtime."""
     ref = _obj(isvc.spec.get("runtime"))
     return isvc.runtime_ref is not None and ref.get("autoSync") is False
+
+
+REVISION_FORM_REASON: Final = "InvalidRuntimeRevision"
+"""The reason of a refused ``spec.runtime.revision`` (omenative's; OME's text follows it)."""
+_HEX8: Final = "[0-9a-f]{8}"
+
+
+def revision_form_rejections(isvc: InferenceService) -> list[Rejection]:
+    """OME's admission check of ``spec.runtime.revision`` (module docstring); [] admits."""
+    ref = _obj(isvc.spec.get("runtime"))
+    revision = ref.get("revision")
+    if revision is None or revision == "":
+        return []
+    if not isinstance(revision, str):
+        return [reject(REVISION_FORM_REASON, "spec.runtime.revision",
+                       "spec.runtime.revision must be a string (a runtime revision's name)")]
+    if ref.get("autoSync") is not False:
+        return [reject(REVISION_FORM_REASON, "spec.runtime.autoSync",
+                       "spec.runtime.revision requires spec.runtime.autoSync=false; "
+                       "AutoSync=true would silently ignore the pin")]
+    name = ref.get("name") if isinstance(ref.get("name"), str) else ""
+    if ref.get("kind") == "ServingRuntime":
+        kind, prefix = "ServingRuntime", f"r-{isvc.namespace}-{name}-"
+    else:
+        kind, prefix = "ClusterServingRuntime", f"cr-{name}-"
+    if re.fullmatch(re.escape(prefix) + _HEX8, revision):
+        return []
+    return [reject(REVISION_FORM_REASON, "spec.runtime.revision",
+                   f"spec.runtime.revision {json.dumps(revision)} does not match the expected "
+                   f"naming convention for runtime {json.dumps(name)} ({kind}); expected the "
+                   f"form {prefix}<8 lowercase hex chars>")]
 
 
 def _by_revision(ref: RuntimeRef, wanted: str, found: RuntimeRevision | None) -> Pin:

@@ -55,6 +55,7 @@ from omenative_core.service.modes import MODE_OMENATIVE, declared_mode, explain_
 from omenative_core.service.rejection import Rejection, warn
 from omenative_core.service.rejection import reject as _reject
 from omenative_core.service.render import ANNOTATION_AUTOSCALER_CLASS
+from omenative_core.service.runtime_pin import revision_form_rejections
 from omenative_core.service.validate_autoscaler import autoscaler_rejections
 from omenative_core.service.validate_replica import (
     MAX_DECODED_INSTANCES,
@@ -374,6 +375,7 @@ def validate_isvc(
     """
     return [
         *_mode_combination(new),
+        *revision_form_rejections(new),
         *_pairing(new, runtime),
         *_ready_policy(new, old, runtime),
         *_replicas(new),
