@@ -253,6 +253,11 @@ class Budget:
         self.used += cost
         return True
 
+    def charge(self, count: int = 1) -> None:
+        """Charge ``count`` operations that are open already (their pods exist) without
+        refusing them: refusing cannot shrink what the status must record."""
+        self.used += count * OPERATION_ROW_BYTES
+
 
 STATUS_SIZE_EXCEEDED: Final = "StatusSizeExceeded"
 """The condition (and Event) saying a status was not written because it was too large."""

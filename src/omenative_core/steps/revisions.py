@@ -200,7 +200,12 @@ def unrecorded_create(st: StepPass, index: int) -> InstanceStatus | None:
     terminating, every name one the attempt expects) are the attempt a pass planned, so
     its Create operation resumes (creating what is missing, deadline from now) instead of
     the pods being taken for strays and restarted. Anything else (another revision or
-    incarnation, a pause, a RetryBlock, a full status budget) stays a Pending row.
+    incarnation, a pause, a RetryBlock) stays a Pending row.
+
+    The status budget is charged, never asked: the operation is open in the world already
+    (the pass that created the pods admitted it), and the rows this pass loaded may still
+    charge operations that pass ended, so a refusal here would leave a Pending row whose
+    fresh pods ``repair.rebuilds`` deletes and the next pass restarts as "pod lost".
     """
     pods = st.pods_of(index)
     revision = new_instance_revision(st, index)
@@ -209,8 +214,9 @@ def unrecorded_create(st: StepPass, index: int) -> InstanceStatus | None:
         p.terminating or p.name not in expected or not st.matches(p, revision, 1) for p in pods
     ):
         return None
-    if not st.book.may_start(revision, st.view.now) or not st.may_open():
+    if not st.book.may_start(revision, st.view.now):
         return None
+    st.charge_open()
     st.book.claim(revision)
     return new_instance_row(st, index, revision)
 

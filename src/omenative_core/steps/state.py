@@ -373,20 +373,29 @@ class PassState(PassWrites):
 
     # ------------------------------------------------------------------ operations
 
+    def _gate(self) -> Budget:
+        if self._budget is None:
+            self._budget = Budget.of(self.odd_rows())  # a plain row is charged nothing
+        return self._budget
+
+    def charge_open(self) -> None:
+        """Charge an operation already open in the world (an unrecorded scale-up whose pods
+        exist) to the status budget; later operations wait for the room it takes."""
+        self._gate().charge()
+
     def may_open(self, count: int = 1, *, migrate: bool = False) -> bool:
         """Whether ``count`` new operations fit the status (``status.budget``); else they wait.
 
         The first refusal of a pass says so with an ``OperationsBounded`` Event.
         """
-        if self._budget is None:
-            self._budget = Budget.of(self.odd_rows())  # a plain row is charged nothing
-        if self._budget.admit(count, migrate=migrate):
+        budget = self._gate()
+        if budget.admit(count, migrate=migrate):
             return True
-        if self._budget.deferred == count:
+        if budget.deferred == count:
             self.note(
                 "OperationsBounded",
                 "new operations wait: the ones open now fill the status budget "
-                f"({self._budget.used} of {self._budget.capacity} bytes), so the status stays "
+                f"({budget.used} of {budget.capacity} bytes), so the status stays "
                 "under etcd's request limit",
             )
         return False
