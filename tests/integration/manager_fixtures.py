@@ -453,6 +453,18 @@ async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JS
     return list(page.get("items") or ())
 
 
+async def warning_event(kube: KubeClient, namespace: str, name: str, reason: str,
+                        timeout: float = 30) -> JSON:
+    """The first Warning Event with ``reason`` on ``name``, waited for: the manager posts an
+    Event after it writes the condition, so a read right after the condition can miss it."""
+
+    async def found() -> JSON | None:
+        return next((e for e in await warning_events(kube, namespace, name)
+                     if e["reason"] == reason), None)
+
+    return await eventually(found, timeout=timeout, what=f"a {reason} Warning Event on {name}")
+
+
 # ------------------------------------------------------ the InferenceService controller
 
 

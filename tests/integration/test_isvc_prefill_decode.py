@@ -34,7 +34,7 @@ from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
-from manager_fixtures import eventually, warning_events  # noqa: E402 - after the rewrite
+from manager_fixtures import eventually, warning_event  # noqa: E402 - after the rewrite
 from test_isvc_models import (  # noqa: E402 - OME's model CRDs and the agent's node label
     conditions,
     label_model_ready,
@@ -211,10 +211,8 @@ async def test_serve_a_prefill_decode_model(
         return isvc if ok else None
 
     await eventually(all_ready, timeout=180, what="Ready, DecoderReady and RouterReady")
-    events = await warning_events(kube, namespace, "llama-pd")
-    advisory = [e for e in events if e["reason"] == "RuntimeCompatibilityAdvisory"]
-    assert advisory and "proceeding because the runtime was named explicitly" in \
-        advisory[0]["message"], events
+    advisory = await warning_event(kube, namespace, "llama-pd", "RuntimeCompatibilityAdvisory")
+    assert "proceeding because the runtime was named explicitly" in advisory["message"]
 
     # Step 3: one InferenceReplica per component, the pods, one GPU pod per node
     for component, instances in (("engine", 2), ("decoder", 1), ("router", 1)):

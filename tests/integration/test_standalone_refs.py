@@ -27,6 +27,7 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     eventually,
     get_replica,
     list_pods,
+    warning_event,
     warning_events,
 )
 from test_isvc_models import (  # noqa: E402 - OME's catalog model and runtime, as there
@@ -95,8 +96,7 @@ async def test_a_standalone_replica_runs_from_its_runtime_ref(
     ready_cond = next(c for c in orphan["status"]["conditions"] if c["type"] == "Ready")
     assert ready_cond["status"] == "False"
     assert "ServingRuntime 'srt-missing' not found" in ready_cond["message"]
-    events = await warning_events(kube, namespace, "orphan-pool")
-    assert any(e["reason"] == "RuntimeNotFound" for e in events)
+    await warning_event(kube, namespace, "orphan-pool", "RuntimeNotFound")
 
     # a change to the runtime re-renders the replica at once (OME watches it): well
     # inside the 30 s config reload and the resync that used to pick it up
@@ -166,8 +166,8 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
 
     cond = await eventually(blocked, timeout=30, what="ModelNotFound on the replica")
     assert cond["status"] == "False" and "no-such-model" in cond["message"]
-    events = await warning_events(kube, namespace, "ghost-pool")
-    assert any(e["reason"] == "ModelNotFound" for e in events)
+    event = await warning_event(kube, namespace, "ghost-pool", "ModelNotFound")
+    assert "no-such-model" in event["message"]
     assert not [p for p in (await list_pods(kube, namespace)).values()
                 if p["metadata"]["labels"].get("ome.io/inferencereplica") == "ghost-pool"]
 
