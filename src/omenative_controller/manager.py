@@ -42,6 +42,7 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
+from omenative_controller.gc_freezer import SurvivorFreezer
 from omenative_controller.kube.apiwatch import ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -50,6 +51,7 @@ from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, SERVICES
 from omenative_controller.kube.tasks import cancel_and_wait
+from omenative_controller.kube.turns import Turns
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
 from omenative_controller.leader_tasks import LeaderTasks
@@ -152,6 +154,8 @@ class Manager:
         self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
+        self._freezer = SurvivorFreezer()  # installed once the caches synced
+        self._turns = Turns()  # one pass starts per loop iteration (kube/turns.py)
 
     # ------------------------------------------------------------------ public
 
@@ -416,6 +420,7 @@ class Manager:
             self.metrics.caches_synced.set(1 if synced else 0)
             if synced and not settled:  # once: the initial LISTs are parsed and dropped
                 settle_after_sync()
+                self._freezer.install()  # and what the caches grow into from now on
                 settled = True
             await asyncio.sleep(0.5)
 
@@ -469,6 +474,7 @@ class Manager:
 
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
+        await self._turns.take()  # workers woken together plan one per loop iteration
         raw = self.replicas.get(key)
         if raw is None:
             self._drop_key(key, queue)
@@ -589,6 +595,7 @@ class Manager:
     # ------------------------------------------------------------------ teardown
 
     async def _teardown(self) -> None:
+        self._freezer.uninstall()
         if self.executor is not None and self.executor.pipeline is not None:
             await self.executor.pipeline.cancel()
         await cancel_and_wait([*self._workers, *self._tasks])
