@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
@@ -98,6 +99,12 @@ def resource_version_newer(new: str, old: str) -> bool:
     except ValueError:
         return True
 
+
+WATCH_SLICE = 0.002
+"""Seconds of watch events an informer applies before it lets the event loop run others.
+
+Lines already buffered are read without suspending: a burst of ~90 pod events (the ~384 KiB
+the stream may buffer) is ~9 ms of parsing and indexing in one piece."""
 
 TOMBSTONES = 4096
 """Deleted keys remembered per informer (oldest forgotten first)."""
@@ -391,6 +398,7 @@ class Informer(Generic[V]):
             self.resource, scope, resource_version=rv, label_selector=self.label_selector,
             timeout_seconds=random.randint(lo, hi), read_timeout=self.read_timeout,
         ) as events:
+            slice_end = time.perf_counter() + WATCH_SLICE
             async for event in events:
                 kind = event.get("type")
                 obj = event.get("object") or {}
@@ -405,6 +413,9 @@ class Informer(Generic[V]):
                     self._apply(kind, obj)
                 if new_rv:
                     rv = new_rv
+                if time.perf_counter() >= slice_end:  # a buffered burst: let others run
+                    await asyncio.sleep(0)
+                    slice_end = time.perf_counter() + WATCH_SLICE
         return rv
 
     async def _run_scope(self, scope: str | None) -> None:
