@@ -45,14 +45,17 @@ __all__ = [
     "decode_replica",
     "free_in_pieces",
     "in_worker",
+    "pass_pods",
     "plan_replica",
 ]
 
 T = TypeVar("T")
 
-OFF_LOOP_PODS = 1000
-"""A full pass over a replica with at least this many pods runs in a worker thread
-(about 10 ms of planning at the measured ~10 µs per pod)."""
+OFF_LOOP_PODS = 200
+"""A full pass over a replica with, or asking for, at least this many pods runs in a worker
+thread. A pass at rest costs a few µs a pod, but one that renders the pods still to create
+~50 µs a pod (a first pass over 50 Instances of 4 pods: ~10 ms; over 500: ~65 ms), and a
+replica's first passes have no pods yet: the pods it asks for count."""
 
 OFF_LOOP_INSTANCES = 500
 """A replica of at least this many Instances is decoded in a worker thread (about 5 ms of
@@ -124,7 +127,7 @@ async def plan_replica(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan,
     got = reuse(snapshot, memo)
     if got is not None:
         return got
-    if len(snapshot.pods) < OFF_LOOP_PODS:
+    if pass_pods(snapshot) < OFF_LOOP_PODS:
         return plan_incremental(snapshot, memo)
     # the caches may change while the thread reads: a live view of the node map is copied
     # (the manager's is a frozen copy already; the other inputs are immutable tuples,
@@ -135,6 +138,14 @@ async def plan_replica(snapshot: Snapshot, memo: PlanMemo | None) -> tuple[Plan,
     last = [memo]
     del memo  # only ``last`` holds it now: the worker empties it
     return await in_worker(_plan_then_drop, snapshot, last)
+
+
+def pass_pods(snapshot: Snapshot) -> int:
+    """The pods a pass over ``snapshot`` may read or render: those cached, or those its spec
+    asks for (Instances times the runners' sizes), whichever is more."""
+    spec = snapshot.replica.spec
+    asked = (spec.replicas or 0) * sum(max(r.size, 0) for r in spec.runners)
+    return max(len(snapshot.pods), asked)
 
 
 def _plan_then_drop(snapshot: Snapshot, last: list[PlanMemo | None]) -> tuple[Plan, PlanMemo]:
