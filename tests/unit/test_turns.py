@@ -65,16 +65,18 @@ def test_a_lone_section_goes_on_at_once() -> None:
     assert asyncio.run(main())
 
 
+async def _noted(turns: Turns, done: list[str], name: str) -> None:
+    """Take a turn, then note ``name``."""
+    await turns.take()
+    done.append(name)
+
+
 def test_a_cancelled_waiter_does_not_block_the_rest() -> None:
     async def main() -> list[str]:
         turns = Turns()
         done: list[str] = []
-
-        async def section(name: str) -> None:
-            await turns.take()
-            done.append(name)
-
-        tasks = [asyncio.create_task(section(n)) for n in ("first", "cancelled", "a", "b")]
+        tasks = [asyncio.create_task(_noted(turns, done, n))
+                 for n in ("first", "cancelled", "a", "b")]
         await asyncio.sleep(0)  # all four ran once: "first" has the turn, three wait
         assert done == ["first"] and turns.waiting == 3
         tasks[1].cancel()
@@ -89,12 +91,7 @@ def test_cancelled_after_the_turn_came_passes_it_on() -> None:
     async def main() -> list[str]:
         turns = Turns()
         done: list[str] = []
-
-        async def section(name: str) -> None:
-            await turns.take()
-            done.append(name)
-
-        tasks = [asyncio.create_task(section(n)) for n in ("first", "given", "after")]
+        tasks = [asyncio.create_task(_noted(turns, done, n)) for n in ("first", "given", "after")]
         await asyncio.sleep(0)  # "first" has the turn; the next iteration hands it on
         while turns.waiting == 2:  # until the turn is handed to "given"
             await asyncio.sleep(0)
