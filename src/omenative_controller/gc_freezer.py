@@ -20,8 +20,9 @@ The cost, as with ``settle_after_sync``: a reference cycle among frozen objects 
 becomes garbage is never collected (objects without cycles are freed by reference counting
 as ever). The caches' views, memos and JSON are acyclic; what may leak is the few cyclic
 objects in flight at a freeze (a request's, an exception's), once per freeze, and freezes
-follow the heap's growth, not time. ``gc.unfreeze`` (``uninstall``) hands everything back
-to the collector.
+follow the heap's growth, not time. ``uninstall`` (the manager's teardown) hands
+everything frozen back to the collector, so a process that runs many managers in turn (the
+integration tests) collects what they left.
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class SurvivorFreezer:
             gc.callbacks.append(self)
 
     def uninstall(self) -> None:
-        """Stop freezing; what was frozen stays frozen (``gc.unfreeze`` hands it back)."""
+        """Stop freezing; after a freeze, hand every frozen object back to the collector."""
         if self in gc.callbacks:
             gc.callbacks.remove(self)
+        if self.freezes:
+            gc.unfreeze()
+            self.freezes = 0

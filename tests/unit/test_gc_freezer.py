@@ -37,12 +37,13 @@ def test_a_long_full_collection_freezes_its_survivors(thawed: None) -> None:
     try:
         kept = [Held() for _ in range(1000)]
         gc.collect()
+        assert freezer.freezes == 1
+        assert gc.get_freeze_count() >= len(kept)
+        tracked = {id(o) for o in gc.get_objects()}
+        assert not any(id(h) in tracked for h in kept)  # out of every generation
     finally:
         freezer.uninstall()
-    assert freezer.freezes == 1
-    assert gc.get_freeze_count() >= len(kept)
-    tracked = {id(o) for o in gc.get_objects()}
-    assert not any(id(h) in tracked for h in kept)  # out of every generation
+    assert gc.get_freeze_count() == 0  # handed back: what died meanwhile is collected
 
 
 def test_a_short_or_young_collection_freezes_nothing(thawed: None) -> None:
@@ -65,11 +66,11 @@ def test_frozen_objects_without_cycles_are_still_freed(thawed: None) -> None:
         held = Held()
         ref = weakref.ref(held)
         gc.collect()
+        assert gc.get_freeze_count() > 0
+        del held
+        assert ref() is None  # reference counting, frozen or not
     finally:
         freezer.uninstall()
-    assert gc.get_freeze_count() > 0
-    del held
-    assert ref() is None  # reference counting, frozen or not
 
 
 def test_install_is_idempotent_and_uninstall_removes_it() -> None:
