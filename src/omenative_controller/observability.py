@@ -33,6 +33,7 @@ from prometheus_client import (
 )
 
 from omenative_controller.ome_series import OMESeries
+from omenative_controller.planning import in_worker
 from omenative_controller.replica_gauges import ReplicaGauges
 
 __all__ = ["WRITE_VERBS", "Metrics", "ProbeServer", "configure_logging"]
@@ -254,7 +255,9 @@ class ProbeServer:
     async def _metrics(self, _: web.Request) -> web.Response:
         if self.metrics is None:
             return web.Response(status=404, text="no metrics here\n")
-        body = generate_latest(self.metrics.registry)
+        # ~0.2 ms a series: at 500 replicas (13 gauges each) ~100-160 ms of CPU, which on the
+        # event loop held every watch and pass for the whole scrape (bench_controller.py)
+        body = await in_worker(generate_latest, self.metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _healthz(self, _: web.Request) -> web.Response:
