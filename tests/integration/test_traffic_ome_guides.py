@@ -41,7 +41,7 @@ from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SE
 from omenative_devcluster.model_engine import server_container
 from omenative_devcluster.traffic import LoadGenerator
 
-pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models", "traffic_checks")
+pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
 from manager_fixtures import eventually  # noqa: E402
 from test_isvc_models import (  # noqa: E402 - the guides' manifests, as transcribed there
     MODEL_LABEL,
