@@ -29,14 +29,6 @@ import pytest
 if importlib.util.find_spec("omenative_controller") is None:  # not installed: use src/
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-# The folder's helper modules (manager_fixtures, traffic_checks...) get pytest's assertion
-# rewriting only if it is registered before the first test module imports them: a test
-# module that registers one itself may come after another already imported it (pytest
-# then warns "Module already imported so cannot be rewritten").
-pytest.register_assert_rewrite(*sorted(
-    p.stem for p in Path(__file__).parent.glob("*.py")
-    if not p.stem.startswith(("test_", "conftest"))))
-
 from kubernetes_asyncio import client, config
 
 from omenative_devcluster.cluster import (
@@ -52,6 +44,14 @@ from omenative_devcluster.kubelet import (
     applied_path,
     raw_call,
 )
+
+# The folder's helper modules (manager_fixtures, traffic_checks...) get pytest's assertion
+# rewriting only if it is registered before the first test module imports them: a test
+# module that registers one itself may come after another already imported it (pytest
+# then warns "Module already imported so cannot be rewritten").
+pytest.register_assert_rewrite(*sorted(
+    p.stem for p in Path(__file__).parent.glob("*.py")
+    if not p.stem.startswith(("test_", "conftest"))))
 
 
 class FaultControl:
