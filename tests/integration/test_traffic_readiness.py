@@ -44,6 +44,7 @@ async def test_no_instance_serves_before_its_pods_servers_are_ready(
         await leader_service(kube, ns, "llm")
         await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-1")
+        await recorder.caught_up()  # the record holds what wait_converged read
     record = recorder.record
     pods = await live_pods(kube, ns)
     rows = []
