@@ -8,14 +8,19 @@ from typing import Any
 import pytest
 
 from omenative_controller.kube import presence as presence_mod
-from omenative_controller.kube.presence import POLL_BACKOFF_LIMIT, UNKNOWN, Presence, Unknown
+from omenative_controller.kube.presence import (
+    POLL_BACKOFF_LIMIT,
+    UNKNOWN,
+    Presence,
+    Unknown,
+)
 
 
 class _Scripted(Presence):
     """Answers each probe from a script; stops the loop once the script is done."""
 
-    def __init__(self, answers: list[str | Unknown | None]) -> None:
-        super().__init__("scripted", interval=5.0, on_change=None)
+    def __init__(self, answers: list[str | Unknown | None], interval: float) -> None:
+        super().__init__("scripted", interval=interval, on_change=None)
         self.answers = list(answers)
 
     async def _probe(self) -> str | Unknown | None:
@@ -24,8 +29,8 @@ class _Scripted(Presence):
         return self.answers.pop(0)
 
 
-def _waits(answers: list[str | Unknown | None], monkeypatch: pytest.MonkeyPatch
-           ) -> list[float]:
+def _waits(answers: list[str | Unknown | None], monkeypatch: pytest.MonkeyPatch,
+           interval: float = 5.0) -> list[float]:
     waits: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -37,7 +42,7 @@ def _waits(answers: list[str | Unknown | None], monkeypatch: pytest.MonkeyPatch
 
     async def main() -> None:
         with pytest.raises(asyncio.CancelledError):
-            await _Scripted(answers).run()
+            await _Scripted(answers, interval).run()
 
     asyncio.run(main())
     return waits
@@ -48,6 +53,13 @@ def test_an_unchanged_answer_doubles_the_wait_up_to_the_limit(
     waits = _waits([None] * 6, monkeypatch)
     assert waits == [5.0, 10.0, 20.0, 30.0, 30.0, 30.0]
     assert max(waits) == POLL_BACKOFF_LIMIT * 5.0
+
+
+def test_the_backoff_never_waits_beyond_30_s_nor_shortens_a_longer_interval(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _waits([None] * 5, monkeypatch, interval=10.0) == [10.0, 20.0, 30.0, 30.0, 30.0]
+    assert _waits([None] * 3, monkeypatch, interval=45.0) == [45.0, 45.0, 45.0]
+    assert _waits([None] * 5, monkeypatch, interval=1.0) == [1.0, 2.0, 4.0, 6.0, 6.0]
 
 
 def test_a_change_or_an_error_polls_at_the_interval_again(

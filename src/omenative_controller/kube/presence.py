@@ -11,7 +11,8 @@ group/version), which differ only in how they probe and what informers they make
    removed rarely, and each probe is a request in the client's shared QPS budget: ten
    presences polled every 5 s were 395 of the manager's 15,776 requests while 1,250
    replicas came up (issue 36). An API that appears is noticed within
-   ``POLL_BACKOFF_LIMIT * interval`` (30 s at the manager's default 5 s).
+   ``POLL_BACKOFF_LIMIT * interval`` (30 s at the manager's default 5 s; never more than
+   ``POLL_BACKOFF_MAX_SECONDS``, or ``interval`` when that is longer).
 2. When the key changes, the informers of the old key are stopped and their caches dropped
    (``present`` turns False at once), then those of the new key are started.
 3. ``present`` turns True only once every informer of the current key has synced, so the
@@ -31,7 +32,7 @@ import structlog
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.tasks import cancel_and_wait
 
-__all__ = ["POLL_BACKOFF_LIMIT", "UNKNOWN", "Presence", "Unknown"]
+__all__ = ["POLL_BACKOFF_LIMIT", "POLL_BACKOFF_MAX_SECONDS", "UNKNOWN", "Presence", "Unknown"]
 
 log = structlog.get_logger("omenative.presence")
 
@@ -46,7 +47,10 @@ UNKNOWN: Final = Unknown.UNKNOWN
 """The one ``Unknown`` value."""
 
 POLL_BACKOFF_LIMIT: Final = 6.0
-"""While the answer repeats, the wait between probes doubles up to this many ``interval``s."""
+"""While the answer repeats, the wait between probes doubles up to this many ``interval``s
+(and never beyond ``POLL_BACKOFF_MAX_SECONDS`` or ``interval``, whichever is longer)."""
+POLL_BACKOFF_MAX_SECONDS: Final = 30.0
+"""The longest a backed-off poll waits, unless its ``interval`` is longer already."""
 
 
 class Presence:
@@ -108,10 +112,13 @@ class Presence:
 
     def next_wait(self, wait: float, found: str | Unknown | None, changed: bool) -> float:
         """The wait before the next probe, after ``wait``: ``interval`` after a change or an
-        error, else twice ``wait`` up to ``POLL_BACKOFF_LIMIT * interval``."""
+        error, else twice ``wait`` up to ``POLL_BACKOFF_LIMIT * interval`` (at most
+        ``POLL_BACKOFF_MAX_SECONDS``; an ``interval`` that is longer is kept)."""
         if changed or found is UNKNOWN:
             return self.interval
-        return min(2 * wait, POLL_BACKOFF_LIMIT * self.interval)
+        longest = max(self.interval, min(POLL_BACKOFF_LIMIT * self.interval,
+                                         POLL_BACKOFF_MAX_SECONDS))
+        return max(self.interval, min(2 * wait, longest))
 
     async def run(self) -> None:
         """Poll until cancelled; the informers stop with it."""
