@@ -206,6 +206,8 @@ class ServingRecorder:
     clock: Callable[[], float] = time.time
     _tasks: list[asyncio.Task[None]] = field(factory=list)
     _opened: list[asyncio.Event] = field(factory=list)
+    #: per watched resource (plural): name -> the resourceVersion its watch last delivered
+    _versions: dict[str, dict[str, str]] = field(factory=dict)
 
     async def __aenter__(self) -> ServingRecorder:
         feeds: tuple[tuple[Resource, Callable[[str, Mapping[str, Any], float], None]], ...] = (
@@ -227,6 +229,34 @@ class ServingRecorder:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    async def caught_up(self, timeout: float = 30) -> None:
+        """Until both watches have delivered every object as a LIST shows it now. A wait
+        that read the cluster (``wait_converged``) can be ahead of the watches, so a check
+        over the record right after it could miss the very changes it waited for."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_failed()
+            behind = [res.plural for res in (PODS, INFERENCE_REPLICAS)
+                      if await self._listed(res) != self._versions.get(res.plural, {})]
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the serving record's watches of {behind} did not catch "
+                                   f"up with a LIST in {timeout:.0f}s")
+            await asyncio.sleep(0.1)
+
+    async def _listed(self, res: Resource) -> dict[str, str]:
+        page = await self.kube.list(res, self.namespace)
+        return {str(o["metadata"]["name"]): str(o["metadata"].get("resourceVersion"))
+                for o in page.get("items") or ()}
+
+    def _raise_failed(self) -> None:
+        """Raise the error of a watch that stopped (the record has a hole from there on)."""
+        for task in self._tasks:
+            error = task.exception() if task.done() and not task.cancelled() else None
+            if error is not None:
+                raise error
 
     async def stop(self) -> None:
         """Stop watching; raise the first error a watch met."""
@@ -255,8 +285,10 @@ class ServingRecorder:
                 if exc.status not in (429, 503):
                     raise
                 await asyncio.sleep(0.5)
+        versions = self._versions.setdefault(res.plural, {})
         for obj in page.get("items") or ():
             feed("ADDED", obj, self.clock())
+            _note(versions, "ADDED", obj)
         rv = str(page["metadata"]["resourceVersion"])
         while True:
             try:
@@ -265,6 +297,7 @@ class ServingRecorder:
                     opened.set()
                     async for ev in events:
                         rv = self._take(ev, feed, rv)
+                        _note(versions, str(ev.get("type")), ev.get("object") or {})
             except (aiohttp.ClientError, TimeoutError):
                 await asyncio.sleep(0.2)  # the stream broke: resume from the last rv
 
@@ -277,3 +310,15 @@ class ServingRecorder:
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             feed(str(kind), obj, self.clock())
         return str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+
+
+def _note(versions: dict[str, str], kind: str, obj: Mapping[str, Any]) -> None:
+    """Keep the resourceVersion a watch event delivered for its object (drop it on DELETED)."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if kind not in ("ADDED", "MODIFIED", "DELETED") or not name:
+        return
+    if kind == "DELETED":
+        versions.pop(str(name), None)
+    else:
+        versions[str(name)] = str(meta.get("resourceVersion"))

@@ -45,6 +45,14 @@ from omenative_devcluster.kubelet import (
     raw_call,
 )
 
+# The folder's helper modules (manager_fixtures, traffic_checks...) get pytest's assertion
+# rewriting only if it is registered before the first test module imports them: a test
+# module that registers one itself may come after another already imported it (pytest
+# then warns "Module already imported so cannot be rewritten").
+pytest.register_assert_rewrite(*sorted(
+    p.stem for p in Path(__file__).parent.glob("*.py")
+    if not p.stem.startswith(("test_", "conftest"))))
+
 
 class FaultControl:
     """Inject kubelet stand-in faults: in-process through ``set_fault``, else the fault file."""

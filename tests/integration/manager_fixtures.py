@@ -57,6 +57,7 @@ __all__ = [
     "PodRecorder",
     "RecorderDied",
     "apply_crd",
+    "chat_runtime",
     "conditions",
     "delete_crd",
     "eventually",
@@ -396,6 +397,15 @@ def replica_body(
         meta["annotations"] = annotations
     return {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "metadata": meta,
             "spec": spec}
+
+
+def chat_runtime(namespace: str) -> JSON:
+    """The ServingRuntime ``srt-chat``: one ``example.com/llm:1`` engine container (what the
+    autoscaler tests' InferenceService ``chat`` runs)."""
+    return {"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
+            "metadata": {"name": "srt-chat", "namespace": namespace},
+            "spec": {"engineConfig": {"runner": {"name": "ome-container",
+                                                 "image": "example.com/llm:1"}}}}
 
 
 async def get_replica(kube: KubeClient, namespace: str, name: str) -> JSON:

@@ -29,6 +29,7 @@ pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402
     REPO,
     apply_crd,
+    chat_runtime,
     delete_crd,
     eventually,
     running_service_controller,
@@ -48,13 +49,6 @@ def _cpu(utilization: int) -> dict[str, Any]:
 def _policy(namespace: str) -> JSON:
     return {"apiVersion": "ome.io/v1beta1", "kind": "AutoscalerPolicy",
             "metadata": {"name": "cpu-60", "namespace": namespace}, "spec": _cpu(60)}
-
-
-def _runtime(namespace: str) -> JSON:
-    return {"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
-            "metadata": {"name": "srt-chat", "namespace": namespace},
-            "spec": {"engineConfig": {"runner": {"name": "ome-container",
-                                                 "image": "example.com/llm:1"}}}}
 
 
 def _isvc(namespace: str) -> JSON:
@@ -104,7 +98,7 @@ def _utilization(hpa: JSON) -> Any:
 async def test_a_policy_renders_follows_edits_and_holds_when_deleted(
     kube: KubeClient, namespace: str, policy_controller: ServiceController,
 ) -> None:
-    await kube.create(SERVING_RUNTIMES, _runtime(namespace), namespace)
+    await kube.create(SERVING_RUNTIMES, chat_runtime(namespace), namespace)
     await kube.create(AUTOSCALER_POLICIES, _policy(namespace), namespace)
     await kube.create(INFERENCE_SERVICES, _isvc(namespace), namespace)
 
@@ -162,6 +156,6 @@ async def test_a_policy_renders_follows_edits_and_holds_when_deleted(
                                field_selector="involvedObject.name=chat,type=Warning")
         return [e for e in page.get("items") or () if e.get("reason") == "AutoscalerPolicyHold"]
 
-    await eventually(warned, timeout=30, interval=0.3, what="the AutoscalerPolicyHold Event")
-    (event,) = await warned()
+    (event,) = await eventually(warned, timeout=30, interval=0.3,
+                                what="the AutoscalerPolicyHold Event")
     assert "engine autoscaler is holding last-known-good (PolicyNotFound)" in event["message"]

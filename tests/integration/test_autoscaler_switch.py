@@ -23,7 +23,11 @@ from omenative_controller.service_controller import (
 from omenative_core.service import CRD_SCALED_OBJECT
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import eventually, running_service_controller  # noqa: E402
+from manager_fixtures import (  # noqa: E402
+    chat_runtime,
+    eventually,
+    running_service_controller,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures", "keda_fixtures"]
@@ -33,13 +37,6 @@ KEDA = {"class": "KEDA", "keda": {"triggers": [
                                         "query": "sum(vllm:num_requests_waiting)",
                                         "threshold": "5"}}]}}
 TARGET = {"apiVersion": "ome.io/v1beta1", "kind": "InferenceReplica", "name": "chat-engine"}
-
-
-def _runtime(namespace: str) -> JSON:
-    return {"apiVersion": "ome.io/v1beta1", "kind": "ServingRuntime",
-            "metadata": {"name": "srt-chat", "namespace": namespace},
-            "spec": {"engineConfig": {"runner": {"name": "ome-container",
-                                                 "image": "example.com/llm:1"}}}}
 
 
 def _isvc(namespace: str) -> JSON:
@@ -100,7 +97,7 @@ async def _switch(kube: KubeClient, namespace: str, autoscaler: Any) -> None:
 async def test_a_class_change_replaces_our_autoscaler_and_leaves_the_users(
     kube: KubeClient, namespace: str, keda_controller: ServiceController,
 ) -> None:
-    await kube.create(SERVING_RUNTIMES, _runtime(namespace), namespace)
+    await kube.create(SERVING_RUNTIMES, chat_runtime(namespace), namespace)
     await kube.create(HPAS, _users_hpa(namespace), namespace)
     await kube.create(INFERENCE_SERVICES, _isvc(namespace), namespace)
     ours = {"class": "HPA", "managedBy": "ome", "specSource": "default"}
@@ -127,7 +124,7 @@ async def test_a_class_change_replaces_our_autoscaler_and_leaves_the_users(
 async def test_a_users_autoscaler_under_omes_name_is_never_deleted(
     kube: KubeClient, namespace: str, keda_controller: ServiceController,
 ) -> None:
-    await kube.create(SERVING_RUNTIMES, _runtime(namespace), namespace)
+    await kube.create(SERVING_RUNTIMES, chat_runtime(namespace), namespace)
     users = _users_hpa(namespace)
     users["metadata"]["name"] = "chat-engine"  # OME's name, but not ours: no owner reference
     await kube.create(HPAS, users, namespace)

@@ -263,6 +263,7 @@ async def test_the_eviction_api_refuses_evictions_beyond_the_instance_budget(
                          what="every eviction to be granted in turn")
         await chat_ready(kube, namespace)
         await pdb_settled(kube, namespace)
+        await recorder.caught_up()  # the checks below read its history to now
     finally:
         await recorder.stop()
 
@@ -321,6 +322,7 @@ async def test_kubectl_drain_takes_at_most_the_budget_of_instances_at_a_time(
             assert proc.returncode == 0, f"kubectl drain failed ({proc.returncode}):\n{output}"
             after = await chat_ready(kube, namespace)
             await pdb_settled(kube, namespace)
+            await recorder.caught_up()  # the checks below read its history to now
         finally:
             await recorder.stop()
 

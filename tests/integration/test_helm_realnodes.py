@@ -305,6 +305,14 @@ async def test_helm_install_serves_at_once_and_a_leader_killed_mid_rollout_loses
         await eventually(lambda: _rolled_out(kube, ns), timeout=240, interval=0.5,
                          what=f"the rollout to rev-2 done: {INSTANCES} Ready pods, llm Ready")
         rolled = time.monotonic() - t_kill
+
+        # the last rev-1 pod turns not Ready when its drain begins, and is deleted once no
+        # endpoint routes to it: only then does a pod list hold rev-2 alone
+        async def old_pods_gone() -> bool:
+            return seen.samples[-1].by_revision() == {"rev-2": INSTANCES}
+
+        await eventually(old_pods_gone, timeout=60, interval=0.25,
+                         what="the drained rev-1 pods deleted (census)")
         await asyncio.sleep(2)
     print(f"\nInstances by revision (leader SIGKILLed at {killed_at:.1f} s):\n"
           f"{seen.timeline()}")
@@ -364,7 +372,13 @@ async def test_helm_upgrade_to_a_new_image_during_a_rollout_fails_no_request(
         await asyncio.sleep(3)
     cert_after = (await kube.get(SECRETS, "omenative-webhook-cert", "ome"))["data"]
     assert cert_after["tls.crt"] != cert_before["tls.crt"], "the upgrade kept the certificate"
-    pods = await live_pods(kube, ns)
+
+    async def drained() -> dict[str, JSON] | None:
+        # an old pod whose drain began is not Ready and not yet deleted: wait for that delete
+        pods = await live_pods(kube, ns)
+        return pods if all(_pod_ready(p) for p in pods.values()) else None
+
+    pods = await eventually(drained, timeout=60, what="every live pod Ready (old ones deleted)")
     assert len(pods) == INSTANCES, f"Instances lost or doubled: {sorted(pods)}"
     report = gen.report()
     print_figures("helm upgrade of the manager during a rollout", report,

@@ -289,6 +289,11 @@ async def test_config_installs_omes_schema_and_install_can_opt_out_to_loose(
     """``kubectl apply -k config/`` serves OME's schema; ``omenative install --crd-schema
     loose`` replaces it with the loose CRDs, and a plain ``omenative install`` puts OME's
     back (the same objects, only the three CRDs change)."""
+    async def ome() -> bool:
+        return FUTURE_FIELD not in await served_runtime_spec(kubectl)
+
+    # a CRD is Established at once, its handler serves a replaced schema a moment later
+    await eventually(ome, timeout=30, interval=0.5, what="OME's schema served")
     assert_omes_schema(await served_runtime_spec(kubectl))
     isvc_crd = await kubectl.get_json("crd", "inferenceservices.ome.io")
     spec = isvc_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -307,10 +312,6 @@ async def test_config_installs_omes_schema_and_install_can_opt_out_to_loose(
 
     rc, out, err = await kubectl.omenative("install", "--yes")
     assert rc == 0, out + err
-
-    async def ome() -> bool:
-        return FUTURE_FIELD not in await served_runtime_spec(kubectl)
-
     await eventually(ome, timeout=30, interval=0.5, what="OME's schema served again")
     assert_omes_schema(await served_runtime_spec(kubectl))
 

@@ -247,8 +247,13 @@ async def test_an_instance_over_quota_waits_gated_with_its_deadline_parked_then_
     for n in gated:
         gates = [g["name"] for g in pods[n]["spec"].get("schedulingGates") or ()]
         assert ADMISSION_GATE in gates, (n, gates)  # (v0.17 adds its topology gate too)
-    # one Workload per Instance: the Ready one admitted, the waiting one not
-    wls = await workloads(kube, namespace)
+    # one Workload per Instance: the Ready one admitted, the waiting one not (Kueue makes
+    # the waiting group's Workload on its own time, apart from the row the manager writes)
+    async def one_per_group() -> dict[str, JSON] | None:
+        wls = await workloads(kube, namespace)
+        return wls if set(wls) == groups(pods) else None
+
+    wls = await eventually(one_per_group, timeout=30, what="a Workload for each pod group")
     show("Workloads while one Instance waits", workload_summary(wls))
     assert set(wls) == groups(pods) and len(wls) == 2, sorted(wls)
 

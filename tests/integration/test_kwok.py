@@ -110,6 +110,7 @@ async def test_instances_come_up_on_kwok_nodes_and_a_scale_down_passes_a_termina
                 and status.get("replicas") == 1 and status.get("readyReplicas") == 1)
 
     await eventually(scaled, timeout=60, what="Instance 1 drained and gone, Instance 0 Ready")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     terminal = {obj["metadata"]["name"] for _, obj, _ in recorder.replay()
                 if obj["metadata"].get("deletionTimestamp")

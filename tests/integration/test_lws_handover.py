@@ -246,9 +246,15 @@ async def check_done(kube: KubeClient, ns: str, kubeconfig: Path) -> str:
     assert env["OME_INSTANCE_POD_RANK"] == "0" and pod_env(worker)["OME_INSTANCE_POD_RANK"] == "1"
     assert not any(k.startswith("LWS_") for k in env), env
     assert conditions(leader).get("Ready") == "True"
-    isvc = await kube.get(INFERENCE_SERVICES, "chat", ns)
-    comp = ((isvc.get("status") or {}).get("components") or {}).get("engine") or {}
-    assert not [c for c in comp.get("conditions") or () if c.get("type") == "LWSHandover"]
+
+    # the pass that deletes the LeaderWorkerSet writes its status (LWSHandover: Deleting)
+    # first; the pass the delete brings on removes the condition: wait for that one
+    async def condition_gone() -> bool:
+        isvc = await kube.get(INFERENCE_SERVICES, "chat", ns)
+        comp = ((isvc.get("status") or {}).get("components") or {}).get("engine") or {}
+        return not [c for c in comp.get("conditions") or () if c.get("type") == "LWSHandover"]
+
+    await eventually(condition_gone, timeout=30, what="the LWSHandover condition removed")
     after = await asyncio.to_thread(kubectl_ome, kubeconfig, ns, "handover", "chat")
     assert after.splitlines()[1].split() == ["engine", "Done", "-", "2/2"], after
     await eventually(lambda: handover_events(kube, ns), timeout=30, interval=0.5,

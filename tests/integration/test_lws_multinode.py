@@ -98,7 +98,10 @@ async def test_a_multinode_engine_runs_as_a_real_leader_worker_set(
     lws = await eventually(lws_ready, timeout=60, what="the LWS reporting 2 ready groups")
     owners = [o["kind"] for o in lws["metadata"].get("ownerReferences") or ()]
     assert owners == ["InferenceService"], owners
-    service = await kube.get(SERVICES, "chat-engine", ns)
+    # applied just after the LeaderWorkerSet in the same pass (again on a retry if that
+    # apply failed): waited for, not read once
+    service = await eventually(lambda: kube.get(SERVICES, "chat-engine", ns), timeout=30,
+                               what="the engine's Service")
     assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": LWS_NAME,
                                            WORKER_INDEX: "0"}, service["spec"]
 

@@ -180,6 +180,7 @@ async def test_sigkill_in_the_middle_of_an_update_and_a_restart_finishes_it(
                 and len(pods) == 4
 
         await eventually(finished, timeout=120, what="the restarted manager to finish")
+        await recorder.caught_up()  # the checks below read its history to now
         await recorder.stop()
         # never more than desired + maxSurge (1) Instances alive, never a duplicate pod name
         for _, _, state in recorder.replay():

@@ -84,6 +84,7 @@ async def test_standalone_replica_two_instances_become_ready(
             else None
 
     ir = await eventually(ready, timeout=90, what="readyReplicas == 2")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     status = ir["status"]
     assert status["replicas"] == 2 and status["servingReplicas"] == 2
@@ -146,6 +147,7 @@ async def three_gangs_ready_each_pod_created_once(
         return (ir.get("status") or {}).get("readyReplicas") == 3
 
     await eventually(ready, timeout=90, what=f"{name}: readyReplicas == 3")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     pods = await list_pods(kube, namespace)
     assert sorted(pods) == [f"{name}-engine-{i}-{r}-0"
@@ -298,6 +300,7 @@ async def test_pod_group_crd_noticed_without_restart_and_created_first(
             return (ir.get("status") or {}).get("readyReplicas") == 1
 
         await eventually(ready, timeout=90, what="the late replica ready")
+        await recorder.caught_up()  # the checks below read its history to now
         await recorder.stop()
         group = await kube.get(pod_groups(), "late-0-1", namespace)  # {prefix}-{index}-{inc}
         assert group["spec"]["minMember"] == 2

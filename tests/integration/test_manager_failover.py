@@ -95,6 +95,7 @@ async def test_killed_mid_update_and_restarted_finishes_without_duplicates(
         return ir if ok else None
 
     await eventually(finished, timeout=120, what="the update finished by the new manager")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     peak_live = 0
     serving_floor = 2

@@ -243,6 +243,7 @@ async def test_watches_dropped_repeatedly_while_creating_and_scaling(
         await patch_replica(kube, namespace, "wd", {"spec": {"replicas": 1}},
                             subresource="scale")
         final = await converged(kube, namespace, "wd", 1, handle)
+        await recorder.caught_up()  # the checks below read its history to now
     finally:
         dropper.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -305,6 +306,7 @@ async def test_500s_on_pod_writes_then_409s_on_status_converge_exactly(
     assert refused_status >= 3, f"only {refused_status} status updates were refused"
 
     await converged(kube, namespace, "fe", 2, handle, timeout=60)
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     assert_alive(handle)
     assert passes(handle) > passes_after_faults, "the manager stopped reconciling"
@@ -371,6 +373,7 @@ async def test_surge_then_drain_update_under_500s_never_drops_serving(
     try:
         await eventually(finished, timeout=90, interval=0.25,
                          what="the update finished under injected 500s")
+        await recorder.caught_up()  # the checks below read its history to now
     finally:
         poller.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -441,6 +444,7 @@ async def test_api_down_for_a_while_manager_steps_down_and_comes_back(
     await handle.wait_leader(timeout=30)
     await converged(kube, namespace, "ao", 3, handle, timeout=60)
     recovered = time.monotonic() - back_at
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     assert_alive(handle)
     print(f"API-DOWN: {sum(proxy.injected.values())} requests answered 500 "
@@ -507,6 +511,7 @@ async def test_watches_expired_and_a_delete_only_a_relist_shows(
 
     await eventually(recreated, timeout=60, what="Instance 0 re-created after the missed delete")
     await converged(kube, namespace, "ex", 2, handle)
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     assert_alive(handle)
     after = await list_pods(kube, namespace)

@@ -85,6 +85,7 @@ async def test_scale_down_drains_then_deletes_the_highest_instance(
         return status.get("replicas") == 1 and status.get("readyReplicas") == 1
 
     await eventually(scaled, timeout=60, what="Instance 1 gone, 1 Instance Ready")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     drained_before_deleted(recorder, {"sc-engine-1-leader-0", "sc-engine-1-worker-0"})
     after = await list_pods(kube, namespace)
@@ -147,6 +148,7 @@ async def test_delete_replica_drains_pods_then_removes_the_finalizer(
         return False
 
     await eventually(gone, timeout=90, what="pods gone, then the InferenceReplica")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     drained_before_deleted(recorder, set(pods))
 

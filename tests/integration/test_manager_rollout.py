@@ -63,6 +63,7 @@ async def test_surge_then_drain_update_serves_throughout_and_drains_old_pods_las
         return ir if done else None
 
     ir = await eventually(rolled, timeout=120, interval=0.2, what="the update to finish")
+    await recorder.caught_up()  # the checks below read its history to now
     await recorder.stop()
     assert lowest_serving >= 2, f"servingReplicas dropped to {lowest_serving} during the update"
     drained_before_deleted(recorder, old)

@@ -219,7 +219,17 @@ async def test_a_native_gang_binds_whole_or_not_at_all_and_waits_for_a_node(
 
     bound, pending = await eventually(one_bound_one_waiting, timeout=90,
                                       what="one Instance bound whole, one waiting")
-    groups = await pod_groups(kube, gang_nodes, namespace)
+
+    # kube-scheduler writes a PodGroup's scheduled condition apart from its pods' bindings:
+    # wait for both groups to say what their pods show
+    async def groups_decided() -> dict[str, JSON] | None:
+        got = await pod_groups(kube, gang_nodes, namespace)
+        said = {n: scheduled(g).get("status") for n, g in got.items()}
+        return got if said.get(f"chat-{bound}-1") == "True" and \
+            said.get(f"chat-{pending}-1") == "False" else None
+
+    groups = await eventually(groups_decided, timeout=30,
+                              what="the bound PodGroup scheduled, the waiting one not")
     show("the PodGroups", {n: {"minCount": g["spec"]["schedulingPolicy"]["gang"]["minCount"],
                                "PodGroupScheduled": scheduled(g)} for n, g in groups.items()})
     assert set(groups) == {f"chat-{bound}-1", f"chat-{pending}-1"}

@@ -87,6 +87,20 @@ def _wait_ready(
         time.sleep(0.2)
 
 
+def _log_with(rc: RealCluster, ns: str, pod: str, *events: str,
+              timeout: float = 30) -> list[dict[str, Any]]:
+    """The pod's JSON log lines once they hold every one of ``events`` (or at the timeout):
+    the runtime copies what the server wrote into the log file on its own time, so a read
+    right after the pod turned Ready can come before the line that led to it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [json.loads(line) for line in rc.kubectl("logs", "-n", ns, pod).splitlines()
+                 if line.startswith("{")]
+        if set(events) <= {ln["event"] for ln in lines} or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.2)
+
+
 def test_nodes_are_real_gpu_nodes_with_the_stand_in_labels(real_cluster: RealCluster) -> None:
     nodes = real_cluster.get("nodes")["items"]
     assert sorted(n["metadata"]["name"] for n in nodes) == [f"node-{i}" for i in range(REAL_NODES)]
@@ -118,8 +132,7 @@ def test_probe_service_and_dns_between_pods_on_two_nodes(real_cluster: RealClust
     print(f"pod Ready after create: {ready}")
 
     # the leader turned ready only because the worker joined it by DNS name + ClusterIP
-    events = [json.loads(line) for line in rc.kubectl("logs", "-n", ns, "leader").splitlines()
-              if line.startswith("{")]
+    events = _log_with(rc, ns, "leader", "worker-joined", "first-ready")
     joined = [e for e in events if e["event"] == "worker-joined"]
     assert joined and joined[0]["worker"] == "worker", events
     first_ready = next(e for e in events if e["event"] == "first-ready")

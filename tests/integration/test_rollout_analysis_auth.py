@@ -38,9 +38,9 @@ from test_rollout_groups import (  # noqa: E402
     assert_canary_at_zero,
     back_on_stable,
     change_image,
-    events,
     group,
     isvc_body,
+    posted,
     stable_on_canary,
     start_stable,
     traffic,
@@ -117,7 +117,7 @@ async def test_the_authref_secret_s_credentials_let_a_passing_analysis_promote_t
     isvc = await stable_on_canary(kube, namespace, old)
     for c in MEMBERS:
         assert traffic(isvc, c) == {f"pd-{c}-rev-{hash_of(group(isvc)['stable'][c])}": 100}
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"CanaryAnalysisPassed": 1})
     assert any("errors=0.01 LT 0.05" in m for m in reasons.get("CanaryAnalysisPassed", [])), \
         sorted(reasons)
     # a round before Prometheus's first scrape may be "no data"; none failed on credentials
@@ -153,7 +153,8 @@ async def test_an_analysis_prometheus_refuses_rolls_the_canary_back_and_says_why
     isvc = await back_on_stable(kube, namespace, old, 2)
     assert group(isvc)["failure"] == "AnalysisInconclusive"
     assert_canary_at_zero(isvc, old)
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutRolledBack": 1,
+                                             "CanaryAnalysisInconclusive": 1})
     assert "RolloutRolledBack" in reasons and "CanaryAnalysisPassed" not in reasons, \
         sorted(reasons)
     messages = reasons.get("CanaryAnalysisInconclusive", [])

@@ -107,6 +107,23 @@ class Timeline:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
+    async def caught_up(self, timeout: float = 30) -> None:
+        """Until the recording holds every object as a LIST shows it now. A wait that read
+        the cluster (a GET or LIST) can be ahead of the watch, so a check over the timeline
+        right after it could miss the last changes it waited for."""
+        async def same() -> bool:
+            if self._task is not None and self._task.done():
+                self._task.result()  # the recording stopped: raise why
+                raise RuntimeError(f"the {self.resource.plural} timeline stopped")
+            page = await self.kube.list(self.resource, self.namespace)
+            now = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
+                   for o in page.get("items") or ()}
+            last = self.states()[-1][1] if self.history else {}
+            return now == {n: o["metadata"]["resourceVersion"] for n, o in last.items()}
+
+        await eventually(same, timeout=timeout,
+                         what=f"the {self.resource.plural} timeline to catch up with a LIST")
+
     def states(self) -> list[tuple[float, dict[str, JSON]]]:
         """(arrival time, every object by name after that change), change by change."""
         state: dict[str, JSON] = {}
@@ -280,6 +297,28 @@ async def events(kube: KubeClient, namespace: str, name: str = "pd") -> dict[str
     return out
 
 
+async def posted(kube: KubeClient, namespace: str, wanted: dict[str, int],
+                 name: str = "pd") -> dict[str, list[str]]:
+    """``events`` once every reason of ``wanted`` is there at least that many times. The
+    controller posts a pass's Events after that pass's status write, so a read right after
+    a wait on the status can come before them."""
+    async def there() -> dict[str, list[str]] | None:
+        reasons = await events(kube, namespace, name)
+        return reasons if all(len(reasons.get(r, ())) >= n for r, n in wanted.items()) else None
+
+    return await eventually(there, timeout=30, what=f"the Events {wanted} on {name}")
+
+
+async def traffic_mirrored(kube: KubeClient, namespace: str, isvc: JSON, component: str) -> None:
+    """Until the member's InferenceReplica status carries ``isvc``'s traffic rows: they are
+    mirrored into the replica after the ISVC status write that commits a pass."""
+    async def mirrored() -> bool:
+        ir = await kube.get(INFERENCE_REPLICAS, f"pd-{component}", namespace)
+        return bool(ir["status"].get("traffic") == traffic_rows(isvc, component))
+
+    await eventually(mirrored, timeout=30, what=f"the {component} traffic mirrored")
+
+
 async def start_stable(kube: KubeClient, namespace: str, body: JSON,
                        replicas: int) -> dict[str, str]:
     """Create the runtime and ISVC; wait until every member is Ready and Stable. Returns
@@ -396,7 +435,7 @@ async def test_canary_holds_its_step_at_a_manual_pause_and_promote_finishes_it(
             assert ir["spec"]["pacing"]["partition"] == 3
             weights = traffic(isvc, c)
             assert weights == {f"pd-{c}-rev-{old[c]}": 75, f"pd-{c}-rev-{new[c]}": 25}
-            assert ir["status"]["traffic"] == isvc["status"]["components"][c]["traffic"]
+            await traffic_mirrored(kube, namespace, isvc, c)
         # the decoder's template names the engine revision of its own run
         decoder = await kube.get(INFERENCE_REPLICAS, "pd-decoder", namespace)
         env = {e["name"]: e.get("value") for e in
@@ -410,6 +449,7 @@ async def test_canary_holds_its_step_at_a_manual_pause_and_promote_finishes_it(
         for c in MEMBERS:
             for h in (old[c], new[c]):
                 assert {f"pd-{c}-rev-{h}", f"pd-{c}-rev-{h}-headless"} <= names
+        await recorder.caught_up()  # every pod change up to the promote is checked below
         promote_at = len(recorder.history)
 
         await annotate(kube, namespace, "ome.io/rollout-promote", new["engine"][:8])
@@ -436,10 +476,11 @@ async def test_canary_holds_its_step_at_a_manual_pause_and_promote_finishes_it(
     for c in MEMBERS:
         assert traffic(isvc, c) == {f"pd-{c}-rev-{new[c]}": 100}
         assert group(isvc)["stable"][c] == f"pd-{c}-{new[c]}"
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutPromoted": 1})
     assert "RolloutPromoted" in reasons, sorted(reasons)
     for c in MEMBERS:  # each member's InferenceReplica shows its group's events too
-        on_ir = await events(kube, namespace, f"pd-{c}")
+        on_ir = await posted(kube, namespace, dict.fromkeys(
+            ("RolloutStarted", "RolloutPromoted", "RolloutGroupStable"), 1), f"pd-{c}")
         assert {"RolloutStarted", "RolloutPromoted", "RolloutGroupStable"} <= set(on_ir), \
             sorted(on_ir)
 
@@ -488,7 +529,7 @@ async def test_a_passing_analysis_promotes_the_canary_by_itself(
     for c in MEMBERS:
         new = hash_of(group(isvc)["stable"][c])
         assert traffic(isvc, c) == {f"pd-{c}-rev-{new}": 100}
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"CanaryAnalysisPassed": 1})
     assert any("errors=0.01 LT 0.05" in m for m in reasons.get("CanaryAnalysisPassed", [])), \
         sorted(reasons)
 
@@ -507,7 +548,7 @@ async def test_a_failing_analysis_rolls_every_member_back_with_the_canary_at_zer
     isvc = await back_on_stable(kube, namespace, old, 2)
     assert group(isvc)["failure"] == "AnalysisFailed"
     assert_canary_at_zero(isvc, old)
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"CanaryAnalysisFailed": 1, "RolloutRolledBack": 1})
     assert "CanaryAnalysisFailed" in reasons and "RolloutRolledBack" in reasons, sorted(reasons)
     # the value Prometheus scraped from the endpoint is the one that failed the round
     assert any("errors=0.5 not LT 0.05" in m for m in reasons["CanaryAnalysisFailed"])
@@ -536,7 +577,7 @@ async def test_the_rollback_annotation_sends_every_member_back(
     assert_canary_at_zero(isvc, old)
     # the annotation stays while the rollback holds
     assert isvc["metadata"]["annotations"]["ome.io/rollout-rollback"] == "true"
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutRollingBack": 1, "RolloutRolledBack": 1})
     assert "RolloutRollingBack" in reasons and "RolloutRolledBack" in reasons, sorted(reasons)
 
 
@@ -759,13 +800,7 @@ async def assert_settled(kube: KubeClient, namespace: str, isvc: JSON,
         ir = await kube.get(INFERENCE_REPLICAS, f"pd-{c}", namespace)
         assert ir["spec"]["pacing"]["partition"] == 0
         assert ir["status"]["updateRevision"] == f"pd-{c}-{new[c]}"
-
-        async def mirrored(c: str = c) -> bool:
-            # mirrored into the replica after the ISVC status write that commits a pass
-            ir = await kube.get(INFERENCE_REPLICAS, f"pd-{c}", namespace)
-            return bool(ir["status"].get("traffic") == traffic_rows(isvc, c))
-
-        await eventually(mirrored, timeout=30, what=f"the {c} traffic mirrored")
+        await traffic_mirrored(kube, namespace, isvc, c)
         revs = await kube.list(CONTROLLER_REVISIONS, namespace, label_selector=f"component={c}")
         assert len(revs.get("items") or ()) == 2, [
             r["metadata"]["name"] for r in revs.get("items") or ()]
@@ -785,6 +820,8 @@ async def test_a_blue_green_sequence_rolls_the_engine_soaks_then_rolls_the_decod
     try:
         await change_image(kube, namespace, "example.com/llm:2")
         isvc = await all_stable_on_new(kube, namespace, old, replicas)
+        for tl in (pods, irs, isvcs):  # the checks below read the timelines to this state
+            await tl.caught_up()
     finally:
         for tl in (pods, irs, isvcs):
             await tl.stop()
@@ -806,7 +843,7 @@ async def test_a_blue_green_sequence_rolls_the_engine_soaks_then_rolls_the_decod
     assert any("Sequential waiting on engine (soak" in r for r in holds), holds
     assert_traffic_follows(isvcs, new)
     await assert_settled(kube, namespace, isvc, new)
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutStarted": 2, "RolloutGroupStable": 2})
     assert len(reasons.get("RolloutStarted", [])) == 2, reasons.get("RolloutStarted")
     assert len(reasons.get("RolloutGroupStable", [])) == 2, reasons.get("RolloutGroupStable")
 
@@ -848,6 +885,8 @@ async def test_a_manager_restarted_during_the_soak_finishes_the_sequence_from_th
         assert decoder["spec"]["pacing"]["partition"] == replicas  # still held whole
         await start_manager(identity="second", write_config=False)
         isvc = await all_stable_on_new(kube, namespace, old, replicas)
+        for tl in (pods, irs, isvcs):  # the checks below read the timelines to this state
+            await tl.caught_up()
     finally:
         for tl in (pods, irs, isvcs):
             await tl.stop()
@@ -872,7 +911,7 @@ async def test_a_manager_restarted_during_the_soak_finishes_the_sequence_from_th
     assert_traffic_follows(isvcs, new)
     await assert_settled(kube, namespace, isvc, new)
     # nothing announced twice: the successor did not start or finish a group again
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutStarted": 2, "RolloutGroupStable": 2})
     assert len(reasons.get("RolloutStarted", [])) == 2, reasons.get("RolloutStarted")
     assert len(reasons.get("RolloutGroupStable", [])) == 2, reasons.get("RolloutGroupStable")
 
@@ -912,10 +951,13 @@ async def test_a_canary_paused_across_a_manager_restart_is_promoted_by_the_succe
         for c in MEMBERS:
             assert by_revision(current, c).get(new[c]) == {replicas - 1}
             assert traffic(isvc, c) == {f"pd-{c}-rev-{old[c]}": 75, f"pd-{c}-rev-{new[c]}": 25}
+        await pods.caught_up()  # every pod change up to the promote is checked below
         promote_at = len(pods.history)
 
         await annotate(kube, namespace, "ome.io/rollout-promote", new["decoder"][:8])
         isvc = await all_stable_on_new(kube, namespace, old, replicas)
+        for tl in (pods, irs, isvcs):  # the checks below read the timelines to this state
+            await tl.caught_up()
     finally:
         for tl in (pods, irs, isvcs):
             await tl.stop()
@@ -936,6 +978,6 @@ async def test_a_canary_paused_across_a_manager_restart_is_promoted_by_the_succe
     assert_traffic_follows(isvcs, new)
     await assert_settled(kube, namespace, isvc, new)
     assert "ome.io/rollout-promote" not in (isvc["metadata"].get("annotations") or {})
-    reasons = await events(kube, namespace)
+    reasons = await posted(kube, namespace, {"RolloutStarted": 1, "RolloutPromoted": 1})
     assert len(reasons.get("RolloutStarted", [])) == 1, reasons.get("RolloutStarted")
     assert len(reasons.get("RolloutPromoted", [])) == 1, reasons.get("RolloutPromoted")

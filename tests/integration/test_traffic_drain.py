@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,11 @@ from manager_fixtures import eventually
 from traffic_checks import print_figures
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, Resource
+from omenative_controller.kube.resources import INFERENCE_REPLICAS, NODES, PODS, Resource
 from omenative_core.labels import LABEL_COMPONENT, LABEL_ISVC, LABEL_MANAGED_BY
 from omenative_core.service.plan import PdbPolicy
 from omenative_core.service.render import omenative_min_available
+from omenative_devcluster.images import MODEL_SERVER_IMAGE
 from omenative_devcluster.loopback import kubectl
 from omenative_devcluster.model_engine import (
     leader_service,
@@ -69,16 +71,53 @@ async def _cordon(kube: KubeClient, node: str, on: bool) -> None:
     await kube.patch(NODES, node, {"spec": {"unschedulable": True if on else None}})
 
 
+_probes = itertools.count()
+
+
+async def cordoned(kube: KubeClient, ns: str, node: str) -> None:
+    """Cordon ``node``; return once kube-scheduler acts on it. The scheduler reads nodes
+    from its own watch cache, so pods made right after the cordon could still land there: a
+    probe pod that fits only ``node`` must be refused as unschedulable first (one placed
+    there before the cordon reached the cache is deleted, and another probe made)."""
+    await _cordon(kube, node, True)
+
+    async def refused() -> bool:
+        name = f"cordon-probe-{next(_probes)}"
+        await kube.create(PODS, {"metadata": {"name": name}, "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "probe", "image": MODEL_SERVER_IMAGE,
+                            "imagePullPolicy": "Never",
+                            "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]}}, ns)
+        try:
+            async def decided() -> str | None:
+                pod = await kube.get(PODS, name, ns)
+                if (pod.get("spec") or {}).get("nodeName"):
+                    return "placed"
+                cond = next((c for c in (pod.get("status") or {}).get("conditions") or ()
+                             if c.get("type") == "PodScheduled"), {})
+                refusal = cond.get("status") == "False" and \
+                    "unschedulable" in str(cond.get("message"))
+                return "refused" if refusal else None
+
+            return await eventually(decided, timeout=30,
+                                    what=f"the scheduler's answer to {name}") == "refused"
+        finally:
+            await kube.delete(PODS, name, ns, grace_period_seconds=0)
+
+    await eventually(refused, timeout=60, what=f"kube-scheduler to see {node} cordoned")
+
+
 async def placed_engine(kube: KubeClient, ns: str, target: str, spare: str) -> str:
     """The engine ``llm`` with Instance 0 on ``target`` and Instance 1 on ``spare``, both
     nodes schedulable again, every leader answering; the Service's ClusterIP."""
-    await _cordon(kube, spare, True)
+    await cordoned(kube, ns, spare)
     await kube.create(INFERENCE_REPLICAS, model_replica("llm", replicas=1, revision="rev-1"), ns)
     ip = await leader_service(kube, ns, "llm")
     await wait_converged(kube, ns, "llm", replicas=1, pods_per_instance=PODS_PER_INSTANCE,
                          revision="rev-1")
     await _cordon(kube, spare, False)
-    await _cordon(kube, target, True)
+    await cordoned(kube, ns, target)
     await kube.patch(INFERENCE_REPLICAS, "llm", {"spec": {"replicas": INSTANCES}}, ns)
     await wait_converged(kube, ns, "llm", replicas=INSTANCES,
                          pods_per_instance=PODS_PER_INSTANCE, revision="rev-1")

@@ -41,7 +41,7 @@ from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SE
 from omenative_devcluster.model_engine import server_container
 from omenative_devcluster.traffic import LoadGenerator
 
-pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models", "traffic_checks")
+pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
 from manager_fixtures import eventually  # noqa: E402
 from test_isvc_models import (  # noqa: E402 - the guides' manifests, as transcribed there
     MODEL_LABEL,
@@ -56,7 +56,7 @@ from test_isvc_prefill_decode import MODEL_LABEL as PD_MODEL_LABEL  # noqa: E402
 from test_isvc_prefill_decode import cluster_base_model as pd_base_model  # noqa: E402
 from test_isvc_prefill_decode import llama_pd, pd_runtime  # noqa: E402
 from test_traffic_serve_a_model import models_ready_on  # noqa: E402
-from traffic_checks import answering_service, print_figures, server_log  # noqa: E402
+from traffic_checks import answering_service, print_figures, server_log_with  # noqa: E402
 
 pytest_plugins = ["realnode_fixtures", "traffic_fixtures"]
 pytestmark = [pytest.mark.integration, pytest.mark.realnodes, pytest.mark.component("coredns"),
@@ -117,9 +117,11 @@ async def steady_load(url: str, scenario: str, **parse: Any) -> Any:
     return report
 
 
-def listening(kubeconfig: Path, namespace: str, pod: str) -> tuple[list[JSON], dict[str, str]]:
-    """The pod's model-server log, and the flags of its command line (``--flag value``)."""
-    log = server_log(kubeconfig, namespace, pod)
+async def listening(kubeconfig: Path, namespace: str, pod: str,
+                    *events: str) -> tuple[list[JSON], dict[str, str]]:
+    """The pod's model-server log once it holds ``events`` (and ``listening``), and the
+    flags of its command line (``--flag value``)."""
+    log = await server_log_with(kubeconfig, namespace, pod, "listening", *events)
     args = next(e for e in log if e["event"] == "listening")["args"]
     return log, {a: b for a, b in zip(args, [*args[1:], ""], strict=True)
                  if a.startswith("--") and not b.startswith("--")}
@@ -151,8 +153,11 @@ async def test_serve_a_multi_node_model_on_real_nodes(
             assert (env["MODEL_PATH"], env["PARALLELISM_SIZE"]) == (str(weights), "2")
             assert env["OME_INSTANCE_POD_RANK"] == str(rank)
         # what reached each process: the guide's flags, expanded by the kubelet
-        (leader_log, leader_flags), (worker_log, worker_flags) = (
-            listening(real_kubeconfig, ns, pod["metadata"]["name"]) for pod in pods.values())
+        leader_log, leader_flags = await listening(
+            real_kubeconfig, ns, pods["leader"]["metadata"]["name"], "worker-joined",
+            "first-ready")
+        worker_log, worker_flags = await listening(
+            real_kubeconfig, ns, pods["worker"]["metadata"]["name"], "joined")
         leader_address = ome_env(pods["worker"])["OME_LEADER_ADDRESS"]
         for rank, flags in enumerate((leader_flags, worker_flags)):
             assert {f: flags[f] for f in ("--model-path", "--tp-size", "--nnodes", "--node-rank",

@@ -8,14 +8,13 @@ so a gang is ready only when all of it is: exactly what a multi-node engine does
 
 from __future__ import annotations
 
-import asyncio
 import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from traffic_checks import log_time, server_log
+from traffic_checks import log_time, server_log_with
 
 from omenative_controller.kube.client import KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
@@ -44,6 +43,7 @@ async def test_no_instance_serves_before_its_pods_servers_are_ready(
         await leader_service(kube, ns, "llm")
         await wait_converged(kube, ns, "llm", replicas=2, pods_per_instance=2,
                              revision="rev-1")
+        await recorder.caught_up()  # the record holds what wait_converged read
     record = recorder.record
     pods = await live_pods(kube, ns)
     rows = []
@@ -52,7 +52,7 @@ async def test_no_instance_serves_before_its_pods_servers_are_ready(
                  if p["metadata"]["labels"]["ome.io/instance-index"] == str(key[1])]
         first_ready = []
         for name in names:
-            lines = await asyncio.to_thread(server_log, real_kubeconfig, ns, name)
+            lines = await server_log_with(real_kubeconfig, ns, name, "first-ready")
             ready = [ln for ln in lines if ln.get("event") == "first-ready"]
             assert ready, f"{name} never logged its first ready answer: {lines[-5:]}"
             first_ready.append(log_time(ready[0]["ts"]))

@@ -3,6 +3,7 @@ prints (collected for docs/benchmarks.md and docs/real-nodes.md)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,7 +28,7 @@ from omenative_devcluster.traffic_picture import save_traffic, traffic_data
 from omenative_devcluster.traffic_report import TrafficReport
 
 __all__ = ["FIGURES", "answering_service", "log_time", "print_figures", "server_log",
-           "serving_engine"]
+           "server_log_with", "serving_engine"]
 
 FIGURES: list[dict[str, Any]] = []
 """Every scenario's figures, as printed."""
@@ -66,6 +67,20 @@ def server_log(kubeconfig: Path, namespace: str, pod: str) -> list[JSON]:
         with contextlib.suppress(ValueError):
             lines.append(json.loads(raw))
     return lines
+
+
+async def server_log_with(kubeconfig: Path, namespace: str, pod: str, *events: str,
+                          timeout: float = 30) -> list[JSON]:
+    """``server_log`` once it holds a line of every one of ``events``. The server writes a
+    line before it answers (its first ready answer, say), but the container runtime copies
+    it into the log file on its own time: a read right after what that answer led to (the
+    pod Ready, the Instance serving) can come before the line."""
+    async def logged() -> list[JSON] | None:
+        lines = await asyncio.to_thread(server_log, kubeconfig, namespace, pod)
+        seen = {ln.get("event") for ln in lines}
+        return lines if all(e in seen for e in events) else None
+
+    return await eventually(logged, timeout=timeout, what=f"{pod}'s log lines {events}")
 
 
 def log_time(ts: str) -> float:

@@ -133,12 +133,18 @@ class FakeKube:
         self.events = events
         self.release = asyncio.Event()
         self.refusals = refusals
+        #: what LISTs of pods answer once the watch is open (None: the one first pod)
+        self.listed: list[dict[str, Any]] | None = None
+        self.lists = 0
 
     async def list(self, res: Any, namespace: str | None = None) -> dict[str, Any]:
         if self.refusals:
             self.refusals -= 1
             raise ApiError(429, "TooManyRequests", "storage is (re)initializing")
-        items = [pod("llm-0", 0)] if res.plural == "pods" else []
+        if res.plural == "pods":
+            self.lists += 1
+        first = self.lists <= 1 or self.listed is None
+        items = ([pod("llm-0", 0)] if first else self.listed) if res.plural == "pods" else []
         return {"metadata": {"resourceVersion": "1"}, "items": items}
 
     @contextlib.asynccontextmanager
@@ -182,3 +188,30 @@ async def test_recorder_reraises_a_watch_error_at_the_end() -> None:
             kube.release.set()
             await asyncio.sleep(0.1)
     assert err.value.gone
+
+
+async def test_caught_up_waits_for_the_watch_to_deliver_what_a_list_shows() -> None:
+    # the LIST already shows llm-0 at resourceVersion 2; the watch delivers it a moment later
+    later = {**pod("llm-0", 0, gate=True),
+             "metadata": {**pod("llm-0", 0)["metadata"], "resourceVersion": "2"}}
+    kube = FakeKube(events=[{"type": "MODIFIED", "object": later}])
+    kube.listed = [later]
+    rec = ServingRecorder(kube, "ns")  # type: ignore[arg-type]
+    async with rec:
+        waiting = asyncio.create_task(rec.caught_up(timeout=5))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # the record has not seen resourceVersion 2 yet
+        kube.release.set()
+        await asyncio.wait_for(waiting, 5)
+        assert list(rec.record.serving_since) == [("llm", 0, 1, 1)]  # the gate True is in
+
+
+async def test_caught_up_gives_up_with_the_resource_still_behind() -> None:
+    kube = FakeKube(events=[])
+    kube.listed = [{**pod("llm-0", 0), "metadata": {**pod("llm-0", 0)["metadata"],
+                                                     "resourceVersion": "9"}}]
+    rec = ServingRecorder(kube, "ns")  # type: ignore[arg-type]
+    async with rec:
+        kube.release.set()
+        with pytest.raises(TimeoutError, match=r"\['pods'\]"):
+            await rec.caught_up(timeout=0.3)

@@ -5,7 +5,14 @@ group/version), which differ only in how they probe and what informers they make
 
 1. Every ``interval`` seconds ``_probe`` answers what is served now: a key (the CRD's usable
    version, or the group/version), None when nothing is, or ``UNKNOWN`` on a transient API
-   error, which keeps the last known state.
+   error, which keeps the last known state. An answer that repeats the last one doubles
+   the wait before the next probe, up to ``POLL_BACKOFF_LIMIT`` times ``interval``; a
+   change or an error brings it back to ``interval``. Optional APIs are installed or
+   removed rarely, and each probe is a request in the client's shared QPS budget: ten
+   presences polled every 5 s were 395 of the manager's 15,776 requests while 1,250
+   replicas came up (issue 36). An API that appears is noticed within
+   ``POLL_BACKOFF_LIMIT * interval`` (30 s at the manager's default 5 s; never more than
+   ``POLL_BACKOFF_MAX_SECONDS``, or ``interval`` when that is longer).
 2. When the key changes, the informers of the old key are stopped and their caches dropped
    (``present`` turns False at once), then those of the new key are started.
 3. ``present`` turns True only once every informer of the current key has synced, so the
@@ -25,7 +32,7 @@ import structlog
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.tasks import cancel_and_wait
 
-__all__ = ["UNKNOWN", "Presence", "Unknown"]
+__all__ = ["POLL_BACKOFF_LIMIT", "POLL_BACKOFF_MAX_SECONDS", "UNKNOWN", "Presence", "Unknown"]
 
 log = structlog.get_logger("omenative.presence")
 
@@ -38,6 +45,12 @@ class Unknown(enum.Enum):
 
 UNKNOWN: Final = Unknown.UNKNOWN
 """The one ``Unknown`` value."""
+
+POLL_BACKOFF_LIMIT: Final = 6.0
+"""While the answer repeats, the wait between probes doubles up to this many ``interval``s
+(and never beyond ``POLL_BACKOFF_MAX_SECONDS`` or ``interval``, whichever is longer)."""
+POLL_BACKOFF_MAX_SECONDS: Final = 30.0
+"""The longest a backed-off poll waits, unless its ``interval`` is longer already."""
 
 
 class Presence:
@@ -97,18 +110,31 @@ class Presence:
         for informer in informers.values():
             informer.clear()
 
+    def next_wait(self, wait: float, found: str | Unknown | None, changed: bool) -> float:
+        """The wait before the next probe, after ``wait``: ``interval`` after a change or an
+        error, else twice ``wait`` up to ``POLL_BACKOFF_LIMIT * interval`` (at most
+        ``POLL_BACKOFF_MAX_SECONDS``; an ``interval`` that is longer is kept)."""
+        if changed or found is UNKNOWN:
+            return self.interval
+        longest = max(self.interval, min(POLL_BACKOFF_LIMIT * self.interval,
+                                         POLL_BACKOFF_MAX_SECONDS))
+        return max(self.interval, min(2 * wait, longest))
+
     async def run(self) -> None:
         """Poll until cancelled; the informers stop with it."""
+        wait = self.interval / 2  # the first answer (unchanged or not) waits ``interval``
         try:
             while True:
                 found = await self._probe()
+                changed = found is not UNKNOWN and found != self.served
                 if found is not UNKNOWN:
-                    if found != self.served:
+                    if changed:
                         if self.served is not None:
                             await self._stop()
                         if found is not None:
                             await self._start(found)
                     self.checked.set()
-                await asyncio.sleep(self.interval)
+                wait = self.next_wait(wait, found, changed)
+                await asyncio.sleep(wait)
         finally:
             await self._stop()
