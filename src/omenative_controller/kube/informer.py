@@ -162,6 +162,9 @@ class Informer(Generic[V]):
         self._rv_of: dict[str, str] = {}
         self._uid_of: dict[str, str] = {}
         self._tombstones: OrderedDict[str, tuple[str, str]] = OrderedDict()
+        #: per scope, the resourceVersion of the last watch event applied: a broken stream
+        #: resumes there, not where it started (a replay could show deleted objects again)
+        self._applied_rv: dict[str | None, str] = {}
         self._index_values: dict[str, dict[str, tuple[str, ...]]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self.indexers}
         self._scope_synced: dict[str | None, bool] = dict.fromkeys(self.scopes, False)
@@ -382,10 +385,18 @@ class Informer(Generic[V]):
             if key not in self._store:  # deleted before we saw it: still no resurrection
                 self._bury(key, uid, rv)
             self._remove(key, rv)
+        elif self._replayed_after_delete(key, rv):
+            log.debug("informer.replay_refused", resource=self.name, key=key, rv=rv)
         elif not self._newer_in_cache(key, rv):  # never older than our own write-through
             self._tombstones.pop(key, None)
             self._put(key, namespace, view, rv, uid)
         self.observer.cache_size(self.name, len(self._store))
+
+    def _replayed_after_delete(self, key: str, rv: str) -> bool:
+        """True for an add or update of a key the cache saw deleted at a later revision
+        than ``rv``: history from before the delete, replayed, never brings it back."""
+        tomb = self._tombstones.get(key) if key not in self._store else None
+        return tomb is not None and _strictly_newer(tomb[1], rv)
 
     def _newer_in_cache(self, key: str, rv: str) -> bool:
         """True when the cached copy of ``key`` is a later revision than ``rv``."""
@@ -412,7 +423,7 @@ class Informer(Generic[V]):
                 if kind in ("ADDED", "MODIFIED", "DELETED"):
                     self._apply(kind, obj)
                 if new_rv:
-                    rv = new_rv
+                    rv = self._applied_rv[scope] = new_rv
                 if time.perf_counter() >= slice_end:  # a buffered burst: let others run
                     await asyncio.sleep(0)
                     slice_end = time.perf_counter() + WATCH_SLICE
@@ -437,6 +448,7 @@ class Informer(Generic[V]):
                                         error=exc.message)
                     await asyncio.sleep(backoff.next())
                     continue
+            self._applied_rv[scope] = rv
             try:
                 rv = await self._watch_once(scope, rv)
                 self.observer.watch_restart(self.name, "timeout")
@@ -467,6 +479,8 @@ class Informer(Generic[V]):
                 log.exception("informer.unexpected", resource=self.name, namespace=scope,
                               error=repr(exc))
                 rv = None
+            if rv is not None:  # resume after the last event applied, never replay it
+                rv = self._applied_rv.get(scope, rv)
             failures += 1
             if failures >= self.relist_after_failures:
                 rv = None
