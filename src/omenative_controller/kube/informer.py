@@ -2,8 +2,9 @@
 
 An informer LISTs (paginated), then WATCHes from the list's resourceVersion with bookmarks.
 A 410 (at the watch's start or as an ERROR event) re-lists; a stream that breaks (payload
-errors, disconnects, read timeouts) resumes from the last resourceVersion after a backoff,
-and re-lists after several failures in a row. Objects are turned into slim views by a
+errors, disconnects, read timeouts) resumes after the last event it applied, after a
+backoff, and re-lists after several failures in a row; a replayed add or update older than
+the delete the cache saw never brings the object back. Objects are turned into slim views by a
 ``view`` function as they arrive (the raw JSON is dropped), keyed ``namespace/name`` (or
 ``name`` for cluster-scoped resources), with secondary indexes (``owner``, ``node``, ...).
 
@@ -429,25 +430,32 @@ class Informer(Generic[V]):
                     slice_end = time.perf_counter() + WATCH_SLICE
         return rv
 
+    async def _list_or_note(self, scope: str | None) -> str | None:
+        """LIST ``scope``: its resourceVersion, or None with the failure noted (the
+        ``list_failures``/``list_error`` that ``apiwatch`` reads, and a log line)."""
+        try:
+            rv = await self._gated_list(scope)
+        except ApiError as exc:
+            self.list_failures += 1
+            self.list_error = f"{exc.status} {exc.reason}: {exc.message}"
+            level = "info" if exc.not_found else "warning"
+            getattr(log, level)("informer.list_failed", resource=self.name, namespace=scope,
+                                status=exc.status, reason=exc.reason, error=exc.message)
+            return None
+        self.list_failures, self.list_error = 0, ""
+        return rv
+
     async def _run_scope(self, scope: str | None) -> None:
         backoff = Backoff()
         rv: str | None = None
         failures = 0
         while True:
             if rv is None:
-                try:
-                    rv = await self._gated_list(scope)
-                    failures = 0  # the backoff resets only once a watch has run
-                    self.list_failures, self.list_error = 0, ""
-                except ApiError as exc:
-                    self.list_failures += 1
-                    self.list_error = f"{exc.status} {exc.reason}: {exc.message}"
-                    level = "info" if exc.not_found else "warning"
-                    getattr(log, level)("informer.list_failed", resource=self.name,
-                                        namespace=scope, status=exc.status, reason=exc.reason,
-                                        error=exc.message)
+                rv = await self._list_or_note(scope)
+                if rv is None:
                     await asyncio.sleep(backoff.next())
                     continue
+                failures = 0  # the backoff resets only once a watch has run
             self._applied_rv[scope] = rv
             try:
                 rv = await self._watch_once(scope, rv)
