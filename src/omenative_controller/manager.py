@@ -65,7 +65,7 @@ from omenative_controller.manager_config import (
 from omenative_controller.manager_servers import ManagerServers
 from omenative_controller.memos import PlanMemos
 from omenative_controller.observability import Metrics
-from omenative_controller.pass_context import log_pass, pass_kind, write_rejection
+from omenative_controller.pass_context import log_pass, pass_kind, requeue, write_rejection
 from omenative_controller.planning import decode_replica, plan_replica
 from omenative_controller.replica_refs import RefsWarnings, needs_refs, referencing, render_refs
 from omenative_controller.routed import RoutedPods
@@ -550,19 +550,9 @@ class Manager:
             self.executor.forget(key)
 
     def _requeue(self, key: str, queue: WorkQueue[str], plan: Plan, result: ApplyResult) -> None:
-        if result.outcome == "not_leader":
-            return
-        if result.ok:
-            queue.forget(key)
-            if result.deferred_creates and not result.creates_waiting:
-                queue.add(key)  # the rest of a big bring-up: the next chunk now
-        else:
+        if not result.ok and result.outcome != "not_leader":
             self.metrics.reconcile_errors.labels(result.outcome).inc()
-            queue.add_rate_limited(key)
-        if plan.requeue_after is not None:
-            queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
-        if result.status_due is not None:  # a held status: look again when it is due
-            queue.add_after(key, result.status_due)
+        requeue(queue, key, plan, result)
 
     async def _refs_blocked(self, ctx: PassContext, block: RefsRender | None,
                             queue: WorkQueue[str]) -> str:

@@ -14,12 +14,13 @@ from attrs import define
 
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.resources import INFERENCE_REPLICAS
+from omenative_controller.kube.workqueue import WorkQueue
 from omenative_core.conditions import merge_condition_json
 from omenative_core.labels import LABEL_INSTANCE_INDEX
 from omenative_core.model.plan import Plan, ScaleDownWave
 
 __all__ = ["ApplyResult", "PassContext", "PassStop", "instance_kw", "instance_of", "log_pass",
-           "pass_kind", "scale_down_wave_fields", "service_owner", "write_rejection"]
+           "pass_kind", "requeue", "scale_down_wave_fields", "service_owner", "write_rejection"]
 
 
 class PassStop(Exception):
@@ -88,6 +89,24 @@ class ApplyResult:
     def ok(self) -> bool:
         """Every action was applied."""
         return self.outcome == "ok"
+
+
+def requeue(queue: WorkQueue[str], key: str, plan: Plan, result: ApplyResult) -> None:
+    """Queue ``key`` again as its pass ended: at once for the next chunk of a big bring-up,
+    rate limited after a failure, after ``plan.requeue_after``, when a held status is due;
+    not at all when leadership was lost (the next leader looks at every key)."""
+    if result.outcome == "not_leader":
+        return
+    if result.ok:
+        queue.forget(key)
+        if result.deferred_creates and not result.creates_waiting:
+            queue.add(key)  # the rest of a big bring-up: the next chunk now
+    else:
+        queue.add_rate_limited(key)
+    if plan.requeue_after is not None:
+        queue.add_after(key, max(plan.requeue_after.total_seconds(), 0.0))
+    if result.status_due is not None:  # a held status: look again when it is due
+        queue.add_after(key, result.status_due)
 
 
 def instance_of(prefix: str, name: str, body: Mapping[str, Any] | None = None) -> int | None:
