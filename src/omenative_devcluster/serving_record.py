@@ -44,8 +44,9 @@ from omenative_core.labels import (
     SERVING_GATE,
 )
 from omenative_devcluster.traffic_report import Outcome
+from omenative_devcluster.waiting import eventually
 
-__all__ = ["InstanceKey", "PodSighting", "ServingRecord", "ServingRecorder"]
+__all__ = ["InstanceKey", "PodSighting", "ServingRecord", "ServingRecorder", "listed_versions"]
 
 InstanceKey = tuple[str, int, int, int]
 """(InferenceReplica name, Instance index, incarnation, attempt from 1)."""
@@ -234,29 +235,27 @@ class ServingRecorder:
         """Until both watches have delivered every object as a LIST shows it now. A wait
         that read the cluster (``wait_converged``) can be ahead of the watches, so a check
         over the record right after it could miss the very changes it waited for."""
-        deadline = time.monotonic() + timeout
-        while True:
+
+        async def caught() -> bool:
             self._raise_failed()
             behind = [res.plural for res in (PODS, INFERENCE_REPLICAS)
-                      if await self._listed(res) != self._versions.get(res.plural, {})]
-            if not behind:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the serving record's watches of {behind} did not catch "
-                                   f"up with a LIST in {timeout:.0f}s")
-            await asyncio.sleep(0.1)
+                      if await listed_versions(self.kube, res, self.namespace)
+                      != self._versions.get(res.plural, {})]
+            if behind:  # "not yet" to ``eventually``, which reports the last one
+                raise AssertionError(f"the serving record's watches of {behind} are behind "
+                                     "a LIST")
+            return True
 
-    async def _listed(self, res: Resource) -> dict[str, str]:
-        page = await self.kube.list(res, self.namespace)
-        return {str(o["metadata"]["name"]): str(o["metadata"].get("resourceVersion"))
-                for o in page.get("items") or ()}
+        await eventually(caught, timeout=timeout, interval=0.1,
+                         what="the serving record's watches to catch up with a LIST")
 
     def _raise_failed(self) -> None:
-        """Raise the error of a watch that stopped (the record has a hole from there on)."""
+        """Raise (at once: no waiting mends it) if a watch stopped: the record has a hole
+        from there on. The watch's own error is the cause."""
         for task in self._tasks:
             error = task.exception() if task.done() and not task.cancelled() else None
             if error is not None:
-                raise error
+                raise RuntimeError(f"the serving record's watch stopped: {error!r}") from error
 
     async def stop(self) -> None:
         """Stop watching; raise the first error a watch met."""
@@ -310,6 +309,16 @@ class ServingRecorder:
         if kind in ("ADDED", "MODIFIED", "DELETED"):
             feed(str(kind), obj, self.clock())
         return str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+
+
+async def listed_versions(kube: KubeClient, resource: Resource,
+                          namespace: str) -> dict[str, str]:
+    """{name: resourceVersion} of every ``resource`` in ``namespace`` as a LIST shows it now:
+    what a recording watch has caught up with once it holds the same (the recorders'
+    ``caught_up``), since a wait that read the cluster can be ahead of the watch."""
+    page = await kube.list(resource, namespace)
+    return {str(o["metadata"]["name"]): str(o["metadata"].get("resourceVersion"))
+            for o in page.get("items") or ()}
 
 
 def _note(versions: dict[str, str], kind: str, obj: Mapping[str, Any]) -> None:

@@ -72,6 +72,7 @@ __all__ = [
     "patch_replica",
     "pod_group_crd",
     "pod_group_crd_file",
+    "posted_warning_events",
     "replica_body",
     "replica_condition",
     "start_manager",
@@ -457,22 +458,31 @@ def live_instances(pods: dict[str, JSON]) -> dict[int, list[JSON]]:
 
 
 async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JSON]:
-    """Warning Events on an InferenceReplica."""
+    """Warning Events on the object named ``name`` (an InferenceReplica, a runtime...)."""
     page = await kube.list(EVENTS, namespace,
                            field_selector=f"involvedObject.name={name},type=Warning")
     return list(page.get("items") or ())
 
 
-async def warning_event(kube: KubeClient, namespace: str, name: str, reason: str,
-                        timeout: float = 30) -> JSON:
-    """The first Warning Event with ``reason`` on ``name``, waited for: the manager posts an
-    Event after it writes the condition, so a read right after the condition can miss it."""
+async def posted_warning_events(kube: KubeClient, namespace: str, name: str, reason: str,
+                                timeout: float = 30) -> list[JSON]:
+    """Every Warning Event with ``reason`` on ``name``, from the first read that finds one
+    (waited for: the manager posts an Event after it writes the condition). A repeat of
+    the same warning is that Event's ``count``, not a new Event, so a test can assert
+    there is exactly one and what its count says."""
 
-    async def found() -> JSON | None:
-        return next((e for e in await warning_events(kube, namespace, name)
-                     if e["reason"] == reason), None)
+    async def found() -> list[JSON]:
+        return [e for e in await warning_events(kube, namespace, name)
+                if e["reason"] == reason]
 
     return await eventually(found, timeout=timeout, what=f"a {reason} Warning Event on {name}")
+
+
+async def warning_event(kube: KubeClient, namespace: str, name: str, reason: str,
+                        timeout: float = 30) -> JSON:
+    """The first Warning Event with ``reason`` on ``name``, waited for
+    (``posted_warning_events``)."""
+    return (await posted_warning_events(kube, namespace, name, reason, timeout))[0]
 
 
 # ------------------------------------------------------ the InferenceService controller

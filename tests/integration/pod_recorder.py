@@ -1,6 +1,7 @@
 """Waiting and recording for the integration tests (re-exported by ``manager_fixtures``).
 
-``eventually`` polls a check until it passes, telling "not yet" from a broken check;
+``eventually`` polls a check until it passes, telling "not yet" from a broken check (it
+lives in ``omenative_devcluster.waiting``, so the recorders in ``src`` wait the same way);
 ``PodRecorder`` keeps every change of a namespace's pods (or another resource) from one
 watch, so a test can check what was true at every moment ("never two pods in one slot",
 "the gate never True before the gang was ready") instead of sampling it, and fails loudly
@@ -11,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
 
 import aiohttp
 from attrs import define, field
@@ -21,63 +20,10 @@ from attrs import define, field
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import PODS, Resource
+from omenative_devcluster.serving_record import listed_versions
+from omenative_devcluster.waiting import NOT_YET_STATUSES, eventually, not_yet
 
 __all__ = ["NOT_YET_STATUSES", "PodRecorder", "RecorderDied", "eventually", "not_yet"]
-
-T = TypeVar("T")
-
-
-# ---------------------------------------------------------------------------- waiting
-
-
-NOT_YET_STATUSES = frozenset({0, 403, 404, 409, 429})
-"""API answers a check may get while the cluster is still getting there: no answer, not
-allowed yet (RBAC in force a moment after its grant), not there yet, a conflict, throttled
-(and every 5xx). Any other status (400, 401, 405, 410, 422...) says the request itself is
-wrong, and no waiting will change that."""
-
-
-def not_yet(exc: BaseException) -> bool:
-    """Whether an exception a check raised means "not yet" (``eventually`` tries again): a
-    failed ``assert``, a key or item not there yet, or an API answer of
-    ``NOT_YET_STATUSES`` or 5xx. Anything else is a broken check or a terminal state."""
-    if isinstance(exc, AssertionError | LookupError):
-        return True
-    if isinstance(exc, ApiError):
-        return exc.status in NOT_YET_STATUSES or exc.status >= 500
-    return False
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T]],
-    *,
-    timeout: float = 60.0,
-    interval: float = 0.25,
-    what: str = "condition",
-) -> T:
-    """Poll ``check`` until it returns something truthy; fail with the last value seen.
-
-    "Not yet" is a falsy result or an exception ``not_yet`` accepts; any other exception
-    (a ``TypeError`` in the check, a 422, ``pytest.fail`` for a process that exited, the
-    manager's own error) is raised at once, so a check that can never pass does not wait
-    out its timeout and then report a stale "last" value.
-    """
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = await check()
-            if last:
-                return last
-        except Exception as exc:
-            if not not_yet(exc):
-                exc.add_note(f"(raised at once while waiting for {what}: not a 'not yet')")
-                raise
-            last = exc
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: "
-                                 f"{last!r}"[:3000])
-        await asyncio.sleep(interval)
 
 
 # ---------------------------------------------------------------------------- recording
@@ -160,11 +106,9 @@ class PodRecorder:
         over it covers everything up to this moment."""
         async def same() -> bool:
             self.check()
-            page = await self.kube.list(self.resource, self.namespace)
-            now = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
-                   for o in page.get("items") or ()}
             state = self.replay(from_start=True)[-1][2] if self.history else {}
-            return now == {n: o["metadata"]["resourceVersion"] for n, o in state.items()}
+            return await listed_versions(self.kube, self.resource, self.namespace) == {
+                n: o["metadata"]["resourceVersion"] for n, o in state.items()}
 
         await eventually(same, timeout=timeout, what="the recorder to catch up with a LIST")
 

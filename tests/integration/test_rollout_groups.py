@@ -40,6 +40,7 @@ from omenative_controller.service_controller import (
 from omenative_core.model.timefmt import parse_time
 from omenative_core.revisions import hash_of
 from omenative_devcluster.prometheus import PrometheusServer, fetch_prometheus
+from omenative_devcluster.serving_record import listed_versions
 
 pytest.register_assert_rewrite("manager_fixtures")
 from manager_fixtures import (  # noqa: E402 - after the rewrite registration
@@ -115,11 +116,9 @@ class Timeline:
             if self._task is not None and self._task.done():
                 self._task.result()  # the recording stopped: raise why
                 raise RuntimeError(f"the {self.resource.plural} timeline stopped")
-            page = await self.kube.list(self.resource, self.namespace)
-            now = {o["metadata"]["name"]: o["metadata"]["resourceVersion"]
-                   for o in page.get("items") or ()}
             last = self.states()[-1][1] if self.history else {}
-            return now == {n: o["metadata"]["resourceVersion"] for n, o in last.items()}
+            return await listed_versions(self.kube, self.resource, self.namespace) == {
+                n: o["metadata"]["resourceVersion"] for n, o in last.items()}
 
         await eventually(same, timeout=timeout,
                          what=f"the {self.resource.plural} timeline to catch up with a LIST")

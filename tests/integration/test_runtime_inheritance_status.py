@@ -15,7 +15,7 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.service_controller import SERVING_RUNTIMES
 
 pytest.register_assert_rewrite("manager_fixtures")
-from manager_fixtures import eventually, warning_events  # noqa: E402 - after the rewrite
+from manager_fixtures import eventually, posted_warning_events  # noqa: E402 - after the rewrite
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="session")]
 pytest_plugins = ["manager_fixtures"]
@@ -49,11 +49,8 @@ async def test_a_broken_chain_is_reported_and_mended(
     assert cond["reason"] == "ParentNotFound"
     assert 'inherit-from parent "sglang-profile" not found' in cond["message"]
 
-    async def warned() -> list[JSON] | None:
-        found = [e for e in await warning_events(kube, namespace, "sglang-llama-3-2-3b")
-                 if e["reason"] == "ParentNotFound"]
-        return found or None
-    (event,) = await eventually(warned, timeout=60, what="a ParentNotFound Warning Event")
+    (event,) = await posted_warning_events(kube, namespace, "sglang-llama-3-2-3b",
+                                           "ParentNotFound", timeout=60)
     assert event["involvedObject"]["kind"] == "ServingRuntime"
     assert "ome.io/inherit-from link sglang-llama-3-2-3b -> sglang-profile is broken" in \
         event["message"]

@@ -27,8 +27,8 @@ from manager_fixtures import (  # noqa: E402 - after the rewrite registration
     eventually,
     get_replica,
     list_pods,
+    posted_warning_events,
     warning_event,
-    warning_events,
 )
 from test_isvc_models import (  # noqa: E402 - OME's catalog model and runtime, as there
     MODEL_LABEL,
@@ -180,12 +180,8 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
                    "spec": {**pool["spec"], "runtimeRef": {"name": "srt-onnx"}}}
     await kube.create(INFERENCE_REPLICAS, named, namespace)
 
-    async def advised() -> list[JSON] | None:
-        found = [e for e in await warning_events(kube, namespace, "named-pool")
-                 if e["reason"] == "RuntimeCompatibilityAdvisory"]
-        return found or None
-
-    (event,) = await eventually(advised, timeout=30, what="the advisory Event")
+    advisory = (kube, namespace, "named-pool", "RuntimeCompatibilityAdvisory")
+    (event,) = await posted_warning_events(*advisory)  # one Event, however many passes
     assert "proceeding because the runtime was named explicitly" in event["message"]
     # the runtime changes (a new image): the replica re-renders at once, and its later
     # passes do not send the advisory again (same generation)
@@ -194,7 +190,7 @@ async def test_a_standalone_replica_serves_the_model_of_its_model_ref(
     await eventually(lambda: _pod_with_image(kube, namespace, "named-pool",
                                              "example.com/sglang:v2"),
                      timeout=20, what="the runtime change in the named replica's pod")
-    (again,) = await advised() or [{}]
+    (again,) = await posted_warning_events(*advisory)
     assert again.get("count", 1) == 1 and again["metadata"]["name"] == \
         event["metadata"]["name"]
 

@@ -1,4 +1,5 @@
-"""The integration tests' waiting and recording fail loudly (``tests/integration/pod_recorder``).
+"""The integration tests' waiting and recording fail loudly (``tests/integration/pod_recorder``,
+``eventually`` from ``omenative_devcluster.waiting``).
 
 * ``eventually`` retries "not yet" (a falsy result, a failed assert, a missing key, a 404)
   and raises anything else at once: a broken check does not wait out its timeout;

@@ -113,12 +113,13 @@ class Presence:
     def next_wait(self, wait: float, found: str | Unknown | None, changed: bool) -> float:
         """The wait before the next probe, after ``wait``: ``interval`` after a change or an
         error, else twice ``wait`` up to ``POLL_BACKOFF_LIMIT * interval`` (at most
-        ``POLL_BACKOFF_MAX_SECONDS``; an ``interval`` that is longer is kept)."""
+        ``POLL_BACKOFF_MAX_SECONDS``; an ``interval`` that is longer is kept). ``run``
+        starts from ``interval / 2``, so ``2 * wait`` is never below ``interval``."""
         if changed or found is UNKNOWN:
             return self.interval
         longest = max(self.interval, min(POLL_BACKOFF_LIMIT * self.interval,
                                          POLL_BACKOFF_MAX_SECONDS))
-        return max(self.interval, min(2 * wait, longest))
+        return min(2 * wait, longest)
 
     async def run(self) -> None:
         """Poll until cancelled; the informers stop with it."""
