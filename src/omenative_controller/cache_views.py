@@ -26,6 +26,7 @@ __all__ = [
     "SERVICE_NAME_LABEL",
     "FrozenCopy",
     "ObjectRef",
+    "SliceView",
     "labels_of",
     "node_index",
     "owner_index",
@@ -182,7 +183,8 @@ def ref_view(obj: JSON) -> ObjectRef:
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
     return ObjectRef(str(meta.get("name", "")), str(meta.get("uid", "")),
-                     tuple(sorted((str(k), str(v)) for k, v in labels.items())))
+                     tuple(sorted((sys.intern(str(k)), sys.intern(str(v)))
+                                  for k, v in labels.items())))
 
 
 def _endpoint_conditions(raw: Any) -> JSON:
@@ -202,22 +204,43 @@ def _endpoint_conditions(raw: Any) -> JSON:
     return _SHARED.json_object(conds)
 
 
-def slice_view(obj: JSON) -> JSON:
+@frozen
+class SliceView:
+    """The slim view of an EndpointSlice: its name, the labels that say whose it is, and
+    per endpoint its ``targetRef`` kind and name and its conditions (shared). A plain JSON
+    copy of the same cost ~2.6 KB a slice of 4 endpoints with its strings, this ~0.9 KB
+    (issue 36)."""
+
+    name: str | None
+    labels: tuple[tuple[str, str], ...]
+    endpoints: tuple[tuple[Any, Any, JSON], ...]
+
+    def as_json(self) -> JSON:
+        """The slice as ``routed_pods_from_endpoint_slices`` reads it (a fresh copy)."""
+        return {
+            "metadata": {"name": self.name, "labels": dict(self.labels)},
+            "endpoints": [{"targetRef": {"kind": kind, "name": name}, "conditions": conds}
+                          for kind, name, conds in self.endpoints],
+        }
+
+
+def slice_view(obj: JSON) -> SliceView:
     """What ``routed_pods_from_endpoint_slices`` reads, plus the owning labels."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
     endpoints = []
     for ep in obj.get("endpoints") or ():
         ref = ep.get("targetRef") or {}
-        endpoints.append({
-            "targetRef": {"kind": ref.get("kind"), "name": ref.get("name")},
-            "conditions": _endpoint_conditions(ep.get("conditions")),
-        })
-    return {
-        "metadata": {"name": meta.get("name"), "labels": {
-            k: labels[k] for k in (SERVICE_NAME_LABEL, LABEL_REPLICA) if k in labels}},
-        "endpoints": endpoints,
-    }
+        kind = ref.get("kind")
+        endpoints.append((sys.intern(kind) if isinstance(kind, str) else kind, ref.get("name"),
+                          _endpoint_conditions(ep.get("conditions"))))
+    name = meta.get("name")
+    return SliceView(
+        name=name,
+        labels=tuple((k, sys.intern(str(labels[k])))
+                     for k in (SERVICE_NAME_LABEL, LABEL_REPLICA) if k in labels),
+        endpoints=tuple(endpoints),
+    )
 
 
 def labels_of(view: Any) -> dict[str, str]:

@@ -32,6 +32,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from omenative_controller.gauge_rows import GaugeRows
 from omenative_controller.ome_series import OMESeries
 from omenative_controller.planning import in_worker
 from omenative_controller.replica_gauges import ReplicaGauges
@@ -132,7 +133,7 @@ class Metrics:
             "Plan actions talking to the API server now (bounded by --max-inflight).",
             registry=r,
         )
-        self.status_bytes = Gauge(
+        self.status_bytes = GaugeRows(  # a series per replica: rows, not Gauge children
             "omenative_status_bytes",
             "Bytes of the last status write body per InferenceReplica, sent or refused "
             "(etcd refuses requests over 1.5 MiB).",

@@ -42,6 +42,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from omenative_controller.gauge_rows import GaugeRows
 from omenative_core.labels import LABEL_ISVC
 from omenative_core.model.observed import PodView
 from omenative_core.model.plan import ScaleDownWave
@@ -135,7 +136,7 @@ class OMESeries:
             "ome_omenative_ir_status_writes_total",
             "InferenceReplica status writes by encoding and result (rejected: too large).",
             ["encoding", "result"], registry=r)
-        self.status_bytes = Gauge(
+        self.status_bytes = GaugeRows(  # a series per replica: rows, not Gauge children
             "ome_omenative_ir_status_bytes",
             "Bytes of an InferenceReplica's last status write.",
             ["namespace", "name", "component", "encoding"], registry=r)

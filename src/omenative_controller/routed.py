@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from omenative_controller.cache_views import SliceView
 from omenative_core.views import routed_pods_from_endpoint_slices
 
 __all__ = ["RoutedPods"]
@@ -24,7 +25,10 @@ _EMPTY: frozenset[str] = frozenset()
 
 
 def _slice_key(namespace: str | None, view: Any) -> str | None:
-    name = ((view.get("metadata") or {}) if isinstance(view, dict) else {}).get("name")
+    if isinstance(view, SliceView):
+        name: Any = view.name
+    else:
+        name = ((view.get("metadata") or {}) if isinstance(view, dict) else {}).get("name")
     return f"{namespace}/{name}" if namespace and isinstance(name, str) else None
 
 
@@ -46,7 +50,8 @@ class RoutedPods:
             key = _slice_key(namespace, new)
             if key is None:
                 return
-            names = routed_pods_from_endpoint_slices([new])
+            names = routed_pods_from_endpoint_slices(
+                [new.as_json() if isinstance(new, SliceView) else new])
             for service in self._service_of(namespace, new):
                 self._slices.setdefault(service, {})[key] = names
                 self._union.pop(service, None)

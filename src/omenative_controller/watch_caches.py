@@ -67,7 +67,7 @@ manager's peak memory (``benchmarks/bench_memory.py``: 100 a page, the peak whil
 sync fell from 149 to 136 MB at 10,000 pods); the cost is more LISTs at start (100 for
 10,000 pods)."""
 
-SliceHandler = Callable[[str | None, JSON | None, JSON | None], None]
+SliceHandler = Callable[[str | None, Any, Any], None]
 """The EndpointSlice change callback (the routed-pod set, then the wakeup)."""
 
 
@@ -82,7 +82,7 @@ class WatchCaches:
     node_map: FrozenCopy[NodeView]
     revisions: Informer[Any]
     services: Informer[ObjectRef]
-    slices: Informer[JSON]
+    slices: Informer[Any]  # SliceView (cache_views)
     pod_group_crd: CrdPresence
     native_gang: ApiPresence
 

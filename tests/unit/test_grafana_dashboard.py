@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from omenative_controller.advisor_loop import AdvisorMetrics
 from omenative_controller.observability import Metrics
+from omenative_controller.pass_context import PassContext
+from omenative_core.model.status import InferenceReplicaStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "config" / "grafana" / "omenative-dashboard.json"
@@ -66,8 +68,12 @@ def test_instances_by_phase_and_rollout_progress_read_the_labels_the_manager_set
     assert "sum by (namespace, isvc, component)" in progress
     m = Metrics()
     ident = {"namespace", "replica", "isvc", "component"}
-    assert set(m.replicas.instances._labelnames) == ident | {"phase"}
-    assert set(m.replicas.rollout._labelnames) == ident | {"state"}
+    ctx = PassContext(key="ns/a", namespace="ns", name="a",
+                      raw={"metadata": {"name": "a", "namespace": "ns"}, "spec": {}})
+    m.replicas.observe(ctx, InferenceReplicaStatus(), changed=True)
+    labels = {s.name: set(s.labels) for f in m.registry.collect() for s in f.samples}
+    assert labels["omenative_instances"] == ident | {"phase"}
+    assert labels["omenative_rollout_instances"] == ident | {"state"}
 
 
 def test_a_metric_name_that_is_not_exported_is_caught() -> None:

@@ -5,16 +5,21 @@ applies, from a bring-up through an image rollout, and the series' bounds."""
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from sim_helpers import engine_manifest
 
 from omenative_controller.executor import CreateErrorStore, Executor, PassContext
 from omenative_controller.observability import Metrics
+from omenative_controller.replica_gauges import PROGRESS_STATES
 from omenative_core.model import LifecycleConfig
 from omenative_core.model.plan import Plan, UpdateStatus
 from omenative_core.model.status import InferenceReplicaStatus, InstanceStatus
+from omenative_core.phases import Phase
 from omenative_core.planner import plan
+from omenative_core.policy import desired_instances
 from omenative_sim.world import ClusterSpec, World
 
 IDENT = {"namespace": "ns", "replica": "chat-engine", "isvc": "chat", "component": "engine"}
@@ -152,3 +157,60 @@ def test_series_are_per_replica_and_go_with_it_or_with_the_lead() -> None:
     m.stopped_leading()
     assert not [s for f in m.registry.collect() for s in f.samples
                 if s.name in ("omenative_instances", "omenative_rollout_instances")]
+
+
+def _as_gauge_children(rows: list[tuple[PassContext, InferenceReplicaStatus]]) -> bytes:
+    """The exposition the series had as ``prometheus_client`` Gauge children (until issue
+    36): the collector must print exactly this."""
+    r = CollectorRegistry()
+    labels = ["namespace", "replica", "isvc", "component"]
+    inst = Gauge("omenative_instances", "", [*labels, "phase"], registry=r)
+    roll = Gauge("omenative_rollout_instances", "", [*labels, "state"], registry=r)
+    for ctx, status in rows:
+        ident = (ctx.namespace, ctx.name, "", ctx.raw["spec"].get("component") or "")
+        for phase in Phase:
+            inst.labels(*ident, phase.value).set(
+                sum(1 for i in status.instances if i.phase == phase.value))
+        counts = (desired_instances(ctx.raw["spec"].get("replicas")), status.updated_replicas,
+                  status.updated_ready_replicas, status.ready_replicas,
+                  status.serving_replicas)
+        for state, value in zip(PROGRESS_STATES, counts, strict=True):
+            roll.labels(*ident, state).set(value)
+    return generate_latest(r)
+
+
+def _samples_only(text: bytes) -> list[bytes]:
+    return [line for line in text.splitlines() if not line.startswith(b"#")]
+
+
+def test_the_scrape_prints_what_the_gauge_children_printed() -> None:
+    rows = [(_ctx("a", 3), _status("Ready", "Creating", "Failed", ready_replicas=1,
+                                   updated_replicas=2)),
+            (_ctx("b", None), _status("Deleting", serving_replicas=1)),
+            (_ctx("c", 2), _status("Updating", "Updating", updated_ready_replicas=0))]
+    m = Metrics()
+    for ctx, status in rows:
+        m.replicas.observe(ctx, status, changed=True)
+    ours = [line for line in _samples_only(generate_latest(m.registry))
+            if line.startswith((b"omenative_instances{", b"omenative_rollout_instances{"))]
+    assert ours == _samples_only(_as_gauge_children(rows))
+    assert len(ours) == 3 * 13
+
+
+def test_a_replicas_series_cost_one_row_not_thirteen_gauge_children() -> None:
+    # issue 36: 13 Gauge children were 9.3 KB a replica, 23 MB for 2,500 small replicas
+    m = Metrics()
+    ctxs = [_ctx(f"r-{i}", 1) for i in range(500)]
+    status = _status("Ready", ready_replicas=1)
+    m.replicas.observe(_ctx("warm", 1), status, changed=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for ctx in ctxs:
+            m.replicas.observe(ctx, status, changed=True)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(d.size_diff for d in after.compare_to(before, "filename"))
+    assert 0 < grown / 500 < 1_000  # bytes a replica (the row: ~250)
+    assert len(m.replicas) == 501
