@@ -288,8 +288,7 @@ class Informer(Generic[V]):
         old_rv = self._rv_of.get(key)
         if old_rv is not None and not resource_version_newer(rv, old_rv):
             return
-        tomb = self._tombstones.get(key) if old_rv is None else None
-        if tomb is not None and (uid == tomb[0] or not _strictly_newer(rv, tomb[1])):
+        if self._resurrects(key, rv, uid):
             log.debug("informer.resurrection_refused", resource=self.name, key=key, rv=rv)
             return
         self._put(key, namespace, view, rv, uid)
@@ -386,18 +385,19 @@ class Informer(Generic[V]):
             if key not in self._store:  # deleted before we saw it: still no resurrection
                 self._bury(key, uid, rv)
             self._remove(key, rv)
-        elif self._replayed_after_delete(key, rv):
+        elif self._resurrects(key, rv, uid):  # history from before the delete, replayed
             log.debug("informer.replay_refused", resource=self.name, key=key, rv=rv)
         elif not self._newer_in_cache(key, rv):  # never older than our own write-through
             self._tombstones.pop(key, None)
             self._put(key, namespace, view, rv, uid)
         self.observer.cache_size(self.name, len(self._store))
 
-    def _replayed_after_delete(self, key: str, rv: str) -> bool:
-        """True for an add or update of a key the cache saw deleted at a later revision
-        than ``rv``: history from before the delete, replayed, never brings it back."""
+    def _resurrects(self, key: str, rv: str, uid: str) -> bool:
+        """True when putting (``uid``, ``rv``) under ``key`` would bring back what the cache
+        saw deleted: the same UID, or a revision not after the delete. Our own write's late
+        answer (``upsert_if_newer``) and a watch replaying history are refused alike."""
         tomb = self._tombstones.get(key) if key not in self._store else None
-        return tomb is not None and _strictly_newer(tomb[1], rv)
+        return tomb is not None and (uid == tomb[0] or not _strictly_newer(rv, tomb[1]))
 
     def _newer_in_cache(self, key: str, rv: str) -> bool:
         """True when the cached copy of ``key`` is a later revision than ``rv``."""
