@@ -31,7 +31,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -58,10 +57,12 @@ from bare_loop import (
     copied_service,
 )
 from bench_objects import apply_crd, finalizer_policy
+from cluster_signals import NodeHealth, scheduling_events
 from controller_report import report, total
 from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
+from loop_callbacks import worst
 from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
 from slow_watchers import SlowWatchers
 from watching import T_START, Tracker, pod_ready, say, wait_done
@@ -71,7 +72,6 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import (
     CONFIG_MAPS,
-    EVENTS,
     INFERENCE_REPLICAS,
     NAMESPACES,
     PODS,
@@ -211,6 +211,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             kubeconfig = await cluster.start(300.0 + 0.2 * args.nodes)  # KWOK: node bring-up
             say("control plane up")
         kube = await KubeClient.connect(str(kubeconfig), qps=0, burst=1, timeout=30)
+        nodes = await NodeHealth(kube).start()
+        policies.push_async_callback(nodes.stop)
         await apply_crd(kube)
         say("InferenceReplica CRD applied and Established")
 
@@ -264,6 +266,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mgr_slow.start()
         loads = {"omenative": LoadAverage(), "bare loop": LoadAverage()}
         loads["omenative"].start()
+        nodes.phase("omenative")
         t0 = time.monotonic()
 
         async def create_ir(i: int) -> None:
@@ -280,7 +283,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mgr_cpu.stop()
         mgr_slow.stop()
         await loads["omenative"].stop()
+        nodes.phase(None)
         stall = manager.longest_stall(t0, t0 + t_mgr)
+        probe = os.environ.get("OMENATIVE_STALLPROBE")  # what held the loop, if probed
+        held = worst(Path(probe) if probe else None, t0, t0 + t_mgr)
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")
@@ -360,6 +366,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_slow = SlowWatchers(apiserver_log)
         bare_slow.start()
         loads["bare loop"].start()
+        nodes.phase("bare loop")
         t1 = time.monotonic()
         if same:
             await bare.create_services(mgr_services)
@@ -375,6 +382,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_cpu_share.stop()
         bare_slow.stop()
         await loads["bare loop"].stop()
+        nodes.phase(None)
         bare_cpu = time.process_time() - cpu0
         say(f"all {n_pods} bare pods Ready after {t_bare:.2f}s ({bare.requests} requests)")
         bare_lat = bare.latencies
@@ -386,12 +394,14 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         if args.peer == "lws":
             loads["LWS"] = LoadAverage()
             loads["LWS"].start()
+            nodes.phase("LWS")
             try:
                 peer = await run_lws_peer(kubeconfig, n_ir, per_ir, args, workdir, namespaces,
                                           external=cluster is None)
             except Exception as exc:  # the manager's figures still count
                 say(f"LWS peer failed: {type(exc).__name__}: {exc}")
             await loads["LWS"].stop()
+            nodes.phase(None)
 
         ir_times = sorted(v - t0 for v in ir_tracker.ready.values())
         lags = []  # last pod of the IR Ready -> the IR reports readyReplicas 1
@@ -421,6 +431,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
             "slow_watchers": {"omenative": mgr_slow, "bare loop": bare_slow},
             "scheduling_events": scheduling, "loads": loads, "stall": stall,
+            "nodes": nodes, "stall_callbacks": held,
         }
     finally:
         for tr in trackers:
@@ -462,19 +473,6 @@ async def run_lws_peer(kubeconfig: Path, n_ir: int, per_ir: int, args: argparse.
     return {"name": "LWS v0.7.0", "seconds": res.seconds,
             "requests": float(res.requests) if res.requests is not None else float("nan"),
             "cpu_seconds": res.cpu_seconds, "peak_rss_mb": res.peak_rss_mb}
-
-
-async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
-    """The scheduler's Events on the namespace's pods, by reason and message (what a gang
-    waited for: ``FailedScheduling`` with the plugin's message), counted."""
-    out: Counter[str] = Counter()
-    with contextlib.suppress(ApiError):
-        for ev in (await kube.list(EVENTS, namespace)).get("items") or ():
-            if (ev.get("involvedObject") or {}).get("kind") == "Pod":  # names left out
-                message = re.sub(r"[\w.-]+/[\w.-]+|node-\d+|bench-[\w-]+", "*",
-                                 str(ev.get("message") or ""))[:110]
-                out[f"{ev.get('reason')}: {message}"] += int(ev.get("count") or 1)
-    return out
 
 
 def _gang_of(pod: JSON) -> str | None:

@@ -48,6 +48,9 @@ def side_by_side(r: dict[str, Any]) -> None:
     for label, idx, fmt in rows:
         vals = [c[1] / bare_t if idx < 0 else c[idx] for c in cols]
         print(f"{label:28}" + "".join(fmt.format(v) for v in vals))
+    lost = [len(r["nodes"].lost.get(phase) or ()) for phase in ("omenative", "bare loop", "LWS")]
+    print(f"{'nodes that lost Ready':28}" + "".join(f"{v:14d}" for v in lost[:len(cols)])
+          + ("   <- NOT COMPARABLE: a node flapped" if any(lost[:len(cols)]) else ""))
     print(f"  (bare loop CPU/RSS: the benchmark process, watchers included; writes per "
           f"InferenceReplica by omenative: {m_wr / r['replicas']:.1f}, per Instance "
           f"{m_wr / (r['replicas'] * r.get('instances', 1)):.1f}"
@@ -87,10 +90,12 @@ def report(r: dict[str, Any]) -> None:
           f"(creates done {r['t_bare_created']:.2f} s)")
     print(f"ratio manager / bare                          : {r['t_manager'] / r['t_bare']:8.2f}")
     print(f"manager peak RSS (VmHWM)                      : {r['hwm_mib']:8.1f} MiB")
-    gap, gap_cpu, over, seconds = r["stall"]
+    gap, gap_cpu, over, seconds, loop_cpu = r["stall"]
     print(f"manager longest event-loop stall (1 ms ticks) : {1000 * gap:8.1f} ms "
           f"({1000 * gap_cpu:.1f} ms CPU in it; apply -> all Ready; a gap over 10 ms in "
           f"{over} of {seconds} s)")
+    print(f"  the most CPU the loop thread ran within one gap: {1000 * loop_cpu:.1f} ms"
+          + "".join(f"\n  held the loop: {line}" for line in r.get("stall_callbacks", ())))
     print("  load average (1 min) while each ran: " + "; ".join(
         f"{name} {load.line()}" for name, load in r["loads"].items()))
     print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")
@@ -140,6 +145,8 @@ def report(r: dict[str, Any]) -> None:
         print(f"  {what}: " + ", ".join(
             f"{k}: {w_cnt[k]:.0f} x {1000 * w_sum[k] / w_cnt[k]:.0f}ms mean"
             for k in sorted(w_cnt) if w_cnt[k]))
+    for name in r["loads"]:  # a node that lost Ready voids that contender's figures
+        print(f"  node health while {name} ran: {r['nodes'].line(name)}")
     for name, share in r["cpu_share"].items():
         print(f"  CPU seconds while {name} ran (apply -> all Ready): {share.line()}")
     for name, slow in r["slow_watchers"].items():

@@ -8,18 +8,22 @@ the second> <longest tick gap s> <CPU s in that gap>``, so the benchmark can tak
 longest stall within a timed phase (the clock is the machine's, shared by processes). The
 ticker costs the manager ~1,000 wake-ups a second: figures measured with it, not without.
 With ``OMENATIVE_MEMPROBE=DIR`` it also writes the deep sizes of the manager's structures
-(``manager_memory.py``).
+(``manager_memory.py``); with ``OMENATIVE_STALLPROBE=FILE``, each callback and collection
+that held the loop over 5 ms (``loop_callbacks.py``). Each line of ``OUT`` also carries the
+most CPU the loop thread ran within one gap of that second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import loop_callbacks
 from loop_hold import tick_gaps
 from manager_memory import start_from_env
 
@@ -27,21 +31,27 @@ from omenative_controller.cli.manager import main as manager_main
 
 
 class Windows:
-    """The longest gap (and its CPU) of each second, appended to a file."""
+    """Each second's longest gap with the process's CPU in it, and the most CPU the loop
+    thread itself ran within one gap, appended to a file."""
 
     def __init__(self, out: Path) -> None:
         self.out = out.open("a", buffering=1)
-        self.gap = 0.0
-        self.cpu = 0.0
+        self.gap = self.cpu = self.loop_cpu = 0.0
+        self.thread_cpu = time.thread_time()  # runs on the loop thread, after each tick
         self.until = time.monotonic() + 1.0
 
     def __call__(self, gap: float, cpu: float) -> None:
+        thread_cpu = time.thread_time()
+        # the process's CPU counts planning threads and the GIL they hold; the loop
+        # thread's own is what the planner benchmark's "holds the loop" bounds
+        self.loop_cpu = max(self.loop_cpu, thread_cpu - self.thread_cpu)
+        self.thread_cpu = thread_cpu
         if gap > self.gap:
             self.gap, self.cpu = gap, cpu
         now = time.monotonic()
         if now >= self.until:
-            self.out.write(f"{now:.3f} {self.gap:.6f} {self.cpu:.6f}\n")
-            self.gap = self.cpu = 0.0
+            self.out.write(f"{now:.3f} {self.gap:.6f} {self.cpu:.6f} {self.loop_cpu:.6f}\n")
+            self.gap = self.cpu = self.loop_cpu = 0.0
             self.until = now + 1.0
 
 
@@ -66,6 +76,8 @@ def ticked_run(out: Path) -> Any:
 
 if __name__ == "__main__":
     start_from_env()  # OMENATIVE_MEMPROBE=DIR: where the memory goes (manager_memory.py)
+    if os.environ.get("OMENATIVE_STALLPROBE"):  # what held the loop (loop_callbacks.py)
+        loop_callbacks.install(Path(os.environ["OMENATIVE_STALLPROBE"]))
     asyncio.run = ticked_run(Path(sys.argv[1]))  # the manager calls asyncio.run(...)
     sys.argv = ["omenative-manager", *sys.argv[2:]]
     manager_main()

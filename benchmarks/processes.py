@@ -206,20 +206,23 @@ class ManagerProcess:
         self.cpu_seconds = max(self.cpu_seconds, cpu)
         return hwm, rss, cpu
 
-    def longest_stall(self, start: float, end: float) -> tuple[float, float, int, int]:
-        """(longest event-loop tick gap, CPU s within it, seconds with a gap over 10 ms,
-        seconds in all) of the seconds ending in [``start``, ``end`` + 1]
-        (``time.monotonic()``); NaN and 0 without ticks."""
-        gaps: list[tuple[float, float]] = []
+    def longest_stall(self, start: float, end: float
+                      ) -> tuple[float, float, int, int, float]:
+        """(longest event-loop tick gap, the process's CPU s within it, seconds with a gap
+        over 10 ms, seconds in all, the most CPU s the loop thread ran within one gap) of
+        the seconds ending in [``start``, ``end`` + 1] (``time.monotonic()``); NaN and 0
+        without ticks."""
+        gaps: list[tuple[float, float, float]] = []
         if self.ticks is not None and self.ticks.exists():
             for line in self.ticks.read_text().splitlines():
-                at, gap, cpu = (float(v) for v in line.split())
+                at, gap, cpu, *loop_cpu = (float(v) for v in line.split())
                 if start <= at <= end + 1.0:
-                    gaps.append((gap, cpu))
+                    gaps.append((gap, cpu, loop_cpu[0] if loop_cpu else float("nan")))
         if not gaps:
-            return float("nan"), float("nan"), 0, 0
-        gap, cpu = max(gaps)
-        return gap, cpu, sum(1 for g, _ in gaps if g > 0.010), len(gaps)
+            return float("nan"), float("nan"), 0, 0, float("nan")
+        gap, cpu, _ = max(gaps)
+        return (gap, cpu, sum(1 for g, _, _ in gaps if g > 0.010), len(gaps),
+                max(c for _, _, c in gaps))
 
     async def metrics(self) -> list[tuple[str, dict[str, str], float]]:
         """Every sample of the manager's /metrics."""

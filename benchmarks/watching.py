@@ -26,9 +26,10 @@ def say(msg: str) -> None:
 
 
 class Tracker:
-    """Watch one namespace's objects of a kind; know which are "ready" and when."""
+    """Watch one namespace's objects of a kind (None: a cluster-wide kind, or every
+    namespace); know which are "ready" and when."""
 
-    def __init__(self, kube: KubeClient, res: Resource, namespace: str,
+    def __init__(self, kube: KubeClient, res: Resource, namespace: str | None,
                  is_ready: Callable[[JSON], bool], target: int,
                  on_event: Callable[[str, JSON], None] | None = None,
                  label_selector: str | None = None) -> None:

@@ -232,7 +232,7 @@ def stage_config(opts: KwokOptions, node_stages: list[dict[str, Any]]) -> str:
     options = {"apiVersion": "config.kwok.x-k8s.io/v1alpha1", "kind": "KwokConfiguration",
                "options": {"podPlayStageParallelism": opts.parallelism,
                            # a KwokConfiguration leaves every option it omits at zero;
-                           # 4 lease writers fell behind 1,250 nodes' renewals under load
+                           # too few lease writers let 1,250 nodes' leases lapse under load
                            "nodePlayStageParallelism": node_parallelism(opts.nodes),
                            "nodeLeaseParallelism": node_parallelism(opts.nodes),
                            "podsOnNodeSyncParallelism": 1}}
@@ -240,9 +240,11 @@ def stage_config(opts: KwokOptions, node_stages: list[dict[str, Any]]) -> str:
 
 
 def node_parallelism(nodes: int) -> int:
-    """Node stage and lease writes kwok sends at once: its default 4 up to 400 nodes, one
-    more per 100 nodes beyond (16 for 1,250 nodes: each renews its lease every 10 s)."""
-    return max(4, -(-nodes // 100) + 3) if nodes > 400 else 4
+    """Node stage and lease writes kwok sends at once. Each node renews its lease every 10 s
+    (a quarter of ``LEASE_SECONDS``), so N nodes need N/10 writes a second; a saturated API
+    server answers one in up to ~400 ms, so N/25 in flight keep up (kwok's default 4 up to
+    100 nodes; 50 for 1,250). 16 for 1,250 fell behind at 10,000 pods and nodes lost Ready."""
+    return max(4, -(-nodes // 25))
 
 
 def kwok_args(binary: Path, kubeconfig: Path, config: Path, server_port: int) -> list[str]:

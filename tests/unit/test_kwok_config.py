@@ -102,9 +102,10 @@ def test_only_our_ready_nodes_are_counted() -> None:
 
 
 def test_a_big_cluster_gets_more_node_writers_so_its_leases_do_not_lapse() -> None:
-    small, big = (yaml.safe_load_all(stage_config(KwokOptions(nodes=n), []))
-                  for n in (250, 1250))
-    assert next(small)["options"]["nodeLeaseParallelism"] == 4, "kwok's own default"
-    options = next(big)["options"]
-    assert options["nodeLeaseParallelism"] == 16, "1,250 leases renewed every 10 s"
-    assert options["nodePlayStageParallelism"] == 16
+    small, mid, big = (next(yaml.safe_load_all(stage_config(KwokOptions(nodes=n), [])))
+                       for n in (100, 250, 1250))
+    assert small["options"]["nodeLeaseParallelism"] == 4, "kwok's own default"
+    assert mid["options"]["nodeLeaseParallelism"] == 10
+    options = big["options"]
+    assert options["nodeLeaseParallelism"] == 50, "125 renewals a second at up to 400 ms each"
+    assert options["nodePlayStageParallelism"] == 50

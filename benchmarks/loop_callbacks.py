@@ -1,0 +1,94 @@
+"""What held the manager's event loop: each callback that ran long on the loop thread, and
+each long garbage collection, written as it happens (``OMENATIVE_STALLPROBE=FILE``).
+
+The 1 ms ticker (``manager_ticked.py``) says how long the loop was held; this says by what.
+Each ``asyncio`` callback (a task's step, a reader, a timer) is timed with the loop thread's
+own CPU clock, so time the OS gave other processes does not count, and one over
+``THRESHOLD`` s is written with the coroutine it stepped. A collection never gives up the
+GIL, so one in any thread is written too. Costs two thread-clock reads per callback: figures
+of a probed run are not the benchmark's figures.
+
+Lines: ``<CLOCK_MONOTONIC end> cb <loop CPU s> <wall s> <what>`` or
+``<end> gc<generation> - <wall s> <collected>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+THRESHOLD = 0.005
+"""A callback or collection over this (s) is written."""
+
+
+def _what(handle: asyncio.Handle) -> str:
+    """The coroutine a task step runs, else the callback's name."""
+    callback = getattr(handle, "_callback", None)
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        where = f"@{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}" if frame \
+            else ""
+        return f"task {getattr(coro, '__qualname__', coro)}{where}"
+    return str(getattr(callback, "__qualname__", callback))
+
+
+def install(out: Path) -> Callable[[], None]:
+    """Time every callback of every event loop in this process from now on; returns what
+    undoes it."""
+    sink: TextIO = out.open("a", buffering=1)
+    plain_run = asyncio.events.Handle._run
+
+    def timed_run(self: asyncio.Handle) -> None:
+        what = _what(self)  # before: a finished task's coroutine has no frame
+        cpu0, t0 = time.thread_time(), time.perf_counter()
+        plain_run(self)
+        cpu = time.thread_time() - cpu0
+        if cpu > THRESHOLD:
+            sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} "
+                       f"{time.perf_counter() - t0:.6f} {what}\n")
+
+    started = [0.0]
+
+    def collections(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+            return
+        wall = time.perf_counter() - started[0]
+        if wall > THRESHOLD:
+            sink.write(f"{time.monotonic():.3f} gc{info['generation']} - {wall:.6f} "
+                       f"{info.get('collected', 0)} collected\n")
+
+    def undo() -> None:
+        asyncio.events.Handle._run = plain_run  # type: ignore[method-assign]
+        gc.callbacks.remove(collections)
+        sink.close()
+
+    asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+    gc.callbacks.append(collections)
+    return undo
+
+
+def worst(out: Path | None, start: float, end: float, top: int = 8) -> list[str]:
+    """The callbacks and collections of [``start``, ``end``] (``time.monotonic()``) that held
+    the loop longest, as report lines: the longest first, and each kind's count."""
+    if out is None or not out.exists():
+        return []
+    rows: list[tuple[float, str]] = []
+    kinds: Counter[str] = Counter()
+    for line in out.read_text().splitlines():
+        at, kind, cpu, wall, what = line.split(" ", 4)
+        if start <= float(at) <= end:
+            held = float(wall) if cpu == "-" else float(cpu)
+            label = f"{kind} {what}" if kind == "cb" else kind
+            rows.append((held, f"{1000 * held:.1f} ms {label}"))
+            kinds[label if kind != "cb" else f"cb {what.split('@')[0]}"] += 1
+    rows.sort(reverse=True)
+    return ([text for _, text in rows[:top]]
+            + [f"{n} x {k}" for k, n in kinds.most_common(top)])

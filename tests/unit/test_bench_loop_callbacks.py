@@ -1,0 +1,57 @@
+"""The stall probe names what held the event loop (``benchmarks/loop_callbacks.py``).
+
+The controller benchmark's ticker says how long the manager's loop was held; with
+``OMENATIVE_STALLPROBE`` the report also says by which coroutine, by the loop thread's own
+CPU, so a loaded machine's scheduling is not blamed on the manager or the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import loop_callbacks
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def holds_the_loop() -> None:
+    await asyncio.sleep(0)
+    _spin(0.02)  # CPU on the loop thread, no await
+
+
+async def sleeps_politely() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0.01)  # wall time, no CPU: never named
+
+
+def test_the_coroutine_that_held_the_loop_is_named_and_a_sleeper_is_not(tmp_path: Path
+                                                                        ) -> None:
+    out = tmp_path / "held"
+    undo = loop_callbacks.install(out)
+    try:
+        start = time.monotonic()
+
+        async def both() -> None:
+            await asyncio.gather(holds_the_loop(), sleeps_politely())
+
+        asyncio.run(both())
+        end = time.monotonic()
+    finally:
+        undo()
+    lines = loop_callbacks.worst(out, start, end)
+    assert lines, "a 20 ms hold was not written"
+    held_ms = float(lines[0].split()[0])
+    assert 19.0 <= held_ms < 200.0
+    assert "holds_the_loop@test_bench_loop_callbacks.py" in lines[0]
+    assert not any("sleeps_politely" in line for line in lines)
+    assert loop_callbacks.worst(out, end + 1, end + 2) == []
+    assert loop_callbacks.worst(None, start, end) == []
