@@ -475,6 +475,7 @@ class Manager:
     async def _reconcile(self, key: str, queue: WorkQueue[str]) -> str:
         assert self.replicas is not None and self.executor is not None
         await self._turns.take()  # workers woken together plan one per loop iteration
+        queue.reading(key)  # what came while it waited for the turn is read below
         raw = self.replicas.get(key)
         if raw is None:
             self._drop_key(key, queue)

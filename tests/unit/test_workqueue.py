@@ -299,3 +299,38 @@ async def test_an_ordinary_key_is_not_stranded_behind_a_waiting_lane_worker() ->
     assert not promoted.done()
     q.add("late", priority=True)  # ... until its pods are one pass from the gate
     assert await asyncio.wait_for(promoted, 1) == "late"
+
+
+async def test_a_change_before_the_pass_reads_does_not_run_it_again_one_after_does() -> None:
+    # a worker takes the key, waits for its turn (kube/turns.py), then reads the caches:
+    # what changed while it waited is in what it reads, so only a later change re-runs it
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    assert await q.get() == "a"
+    q.add("a", priority=True)  # a pod turned ready while the worker waited for its turn
+    q.add_soon("a", 0.05)
+    q.reading("a")
+    q.done("a")
+    assert len(q) == 0, "the pass saw that change: no second pass for it"
+    await asyncio.sleep(0.1)
+    assert len(q) == 0, "nor one from the windowed add"
+    q.add("a")
+    assert await q.get() == "a"
+    q.reading("a")
+    q.add("a")  # after the pass read the caches: it must run again
+    q.done("a")
+    assert len(q) == 1
+    assert await q.get() == "a"
+
+
+async def test_reading_touches_only_a_key_in_flight() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    q.add("b")
+    q.add_soon("c", 0.02)
+    q.reading("a")  # waiting, not taken: still waits
+    q.reading("c")  # its windowed add still comes
+    assert len(q) == 2
+    assert await q.get() == "a"
+    assert await q.get() == "b"
+    assert await asyncio.wait_for(q.get(), 1) == "c"

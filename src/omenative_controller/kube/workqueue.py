@@ -247,6 +247,19 @@ class WorkQueue(Generic[K]):
                     self._wake_one()  # pass the wake-up on
                 raise
 
+    def reading(self, key: K) -> None:
+        """The worker holding ``key`` reads the caches now: what was added for it since it
+        was taken (while it waited for its turn, ``kube/turns.py``) is seen by this very
+        pass, so it need not run again for that; an add from now on re-queues it as ever.
+        Call it with no await between it and the reads."""
+        if key not in self._processing:
+            return
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self._urgent.discard(key)
+            self._added.pop(key, None)
+        self._cancel_soon(key)
+
     def done(self, key: K) -> None:
         """The worker finished ``key``; re-queue it if it was added meanwhile."""
         self._processing.discard(key)
