@@ -62,7 +62,7 @@ from controller_report import report, total
 from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
-from loop_callbacks import worst
+from loop_callbacks import probe_file, worst
 from processes import DevCluster, ManagerProcess, start_py_spy, stop_py_spy
 from slow_watchers import SlowWatchers
 from watching import T_START, Tracker, pod_ready, say, wait_done
@@ -285,8 +285,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         await loads["omenative"].stop()
         nodes.phase(None)
         stall = manager.longest_stall(t0, t0 + t_mgr)
-        probe = os.environ.get("OMENATIVE_STALLPROBE")  # what held the loop, if probed
-        held = worst(Path(probe) if probe else None, t0, t0 + t_mgr)
+        held = worst(probe_file(), t0, t0 + t_mgr)  # what held the loop, if probed
         at_ready = await manager.metrics()
         manager.sample_proc()
         created_at = max(pod_tracker.seen.values()) - t0 if pod_tracker.seen else float("nan")

@@ -19,6 +19,7 @@ from watching import Tracker
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import EVENTS, NODES
+from omenative_core.views import node_view_from_json
 
 
 async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
@@ -35,9 +36,8 @@ async def scheduling_events(kube: KubeClient, namespace: str) -> Counter[str]:
 
 
 def node_ready(node: JSON) -> bool:
-    """The node's Ready condition is True."""
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or ())
+    """Ready as the manager reads it (``node_view_from_json``: the Ready condition True)."""
+    return node_view_from_json(node).ready is True
 
 
 class NodeHealth:

@@ -16,14 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+from loop_hold import GcPauses
 
 THRESHOLD = 0.005
 """A callback or collection over this (s) is written."""
+
+ENV = "OMENATIVE_STALLPROBE"
+"""The environment variable naming the file; the benchmark and its manager both read it."""
+
+
+def probe_file() -> Path | None:
+    """The file ``OMENATIVE_STALLPROBE`` names, or None when the probe is off."""
+    value = os.environ.get(ENV)
+    return Path(value) if value else None
 
 
 def _what(handle: asyncio.Handle) -> str:
@@ -54,24 +66,20 @@ def install(out: Path) -> Callable[[], None]:
             sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} "
                        f"{time.perf_counter() - t0:.6f} {what}\n")
 
-    started = [0.0]
-
-    def collections(phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            started[0] = time.perf_counter()
-            return
-        wall = time.perf_counter() - started[0]
+    def collection(generation: int, wall: float, info: dict[str, int]) -> None:
         if wall > THRESHOLD:
-            sink.write(f"{time.monotonic():.3f} gc{info['generation']} - {wall:.6f} "
+            sink.write(f"{time.monotonic():.3f} gc{generation} - {wall:.6f} "
                        f"{info.get('collected', 0)} collected\n")
+
+    pauses = GcPauses(on_pause=collection)
 
     def undo() -> None:
         asyncio.events.Handle._run = plain_run  # type: ignore[method-assign]
-        gc.callbacks.remove(collections)
+        gc.callbacks.remove(pauses)
         sink.close()
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
-    gc.callbacks.append(collections)
+    gc.callbacks.append(pauses)
     return undo
 
 

@@ -16,16 +16,20 @@ class GcPauses:
     a collection never gives up the GIL, so one in the planning thread holds the loop for
     all of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_pause: Callable[[int, float, dict[str, int]], None] | None = None
+                 ) -> None:
         self.longest: dict[int, float] = {}
+        self.on_pause = on_pause  # each collection: (generation, seconds, gc's info)
         self._started = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = time.perf_counter()
             return
-        gen = info["generation"]
-        self.longest[gen] = max(self.longest.get(gen, 0.0), time.perf_counter() - self._started)
+        gen, took = info["generation"], time.perf_counter() - self._started
+        self.longest[gen] = max(self.longest.get(gen, 0.0), took)
+        if self.on_pause is not None:
+            self.on_pause(gen, took, info)
 
 
 async def loop_hold(run: Callable[[], Awaitable[object]]

@@ -16,7 +16,6 @@ most CPU the loop thread ran within one gap of that second.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Coroutine
@@ -76,8 +75,8 @@ def ticked_run(out: Path) -> Any:
 
 if __name__ == "__main__":
     start_from_env()  # OMENATIVE_MEMPROBE=DIR: where the memory goes (manager_memory.py)
-    if os.environ.get("OMENATIVE_STALLPROBE"):  # what held the loop (loop_callbacks.py)
-        loop_callbacks.install(Path(os.environ["OMENATIVE_STALLPROBE"]))
+    if (probe := loop_callbacks.probe_file()) is not None:  # what held the loop
+        loop_callbacks.install(probe)
     asyncio.run = ticked_run(Path(sys.argv[1]))  # the manager calls asyncio.run(...)
     sys.argv = ["omenative-manager", *sys.argv[2:]]
     manager_main()
