@@ -227,12 +227,9 @@ class WorkQueue(Generic[K]):
             if self._priority or (self._queue and not priority_only):
                 priority = bool(self._priority)
                 key = (self._priority or self._queue).popleft()
-                self._dirty.discard(key)
-                self._urgent.discard(key)
                 self._processing.add(key)
-                self._cancel_soon(key)  # this pass sees what the timer was for
+                added = self._seen(key)
                 self._depth_changed()
-                added = self._added.pop(key, None)
                 if self._on_wait is not None and added is not None:
                     self._on_wait(priority, self._clock() - added)
                 return key
@@ -252,13 +249,16 @@ class WorkQueue(Generic[K]):
         was taken (while it waited for its turn, ``kube/turns.py``) is seen by this very
         pass, so it need not run again for that; an add from now on re-queues it as ever.
         Call it with no await between it and the reads."""
-        if key not in self._processing:
-            return
-        if key in self._dirty:
-            self._dirty.discard(key)
-            self._urgent.discard(key)
-            self._added.pop(key, None)
+        if key in self._processing:
+            self._seen(key)
+
+    def _seen(self, key: K) -> float | None:
+        """Clear what asked for a pass of ``key`` (its waiting mark, urgency and windowed
+        add): the pass about to read the caches sees it. When it was first asked for."""
+        self._dirty.discard(key)
+        self._urgent.discard(key)
         self._cancel_soon(key)
+        return self._added.pop(key, None)
 
     def done(self, key: K) -> None:
         """The worker finished ``key``; re-queue it if it was added meanwhile."""
