@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,27 @@ class Kubectl:
     async def ome(self, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
         """``kubectl ome ARGS -n NAMESPACE``."""
         return await self(("ome"), *args, "-n", self.namespace, stdin=stdin)
+
+    async def answer_after(self, args: tuple[str, ...],
+                           meanwhile: Callable[[], Awaitable[object]]) -> tuple[int, str]:
+        """Run an interactive ``kubectl ome ARGS``; when it asks [y/N], await ``meanwhile``
+        (another writer's change), then answer y. Its exit code and stderr."""
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", "ome", *args, "-n", self.namespace, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=self.env)
+        assert proc.stdout is not None and proc.stdin is not None
+        shown = b""
+        while b"[y/N]" not in shown:
+            chunk = await asyncio.wait_for(proc.stdout.read(200), 30)
+            assert chunk, f"exited before asking: {shown!r}"
+            shown += chunk
+        await meanwhile()
+        proc.stdin.write(b"y\n")
+        await proc.stdin.drain()
+        proc.stdin.close()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode is not None
+        return proc.returncode, err.decode()
 
     async def ok(self, *args: str) -> str:
         """``kubectl ome ARGS -n NAMESPACE`` that must succeed; its stdout."""
@@ -171,26 +193,24 @@ async def test_list_status_pause_resume_and_refusals(
     ir = await get_replica(kube, namespace, "ko")
     assert not ir["spec"].get("paused") and not ir["spec"].get("pauseMode")
 
-    # the object changes between the read and the confirmation: the write fails cleanly
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl", "ome", "rollout", "pause", "ko", "-n", namespace,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env=kubectl.env)
-    assert proc.stdout is not None and proc.stdin is not None
-    shown = b""
-    while b"[y/N]" not in shown:
-        chunk = await asyncio.wait_for(proc.stdout.read(200), 30)
-        assert chunk, f"exited before asking: {shown!r}"
-        shown += chunk
-    await patch_replica(kube, namespace, "ko",
-                        {"metadata": {"annotations": {"example.com/touched": "yes"}}})
-    proc.stdin.write(b"y\n")
-    await proc.stdin.drain()
-    proc.stdin.close()
-    _, err_bytes = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 3, err_bytes
-    assert b"changed since it was read" in err_bytes and err_bytes.count(b"\n") == 1
-    assert not (await get_replica(kube, namespace, "ko"))["spec"].get("paused")
+    # the object changes between the read and the confirmation. Elsewhere (the manager's
+    # status, someone's annotation): the change shown is still the change, so it is sent
+    rc, err = await kubectl.answer_after(("rollout", "pause", "ko"), lambda: patch_replica(
+        kube, namespace, "ko", {"metadata": {"annotations": {"example.com/touched": "yes"}}}))
+    assert rc == 0, err
+    assert "the change is the same: sending it again" in err
+    ir = await get_replica(kube, namespace, "ko")
+    assert ir["spec"].get("paused") is True and not ir["spec"].get("pauseMode")
+    await kubectl.ok("rollout", "resume", "ko", "--yes")
+    # ... where the change was going (someone froze it meanwhile): refused, theirs stays
+    rc, err = await kubectl.answer_after(("rollout", "pause", "ko"), lambda: patch_replica(
+        kube, namespace, "ko", {"spec": {"paused": True, "pauseMode": "Freeze"}}))
+    assert rc == 3, err
+    assert "changed since it was read" in err and "nothing was written" in err
+    assert err.count("\n") == 1
+    ir = await get_replica(kube, namespace, "ko")
+    assert ir["spec"].get("paused") is True and ir["spec"].get("pauseMode") == "Freeze"
+    await kubectl.ok("rollout", "resume", "ko", "--yes")
 
     # pause --yes sets spec.paused, resume clears it; rollout status shows it
     await kubectl.ok("rollout", "pause", "ko", "--yes")

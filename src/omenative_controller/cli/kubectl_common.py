@@ -6,6 +6,7 @@ The root ``cli`` group lives here; ``kubectl_ome`` adds the subcommand groups to
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,9 @@ EXIT_CONFLICT = 3
 """Refused: a precondition does not hold, or the object changed since it was read."""
 BUDGET_SECONDS = 45.0
 """Time allowed for the API calls of one step (a read, or a write)."""
+WRITE_ATTEMPTS = 5
+"""How often a confirmed write is read, checked and sent again when the object changed
+meanwhile (the manager writes the status all the time) and the change is still the same."""
 
 
 class CliError(Exception):
@@ -44,6 +48,14 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class StaleWrite(CliError):
+    """A write the API server refused because the object changed since it was read (a
+    resourceVersion conflict): nothing was written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, EXIT_CONFLICT)
 
 
 # ---------------------------------------------------------------------------- connection
@@ -64,6 +76,12 @@ class Target:
         self.dry_run = "none"
         """``--dry-run``: none (write), client (preview only) or server (the API server
         admits the write but stores nothing)."""
+        self.confirmed: list[str] | None = None
+        """The change lines the user saw (and agreed to) on this command's first attempt."""
+        self.attempt = 0
+        """Which attempt of a guarded verb runs (0: the first; more after a StaleWrite)."""
+        self.kept: dict[str, Any] = {}
+        """Values a verb makes once and keeps across its attempts (see ``_kept``)."""
 
     @property
     def kubeconfig(self) -> str | None:
@@ -140,8 +158,9 @@ def _run(target: Target, work: Callable[[KubeClient], Awaitable[T]],
     except TimeoutError:
         raise CliError(f"no answer from the API server within {budget:.0f}s") from None
     except ApiError as exc:
-        raise CliError(_api_message(exc), EXIT_CONFLICT if exc.conflict else EXIT_ERROR) \
-            from None
+        if exc.conflict:
+            raise StaleWrite(_api_message(exc)) from None
+        raise CliError(_api_message(exc), EXIT_ERROR) from None
 
 
 def _api_message(exc: ApiError) -> str:
@@ -208,8 +227,23 @@ def _echo_doc(output: str, value: Any) -> None:
 
 
 def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = None) -> None:
-    """Show what will change on which object; unless ``yes`` or a dry run, ask [y/N]."""
+    """Show what will change on which object; unless ``yes`` or a dry run, ask [y/N].
+
+    On a later attempt (the object changed after the first read) the change must be the one
+    already shown: it is then sent without asking again; any other change is refused."""
     rv = (ir.get("metadata") or {}).get("resourceVersion", "?")
+    target = _current_target()
+    if target is not None and target.attempt > 0:
+        if changes != target.confirmed:
+            raise CliError(
+                f"{_ref(ir)} changed since it was read and the change would now be "
+                f"{'; '.join(changes)}: nothing was written, run the command again",
+                EXIT_CONFLICT)
+        click.echo(f"note: {_ref(ir)} changed meanwhile (now resourceVersion {rv}); the "
+                   "change is the same: sending it again", err=True)
+        return
+    if target is not None:
+        target.confirmed = list(changes)
     click.echo(f"{_ref(ir)} (resourceVersion {rv}) will change:")
     for line in changes:
         click.echo(f"  {line}")
@@ -255,10 +289,27 @@ def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = N
     return result
 
 
+def _kept(key: str, make: Callable[[], T]) -> T:
+    """``make()`` on a verb's first attempt, the same value on later ones (a request UUID,
+    a timestamp), so the change shown again is the change the user confirmed."""
+    target = _current_target()
+    if target is None:
+        return make()
+    if key not in target.kept:
+        target.kept[key] = make()
+    value: T = target.kept[key]
+    return value
+
+
+def _current_target() -> Target | None:
+    """The running command's Target (None outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_object(Target) if ctx is not None else None
+
+
 def _dry_run_mode() -> str:
     """The ``--dry-run`` of the running command (``none`` outside one)."""
-    ctx = click.get_current_context(silent=True)
-    target = ctx.find_object(Target) if ctx is not None else None
+    target = _current_target()
     return target.dry_run if target is not None else "none"
 
 
@@ -289,13 +340,37 @@ _yes = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmati
 
 
 def _guarded(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``--yes`` and OME's ``--dry-run none|client|server`` on a verb that writes."""
+    """``--yes`` and OME's ``--dry-run none|client|server`` on a verb that writes; the verb
+    runs again (reads, checks, the change shown) when its write met a resourceVersion
+    conflict after the user confirmed: the manager's status writes are no reason to fail."""
+    f = _retrying(f)
     f = click.option("--dry-run", type=click.Choice(["none", "client", "server"]),
                      default="none", show_default=True, expose_value=False,
                      callback=_set("dry_run"),
                      help="client: show the change only; server: the API server checks it "
                           "and stores nothing.")(f)
     return _yes(f)
+
+
+def _retrying(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``f`` up to WRITE_ATTEMPTS times while its confirmed write meets a StaleWrite;
+    ``_confirm`` refuses on a later attempt unless the change is the one already shown."""
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        target = _current_target()
+        for attempt in range(WRITE_ATTEMPTS):
+            if target is not None:
+                target.attempt = attempt
+            try:
+                return f(*args, **kwargs)
+            except StaleWrite:
+                if target is None or target.confirmed is None or \
+                        attempt == WRITE_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+
+    return run
 
 
 def _set(attr: str) -> Callable[[click.Context, click.Parameter, Any], None]:

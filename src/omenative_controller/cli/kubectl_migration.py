@@ -22,6 +22,7 @@ from omenative_controller.cli.kubectl_common import (
     _find_isvc,
     _get_replica,
     _guarded,
+    _kept,
     _now,
     _output,
     _output_wide,
@@ -120,7 +121,8 @@ def migration_start(target: Target, name: str, index: int, from_node: str | None
         raise click.UsageError(f"at most {out.MAX_HINT_NODES} --hint-node values "
                                f"(got {len(hints)})")
     try:
-        request_uuid = str(uuid.UUID(request_id)) if request_id else str(uuid.uuid4())
+        request_uuid = str(uuid.UUID(request_id)) if request_id else \
+            _kept("request-uuid", lambda: str(uuid.uuid4()))
     except ValueError:
         raise click.BadParameter(f"{request_id!r} is not a UUID",
                                  param_hint="--request-id") from None
@@ -155,7 +157,7 @@ def migration_start(target: Target, name: str, index: int, from_node: str | None
         instance=index, component=str(spec.get("component") or ""), from_node=from_node,
         hint_nodes=hints, reason=reason,
         requested_by=requested_by or os.environ.get("USER") or "kubectl-ome",
-        requested_at=_now())
+        requested_at=_kept("requested-at", _now))
     notes = ["the InferenceReplica is paused: the migration waits for resume"] \
         if spec.get("paused") else []
     _confirm(ir, [f"metadata.annotations[{key}] = {value}"], yes, notes)

@@ -20,6 +20,7 @@ from omenative_controller.cli.kubectl_common import (
     _get_isvc,
     _get_replica,
     _guarded,
+    _kept,
     _now,
     _output,
     _patch,
@@ -294,7 +295,7 @@ def rollout_promote(target: Target, name: str, override_analysis: bool, group: i
     """Pass the current canary gate of InferenceService NAME one step
     (ome.io/rollout-promote=<canary revision hash>)."""
     isvc, state = _read_isvc(target, name)
-    found = out.promote_target(isvc, state, _now(), group=group,
+    found = out.promote_target(isvc, state, _kept("now", _now), group=group,
                                override_analysis=override_analysis)
     if isinstance(found, str):
         _fail(f"{_ref(isvc)}: {found}", EXIT_CONFLICT)
@@ -322,7 +323,7 @@ def rollout_rollback(target: Target, name: str, yes: bool) -> None:
     """Send every member of InferenceService NAME's rollout back to its stable revision
     (ome.io/rollout-rollback=true; it stays until a new revision appears)."""
     isvc, state = _read_isvc(target, name)
-    preview = out.rollback_preview(isvc, state, _now())
+    preview = out.rollback_preview(isvc, state, _kept("now", _now))
     if isinstance(preview, str):
         _fail(f"{_ref(isvc)}: {preview}", EXIT_CONFLICT)
     wanted = {out.ANNOTATION_ROLLBACK: "true"}
