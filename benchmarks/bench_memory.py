@@ -67,6 +67,7 @@ from omenative_controller.routed import RoutedPods  # noqa: E402
 from omenative_controller.wakeups import Wakeups  # noqa: E402
 from omenative_controller.watch_caches import (  # noqa: E402
     build_watch_caches,
+    return_free_heap,
     settle_after_sync,
 )
 from omenative_core.labels import LABEL_REVISION_HASH  # noqa: E402
@@ -387,6 +388,7 @@ async def _caches(fleet: Fleet, one_at_a_time: bool) -> tuple[int, dict[str, int
     held = sum(len(i) for i in caches.always)
     before = _status_kib("VmRSS")
     settle_after_sync()  # as the manager does once its caches synced
+    return_free_heap()
     steps["settled"] = _status_kib("VmRSS") - before
     POINTS["synced"] = _status_kib("VmRSS")
     before = _status_kib("VmRSS")
@@ -448,6 +450,7 @@ async def _manager(fleet: Fleet) -> tuple[int, dict[str, int]]:
     steps["caches"] = _status_kib("VmRSS") - before
     before = _status_kib("VmRSS")
     settle_after_sync()  # as Manager._sync_gauge does once the caches synced
+    return_free_heap()
     steps["settled"] = _status_kib("VmRSS") - before
     POINTS["synced"] = before = _status_kib("VmRSS")
     POINTS["hwm_synced"] = _status_kib("VmHWM")

@@ -9,7 +9,8 @@ GIL, so one in any thread is written too. Costs two thread-clock reads per callb
 of a probed run are not the benchmark's figures.
 
 Lines: ``<CLOCK_MONOTONIC end> cb <loop CPU s> <wall s> <what>`` or
-``<end> gc<generation> - <wall s> <collected>``.
+``<end> gc<generation> <collecting thread's CPU s> <wall s> <collected>``: a collection
+over ``THRESHOLD`` s of wall (its CPU says how much of that it held the GIL while running).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def install(out: Path) -> Callable[[], None]:
 
     def collection(generation: int, wall: float, info: dict[str, int]) -> None:
         if wall > THRESHOLD:
-            sink.write(f"{time.monotonic():.3f} gc{generation} - {wall:.6f} "
-                       f"{info.get('collected', 0)} collected\n")
+            sink.write(f"{time.monotonic():.3f} gc{generation} {pauses.last_cpu:.6f} "
+                       f"{wall:.6f} {info.get('collected', 0)} collected\n")
 
     pauses = GcPauses(on_pause=collection)
 
@@ -93,10 +94,11 @@ def worst(out: Path | None, start: float, end: float, top: int = 8) -> list[str]
     for line in out.read_text().splitlines():
         at, kind, cpu, wall, what = line.split(" ", 4)
         if start <= float(at) <= end:
-            held = float(wall) if cpu == "-" else float(cpu)
-            label = f"{kind} {what}" if kind == "cb" else kind
+            held = float(cpu)
+            label = f"{kind} {what}" if kind == "cb" else \
+                f"{kind} ({1000 * float(wall):.1f} ms wall)"
             rows.append((held, f"{1000 * held:.1f} ms {label}"))
-            kinds[label if kind != "cb" else f"cb {what.split('@')[0]}"] += 1
+            kinds[kind if kind != "cb" else f"cb {what.split('@')[0]}"] += 1
     rows.sort(reverse=True)
     return ([text for _, text in rows[:top]]
             + [f"{n} x {k}" for k, n in kinds.most_common(top)])

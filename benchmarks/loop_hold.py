@@ -20,13 +20,18 @@ class GcPauses:
                  ) -> None:
         self.longest: dict[int, float] = {}
         self.on_pause = on_pause  # each collection: (generation, seconds, gc's info)
+        self.last_cpu = 0.0
+        """The collecting thread's CPU in the last collection (s): its wall time less what
+        the OS gave other processes meanwhile."""
         self._started = 0.0
+        self._started_cpu = 0.0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started, self._started_cpu = time.perf_counter(), time.thread_time()
             return
         gen, took = info["generation"], time.perf_counter() - self._started
+        self.last_cpu = time.thread_time() - self._started_cpu
         self.longest[gen] = max(self.longest.get(gen, 0.0), took)
         if self.on_pause is not None:
             self.on_pause(gen, took, info)

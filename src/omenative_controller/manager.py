@@ -74,6 +74,7 @@ from omenative_controller.wakeups import Wakeups
 from omenative_controller.watch_caches import (
     WatchCaches,
     build_watch_caches,
+    return_free_heap,
     settle_after_sync,
 )
 from omenative_controller.webhook import WebhookServer
@@ -421,6 +422,7 @@ class Manager:
             if synced and not settled:  # once: the initial LISTs are parsed and dropped
                 settle_after_sync()
                 self._freezer.install()  # and what the caches grow into from now on
+                await asyncio.to_thread(return_free_heap)  # off the loop, without the GIL
                 settled = True
             await asyncio.sleep(0.5)
 

@@ -8,6 +8,7 @@ CPU, so a loaded machine's scheduling is not blamed on the manager or the revers
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
 from pathlib import Path
@@ -55,3 +56,21 @@ def test_the_coroutine_that_held_the_loop_is_named_and_a_sleeper_is_not(tmp_path
     assert not any("sleeps_politely" in line for line in lines)
     assert loop_callbacks.worst(out, end + 1, end + 2) == []
     assert loop_callbacks.worst(None, start, end) == []
+
+
+def test_a_long_collection_is_written_with_the_cpu_it_held(tmp_path: Path) -> None:
+    out = tmp_path / "held"
+    heap = [[i] for i in range(400_000)]  # tracked objects a full collection must walk
+    undo = loop_callbacks.install(out)
+    try:
+        start = time.monotonic()
+        gc.collect()
+        end = time.monotonic()
+    finally:
+        undo()
+    del heap
+    (line,) = [x for x in out.read_text().splitlines() if " gc2 " in x]
+    _, _, cpu, wall, _ = line.split(" ", 4)
+    assert 0.0 < float(cpu) <= float(wall) + 0.001
+    worst = loop_callbacks.worst(out, start, end + 0.001)  # its clock is written to 1 ms
+    assert worst[0].startswith(f"{1000 * float(cpu):.1f} ms gc2 (")
