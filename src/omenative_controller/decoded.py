@@ -20,7 +20,11 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Protocol
 
+from omenative_core import codec
+from omenative_core.model import spec as model_spec
+from omenative_core.model import status as model_status
 from omenative_core.model.spec import InferenceReplica
+from omenative_core.status import columnar
 from omenative_core.status.wire import replica_from_json
 
 __all__ = ["LiveReplicas", "ReplicaDecoder"]
@@ -87,6 +91,9 @@ class ReplicaDecoder:
     default workers: a burst of passes over small replicas finds theirs)."""
 
     def __init__(self, *, max_decoded: int = 20000) -> None:
+        # cattrs generates its decode and encode code for the model on first use, 30-40 ms
+        # in all: at construction (the manager's start), not in the first passes on the loop
+        codec.warm(model_spec, model_status, columnar)
         self.max_decoded = max_decoded
         self._cache: dict[str, tuple[str, InferenceReplica]] = {}
         self._recent = RecentSmall(self.SMALL_KEPT)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
-from types import NoneType, UnionType
+from types import ModuleType, NoneType, UnionType
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
@@ -34,6 +34,7 @@ from cattrs.errors import (
     ClassValidationError,
     IterableValidationError,
     IterableValidationNote,
+    StructureHandlerNotFoundError,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
@@ -68,6 +69,7 @@ __all__ = [
     "spec_from_json",
     "spec_to_json",
     "to_json",
+    "warm",
 ]
 
 API_VERSION = "ome.io/v1beta1"
@@ -420,6 +422,33 @@ def _make_converter() -> Converter:
 
 converter = _make_converter()
 """The cattrs converter for the model (camelCase, strict input, compact output)."""
+
+
+def warm(*where: ModuleType | type, conv: Converter | None = None) -> int:
+    """Build the converter's hooks now for every attrs class of ``where`` (modules, or
+    classes) that JSON can decode into; how many classes that was.
+
+    cattrs generates a class's structure and unstructure code the first time it meets the
+    class (and the classes its fields name): several milliseconds each, tens for the
+    status. A long-running process calls this at start, so that work does not land in its
+    first passes on the event loop."""
+    conv = conv or converter
+    classes: list[type] = []
+    for item in where:
+        if isinstance(item, ModuleType):
+            classes += [v for v in vars(item).values()
+                        if isinstance(v, type) and attrs.has(v) and v.__module__ == item.__name__]
+        else:
+            classes.append(item)
+    warmed = 0
+    for cl in classes:
+        try:
+            conv.get_structure_hook(cl)
+        except StructureHandlerNotFoundError:  # a field no JSON decodes into (a callable)
+            continue
+        conv.get_unstructure_hook(cl)
+        warmed += 1
+    return warmed
 
 
 # --------------------------------------------------------------------------------------------
