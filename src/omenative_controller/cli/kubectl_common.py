@@ -262,7 +262,8 @@ def _confirm(ir: JSON, changes: list[str], yes: bool, notes: list[str] | None = 
 
 def _patch(target: Target, ir: JSON, patch: JSON, *, subresource: str | None = None,
            resource: Resource = INFERENCE_REPLICAS) -> JSON:
-    """Merge patch carrying the resourceVersion read, so a concurrent change fails (exit 3).
+    """Merge patch carrying the resourceVersion read, so a concurrent change fails: a
+    ``StaleWrite`` (exit 3), which a ``_guarded`` verb turns into another attempt.
 
     Under ``--dry-run`` this ends the command (exit 0) after saying what happened: client,
     nothing is sent; server, the API server checks the patch (schema, admission, the
