@@ -59,6 +59,7 @@ from bare_loop import (
 from bench_objects import apply_crd, finalizer_policy
 from cluster_signals import NodeHealth, scheduling_events
 from controller_report import report, total
+from cores import children, others, pin
 from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
@@ -170,6 +171,42 @@ async def cleanup_namespaces(kube: KubeClient, namespaces: list[str]) -> None:
             await kube.delete(NAMESPACES, ns)
 
 
+async def caches_synced(manager: ManagerProcess, timeout: float = 300.0) -> float:
+    """Wait until the manager's caches synced (``omenative_caches_synced`` 1) and its
+    settling after the first LISTs is a tick window behind; the clock time of the sync.
+    The stall column measures the manager at work: start-up is reported apart."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(name == "omenative_caches_synced" and value == 1.0
+               for name, _, value in await manager.metrics()):
+            at = time.monotonic()
+            await asyncio.sleep(2.0)  # the settle runs within 0.5 s; its second ends
+            return at
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the manager's caches did not sync within {timeout:.0f} s")
+
+
+def pin_cores(core: int | None, manager: ManagerProcess, cluster: DevCluster | None
+              ) -> set[int]:
+    """``--manager-core``: the manager alone on ``core``, the cluster's processes and this
+    one on the others (``cores.py``); the others, or an empty set when not asked."""
+    if core is None:
+        return set()
+    rest = others(core)
+    if manager.proc is None:
+        raise RuntimeError("--manager-core: the manager is not running")
+    pids = [os.getpid(), *(cluster_pids(cluster.state_dir).values() if cluster else ())]
+    for pid in pids:
+        for each in (pid, *children(pid)):
+            if each != manager.proc.pid:  # this benchmark's child too
+                pin(each, rest)
+    if not pin(manager.proc.pid, {core}) or os.sched_getaffinity(manager.proc.pid) != {core}:
+        raise RuntimeError(f"--manager-core: the manager could not be pinned to core {core}")
+    say(f"pinned: the manager on core {core}; the cluster and this benchmark on "
+        f"{sorted(rest)} (the bare loop's phase: this benchmark on core {core})")
+    return rest
+
+
 async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     per_ir = args.instances
     n_ir = args.replicas // per_ir  # main() checks it divides
@@ -236,6 +273,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling} "
             f"pipeline-creates={args.pipeline_creates})")
         profiler = await start_py_spy(args.py_spy, manager)
+        synced = await caches_synced(manager)  # a manager at work, not one starting up
+        cluster_cores = pin_cores(args.manager_core, manager, cluster)
+        startup = manager.longest_stall(0.0, synced)
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
                                    n_ir).start()
@@ -366,6 +406,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         bare_slow.start()
         loads["bare loop"].start()
         nodes.phase("bare loop")
+        if cluster_cores:  # the bare loop gets the manager's core, as the manager had it
+            pin(os.getpid(), {args.manager_core})
         t1 = time.monotonic()
         if same:
             await bare.create_services(mgr_services)
@@ -378,6 +420,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         say(f"  {n_pods} pods created in {t_bare_created:.2f}s")
         await wait_done(bare_tracker, "pods", args.timeout)
         t_bare = max(bare_tracker.ready.values()) - t1
+        if cluster_cores:
+            pin(os.getpid(), cluster_cores)
         bare_cpu_share.stop()
         bare_slow.stop()
         await loads["bare loop"].stop()
@@ -430,7 +474,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
             "slow_watchers": {"omenative": mgr_slow, "bare loop": bare_slow},
             "scheduling_events": scheduling, "loads": loads, "stall": stall,
-            "nodes": nodes, "stall_callbacks": held,
+            "startup_stall": startup, "nodes": nodes, "stall_callbacks": held,
         }
     finally:
         for tr in trackers:
@@ -551,6 +595,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "namespace, as an install does (default): the API server adds "
                              "the finalizer in each create; --no-finalizer-policy: the "
                              "manager patches it in (one write more per InferenceReplica)")
+    parser.add_argument("--manager-core", type=int, default=None, metavar="N",
+                        help="give the manager core N alone and the cluster (and this "
+                             "benchmark) the others, so its event-loop stall is its own "
+                             "hold, not the OS running other processes (cores.py); the "
+                             "bare loop gets core N in its phase; wall times are not "
+                             "comparable with an unpinned run")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
                         help="sample the manager with py-spy (if installed) from its start "
                              "until every InferenceReplica is Ready; collapsed stacks to PATH")

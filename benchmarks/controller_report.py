@@ -96,6 +96,11 @@ def report(r: dict[str, Any]) -> None:
           f"{over} of {seconds} s)")
     print(f"  the most CPU the loop thread ran within one gap: {1000 * loop_cpu:.1f} ms"
           + "".join(f"\n  held the loop: {line}" for line in r.get("stall_callbacks", ())))
+    if "startup_stall" in r:
+        gap, gap_cpu, _, _, loop_cpu = r["startup_stall"]
+        print(f"  start-up (start -> caches synced, before apply): longest {1000 * gap:.1f} ms"
+              f" ({1000 * gap_cpu:.1f} ms CPU in it; the loop thread's most in one gap "
+              f"{1000 * loop_cpu:.1f} ms)")
     print("  load average (1 min) while each ran: " + "; ".join(
         f"{name} {load.line()}" for name, load in r["loads"].items()))
     print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")

@@ -10,7 +10,10 @@ of a probed run are not the benchmark's figures.
 
 Lines: ``<CLOCK_MONOTONIC end> cb <loop CPU s> <wall s> <what>`` or
 ``<end> gc<generation> <collecting thread's CPU s> <wall s> <collected>``: a collection
-over ``THRESHOLD`` s of wall (its CPU says how much of that it held the GIL while running).
+over ``THRESHOLD`` s of wall (its CPU says how much of that it held the GIL while running);
+``<end> iter <loop CPU s> <wall s> <n> callbacks, ...``: a loop iteration over ``ITERATION``
+s of loop-thread CPU or 3 x that of wall (its wait for events included), with the longest
+callbacks it ran.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from loop_hold import GcPauses
 
 THRESHOLD = 0.005
 """A callback or collection over this (s) is written."""
+
+ITERATION = 0.010
+"""A loop iteration whose callbacks ran over this (s) of loop-thread CPU is written, with
+how many ran and the longest: the 1 ms ticker sees an iteration, not a callback."""
 
 ENV = "OMENATIVE_STALLPROBE"
 """The environment variable naming the file; the benchmark and its manager both read it."""
@@ -57,15 +64,35 @@ def install(out: Path) -> Callable[[], None]:
     undoes it."""
     sink: TextIO = out.open("a", buffering=1)
     plain_run = asyncio.events.Handle._run
+    plain_iteration = asyncio.BaseEventLoop._run_once  # type: ignore[attr-defined]
+
+    ran: list[tuple[float, str]] = []  # this loop iteration's callbacks: (CPU s, what)
+    walls: list[float] = []  # and their wall times
 
     def timed_run(self: asyncio.Handle) -> None:
         what = _what(self)  # before: a finished task's coroutine has no frame
         cpu0, t0 = time.thread_time(), time.perf_counter()
         plain_run(self)
         cpu = time.thread_time() - cpu0
+        ran.append((cpu, what))
+        walls.append(time.perf_counter() - t0)
         if cpu > THRESHOLD:
             sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} "
                        f"{time.perf_counter() - t0:.6f} {what}\n")
+
+    def timed_iteration(self: asyncio.BaseEventLoop) -> None:
+        ran.clear()
+        walls.clear()
+        cpu0, t0 = time.thread_time(), time.perf_counter()
+        plain_iteration(self)
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
+        if cpu > ITERATION or wall > 3 * ITERATION:
+            top = sorted(ran, reverse=True)[:4]
+            sink.write(f"{time.monotonic():.3f} iter {cpu:.6f} {wall:.6f} "
+                       f"{len(ran)} callbacks, {1000 * sum(c for c, _ in ran):.1f} ms CPU and "
+                       f"{1000 * sum(walls):.1f} ms wall in them (the rest: waiting for "
+                       "events); "
+                       + ", ".join(f"{1000 * c:.1f} ms {w}" for c, w in top) + "\n")
 
     def collection(generation: int, wall: float, info: dict[str, int]) -> None:
         if wall > THRESHOLD:
@@ -76,10 +103,12 @@ def install(out: Path) -> Callable[[], None]:
 
     def undo() -> None:
         asyncio.events.Handle._run = plain_run  # type: ignore[method-assign]
+        asyncio.BaseEventLoop._run_once = plain_iteration  # type: ignore[attr-defined]
         gc.callbacks.remove(pauses)
         sink.close()
 
     asyncio.events.Handle._run = timed_run  # type: ignore[method-assign]
+    asyncio.BaseEventLoop._run_once = timed_iteration  # type: ignore[attr-defined]
     gc.callbacks.append(pauses)
     return undo
 
@@ -95,7 +124,7 @@ def worst(out: Path | None, start: float, end: float, top: int = 8) -> list[str]
         at, kind, cpu, wall, what = line.split(" ", 4)
         if start <= float(at) <= end:
             held = float(cpu)
-            label = f"{kind} {what}" if kind == "cb" else \
+            label = f"{kind} {what}" if kind in ("cb", "iter") else \
                 f"{kind} ({1000 * float(wall):.1f} ms wall)"
             rows.append((held, f"{1000 * held:.1f} ms {label}"))
             kinds[kind if kind != "cb" else f"cb {what.split('@')[0]}"] += 1

@@ -42,7 +42,7 @@ from omenative_controller.executor import (
     PassContext,
     ReplicaEvents,
 )
-from omenative_controller.gc_freezer import SurvivorFreezer
+from omenative_controller.gc_pacer import GcPacer
 from omenative_controller.kube.apiwatch import ApiPresence
 from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.crdwatch import CrdPresence
@@ -155,8 +155,8 @@ class Manager:
         self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
-        self._freezer = SurvivorFreezer()  # installed once the caches synced
         self._turns = Turns()  # one pass starts per loop iteration (kube/turns.py)
+        self._gc = GcPacer(self._busy, turns=self._turns)  # installed once the caches synced
 
     # ------------------------------------------------------------------ public
 
@@ -195,6 +195,10 @@ class Manager:
             for key in referencing(self.replicas.items(), kind, namespace, name,
                                    self._isvc.all_runtimes()):
                 self.queue.add(key)
+
+    def _busy(self) -> bool:
+        """Keys wait or passes run: full collections wait (``gc_pacer.py``)."""
+        return self.queue is not None and (len(self.queue) > 0 or self.queue.in_flight > 0)
 
     def caches_synced(self) -> bool:
         """Every watch cache listed once (and the PodGroup one, when its CRD is present; the
@@ -421,7 +425,7 @@ class Manager:
             self.metrics.caches_synced.set(1 if synced else 0)
             if synced and not settled:  # once: the initial LISTs are parsed and dropped
                 settle_after_sync()
-                self._freezer.install()  # and what the caches grow into from now on
+                self._gc.install()  # long collections in turns of their own from now on
                 await asyncio.to_thread(return_free_heap)  # off the loop, without the GIL
                 settled = True
             await asyncio.sleep(0.5)
@@ -588,7 +592,7 @@ class Manager:
     # ------------------------------------------------------------------ teardown
 
     async def _teardown(self) -> None:
-        self._freezer.uninstall()
+        self._gc.uninstall()
         if self.executor is not None and self.executor.pipeline is not None:
             await self.executor.pipeline.cancel()
         await cancel_and_wait([*self._workers, *self._tasks])

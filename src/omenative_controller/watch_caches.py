@@ -214,11 +214,11 @@ def settle_after_sync() -> None:
     free the few reference cycles of the start (87 objects there); those stay frozen.
 
     The full collection after the freeze walks nothing, and that is its point: CPython
-    starts the next full collection once a quarter of what survived the last one has
-    reached the old generation, and the last one, during the initial LISTs, had the whole
-    heap. Unreset, the first full collection after the sync walked everything promoted
-    since (26-30 ms at 2,000 pods, 0 collected); reset, they come early and small, and
-    ``gc_freezer.SurvivorFreezer`` freezes after any that gets long."""
+    starts a full collection once a quarter of what survived the last one has reached the
+    old generation, and the last one, during the initial LISTs, had the whole heap. From
+    here on ``gc_pacer.GcPacer`` runs the full collections (when the manager is quiet), and
+    a process that uses this without it (``benchmarks/bench_memory.py``) starts its next
+    one early and small rather than after the whole heap was promoted again."""
     gc.collect(1)
     gc.freeze()
     gc.collect()

@@ -74,3 +74,30 @@ def test_a_long_collection_is_written_with_the_cpu_it_held(tmp_path: Path) -> No
     assert 0.0 < float(cpu) <= float(wall) + 0.001
     worst = loop_callbacks.worst(out, start, end + 0.001)  # its clock is written to 1 ms
     assert worst[0].startswith(f"{1000 * float(cpu):.1f} ms gc2 (")
+
+
+async def short_step() -> None:
+    await asyncio.sleep(0)  # every such task's next step is ready in the same iteration
+    _spin(0.004)  # under the 5 ms a callback needs to be written
+
+
+def test_an_iteration_of_short_callbacks_is_written_with_its_count(tmp_path: Path) -> None:
+    """The 1 ms ticker waits for a whole loop iteration: four 4 ms steps ready together
+    hold it 16 ms though no callback is long enough to be named on its own."""
+    out = tmp_path / "held"
+    undo = loop_callbacks.install(out)
+    try:
+        start = time.monotonic()
+
+        async def four() -> None:
+            await asyncio.gather(*(short_step() for _ in range(4)))
+
+        asyncio.run(four())
+        end = time.monotonic()
+    finally:
+        undo()
+    assert " cb " not in out.read_text()
+    (line,) = [x for x in loop_callbacks.worst(out, start, end) if " iter " in x]
+    assert float(line.split()[0]) >= 15.0
+    assert line.count("short_step@test_bench_loop_callbacks.py") == 4
+    assert asyncio.BaseEventLoop._run_once.__name__ == "_run_once"  # type: ignore[attr-defined]

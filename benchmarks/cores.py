@@ -1,0 +1,52 @@
+"""A core of its own for the process under measurement (``bench_controller.py
+--manager-core``).
+
+On a machine of 2 cores the API server, etcd, KWOK and the scheduler keep both busy: the
+OS then parks the manager's event loop for tens of milliseconds at a time, and the loop
+comes back to a backlog of ready sockets it runs in one long iteration. The stall the
+planner benchmark bounds is the loop's own hold, on a quiet machine; giving the manager
+one core and everything else the others measures that on this one (the cluster then runs
+slower: wall times of such a run are not comparable with an unpinned one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["children", "others", "pin"]
+
+
+def pin(pid: int, cores: Iterable[int]) -> int:
+    """Pin every thread of ``pid`` to ``cores`` (threads it starts later inherit it);
+    how many threads were pinned (0: the process is gone)."""
+    wanted, pinned = set(cores), 0
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return 0
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(tid, wanted)
+            pinned += 1
+    return pinned
+
+
+def others(core: int) -> set[int]:
+    """Every core this process may use but ``core``."""
+    rest = os.sched_getaffinity(0) - {core}
+    if not rest or core not in os.sched_getaffinity(0):
+        raise ValueError(f"--manager-core {core}: this process may use cores "
+                         f"{sorted(os.sched_getaffinity(0))}; it needs that one and another")
+    return rest
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid`` (from /proc)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]

@@ -1,0 +1,166 @@
+"""Run the garbage collector's long collections when the event loop can afford them.
+
+CPython collects wherever an allocation crosses a threshold: inside a pass, a watch
+slice, a status write. A collection never gives up the GIL, so the event loop waits for
+all of it, on top of the callback it landed in. At 2,000-10,000 watched pods the young
+collections that reach the middle generation took 4-9 ms of CPU (their objects point into
+the big caches, and every reference is a cache miss) and full ones 7-30 ms while
+collecting nothing (the caches are acyclic): the loop's longest stalls
+(``benchmarks/loop_callbacks.py``, ``docs/benchmarks.md``).
+
+:class:`GcPacer` leaves CPython the collections of the youngest generation (a few hundred
+objects, short) and runs the others itself, each in a task step of its own that first
+waits for the loop's turn (``kube/turns.py``), so no pass or watch slice starts in the
+same loop iteration:
+
+- the middle generation every ``young_every`` young collections, soon after they happen;
+- full collections only once the manager had no work for ``quiet_for`` seconds (its queue
+  empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
+  is; the survivors of one that took longer than ``freeze_after`` are frozen
+  (``gc.freeze``: moved out of the collector's reach), so the next walks only what came
+  since.
+
+Deferring is safe because only reference cycles wait for a full collection: garbage
+without cycles is freed by reference counting at once, and the full collections of a busy
+manager found 0-100 objects. The frozen survivors keep the cost ``settle_after_sync``
+accepted: a cycle among frozen objects that later becomes garbage is never collected.
+CPython's own thresholds come back into force (a safety valve) if the pacer stops looking
+for ``VALVE`` young collections; ``uninstall`` restores them and hands everything frozen
+back to the collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import Callable
+
+from omenative_controller.kube.turns import Turns
+
+__all__ = ["FREEZE_AFTER", "VALVE", "GcPacer"]
+
+FREEZE_AFTER = 0.003
+"""A full collection longer than this (seconds) has its survivors frozen: shorter ones cost
+the loop less than the stall target (10 ms), whatever the load."""
+
+VALVE = 100
+"""While a pacer is installed CPython collects the middle generation by itself only after
+this many young collections (the pacer collects it after ``young_every``), and never a
+full one."""
+
+_NEVER = 1 << 30
+_installed: list[GcPacer] = []
+_saved: list[tuple[int, int, int]] = []
+
+
+class GcPacer:
+    """Collects the middle and old generations as task steps of their own (module doc).
+
+    ``busy()`` says whether the manager has work (queued keys, passes in flight); it is
+    asked at each look. ``install`` starts the pacing task on the running loop,
+    ``uninstall`` stops it. ``step(now)`` is one look, for tests and callers with a loop
+    of their own: it collects what is due and returns the generation collected or None.
+    """
+
+    __slots__ = ("_last_busy", "_last_full", "_task", "busy", "check", "freeze_after",
+                 "freezes", "fulls", "longest", "max_defer", "quiet_for", "turns",
+                 "young_every", "youngs")
+
+    def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
+                 young_every: int = 4, quiet_for: float = 5.0, max_defer: float = 600.0,
+                 freeze_after: float = FREEZE_AFTER, check: float = 0.005) -> None:
+        self.busy = busy
+        self.turns = turns
+        self.young_every = young_every
+        self.quiet_for = quiet_for
+        self.max_defer = max_defer
+        self.freeze_after = freeze_after
+        self.check = check  # seconds between looks while collections are in the offing
+        self.youngs = 0  # middle-generation collections run
+        self.fulls = 0  # full collections run
+        self.freezes = 0
+        self.longest: dict[int, float] = {}  # generation -> longest collection (s)
+        self._last_busy = self._last_full = 0.0  # clock times; install sets the loop's
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ one look
+
+    def due(self, now: float) -> int | None:
+        """The generation to collect now, if any."""
+        if self.busy():
+            self._last_busy = now
+        _, middle, old = gc.get_count()
+        since_full = now - self._last_full
+        quiet = now - self._last_busy >= self.quiet_for and since_full >= self.quiet_for
+        if old and (quiet or since_full >= self.max_defer):
+            return 2  # a middle collection promoted something since the last full one
+        if middle >= self.young_every:
+            return 1
+        return None
+
+    def step(self, now: float) -> int | None:
+        """Collect what is due; the generation collected, or None."""
+        generation = self.due(now)
+        if generation is None:
+            return None
+        started = time.perf_counter()
+        gc.collect(generation)
+        took = time.perf_counter() - started
+        self.longest[generation] = max(self.longest.get(generation, 0.0), took)
+        if generation == 1:
+            self.youngs += 1
+            return 1
+        self.fulls += 1
+        self._last_full = now
+        if took > self.freeze_after:
+            gc.freeze()  # the young generations are empty now: only the survivors move
+            self.freezes += 1
+        return 2
+
+    def next_look(self) -> float:
+        """Seconds until the next look: soon while the manager works (young collections
+        pile up fast), else a slow beat (an idle manager allocates little)."""
+        return self.check if self.busy() else 0.1
+
+    # ------------------------------------------------------------------ the task
+
+    async def run(self) -> None:
+        """Look, and collect in a turn of its own, until cancelled."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.next_look())
+            if self.due(loop.time()) is None:
+                continue
+            if self.turns is not None:
+                await self.turns.take()  # no pass starts in this loop iteration
+            self.step(loop.time())
+
+    def install(self) -> None:
+        """Take over the middle and full collections and start pacing (idempotent; needs
+        a running loop). Several pacers may be installed (managers in one process)."""
+        if self in _installed:
+            return
+        if not _installed:
+            _saved.append(gc.get_threshold())
+            gc.set_threshold(gc.get_threshold()[0], VALVE, _NEVER)
+        _installed.append(self)
+        loop = asyncio.get_running_loop()
+        self._last_busy = self._last_full = loop.time()
+        self._task = loop.create_task(self.run(), name="gc-pacer")
+
+    def uninstall(self) -> None:
+        """Stop pacing; the last pacer out gives CPython its thresholds back and hands
+        every frozen object back to the collector."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self not in _installed:
+            return
+        _installed.remove(self)
+        if not _installed:
+            with contextlib.suppress(IndexError):
+                gc.set_threshold(*_saved.pop())
+            gc.unfreeze()
+        self.freezes = 0
