@@ -59,7 +59,7 @@ from bare_loop import (
 from bench_objects import apply_crd, finalizer_policy
 from cluster_signals import NodeHealth, scheduling_events
 from controller_report import report, total
-from cores import children, others, pin
+from cores import children, others, pin, realtime
 from cpu_share import CpuShare, LoadAverage, cluster_pids, self_hwm_mib
 from gang_timeline import PodMilestones
 from kubernetes_asyncio import client as k8s
@@ -275,6 +275,10 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         profiler = await start_py_spy(args.py_spy, manager)
         synced = await caches_synced(manager)  # a manager at work, not one starting up
         cluster_cores = pin_cores(args.manager_core, manager, cluster)
+        if args.manager_realtime and manager.proc is not None:
+            threads = realtime(manager.proc.pid)  # PermissionError without CAP_SYS_NICE
+            say(f"the manager's {threads} threads run under SCHED_RR (the bare loop's "
+                "phase: this benchmark's)")
         startup = manager.longest_stall(0.0, synced)
         base = await manager.metrics()
         ir_tracker = await Tracker(kube, INFERENCE_REPLICAS, ns_mgr, replica_ready,
@@ -350,6 +354,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         quiet = time.monotonic() - last_t >= 5.0
         say(f"  after Ready: {writes(settled) - writes(at_ready):.0f} more writes, "
             f"{'quiet for 5 s' if quiet else f'still writing after {args.settle:.0f}s'}")
+        await asyncio.sleep(3.0)  # the manager's full collection waits for 5 quiet s
+        after_ready = manager.longest_stall(t0 + t_mgr, time.monotonic() - 1.0)
         sampler.cancel()
         await stop_py_spy(profiler, args.py_spy)
         with contextlib.suppress(asyncio.CancelledError):
@@ -408,6 +414,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         nodes.phase("bare loop")
         if cluster_cores:  # the bare loop gets the manager's core, as the manager had it
             pin(os.getpid(), {args.manager_core})
+        if args.manager_realtime:
+            realtime(os.getpid())
         t1 = time.monotonic()
         if same:
             await bare.create_services(mgr_services)
@@ -422,6 +430,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         t_bare = max(bare_tracker.ready.values()) - t1
         if cluster_cores:
             pin(os.getpid(), cluster_cores)
+        if args.manager_realtime:
+            realtime(os.getpid(), on=False)
         bare_cpu_share.stop()
         bare_slow.stop()
         await loads["bare loop"].stop()
@@ -474,7 +484,8 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "cpu_share": {"omenative": mgr_cpu, "bare loop": bare_cpu_share},
             "slow_watchers": {"omenative": mgr_slow, "bare loop": bare_slow},
             "scheduling_events": scheduling, "loads": loads, "stall": stall,
-            "startup_stall": startup, "nodes": nodes, "stall_callbacks": held,
+            "startup_stall": startup, "after_ready_stall": after_ready, "nodes": nodes,
+            "stall_callbacks": held,
         }
     finally:
         for tr in trackers:
@@ -601,6 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "hold, not the OS running other processes (cores.py); the "
                              "bare loop gets core N in its phase; wall times are not "
                              "comparable with an unpinned run")
+    parser.add_argument("--manager-realtime", action="store_true",
+                        help="run the manager's threads under SCHED_RR (needs root or "
+                             "CAP_SYS_NICE): the OS runs them as soon as they are ready, "
+                             "so the stall is the manager's own hold, while the cluster "
+                             "keeps every core (cores.py); the bare loop's phase gives "
+                             "this benchmark the same")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
                         help="sample the manager with py-spy (if installed) from its start "
                              "until every InferenceReplica is Ready; collapsed stacks to PATH")

@@ -101,6 +101,11 @@ def report(r: dict[str, Any]) -> None:
         print(f"  start-up (start -> caches synced, before apply): longest {1000 * gap:.1f} ms"
               f" ({1000 * gap_cpu:.1f} ms CPU in it; the loop thread's most in one gap "
               f"{1000 * loop_cpu:.1f} ms)")
+    if "after_ready_stall" in r:
+        gap, gap_cpu, _, _, loop_cpu = r["after_ready_stall"]
+        print(f"  after Ready (quiet: the deferred full collection): longest {1000 * gap:.1f} "
+              f"ms ({1000 * gap_cpu:.1f} ms CPU in it; the loop thread's most in one gap "
+              f"{1000 * loop_cpu:.1f} ms)")
     print("  load average (1 min) while each ran: " + "; ".join(
         f"{name} {load.line()}" for name, load in r["loads"].items()))
     print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")

@@ -1,12 +1,15 @@
-"""A core of its own for the process under measurement (``bench_controller.py
---manager-core``).
+"""A core of its own, or the CPU first, for the process under measurement
+(``bench_controller.py --manager-core``, ``--manager-realtime``).
 
 On a machine of 2 cores the API server, etcd, KWOK and the scheduler keep both busy: the
 OS then parks the manager's event loop for tens of milliseconds at a time, and the loop
 comes back to a backlog of ready sockets it runs in one long iteration. The stall the
 planner benchmark bounds is the loop's own hold, on a quiet machine; giving the manager
 one core and everything else the others measures that on this one (the cluster then runs
-slower: wall times of such a run are not comparable with an unpinned one).
+slower: wall times of such a run are not comparable with an unpinned one). At 10,000 pods
+one core is too little for the cluster (KWOK fell minutes behind); there the manager's
+threads run under ``SCHED_RR`` instead: the OS runs them the moment they are ready, and the
+cluster has both cores whenever the manager does not need one (it needs 20-40 % of one).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["children", "others", "pin"]
+__all__ = ["children", "others", "pin", "realtime"]
 
 
 def pin(pid: int, cores: Iterable[int]) -> int:
@@ -50,3 +53,20 @@ def children(pid: int) -> list[int]:
     except OSError:
         return []
     return [int(p) for p in text.split()]
+
+
+def realtime(pid: int, on: bool = True) -> int:
+    """Every thread of ``pid`` under ``SCHED_RR`` at the lowest real-time priority (or back
+    to ``SCHED_OTHER``); threads it starts later inherit it. How many threads were set."""
+    policy, param = (os.SCHED_RR, os.sched_param(1)) if on else \
+        (os.SCHED_OTHER, os.sched_param(0))
+    done = 0
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return 0
+    for tid in tids:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setscheduler(tid, policy, param)
+            done += 1
+    return done

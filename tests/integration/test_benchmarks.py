@@ -123,6 +123,8 @@ async def test_bench_controller_prints_its_table_at_a_tiny_size(kubeconfig_path:
                  r"^\s+created -> scheduled \(kube-scheduler\)\s",
                  r"^manager longest event-loop stall \(1 ms ticks\)\s+:\s+[\d.]+ ms",
                  r"the most CPU the loop thread ran within one gap: [\d.]+ ms",
+                 r"start-up \(start -> caches synced, before apply\): longest [\d.]+ ms",
+                 r"after Ready \(quiet: the deferred full collection\): longest [\d.]+ ms",
                  r"^nodes that lost Ready\s+\d+\s+\d+",
                  r"node health while bare loop ran: (no node lost Ready|\d+ of \d+ nodes)"):
         assert re.search(line, out, re.MULTILINE), f"no line matching {line!r}:\n{out[-3000:]}"
