@@ -96,16 +96,12 @@ def report(r: dict[str, Any]) -> None:
           f"{over} of {seconds} s)")
     print(f"  the most CPU the loop thread ran within one gap: {1000 * loop_cpu:.1f} ms"
           + "".join(f"\n  held the loop: {line}" for line in r.get("stall_callbacks", ())))
-    if "startup_stall" in r:
-        gap, gap_cpu, _, _, loop_cpu = r["startup_stall"]
-        print(f"  start-up (start -> caches synced, before apply): longest {1000 * gap:.1f} ms"
-              f" ({1000 * gap_cpu:.1f} ms CPU in it; the loop thread's most in one gap "
-              f"{1000 * loop_cpu:.1f} ms)")
-    if "after_ready_stall" in r:
-        gap, gap_cpu, _, _, loop_cpu = r["after_ready_stall"]
-        print(f"  after Ready (quiet: the deferred full collection): longest {1000 * gap:.1f} "
-              f"ms ({1000 * gap_cpu:.1f} ms CPU in it; the loop thread's most in one gap "
-              f"{1000 * loop_cpu:.1f} ms)")
+    for key, when in (("startup_stall", "start-up (start -> caches synced, before apply)"),
+                      ("after_ready_stall", "after Ready (quiet: the deferred full collection)")):
+        if key in r:
+            gap, gap_cpu, _, _, loop_cpu = r[key]
+            print(f"  {when}: longest {1000 * gap:.1f} ms ({1000 * gap_cpu:.1f} ms CPU in it; "
+                  f"the loop thread's most in one gap {1000 * loop_cpu:.1f} ms)")
     print("  load average (1 min) while each ran: " + "; ".join(
         f"{name} {load.line()}" for name, load in r["loads"].items()))
     print(f"manager CPU time (start -> Ready + settle)    : {r['cpu_s']:8.1f} s")

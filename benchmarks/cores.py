@@ -16,34 +16,42 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 __all__ = ["children", "others", "pin", "realtime"]
 
 
-def pin(pid: int, cores: Iterable[int]) -> int:
-    """Pin every thread of ``pid`` to ``cores`` (threads it starts later inherit it);
-    how many threads were pinned (0: the process is gone)."""
-    wanted, pinned = set(cores), 0
+def _each_thread(pid: int, apply: Callable[[int], None],
+                 gone: type[OSError] = OSError) -> int:
+    """``apply(tid)`` for every thread of ``pid`` (threads it starts later inherit what was
+    set); how many it was applied to (0: the process is gone). A thread that ended
+    meanwhile raises ``gone`` and is skipped."""
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
         return 0
+    done = 0
     for tid in tids:
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            os.sched_setaffinity(tid, wanted)
-            pinned += 1
-    return pinned
+        with contextlib.suppress(gone):
+            apply(tid)
+            done += 1
+    return done
+
+
+def pin(pid: int, cores: Iterable[int]) -> int:
+    """Pin every thread of ``pid`` to ``cores``; how many threads were pinned."""
+    wanted = set(cores)
+    return _each_thread(pid, lambda tid: os.sched_setaffinity(tid, wanted))
 
 
 def others(core: int) -> set[int]:
     """Every core this process may use but ``core``."""
-    rest = os.sched_getaffinity(0) - {core}
-    if not rest or core not in os.sched_getaffinity(0):
+    allowed = os.sched_getaffinity(0)
+    if core not in allowed or not allowed - {core}:
         raise ValueError(f"--manager-core {core}: this process may use cores "
-                         f"{sorted(os.sched_getaffinity(0))}; it needs that one and another")
-    return rest
+                         f"{sorted(allowed)}; it needs that one and another")
+    return allowed - {core}
 
 
 def children(pid: int) -> list[int]:
@@ -57,16 +65,8 @@ def children(pid: int) -> list[int]:
 
 def realtime(pid: int, on: bool = True) -> int:
     """Every thread of ``pid`` under ``SCHED_RR`` at the lowest real-time priority (or back
-    to ``SCHED_OTHER``); threads it starts later inherit it. How many threads were set."""
+    to ``SCHED_OTHER``); how many threads were set."""
     policy, param = (os.SCHED_RR, os.sched_param(1)) if on else \
         (os.SCHED_OTHER, os.sched_param(0))
-    done = 0
-    try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return 0
-    for tid in tids:
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setscheduler(tid, policy, param)
-            done += 1
-    return done
+    return _each_thread(pid, lambda tid: os.sched_setscheduler(tid, policy, param),
+                        gone=ProcessLookupError)

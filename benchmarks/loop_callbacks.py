@@ -66,33 +66,29 @@ def install(out: Path) -> Callable[[], None]:
     plain_run = asyncio.events.Handle._run
     plain_iteration = asyncio.BaseEventLoop._run_once  # type: ignore[attr-defined]
 
-    ran: list[tuple[float, str]] = []  # this loop iteration's callbacks: (CPU s, what)
-    walls: list[float] = []  # and their wall times
+    ran: list[tuple[float, float, str]] = []  # this iteration's callbacks: CPU s, wall s, what
 
     def timed_run(self: asyncio.Handle) -> None:
         what = _what(self)  # before: a finished task's coroutine has no frame
         cpu0, t0 = time.thread_time(), time.perf_counter()
         plain_run(self)
-        cpu = time.thread_time() - cpu0
-        ran.append((cpu, what))
-        walls.append(time.perf_counter() - t0)
+        cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
+        ran.append((cpu, wall, what))
         if cpu > THRESHOLD:
-            sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} "
-                       f"{time.perf_counter() - t0:.6f} {what}\n")
+            sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} {wall:.6f} {what}\n")
 
     def timed_iteration(self: asyncio.BaseEventLoop) -> None:
         ran.clear()
-        walls.clear()
         cpu0, t0 = time.thread_time(), time.perf_counter()
         plain_iteration(self)
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
         if cpu > ITERATION or wall > 3 * ITERATION:
             top = sorted(ran, reverse=True)[:4]
             sink.write(f"{time.monotonic():.3f} iter {cpu:.6f} {wall:.6f} "
-                       f"{len(ran)} callbacks, {1000 * sum(c for c, _ in ran):.1f} ms CPU and "
-                       f"{1000 * sum(walls):.1f} ms wall in them (the rest: waiting for "
-                       "events); "
-                       + ", ".join(f"{1000 * c:.1f} ms {w}" for c, w in top) + "\n")
+                       f"{len(ran)} callbacks, {1000 * sum(c for c, _, _ in ran):.1f} ms CPU "
+                       f"and {1000 * sum(w for _, w, _ in ran):.1f} ms wall in them (the "
+                       "rest: waiting for events); "
+                       + ", ".join(f"{1000 * c:.1f} ms {what}" for c, _, what in top) + "\n")
 
     def collection(generation: int, wall: float, info: dict[str, int]) -> None:
         if wall > THRESHOLD:

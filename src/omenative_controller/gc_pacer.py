@@ -32,7 +32,6 @@ back to the collector.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import time
 from collections.abc import Callable
@@ -160,7 +159,6 @@ class GcPacer:
             return
         _installed.remove(self)
         if not _installed:
-            with contextlib.suppress(IndexError):
-                gc.set_threshold(*_saved.pop())
+            gc.set_threshold(*_saved.pop())  # the first install saved them
             gc.unfreeze()
         self.freezes = 0
