@@ -60,8 +60,13 @@ def server_container(revision: str, load_seconds: float = LOAD_SECONDS,
         "name": "ome-container", "image": MODEL_SERVER_IMAGE, "imagePullPolicy": "Never",
         "ports": [{"containerPort": 8080, "name": "http"}],
         "env": variables,
+        # one failed probe takes the pod out of its Services at once (a quick, exact
+        # signal for the tests), so only a real failure may fail it: a 503 or a refused
+        # connection comes at once, while a busy 2-core machine can hold a sound answer
+        # past the default 1 s timeout (the lone router of a prefill-decode guide then
+        # leaves its Service with no endpoint, and a new connection is refused)
         "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080},
-                           "periodSeconds": 1, "failureThreshold": 1},
+                           "periodSeconds": 1, "failureThreshold": 1, "timeoutSeconds": 5},
         "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
     }
 
