@@ -64,14 +64,18 @@ class GcPacer:
     """
 
     __slots__ = ("_last_busy", "_last_full", "_task", "busy", "check", "freeze_after",
-                 "freezes", "fulls", "longest", "max_defer", "quiet_for", "turns",
-                 "young_every", "youngs")
+                 "freezes", "fulls", "longest", "max_defer", "on_collect", "quiet_for",
+                 "turns", "young_every", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
                  young_every: int = 4, quiet_for: float = 5.0, max_defer: float = 600.0,
-                 freeze_after: float = FREEZE_AFTER, check: float = 0.005) -> None:
+                 freeze_after: float = FREEZE_AFTER, check: float = 0.005,
+                 on_collect: Callable[[int, float, bool], None] | None = None) -> None:
         self.busy = busy
         self.turns = turns
+        #: told of each collection: its generation, seconds, whether it froze survivors
+        #: (the manager's ``omenative_gc_*`` metrics)
+        self.on_collect = on_collect
         self.young_every = young_every
         self.quiet_for = quiet_for
         self.max_defer = max_defer
@@ -108,15 +112,19 @@ class GcPacer:
         gc.collect(generation)
         took = time.perf_counter() - started
         self.longest[generation] = max(self.longest.get(generation, 0.0), took)
+        froze = False
         if generation == 1:
             self.youngs += 1
-            return 1
-        self.fulls += 1
-        self._last_full = now
-        if took > self.freeze_after:
-            gc.freeze()  # the young generations are empty now: only the survivors move
-            self.freezes += 1
-        return 2
+        else:
+            self.fulls += 1
+            self._last_full = now
+            froze = took > self.freeze_after
+            if froze:
+                gc.freeze()  # the young generations are empty now: only the survivors move
+                self.freezes += 1
+        if self.on_collect is not None:
+            self.on_collect(generation, took, froze)
+        return generation
 
     def next_look(self) -> float:
         """Seconds until the next look: soon while the manager works (young collections

@@ -156,7 +156,8 @@ class Manager:
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
         self._turns = Turns()  # one pass starts per loop iteration (kube/turns.py)
-        self._gc = GcPacer(self._busy, turns=self._turns)  # installed once the caches synced
+        self._gc = GcPacer(self._busy, turns=self._turns,  # installed once caches synced
+                           on_collect=self.metrics.gc_collected)
 
     # ------------------------------------------------------------------ public
 

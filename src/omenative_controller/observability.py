@@ -5,9 +5,10 @@
   by kind, actions in flight, every API request by verb, resource and code (reads
   included), write calls, API errors, status bytes per InferenceReplica, held status
   writes, the wait for a worker (by queue lane) and for an in-flight slot, leadership,
-  cache sizes and watch restarts, admission answers by code; OME's ``ome_omenative_*``
-  series beside them (``Metrics.ome``, ome_series.py); Instances by phase and rollout
-  progress per replica (``Metrics.replicas``, replica_gauges.py).
+  cache sizes and watch restarts, admission answers by code, the paced garbage
+  collections; OME's ``ome_omenative_*`` series beside them (``Metrics.ome``,
+  ome_series.py); Instances by phase and rollout progress per replica
+  (``Metrics.replicas``, replica_gauges.py).
 * An aiohttp server for ``/metrics``, ``/healthz`` (the loop answers) and ``/readyz``
   (caches synced). Port 0 picks a free port; :meth:`ProbeServer.start` returns it.
 * structlog JSON logs; callers bind ``isvc``, ``component`` and ``instance``.
@@ -153,6 +154,18 @@ class Metrics:
             "and HTTP code (a denial is a 200; OMEWebhookFailing reads the 5xx share).",
             ["webhook", "code"], registry=r,
         )
+        self.gc_collections = Histogram(
+            "omenative_gc_collection_seconds",
+            "The garbage collections the manager paces (gc_pacer.py), by generation: 1 (the "
+            "middle one, soon after young ones) and 2 (full, once the manager is quiet). A "
+            "long one holds the event loop that long.",
+            ["generation"], registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+        )
+        self.gc_freezes = Counter(
+            "omenative_gc_freezes", "Full collections that froze their survivors "
+            "(gc.freeze: the next full collection walks only what came since).", registry=r,
+        )
         #: OME's ``ome_omenative_*`` series (ome_series.py), beside these
         self.ome = OMESeries(r)
         #: Instances by phase and rollout progress per replica (replica_gauges.py)
@@ -167,6 +180,12 @@ class Metrics:
     def slot_waited(self, urgent: bool, seconds: float) -> None:
         """An action got its in-flight slot after ``seconds`` (the Slots' ``on_wait``)."""
         self.slot_wait.labels("true" if urgent else "false").observe(seconds)
+
+    def gc_collected(self, generation: int, seconds: float, froze: bool) -> None:
+        """One paced collection (the GcPacer's ``on_collect``)."""
+        self.gc_collections.labels(str(generation)).observe(seconds)
+        if froze:
+            self.gc_freezes.inc()
 
     def api_request(self, verb: str, resource: str, code: str, seconds: float) -> None:
         """Count one API request (the KubeClient's observer hook)."""

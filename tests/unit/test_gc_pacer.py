@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from omenative_controller.gc_pacer import VALVE, GcPacer
+from omenative_controller.observability import Metrics
 
 
 class Cycle:
@@ -125,6 +126,23 @@ def test_a_long_full_collection_freezes_its_survivors_and_uninstall_thaws(
         assert gc.get_freeze_count() == 0  # handed back: what died meanwhile is collected
 
     asyncio.run(run())
+
+
+def test_each_collection_reaches_the_managers_metrics(collector: None) -> None:
+    """``on_collect`` hears of every paced collection; the manager wires it to
+    ``omenative_gc_collection_seconds`` and ``omenative_gc_freezes_total``."""
+    metrics = Metrics()
+    pacer = GcPacer(Busy(False), young_every=1, quiet_for=0.0, freeze_after=0.0,
+                    on_collect=metrics.gc_collected)
+    gc.collect(0)
+    assert pacer.step(now=100.0) == 1
+    _old_garbage()
+    assert pacer.step(now=100.0) == 2
+    gc.unfreeze()
+    sample = metrics.registry.get_sample_value
+    assert sample("omenative_gc_collection_seconds_count", {"generation": "1"}) == 1
+    assert sample("omenative_gc_collection_seconds_count", {"generation": "2"}) == 1
+    assert sample("omenative_gc_freezes_total") == 1
 
 
 def test_a_short_full_collection_freezes_nothing(collector: None) -> None:

@@ -60,6 +60,12 @@ class OneObjectServer:
         self.patches.append(body)
         for key, value in body.get("spec", {}).items():
             self.obj["spec"][key] = value
+        notes = self.obj["metadata"].setdefault("annotations", {})
+        for key, value in (body["metadata"].get("annotations") or {}).items():
+            if value is None:
+                notes.pop(key, None)
+            else:
+                notes[key] = value
         self.bump()
         return copy.deepcopy(self.obj)
 
@@ -156,3 +162,39 @@ def test_migration_start_keeps_its_request_across_attempts(
     assert len(sent) == 2 and server.conflicts == 1
     first, second = (body["metadata"]["annotations"] for body in sent)
     assert first == second  # the same request UUID and requestedAt, as confirmed
+
+
+def isvc() -> JSON:
+    """An InferenceService the manager keeps writing the status of."""
+    return {"kind": "InferenceService",
+            "metadata": {"name": "svc", "namespace": "ns", "resourceVersion": "7",
+                         "generation": 1, "annotations": {}},
+            "spec": {"engine": {}}, "status": {"observedGeneration": 1}}
+
+
+def isvc_status_write(obj: JSON) -> None:
+    obj["status"]["observedGeneration"] += 1
+
+
+def test_pausing_a_service_is_sent_again_when_only_its_status_moved(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    server = OneObjectServer(isvc(), isvc_status_write, meddle_reads=2)
+    result = run(server, monkeypatch, tmp_path, "rollout", "pause", "svc", "--yes")
+    assert result.exception is None, result.output
+    assert server.conflicts == 2 and len(server.patches) == 1
+    assert server.obj["metadata"]["annotations"] == {"ome.io/rollout-paused": "true"}
+    assert "paused (true)" in result.output
+
+
+def test_pausing_a_service_someone_else_froze_meanwhile_is_refused(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    def other_user(obj: JSON) -> None:
+        obj["metadata"]["annotations"]["ome.io/rollout-paused"] = "freeze"
+
+    server = OneObjectServer(isvc(), other_user, meddle_reads=1)
+    result = run(server, monkeypatch, tmp_path, "rollout", "pause", "svc", "--yes")
+    assert isinstance(result.exception, kubectl_common.CliError)
+    assert result.exception.code == kubectl_common.EXIT_CONFLICT
+    assert "nothing was written" in result.exception.message
+    assert server.patches == []
+    assert server.obj["metadata"]["annotations"] == {"ome.io/rollout-paused": "freeze"}

@@ -214,25 +214,11 @@ def _pause_isvc(target: Target, isvc: JSON, value: str | None, yes: bool) -> Non
             + ("; repairs too)" if value == "freeze" else ")") if value else
             "(every OMENative component carries on)")
     _confirm(isvc, [*changes, what], yes)
-    name = str(isvc["metadata"]["name"])
-    for _attempt in range(5):
-        try:
-            _patch(target, isvc, {"metadata": {"annotations": {key: value}}},
-                   resource=INFERENCE_SERVICES)
-            break
-        except CliError as exc:
-            if exc.code != EXIT_CONFLICT:
-                raise
-        # the controller writes the status all the time: that is no reason to refuse, as
-        # long as the annotation is still what the preview showed
-        isvc = _run(target, lambda kube: _get_isvc(kube, target, name))
-        now = ((isvc.get("metadata") or {}).get("annotations") or {}).get(key)
-        if now != have:
-            _fail(f"{_ref(isvc)}: {key} changed meanwhile ({have!r} -> {now!r}): nothing "
-                  "was written, run the command again", EXIT_CONFLICT)
-    else:
-        _fail(f"{_ref(isvc)} kept changing: nothing was written, run the command again",
-              EXIT_CONFLICT)
+    # a resourceVersion conflict (the controller writes the status all the time) runs the
+    # command again (``_guarded``): it re-reads, and writes only if the change is the one
+    # the preview showed
+    _patch(target, isvc, {"metadata": {"annotations": {key: value}}},
+           resource=INFERENCE_SERVICES)
     click.echo(f"{_ref(isvc)} " + (f"paused ({value})" if value else "resumed"))
 
 
