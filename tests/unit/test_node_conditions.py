@@ -7,6 +7,7 @@ created, and the condition clears when the nodes change. Driven through the simu
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 from attrs import evolve
@@ -15,6 +16,7 @@ from sim_helpers import run_world
 from omenative_core.model import CreatePod, Plan
 from omenative_core.model.observed import NodeView, Snapshot
 from omenative_core.planner import plan
+from omenative_core.steps.capacity import UsableNodes, usable_nodes
 from omenative_core.views import node_view_from_json
 from omenative_sim.world import ClusterSpec, World
 
@@ -311,3 +313,55 @@ def test_a_gang_that_fits_one_domain_is_not_reported_as_exceeding_capacity() -> 
     run_world(world, 30)
     cond = _condition(plan(world.snapshot()), "InsufficientCapacity")
     assert cond is None or cond[1] != "GangExceedsCapacity"
+
+
+class _CountingNodes(dict[str, NodeView]):
+    """A node map that counts how often a pass reads all of it."""
+
+    reads = 0
+
+    def values(self) -> Any:
+        type(self).reads += 1
+        return super().values()
+
+
+def _nodes(
+    *specs: tuple[str, bool | None, bool, int | None, dict[str, str]],
+) -> dict[str, NodeView]:
+    return {name: NodeView(name=name, ready=ready, unschedulable=cordoned, gpus=gpus,
+                           labels=labels)
+            for name, ready, cordoned, gpus, labels in specs}
+
+
+def test_the_usable_nodes_summary_counts_only_ready_schedulable_nodes() -> None:
+    summary = usable_nodes(_nodes(
+        ("a", True, False, 8, {ZONE: "z1"}), ("b", True, False, 4, {"rack": "r"}),
+        ("cordoned", True, True, 16, {"only-cordoned": "x"}),
+        ("down", False, False, 32, {"only-down": "x"}), ("unknown", None, False, 8, {})))
+    assert summary == UsableNodes(any=True, label_keys=frozenset({ZONE, "rack"}), known=True,
+                                  largest=8, together=12)
+    unknown_gpus = usable_nodes(_nodes(("a", True, False, 8, {}), ("b", True, False, None, {})))
+    assert (unknown_gpus.known, unknown_gpus.largest, unknown_gpus.together) == (False, 0, 0)
+    assert usable_nodes({}) == UsableNodes(any=False, label_keys=frozenset(), known=True,
+                                           largest=0, together=0)
+
+
+def test_passes_over_one_node_map_read_its_nodes_once() -> None:
+    """The manager hands every replica's snapshot the same node map until a node changes:
+    1,250 nodes are then read once for 2,500 replicas, not once a pass."""
+    nodes = _CountingNodes(_nodes(("a", True, False, 8, {ZONE: "z1"})))
+    _CountingNodes.reads = 0
+    first = usable_nodes(nodes)
+    assert usable_nodes(nodes) is first and _CountingNodes.reads == 1
+    changed = _CountingNodes({**nodes, "b": NodeView(name="b", gpus=8)})  # a node came
+    assert usable_nodes(changed).together == 16 and _CountingNodes.reads == 2
+
+
+def test_a_live_node_view_is_read_again_each_time() -> None:
+    """A ``MappingProxyType`` is a live view of a cache: what it shows may change, so its
+    summary is never kept."""
+    backing = _nodes(("a", True, False, 8, {}))
+    live = MappingProxyType(backing)
+    assert usable_nodes(live).together == 8
+    backing["b"] = NodeView(name="b", gpus=8)
+    assert usable_nodes(live).together == 16

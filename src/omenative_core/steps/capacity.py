@@ -19,9 +19,13 @@ GPUs are unknown, the pass cannot tell: a condition keeps what it last said.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+from attrs import frozen
 
 from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
+from omenative_core.model.observed import NodeView
 from omenative_core.model.spec import JSON, Runner
 from omenative_core.render import instance_slots
 from omenative_core.steps.state import PassState
@@ -29,7 +33,14 @@ from omenative_core.steps.step_pass import StepPass
 from omenative_core.steps.totals import usable
 from omenative_core.steps.verdicts import unschedulable_now
 
-__all__ = ["CAPACITY_CONDITION", "TOPOLOGY_CONDITION", "check_nodes", "pod_gpus"]
+__all__ = [
+    "CAPACITY_CONDITION",
+    "TOPOLOGY_CONDITION",
+    "UsableNodes",
+    "check_nodes",
+    "pod_gpus",
+    "usable_nodes",
+]
 
 TOPOLOGY_CONDITION = "TopologyKeyMissing"
 """Condition type: the Required spread key is on no Ready, schedulable node."""
@@ -59,23 +70,65 @@ NodeFacts = tuple[bool, bool, bool, int, int]
 one of them, every usable node's GPUs known, the most GPUs on one, all of them together."""
 
 
+@frozen
+class UsableNodes:
+    """What every pass reads of the Ready, schedulable nodes, whatever its replica: whether
+    there is one, the label keys they carry, whether each one's GPUs are known, the most
+    GPUs on one and all of them together (0 unless known)."""
+
+    any: bool
+    label_keys: frozenset[str]
+    known: bool
+    largest: int
+    together: int
+
+
+class _LastNodes:
+    """The summary of the last node map read, by identity. A snapshot's maps are never
+    changed once handed over (``verdicts.kept_map``), and the manager hands every replica
+    the same node map until a node changes: thousands of passes then share one reading of
+    1,000+ nodes instead of one each. A live view (``MappingProxyType``) is never kept."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        # one tuple, swapped whole: a pass in a worker thread reads a consistent pair
+        self.last: tuple[Mapping[str, NodeView], UsableNodes] | None = None
+
+
+_LAST_NODES = _LastNodes()
+
+
+def usable_nodes(nodes: Mapping[str, NodeView]) -> UsableNodes:
+    """The summary of ``nodes``' Ready, schedulable ones (read once per node map)."""
+    last = _LAST_NODES.last
+    if last is not None and last[0] is nodes:
+        return last[1]
+    kept = [n for n in nodes.values() if n.ready is True and not n.unschedulable]
+    known = all(n.gpus is not None for n in kept)
+    summary = UsableNodes(
+        any=bool(kept),
+        label_keys=frozenset(k for n in kept for k in n.labels),
+        known=known,
+        largest=max((n.gpus or 0 for n in kept), default=0) if known else 0,
+        together=sum(n.gpus or 0 for n in kept) if known else 0,
+    )
+    if not isinstance(nodes, MappingProxyType):
+        _LAST_NODES.last = (nodes, summary)
+    return summary
+
+
 def _node_facts(st: PassState) -> NodeFacts:
     """The nodes' facts: the last pass's while its row totals hold (the same nodes and
-    spec: ``steps.totals``), else read from every node."""
+    spec: ``steps.totals``), else the node map's summary (``usable_nodes``)."""
     kept = usable(st)
     if kept is not None and kept.nodes is not None:
         st.nodes_out = kept.nodes
         return kept.nodes
-    nodes = [n for n in st.view.snap.nodes.values() if n.ready is True and not n.unschedulable]
+    nodes = usable_nodes(st.view.snap.nodes)
     key = _spread_key(st)
-    known = all(n.gpus is not None for n in nodes)
-    facts = (
-        bool(nodes),
-        key is None or any(key in n.labels for n in nodes),
-        known,
-        max((n.gpus or 0 for n in nodes), default=0) if known else 0,
-        sum(n.gpus or 0 for n in nodes) if known else 0,
-    )
+    facts = (nodes.any, key is None or key in nodes.label_keys, nodes.known, nodes.largest,
+             nodes.together)
     st.nodes_out = facts
     return facts
 
