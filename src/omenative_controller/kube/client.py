@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio.sslproto
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, cast
@@ -23,7 +22,7 @@ import aiohttp
 import aiohttp.helpers
 import yarl
 
-from omenative_controller.kube import lazy_import
+from omenative_controller.kube import lazy_import, wire_json
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.ratelimit import TokenBucket
 from omenative_controller.kube.resources import Resource
@@ -252,7 +251,7 @@ class KubeClient:
             resp.release()
         data: Any
         try:
-            data = json.loads(raw) if raw else {}
+            data = wire_json.loads(raw) if raw else {}
         except ValueError:
             data = raw.decode("utf-8", "replace")
         if not 200 <= resp.status <= 299:
@@ -426,7 +425,7 @@ class KubeClient:
             if resp.status != 200:
                 raw = await resp.read()
                 try:
-                    data: Any = json.loads(raw) if raw else {}
+                    data: Any = wire_json.loads(raw) if raw else {}
                 except ValueError:
                     data = raw.decode("utf-8", "replace")
                 raise ApiError.from_response(resp.status, data)
@@ -441,7 +440,7 @@ async def _events(resp: aiohttp.ClientResponse) -> AsyncIterator[JSON]:
         if not line:
             continue
         try:
-            event = json.loads(line)
+            event = wire_json.loads(line)
         except ValueError:
             text = line[:200].decode("utf-8", "replace")
             event = {"type": "ERROR", "object": {"kind": "Status", "code": 0, "message": text}}
