@@ -16,7 +16,7 @@ from sim_helpers import run_world
 from omenative_core.model import CreatePod, Plan
 from omenative_core.model.observed import NodeView, Snapshot
 from omenative_core.planner import plan
-from omenative_core.steps.capacity import UsableNodes, usable_nodes
+from omenative_core.steps.capacity import usable_nodes
 from omenative_core.views import node_view_from_json
 from omenative_sim.world import ClusterSpec, World
 
@@ -338,12 +338,14 @@ def test_the_usable_nodes_summary_counts_only_ready_schedulable_nodes() -> None:
         ("a", True, False, 8, {ZONE: "z1"}), ("b", True, False, 4, {"rack": "r"}),
         ("cordoned", True, True, 16, {"only-cordoned": "x"}),
         ("down", False, False, 32, {"only-down": "x"}), ("unknown", None, False, 8, {})))
-    assert summary == UsableNodes(any=True, label_keys=frozenset({ZONE, "rack"}), known=True,
-                                  largest=8, together=12)
+    assert (summary.any, summary.known, summary.largest, summary.together) == (True, True, 8, 12)
+    assert summary.carries(ZONE) and summary.carries("rack")
+    assert not summary.carries("only-cordoned") and not summary.carries("only-down")
     unknown_gpus = usable_nodes(_nodes(("a", True, False, 8, {}), ("b", True, False, None, {})))
     assert (unknown_gpus.known, unknown_gpus.largest, unknown_gpus.together) == (False, 0, 0)
-    assert usable_nodes({}) == UsableNodes(any=False, label_keys=frozenset(), known=True,
-                                           largest=0, together=0)
+    empty = usable_nodes({})
+    assert (empty.any, empty.known, empty.largest, empty.together) == (False, True, 0, 0)
+    assert not empty.carries(ZONE)
 
 
 def test_passes_over_one_node_map_read_its_nodes_once() -> None:

@@ -19,10 +19,8 @@ GPUs are unknown, the pass cannot tell: a condition keeps what it last said.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
-
-from attrs import frozen
 
 from omenative_core.gpus import GPU_RESOURCE, gpu_quantity
 from omenative_core.model.observed import NodeView
@@ -70,17 +68,29 @@ NodeFacts = tuple[bool, bool, bool, int, int]
 one of them, every usable node's GPUs known, the most GPUs on one, all of them together."""
 
 
-@frozen
 class UsableNodes:
     """What every pass reads of the Ready, schedulable nodes, whatever its replica: whether
-    there is one, the label keys they carry, whether each one's GPUs are known, the most
-    GPUs on one and all of them together (0 unless known)."""
+    there is one, whether each one's GPUs are known, the most GPUs on one and all of them
+    together (0 unless known), and (``carries``) whether one carries a label key."""
 
-    any: bool
-    label_keys: frozenset[str]
-    known: bool
-    largest: int
-    together: int
+    __slots__ = ("_keys", "_nodes", "any", "known", "largest", "together")
+
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
+        kept = tuple(n for n in nodes if n.ready is True and not n.unschedulable)
+        known = all(n.gpus is not None for n in kept)
+        self.any = bool(kept)
+        self.known = known
+        self.largest = max((n.gpus or 0 for n in kept), default=0) if known else 0
+        self.together = sum(n.gpus or 0 for n in kept) if known else 0
+        self._nodes = kept
+        self._keys: dict[str, bool] = {}  # label key -> carried (asked by few replicas)
+
+    def carries(self, key: str) -> bool:
+        """Whether one of them carries the label ``key`` (read once per key)."""
+        got = self._keys.get(key)
+        if got is None:
+            got = self._keys[key] = any(key in n.labels for n in self._nodes)
+        return got
 
 
 class _LastNodes:
@@ -104,15 +114,7 @@ def usable_nodes(nodes: Mapping[str, NodeView]) -> UsableNodes:
     last = _LAST_NODES.last
     if last is not None and last[0] is nodes:
         return last[1]
-    kept = [n for n in nodes.values() if n.ready is True and not n.unschedulable]
-    known = all(n.gpus is not None for n in kept)
-    summary = UsableNodes(
-        any=bool(kept),
-        label_keys=frozenset(k for n in kept for k in n.labels),
-        known=known,
-        largest=max((n.gpus or 0 for n in kept), default=0) if known else 0,
-        together=sum(n.gpus or 0 for n in kept) if known else 0,
-    )
+    summary = UsableNodes(nodes.values())
     if not isinstance(nodes, MappingProxyType):
         _LAST_NODES.last = (nodes, summary)
     return summary
@@ -127,7 +129,7 @@ def _node_facts(st: PassState) -> NodeFacts:
         return kept.nodes
     nodes = usable_nodes(st.view.snap.nodes)
     key = _spread_key(st)
-    facts = (nodes.any, key is None or key in nodes.label_keys, nodes.known, nodes.largest,
+    facts = (nodes.any, key is None or nodes.carries(key), nodes.known, nodes.largest,
              nodes.together)
     st.nodes_out = facts
     return facts
