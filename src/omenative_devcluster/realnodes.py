@@ -42,6 +42,14 @@ from omenative_devcluster.realnodes_config import (
 )
 
 MAX_NODES = 4
+DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+"""Where every kubelet serves device-plugin registration: a fixed path, whatever its
+``--root-dir``. A kubelet removes the file, then binds it; two kubelets starting at once
+can interleave the two steps, and the second then dies (``bind: address already in use``,
+seen once in CI on 72fb876). So each kubelet starts once the one before has bound it."""
+SOCKET_WAIT = 15.0
+"""Seconds a kubelet is given to bind the socket before the next one starts anyway (the
+wait for Ready then says what went wrong)."""
 #: Extra images to import into every node, ``ref=archive`` comma-separated (try your own).
 EXTRA_IMAGES_ENV = "OMENATIVE_REALNODES_IMAGES"
 
@@ -132,8 +140,10 @@ class RealNodes:
         kcfg = cluster.kubeconfig_path
         started = {}
         for node in self.layouts:
+            before = _inode(DEVICE_PLUGIN_SOCKET)
             started[node.name] = time.monotonic()
             self._start_kubelet(cluster, node, kbin / "kubelet", kcfg)
+            _wait_rebound(DEVICE_PLUGIN_SOCKET, before, SOCKET_WAIT)
         base = host.BASE_DIR
         hz, metrics, dns_health, dns_ready = ports[-4:]
         (base / "kube-proxy.json").write_text(kube_proxy_config(kcfg, hz, metrics))
@@ -271,3 +281,23 @@ def stop_with_real_nodes(cluster: Cluster, real: RealNodes | None) -> list[str]:
     """Stop the cluster's processes, then remove the nodes' host state; return leftovers."""
     cluster.stop()
     return real.teardown() if real is not None else []
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` is (its inode and change time: a freed inode may be reused at
+    once), None when absent."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_ctime_ns
+
+
+def _wait_rebound(path: Path, before: tuple[int, int] | None, timeout: float) -> None:
+    """Until ``path`` is another file than ``before``, at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = _inode(path)
+        if now is not None and now != before:
+            return
+        time.sleep(0.05)
