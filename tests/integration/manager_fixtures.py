@@ -457,10 +457,12 @@ def live_instances(pods: dict[str, JSON]) -> dict[int, list[JSON]]:
     return out
 
 
-async def warning_events(kube: KubeClient, namespace: str, name: str) -> list[JSON]:
-    """Warning Events on the object named ``name`` (an InferenceReplica, a runtime...)."""
-    page = await kube.list(EVENTS, namespace,
-                           field_selector=f"involvedObject.name={name},type=Warning")
+async def warning_events(kube: KubeClient, namespace: str, name: str | None = None
+                         ) -> list[JSON]:
+    """Warning Events on the object named ``name`` (an InferenceReplica, a runtime...);
+    None: on every object of the namespace."""
+    on = f"involvedObject.name={name}," if name is not None else ""
+    page = await kube.list(EVENTS, namespace, field_selector=f"{on}type=Warning")
     return list(page.get("items") or ())
 
 

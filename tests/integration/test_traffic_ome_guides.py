@@ -36,14 +36,14 @@ from typing import Any
 import pytest
 
 from omenative_controller.kube.client import JSON, KubeClient
-from omenative_controller.kube.resources import EVENTS, PODS, Resource
+from omenative_controller.kube.resources import PODS, Resource
 from omenative_controller.service_controller import INFERENCE_SERVICES
 from omenative_controller.service_sources import CLUSTER_BASE_MODELS, CLUSTER_SERVING_RUNTIMES
 from omenative_devcluster.model_engine import server_container
 from omenative_devcluster.traffic import LoadGenerator
 
 pytest.register_assert_rewrite("manager_fixtures", "test_isvc_models")
-from manager_fixtures import eventually  # noqa: E402
+from manager_fixtures import eventually, warning_events  # noqa: E402
 from test_isvc_models import (  # noqa: E402 - the guides' manifests, as transcribed there
     MODEL_LABEL,
     cluster_base_model,
@@ -118,19 +118,17 @@ async def steady_load(kube: KubeClient, namespace: str, url: str, scenario: str,
     print_figures(scenario, report)
     if report.sent < RATE * SECONDS * 0.9 or report.failed:
         started = datetime.fromtimestamp(gen.started_wall, UTC).isoformat(timespec="milliseconds")
-        warnings = await warning_events(kube, namespace)
+        warnings = event_lines(await warning_events(kube, namespace))
         raise AssertionError(f"{report.table(scenario)}\nload started at {started}; "
                              f"Warning Events:\n" + "\n".join(warnings or ["  none"]))
     return report
 
 
-async def warning_events(kube: KubeClient, namespace: str) -> list[str]:
-    """The namespace's Warning Events, one line each: last time, object, reason, message."""
-    page = await kube.list(EVENTS, namespace)
+def event_lines(events: list[JSON]) -> list[str]:
+    """Events one line each, oldest first: last time, object, reason, count, message."""
     rows = sorted((e.get("lastTimestamp") or e.get("eventTime") or "",
                    (e.get("involvedObject") or {}).get("name", "?"), e.get("reason", ""),
-                   e.get("count") or 1, e.get("message", ""))
-                  for e in page.get("items") or () if e.get("type") == "Warning")
+                   e.get("count") or 1, e.get("message", "")) for e in events)
     return [f"  {t} {name} {reason} x{n}: {msg}" for t, name, reason, n, msg in rows]
 
 
