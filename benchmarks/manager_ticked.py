@@ -9,8 +9,9 @@ longest stall within a timed phase (the clock is the machine's, shared by proces
 ticker costs the manager ~1,000 wake-ups a second: figures measured with it, not without.
 With ``OMENATIVE_MEMPROBE=DIR`` it also writes the deep sizes of the manager's structures
 (``manager_memory.py``); with ``OMENATIVE_STALLPROBE=FILE``, each callback and collection
-that held the loop over 5 ms (``loop_callbacks.py``). Each line of ``OUT`` also carries the
-most CPU the loop thread ran within one gap of that second.
+that held the loop over 5 ms (``loop_callbacks.py``); with ``OMENATIVE_GCFANOUT=FILE``,
+each young collection over 3 ms and the references it walked (``gc_fanout.py``). Each line
+of ``OUT`` also carries the most CPU the loop thread ran within one gap of that second.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import gc_fanout
 import loop_callbacks
 from loop_hold import tick_gaps
 from manager_memory import start_from_env
@@ -77,6 +79,7 @@ if __name__ == "__main__":
     start_from_env()  # OMENATIVE_MEMPROBE=DIR: where the memory goes (manager_memory.py)
     if (probe := loop_callbacks.probe_file()) is not None:  # what held the loop
         loop_callbacks.install(probe)
+    gc_fanout.install_from_env()  # OMENATIVE_GCFANOUT=FILE: what young collections walk
     asyncio.run = ticked_run(Path(sys.argv[1]))  # the manager calls asyncio.run(...)
     sys.argv = ["omenative-manager", *sys.argv[2:]]
     manager_main()

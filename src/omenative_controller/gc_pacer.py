@@ -8,17 +8,22 @@ the big caches, and every reference is a cache miss) and full ones 7-30 ms while
 collecting nothing (the caches are acyclic): the loop's longest stalls
 (``benchmarks/loop_callbacks.py``, ``docs/benchmarks.md``).
 
-:class:`GcPacer` leaves CPython the collections of the youngest generation (a few hundred
-objects, short) and runs the others itself, each in a task step of its own that first
-waits for the loop's turn (``kube/turns.py``), so no pass or watch slice starts in the
-same loop iteration:
+:class:`GcPacer` runs them itself, each in a task step of its own:
 
+- the young generation whenever it holds ``young_limit`` objects. CPython starts a young
+  collection when allocations *less deallocations* pass its threshold (700), so a manager
+  that replaces what it caches (a new view for each watch event, the old one freed) hardly
+  ever reaches it: its young generation grew to 10,000-200,000 objects, and collecting
+  them took 5-9 ms at 10,000 pods. CPython's own young collections stay;
 - the middle generation every ``young_every`` young collections, soon after they happen;
 - full collections only once the manager had no work for ``quiet_for`` seconds (its queue
   empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
   is; the survivors of one that took longer than ``freeze_after`` are frozen
   (``gc.freeze``: moved out of the collector's reach), so the next walks only what came
   since.
+
+The middle and full collections first wait for the loop's turn (``kube/turns.py``), so no
+pass or watch slice starts in the same loop iteration; a young one is short by its limit.
 
 Deferring is safe because only reference cycles wait for a full collection: garbage
 without cycles is freed by reference counting at once, and the full collections of a busy
@@ -38,7 +43,12 @@ from collections.abc import Callable
 
 from omenative_controller.kube.turns import Turns
 
-__all__ = ["FREEZE_AFTER", "VALVE", "GcPacer"]
+__all__ = ["FREEZE_AFTER", "VALVE", "YOUNG_LIMIT", "GcPacer"]
+
+YOUNG_LIMIT = 2000
+"""Young objects the pacer lets pile up before it collects them: at 10,000 watched pods a
+young collection costs about 0.5-0.9 ms per 1,000 objects (their references point into
+the big caches, and each is a cache miss), so this keeps one to about 2 ms."""
 
 FREEZE_AFTER = 0.003
 """A full collection longer than this (seconds) has its survivors frozen: shorter ones cost
@@ -64,11 +74,12 @@ class GcPacer:
     """
 
     __slots__ = ("_last_busy", "_last_full", "_task", "busy", "check", "freeze_after",
-                 "freezes", "fulls", "longest", "max_defer", "on_collect", "quiet_for",
-                 "turns", "young_every", "youngs")
+                 "freezes", "fulls", "longest", "max_defer", "middles", "on_collect",
+                 "quiet_for", "turns", "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
-                 young_every: int = 4, quiet_for: float = 5.0, max_defer: float = 600.0,
+                 young_every: int = 4, young_limit: int = YOUNG_LIMIT,
+                 quiet_for: float = 5.0, max_defer: float = 600.0,
                  freeze_after: float = FREEZE_AFTER, check: float = 0.005,
                  on_collect: Callable[[int, float, bool], None] | None = None) -> None:
         self.busy = busy
@@ -77,11 +88,13 @@ class GcPacer:
         #: (the manager's ``omenative_gc_*`` metrics)
         self.on_collect = on_collect
         self.young_every = young_every
+        self.young_limit = young_limit
         self.quiet_for = quiet_for
         self.max_defer = max_defer
         self.freeze_after = freeze_after
         self.check = check  # seconds between looks while collections are in the offing
-        self.youngs = 0  # middle-generation collections run
+        self.youngs = 0  # young collections run
+        self.middles = 0  # middle-generation collections run
         self.fulls = 0  # full collections run
         self.freezes = 0
         self.longest: dict[int, float] = {}  # generation -> longest collection (s)
@@ -101,6 +114,8 @@ class GcPacer:
             return 2  # a middle collection promoted something since the last full one
         if middle >= self.young_every:
             return 1
+        if len(gc.get_objects(generation=0)) >= self.young_limit:
+            return 0  # ~70 us at 10,000 young objects, ~15 us at the limit
         return None
 
     def step(self, now: float) -> int | None:
@@ -113,8 +128,10 @@ class GcPacer:
         took = time.perf_counter() - started
         self.longest[generation] = max(self.longest.get(generation, 0.0), took)
         froze = False
-        if generation == 1:
+        if generation == 0:
             self.youngs += 1
+        elif generation == 1:
+            self.middles += 1
         else:
             self.fulls += 1
             self._last_full = now
@@ -138,9 +155,10 @@ class GcPacer:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.next_look())
-            if self.due(loop.time()) is None:
+            generation = self.due(loop.time())
+            if generation is None:
                 continue
-            if self.turns is not None:
+            if generation and self.turns is not None:  # a young one is short: no turn
                 await self.turns.take()  # no pass starts in this loop iteration
             self.step(loop.time())
 

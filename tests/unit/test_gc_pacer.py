@@ -1,5 +1,6 @@
-"""The collection pacer: CPython keeps only the young collections; the middle generation is
-collected by the pacer after a few of them, full collections wait until the manager is
+"""The collection pacer: the young generation is collected once it holds ``young_limit``
+objects (CPython's count misses a cache's replacements), the middle generation after a few
+young collections, full collections wait until the manager is
 quiet (or too long has passed), a long one freezes its survivors, and uninstalling gives
 everything back. The process's collector is shared, so each test restores it."""
 
@@ -81,7 +82,43 @@ def test_the_middle_generation_is_collected_after_young_every_young_collections(
     gc.collect(0)
     assert pacer.step(now=1.0) == 1
     assert gc.get_count()[1] == 0
-    assert pacer.youngs == 1
+    assert pacer.middles == 1
+
+
+class View:
+    """A cached object: tracked by the collector, as the manager's pod views are."""
+
+    __slots__ = ("labels",)
+
+    def __init__(self, n: int) -> None:
+        self.labels = [n]
+
+
+def test_a_cache_that_replaces_its_objects_is_collected_young_by_the_pacer(
+        collector: None) -> None:
+    """Each replacement allocates one view and frees another, so CPython's young count
+    (allocations less deallocations) stays under its threshold while the young generation
+    grows without bound; the pacer collects it at its limit."""
+    cache = {n: View(n) for n in range(5000)}
+    gc.collect()
+    pacer = GcPacer(Busy(True), young_limit=2000)
+    collected_at: list[int] = []
+    for n in range(20000):
+        cache[n % 5000] = View(n)  # a watch event's new view replaces the old one
+        if n % 250 == 0 and pacer.step(now=1.0) == 0:
+            collected_at.append(n)
+    assert gc.get_count()[0] < gc.get_threshold()[0]  # CPython would never have started
+    assert len(collected_at) >= 8  # 2 objects a replacement: every ~1,000 replacements
+    assert len(gc.get_objects(generation=0)) < 2000 + 2 * 250
+    assert pacer.youngs == len(collected_at)
+
+
+def test_a_short_young_generation_is_left_to_cpython(collector: None) -> None:
+    pacer = GcPacer(Busy(True), young_limit=2000)
+    gc.collect()
+    kept = [View(n) for n in range(100)]
+    assert pacer.step(now=1.0) is None
+    assert pacer.youngs == 0 and kept
 
 
 def test_a_busy_manager_defers_full_collections_until_quiet(collector: None) -> None:
@@ -168,11 +205,11 @@ def test_the_running_pacer_collects_the_middle_generation_as_garbage_comes(
                 del burst
                 await asyncio.sleep(0.003)
             await asyncio.sleep(0.02)
-            return pacer.youngs, gc.get_count()[1], refs
+            return pacer.middles, gc.get_count()[1], refs
         finally:
             pacer.uninstall()
 
-    youngs, middle, refs = asyncio.run(run())
-    assert youngs >= 5
+    middles, middle, refs = asyncio.run(run())
+    assert middles >= 5
     assert middle < VALVE
     assert sum(r() is None for r in refs) >= len(refs) // 2  # most cycles already gone
