@@ -148,8 +148,8 @@ class GcPacer:
     def _thaw_due(self, now: float) -> bool:
         """Time to give everything frozen back to the collector: quiet, and ``thaw_every``
         after the last thaw."""
-        return (gc.get_freeze_count() > 0 and now - self._last_thaw >= self.thaw_every
-                and self._quiet(now))
+        return (now - self._last_thaw >= self.thaw_every and self._quiet(now)
+                and gc.get_freeze_count() > 0)  # last: it counts every frozen object
 
     def step(self, now: float) -> int | None:
         """Collect what is due; the generation collected, or None."""
