@@ -13,28 +13,22 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
 - the young generation whenever it holds ``young_limit`` objects. CPython starts a young
   collection when allocations *less deallocations* pass its threshold (700), so a manager
   that replaces what it caches (a new view for each watch event, the old one freed) hardly
-  ever reaches it: its young generation held ~10,000 objects (58,000 references into the
-  caches) at 2,000 pods, and collecting them took 5-9 ms at 10,000 pods. CPython's own
-  young collections stay;
+  ever reaches it: its young generation grew to 10,000-200,000 objects, and collecting
+  them took 5-9 ms at 10,000 pods. CPython's own young collections stay;
 - the middle generation every ``young_every`` young collections, soon after they happen;
-- full collections once the manager had no work for ``quiet_for`` seconds (its queue
-  empty, no pass in flight); however busy it is, after ``old_every`` middle ones (or
-  ``max_defer`` seconds), before what they promoted makes one long. The survivors of one
-  that took longer than ``freeze_after`` are frozen (``gc.freeze``: moved out of the
-  collector's reach), so the next walks only what came since. With the time alone, a
-  10,000-pod bring-up never quiet for 10 minutes met a 50-56 ms full collection in the
-  middle of its work;
-- once quiet and ``thaw_every`` seconds after the last thaw, everything frozen goes back
-  to the collector before the full collection (``gc.unfreeze``): the one long collection,
-  on a quiet manager, that frees cycles among frozen objects.
+- full collections only once the manager had no work for ``quiet_for`` seconds (its queue
+  empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
+  is; the survivors of one that took longer than ``freeze_after`` are frozen
+  (``gc.freeze``: moved out of the collector's reach), so the next walks only what came
+  since.
 
 The middle and full collections first wait for the loop's turn (``kube/turns.py``), so no
 pass or watch slice starts in the same loop iteration; a young one is short by its limit.
 
 Deferring is safe because only reference cycles wait for a full collection: garbage
 without cycles is freed by reference counting at once, and the full collections of a busy
-manager found 0-100 objects. A frozen object that later dies in a cycle waits for the
-next thaw; anything else frozen is freed by reference counting as usual.
+manager found 0-100 objects. The frozen survivors keep the cost ``settle_after_sync``
+accepted: a cycle among frozen objects that later becomes garbage is never collected.
 CPython's own thresholds come back into force (a safety valve) if the pacer stops looking
 for ``VALVE`` young collections; ``uninstall`` restores them and hands everything frozen
 back to the collector.
@@ -49,15 +43,7 @@ from collections.abc import Callable
 
 from omenative_controller.kube.turns import Turns
 
-__all__ = ["FREEZE_AFTER", "OLD_EVERY", "THAW_EVERY", "VALVE", "YOUNG_LIMIT", "GcPacer"]
-
-OLD_EVERY = 100
-"""Middle collections after which a busy manager collects the old generation: during a
-10,000-pod bring-up one promoted what a full collection walks in ~0.04 ms, so a full one
-stays near 4 ms (and freezes its survivors)."""
-
-THAW_EVERY = 3600.0
-"""Seconds between thaws: the full collection of everything frozen, on a quiet manager."""
+__all__ = ["FREEZE_AFTER", "VALVE", "YOUNG_LIMIT", "GcPacer"]
 
 YOUNG_LIMIT = 2000
 """Young objects the pacer lets pile up before it collects them: at 10,000 watched pods a
@@ -87,14 +73,12 @@ class GcPacer:
     of their own: it collects what is due and returns the generation collected or None.
     """
 
-    __slots__ = ("_last_busy", "_last_full", "_last_thaw", "_task", "busy", "check",
-                 "freeze_after", "freezes", "fulls", "longest", "max_defer", "middles",
-                 "old_every", "on_collect", "quiet_for", "thaw_every", "thaws", "turns",
-                 "young_every", "young_limit", "youngs")
+    __slots__ = ("_last_busy", "_last_full", "_task", "busy", "check", "freeze_after",
+                 "freezes", "fulls", "longest", "max_defer", "middles", "on_collect",
+                 "quiet_for", "turns", "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
                  young_every: int = 4, young_limit: int = YOUNG_LIMIT,
-                 old_every: int = OLD_EVERY, thaw_every: float = THAW_EVERY,
                  quiet_for: float = 5.0, max_defer: float = 600.0,
                  freeze_after: float = FREEZE_AFTER, check: float = 0.005,
                  on_collect: Callable[[int, float, bool], None] | None = None) -> None:
@@ -105,8 +89,6 @@ class GcPacer:
         self.on_collect = on_collect
         self.young_every = young_every
         self.young_limit = young_limit
-        self.old_every = old_every
-        self.thaw_every = thaw_every
         self.quiet_for = quiet_for
         self.max_defer = max_defer
         self.freeze_after = freeze_after
@@ -115,10 +97,8 @@ class GcPacer:
         self.middles = 0  # middle-generation collections run
         self.fulls = 0  # full collections run
         self.freezes = 0
-        self.thaws = 0  # full collections that first gave back everything frozen
         self.longest: dict[int, float] = {}  # generation -> longest collection (s)
-        # clock times (install sets them to the loop's)
-        self._last_busy = self._last_full = self._last_thaw = 0.0
+        self._last_busy = self._last_full = 0.0  # clock times; install sets the loop's
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ one look
@@ -129,37 +109,20 @@ class GcPacer:
             self._last_busy = now
         _, middle, old = gc.get_count()
         since_full = now - self._last_full
-        quiet = self._quiet(now)
-        if old and (quiet or old >= self.old_every or since_full >= self.max_defer):
+        quiet = now - self._last_busy >= self.quiet_for and since_full >= self.quiet_for
+        if old and (quiet or since_full >= self.max_defer):
             return 2  # a middle collection promoted something since the last full one
-        if self._thaw_due(now):
-            return 2
         if middle >= self.young_every:
             return 1
         if len(gc.get_objects(generation=0)) >= self.young_limit:
             return 0  # ~70 us at 10,000 young objects, ~15 us at the limit
         return None
 
-    def _quiet(self, now: float) -> bool:
-        """No work for ``quiet_for`` seconds, and no full collection either."""
-        return (now - self._last_busy >= self.quiet_for
-                and now - self._last_full >= self.quiet_for)
-
-    def _thaw_due(self, now: float) -> bool:
-        """Time to give everything frozen back to the collector: quiet, and ``thaw_every``
-        after the last thaw."""
-        return (now - self._last_thaw >= self.thaw_every and self._quiet(now)
-                and gc.get_freeze_count() > 0)  # last: it counts every frozen object
-
     def step(self, now: float) -> int | None:
         """Collect what is due; the generation collected, or None."""
         generation = self.due(now)
         if generation is None:
             return None
-        if generation == 2 and self._thaw_due(now):
-            gc.unfreeze()  # this collection walks everything, and frees frozen cycles
-            self.thaws += 1
-            self._last_thaw = now
         started = time.perf_counter()
         gc.collect(generation)
         took = time.perf_counter() - started
@@ -209,7 +172,7 @@ class GcPacer:
             gc.set_threshold(gc.get_threshold()[0], VALVE, _NEVER)
         _installed.append(self)
         loop = asyncio.get_running_loop()
-        self._last_busy = self._last_full = self._last_thaw = loop.time()
+        self._last_busy = self._last_full = loop.time()
         self._task = loop.create_task(self.run(), name="gc-pacer")
 
     def uninstall(self) -> None:

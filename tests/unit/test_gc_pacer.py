@@ -142,62 +142,6 @@ def test_max_defer_collects_a_manager_that_is_never_quiet(collector: None) -> No
     assert ref() is None
 
 
-def test_a_busy_manager_collects_the_old_generation_after_old_every_middle_ones(
-        collector: None) -> None:
-    """A bring-up that is never quiet still gets its full collections, each soon enough to
-    walk only what a few middle collections promoted, instead of one long one at
-    ``max_defer``."""
-    pacer = GcPacer(Busy(True), young_every=1, old_every=3, max_defer=600.0)
-    ref = _old_garbage()  # one middle collection so far
-    for _ in range(2):
-        gc.collect(0)
-        assert pacer.step(now=10.0) == 1
-    gc.collect(0)
-    assert pacer.step(now=10.0) == 2  # three middle ones: busy, but due
-    assert ref() is None
-
-
-def test_a_quiet_manager_thaws_what_it_froze_every_thaw_every(collector: None) -> None:
-    """A cycle frozen alive and dropped later is freed by the next thaw (a quiet full
-    collection of everything), not by the full collections between thaws."""
-    busy = Busy(False)
-    pacer = GcPacer(busy, quiet_for=5.0, thaw_every=3600.0, freeze_after=0.0)
-    held = Cycle()
-    ref = weakref.ref(held)
-    gc.collect(1)
-    assert pacer.step(now=100.0) == 2 and pacer.freezes == 1  # frozen alive
-    del held
-    _old_garbage()  # something for the next full collection to do
-    assert pacer.step(now=200.0) == 2 and pacer.thaws == 0
-    assert ref() is not None  # frozen: out of that collection's reach
-    busy.value = True
-    assert pacer.step(now=3700.0) is None  # busy: the thaw waits
-    busy.value = False
-    assert pacer.step(now=3710.0) == 2 and pacer.thaws == 1
-    assert ref() is None
-
-
-def test_a_look_walks_no_frozen_object_until_a_thaw_is_due(
-        collector: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``gc.get_freeze_count`` walks every frozen object (the caches, at 10,000 pods: a
-    look every 5 ms spent most of the manager's CPU there), so a look asks it only once
-    the time and the quiet say a thaw is due."""
-    counted: list[int] = []
-    real = gc.get_freeze_count
-
-    def counting() -> int:
-        counted.append(1)
-        return real()
-
-    monkeypatch.setattr(gc, "get_freeze_count", counting)
-    pacer = GcPacer(Busy(False), quiet_for=5.0, thaw_every=3600.0)
-    for now in (10.0, 100.0, 3000.0):
-        pacer.step(now=now)
-    assert counted == []
-    pacer.step(now=3700.0)
-    assert counted
-
-
 def test_nothing_promoted_means_no_full_collection(collector: None) -> None:
     pacer = GcPacer(Busy(False), quiet_for=0.0)
     gc.collect()  # the old generation's count is 0 again
