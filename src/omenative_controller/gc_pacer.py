@@ -13,8 +13,9 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
 - the young generation whenever it holds ``young_limit`` objects. CPython starts a young
   collection when allocations *less deallocations* pass its threshold (700), so a manager
   that replaces what it caches (a new view for each watch event, the old one freed) hardly
-  ever reaches it: its young generation grew to 10,000-200,000 objects, and collecting
-  them took 5-9 ms at 10,000 pods. CPython's own young collections stay;
+  ever reaches it: its young generation held ~10,000 objects (58,000 references into the
+  caches) at 2,000 pods, and collecting them took 5-9 ms at 10,000 pods. CPython's own
+  young collections stay;
 - the middle generation every ``young_every`` young collections, soon after they happen;
 - full collections only once the manager had no work for ``quiet_for`` seconds (its queue
   empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
