@@ -42,40 +42,45 @@ def _name(obj: object, refs: int) -> str:
     return f"{kind} ({refs} refs)"
 
 
+class _Counted:
+    """What the young generation held when its collection started."""
+
+    def __init__(self) -> None:
+        young = gc.get_objects(generation=0)  # the list itself is not among them
+        self.objects = len(young)
+        self.refs = 0
+        kinds: Counter[str] = Counter()
+        wide: list[tuple[int, str]] = []
+        for obj in young:
+            refs = len(gc.get_referents(obj))
+            self.refs += refs
+            kinds[type(obj).__qualname__] += refs
+            if refs > WIDE:
+                wide.append((refs, _name(obj, refs)))
+        wide.sort(reverse=True, key=lambda row: row[0])
+        self.kinds = ", ".join(f"{k} {n}" for k, n in kinds.most_common(5))
+        self.widest = "; ".join(text for _, text in wide[:5])
+        self.cpu = time.thread_time()  # after counting: the collection's own CPU from here
+
+
 def install(out: Path) -> Callable[[], None]:
     """Count each young collection's references from now on; returns what undoes it."""
     sink: TextIO = out.open("a", buffering=1)
-    state: dict[str, object] = {}
+    counted: list[_Counted] = []  # the collection under way
 
     def callback(phase: str, info: dict[str, int]) -> None:
         if info.get("generation") != 0:
             return
         if phase == "start":
-            young = gc.get_objects(generation=0)
-            total, wide = 0, []
-            kinds: Counter[str] = Counter()
-            for obj in young:
-                if obj is young:
-                    continue
-                refs = len(gc.get_referents(obj))
-                total += refs
-                kinds[type(obj).__qualname__] += refs
-                if refs > WIDE:
-                    wide.append((refs, _name(obj, refs)))
-            wide.sort(reverse=True, key=lambda row: row[0])
-            state.update(objects=len(young) - 1, refs=total, wide=wide[:5],
-                         kinds=kinds.most_common(5))
-            del young
-            state["cpu"] = time.thread_time()
+            counted[:] = [_Counted()]
             return
-        if "cpu" not in state:
+        if not counted:
             return
-        cpu = time.thread_time() - float(state.pop("cpu"))  # type: ignore[arg-type]
+        last = counted.pop()
+        cpu = time.thread_time() - last.cpu
         if cpu > SLOW:
-            wide = "; ".join(text for _, text in state["wide"])  # type: ignore[attr-defined]
-            kinds = ", ".join(f"{k} {n}" for k, n in state["kinds"])  # type: ignore[attr-defined]
-            sink.write(f"{time.monotonic():.3f} young {cpu:.6f} {state['objects']} "
-                       f"{state['refs']} by type: {kinds}; widest: {wide}\n")
+            sink.write(f"{time.monotonic():.3f} young {cpu:.6f} {last.objects} {last.refs} "
+                       f"by type: {last.kinds}; widest: {last.widest}\n")
 
     gc.callbacks.insert(0, callback)
 
