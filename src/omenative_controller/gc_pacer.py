@@ -160,7 +160,7 @@ class GcPacer:
             if generation is None:
                 continue
             if generation and self.turns is not None:  # a young one is short: no turn
-                await self.turns.take()  # no pass starts in this loop iteration
+                await self.turns.take(alone=True)  # no other section in this iteration
             self.step(loop.time())
 
     def install(self) -> None:

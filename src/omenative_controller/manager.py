@@ -51,6 +51,7 @@ from omenative_controller.kube.events import EventRecorder
 from omenative_controller.kube.informer import Informer
 from omenative_controller.kube.resources import CONTROLLER_REVISIONS, SERVICES
 from omenative_controller.kube.tasks import cancel_and_wait
+from omenative_controller.kube.turns import BUDGET as TURN_BUDGET
 from omenative_controller.kube.turns import Turns
 from omenative_controller.kube.workqueue import WorkQueue
 from omenative_controller.leader import LeaderElector, LeaseNamespaceMissing
@@ -155,7 +156,8 @@ class Manager:
         self._pass_kinds: dict[str, str] = {}  # key -> what its pass in flight did
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
-        self._turns = Turns()  # one pass starts per loop iteration (kube/turns.py)
+        self._turns = Turns(TURN_BUDGET)  # passes, answers, watch slices share each loop
+        # iteration's 2 ms (kube/turns.py)
         self._gc = GcPacer(self._busy, turns=self._turns,  # installed once caches synced
                            on_collect=self.metrics.gc_collected)
 
@@ -238,6 +240,7 @@ class Manager:
             opts.kubeconfig, context=opts.context, qps=opts.qps, burst=opts.burst,
             timeout=opts.request_timeout, observer=self.metrics,
         )
+        self.client.turns = self._turns
         self.events = EventRecorder(
             self.client, identity=opts.identity,
             guard=lambda: self.elector is None or self.elector.may_act())

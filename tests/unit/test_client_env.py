@@ -20,6 +20,7 @@ from kubernetes_asyncio import client as k8s_client
 from test_webhook import self_signed
 
 from omenative_controller.kube.client import TLS_READ_BUFFER, KubeClient, env_read_once
+from omenative_controller.kube.turns import Turns
 
 
 def _config(host: str) -> k8s_client.Configuration:
@@ -109,3 +110,37 @@ async def test_tls_connections_keep_small_read_buffers_and_still_read_big_bodies
         await server.close()
     assert len(json.dumps(got)) > 1_000_000 and got["items"] == items
     assert buffers and set(buffers) == {TLS_READ_BUFFER}
+
+
+class CountedTurns(Turns):
+    """Turns that count the sections given one."""
+
+    def __init__(self, budget: float = 0.002) -> None:
+        super().__init__(budget)
+        self.taken = 0
+
+    async def take(self, *, alone: bool = False) -> None:
+        self.taken += 1
+        await super().take(alone=alone)
+
+
+async def test_answers_resume_their_callers_in_turns_but_the_lease_never_waits() -> None:
+    async def api(_: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIVersions"})
+
+    app = web.Application()
+    app.router.add_get("/api", api)
+    async with TestServer(app) as server:
+        client = KubeClient(env_read_once(_config(str(server.make_url("")).rstrip("/"))))
+        turns = client.turns = CountedTurns()
+        try:
+            for _ in range(3):  # the reconcilers' calls: rate limited, resumed in a turn
+                assert (await client.request("GET", "/api", verb="get",
+                                             resource="discovery"))["kind"] == "APIVersions"
+            assert turns.taken == 3
+            # a Lease renewal (not rate limited) answers without waiting for a turn
+            await client.request("GET", "/api", verb="get", resource="leases",
+                                 rate_limited=False)
+            assert turns.taken == 3
+        finally:
+            await client.close()

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
+from test_client_env import CountedTurns
 
 from omenative_controller.kube import informer as informer_module
 from omenative_controller.kube.client import JSON, KubeClient
@@ -57,3 +58,28 @@ def test_a_buffered_burst_lets_other_tasks_run_and_applies_every_event(
     assert last_rv == "29"
     other = [at for _, at in seen]
     assert other[-1] > other[0]  # the other task ran while the burst was applied
+
+
+class TurnedWatch(BufferedWatch):
+    """The buffered burst, on a client that hands out turns (as the manager's does)."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        self.turns = CountedTurns(0.0)  # one section per loop iteration
+
+
+def test_a_burst_on_a_turned_client_waits_for_turns_between_slices(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(informer_module, "WATCH_SLICE", 0.0, raising=False)  # a slice an event
+    seen: list[str] = []
+    client = TurnedWatch(5)
+
+    async def main() -> str:
+        inf: Informer[JSON] = Informer(cast(KubeClient, client), INFERENCE_REPLICAS, dict,
+                                       on_change=lambda _ns, _old, new: seen.append(
+                                           str(new["metadata"]["name"])))
+        return await inf._watch_once("llm", "1")
+
+    assert asyncio.run(main()) == "14"
+    assert seen == [f"r{i}" for i in range(5)]  # every event, in order
+    assert client.turns.taken == 5  # each slice ended by waiting for a turn, not a bare yield

@@ -100,3 +100,91 @@ def test_cancelled_after_the_turn_came_passes_it_on() -> None:
         return done
 
     assert asyncio.run(main()) == ["first", "after"]
+
+
+class Clock:
+    """A clock each section moves on by its cost: the budget is spent deterministically."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _costly_sections(turns: Turns, clock: Clock, costs: list[float], seen: Iterations,
+                           ) -> list[tuple[int, int]]:
+    ran: list[tuple[int, int]] = []
+
+    async def section(i: int) -> None:
+        await turns.take()
+        ran.append((i, seen.count))
+        clock.now += costs[i]  # the section's CPU
+
+    await asyncio.gather(*(section(i) for i in range(len(costs))))
+    return ran
+
+
+def _iterations_of(costs: list[float], budget: float) -> list[int]:
+    async def main() -> list[tuple[int, int]]:
+        seen = Iterations()
+        seen.start()
+        clock = Clock()
+        try:
+            return await _costly_sections(Turns(budget, clock), clock, costs, seen)
+        finally:
+            seen.stop()
+
+    ran = asyncio.run(main())
+    assert [i for i, _ in ran] == list(range(len(costs)))  # first come, first served
+    first = ran[0][1]
+    return [it - first for _, it in ran]
+
+
+def test_quick_sections_share_one_iteration_within_the_budget() -> None:
+    assert _iterations_of([0.0001] * 6, budget=0.002) == [0] * 6
+
+
+def test_sections_past_the_budget_wait_for_later_iterations_one_each() -> None:
+    # 1 ms each in a 2.5 ms budget: three go on at once (the third starts at 2 ms), the
+    # fourth finds the budget spent and queues; once a queue forms it drains one a turn
+    its = _iterations_of([0.001] * 6, budget=0.0025)
+    assert its[:3] == [0, 0, 0]
+    assert its[3] > 0
+    assert its[3:] == sorted(set(its[3:]))  # one per iteration, in order
+
+
+def test_a_lone_section_runs_first_in_its_iteration_and_nothing_after_it() -> None:
+    async def main() -> list[tuple[str, int]]:
+        seen = Iterations()
+        seen.start()
+        turns = Turns(1.0)  # a budget no quick section spends
+        ran: list[tuple[str, int]] = []
+
+        async def section(name: str, alone: bool = False) -> None:
+            await turns.take(alone=alone)
+            ran.append((name, seen.count))
+
+        try:
+            await asyncio.gather(section("a"), section("gc", alone=True), section("b"),
+                                 section("c"))
+        finally:
+            seen.stop()
+        return ran
+
+    ran = asyncio.run(main())
+    assert [name for name, _ in ran] == ["a", "gc", "b", "c"]
+    at = dict(ran)
+    assert at["gc"] > at["a"]  # it waited although the budget had room
+    assert at["b"] > at["gc"]  # nothing ran after it in its iteration
+
+
+def test_an_idle_loop_stops_handing_turns_on() -> None:
+    async def main() -> bool:
+        turns = Turns(0.002)
+        await turns.take()
+        for _ in range(5):  # a few iterations without a section
+            await asyncio.sleep(0)
+        return turns._handing
+
+    assert asyncio.run(main()) is False  # no callback left spinning the loop

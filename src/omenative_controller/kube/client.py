@@ -26,6 +26,7 @@ from omenative_controller.kube import lazy_import, wire_json
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.ratelimit import TokenBucket
 from omenative_controller.kube.resources import Resource
+from omenative_controller.kube.turns import Turns
 
 lazy_import.install()  # before the first import of kubernetes-asyncio
 
@@ -152,6 +153,9 @@ class KubeClient:
         self.limiter = limiter or TokenBucket(0, 1)
         self.timeout = timeout
         self.observer: ApiObserver = observer or _NullObserver()
+        #: when set, a rate-limited call's answer is parsed and its caller resumed in a turn
+        #: (``kube/turns.py``): answers arriving together do not resume together
+        self.turns: Turns | None = None
         api.user_agent = USER_AGENT
 
     @classmethod
@@ -249,6 +253,8 @@ class KubeClient:
             raise ApiError(0, "ConnectionError", f"{method} {path}: {exc}") from exc
         finally:
             resp.release()
+        if rate_limited and self.turns is not None:
+            await self.turns.take()  # the parse and the caller's next steps share the loop
         data: Any
         try:
             data = wire_json.loads(raw) if raw else {}

@@ -1,33 +1,58 @@
-"""Turns: at most one CPU-heavy section starts per event-loop iteration.
+"""Turns: the CPU-heavy sections of one event-loop iteration share a small time budget.
 
 asyncio runs, in one iteration of its loop, every callback that was ready when the
 iteration began, and checks its timers and sockets only between iterations. Sixty-four
 workers woken together (a watch event burst, a resync, a node change) each plan their
 replica as soon as they run, until their first request: at ~2 ms a small replica's pass,
 one iteration held the loop for over 100 ms, and every watch, Lease renewal and answer
-waited (``benchmarks/bench_controller.py``'s stall column).
+waited (``benchmarks/bench_controller.py``'s stall column). The answers to 32 lanes of
+creates, arriving together, did the same on a smaller scale: each resumed its pass or lane
+for 0.5-2.5 ms, 60-70 callbacks in one iteration, 10-17 ms in all at 10,000 pods.
 
-``await turns.take()`` before such a section gives it a turn: the first taker goes on at
-once; the others queue in arrival order, and each iteration hands the turn to one of them
-(its task runs in the next iteration, then the turn passes on). A turn is not a lock: the
-section keeps it for no longer than it runs without suspending, and nothing is held while
-it awaits (a request, a worker thread). The loop's other callbacks (answers, watch events,
-timers) run between two sections as before.
+``await turns.take()`` before such a section gives it a turn. Each iteration's turns share
+``budget`` seconds, counted from the start of the iteration's first section:
+
+- a taker goes on at once while the budget lasts and nobody waits;
+- the others queue in arrival order, and each iteration hands the turn to the first of
+  them (its task runs in the next iteration, opening that iteration's budget);
+- ``take(alone=True)`` (a long garbage collection) always waits to be an iteration's first
+  section, and uses the whole budget.
+
+A turn is not a lock: the section keeps it for no longer than it runs without suspending,
+and nothing is held while it awaits (a request, a worker thread). The loop's other
+callbacks (answers, watch events, timers) run between two iterations' sections as before.
+With ``budget=0`` exactly one section runs per iteration.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections import deque
+from collections.abc import Callable
 
-__all__ = ["Turns"]
+__all__ = ["BUDGET", "Turns"]
+
+#: seconds of sections per loop iteration: with the callbacks that are not sections (answers
+#: parsed by aiohttp, timers) and one section's overrun, an iteration stays well under 10 ms
+BUDGET = 0.002
 
 
 class Turns:
-    """Hands out one turn per event-loop iteration, first come first served."""
+    """Hands out the turns of each event-loop iteration, first come first served."""
 
-    def __init__(self) -> None:
-        self._handing = False  # a turn was given this iteration; the next is handed on soon
+    __slots__ = ("_clock", "_granted", "_handing", "_round_start", "_waiters", "_woke",
+                 "budget")
+
+    def __init__(self, budget: float = 0.0,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.budget = budget
+        self._clock = clock
+        self._handing = False  # _hand_on is scheduled: turns were given lately
+        self._granted = False  # a turn was given since _hand_on last ran
+        self._woke = False  # _hand_on woke a waiter: it opens the next iteration's budget
+        self._round_start = -math.inf  # when this iteration's first section began
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     @property
@@ -35,24 +60,42 @@ class Turns:
         """Sections waiting for a turn."""
         return len(self._waiters)
 
-    async def take(self) -> None:
-        """Wait for this iteration's turn (at once when nobody had it this iteration)."""
+    async def take(self, *, alone: bool = False) -> None:
+        """Wait for a turn: at once while this iteration's budget lasts and nobody waits;
+        ``alone``: as the first section of an iteration, with no other after it."""
         loop = asyncio.get_running_loop()
-        if not self._handing:
-            self._handing = True
+        if not self._handing:  # the first turn in a while: no iteration has used any
+            self._handing = self._granted = True
+            self._round_start = -math.inf if alone else self._clock()
             loop.call_soon(self._hand_on)
+            return
+        if not alone and not self._waiters and self._within_budget():
+            self._granted = True
             return
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append(fut)
         await fut  # cancelled while waiting: skipped; after the turn came: it passes on
+        self._round_start = -math.inf if alone else self._clock()
+
+    def _within_budget(self) -> bool:
+        return self._clock() - self._round_start < self.budget
 
     def _hand_on(self) -> None:
-        """A new iteration: give the turn to the first live waiter (its task runs in the
-        next iteration, and this runs again right after it), or free it."""
+        """Once per iteration while turns are given: wake the first live waiter (its task
+        runs in the next iteration, and this runs again right after it), or stop after an
+        iteration that gave none."""
+        if not self._woke:  # no woken section opened this iteration's budget: it opens now
+            self._round_start = self._clock()
+        self._woke = False
         while self._waiters:
             fut = self._waiters.popleft()
             if not fut.done():
                 fut.set_result(None)
+                self._woke = self._granted = True
                 fut.get_loop().call_soon(self._hand_on)
                 return
+        if self._granted:  # keep the iteration clock going while sections still come
+            self._granted = False
+            asyncio.get_running_loop().call_soon(self._hand_on)
+            return
         self._handing = False
