@@ -13,8 +13,9 @@ for 0.5-2.5 ms, 60-70 callbacks in one iteration, 10-17 ms in all at 10,000 pods
 ``budget`` seconds, counted from the start of the iteration's first section:
 
 - a taker goes on at once while the budget lasts and nobody waits;
-- the others queue in arrival order, and each iteration hands the turn to the first of
-  them (its task runs in the next iteration, opening that iteration's budget);
+- the others queue in arrival order. Each iteration wakes the first ``batch`` of them (their
+  tasks run in the next iteration, the first opening its budget): one at first, then as
+  many as the budget holds at the last batch's cost a section (at most twice as many);
 - ``take(alone=True)`` (a long garbage collection) always waits to be an iteration's first
   section, and uses the whole budget.
 
@@ -42,8 +43,8 @@ BUDGET = 0.002
 class Turns:
     """Hands out the turns of each event-loop iteration, first come first served."""
 
-    __slots__ = ("_clock", "_granted", "_handing", "_round_start", "_waiters", "_woke",
-                 "budget")
+    __slots__ = ("_batch_due", "_clock", "_granted", "_handing", "_ran", "_round_start",
+                 "_waiters", "_woke", "batch", "budget")
 
     def __init__(self, budget: float = 0.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -51,9 +52,12 @@ class Turns:
         self._clock = clock
         self._handing = False  # _hand_on is scheduled: turns were given lately
         self._granted = False  # a turn was given since _hand_on last ran
-        self._woke = False  # _hand_on woke a waiter: it opens the next iteration's budget
+        self._woke = False  # _hand_on woke waiters: the first opens the next iteration's budget
+        self.batch = 1  # waiters woken per iteration while a queue lasts
+        self._ran = 0  # sections of the woken batch that ran
         self._round_start = -math.inf  # when this iteration's first section began
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._batch_due = False  # the woken batch has not run yet
+        self._waiters: deque[tuple[asyncio.Future[None], bool]] = deque()  # (turn, alone)
 
     @property
     def waiting(self) -> int:
@@ -73,27 +77,53 @@ class Turns:
             self._granted = True
             return
         fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(fut)
+        self._waiters.append((fut, alone))
         await fut  # cancelled while waiting: skipped; after the turn came: it passes on
-        self._round_start = -math.inf if alone else self._clock()
+        if alone:
+            self._round_start, self._batch_due = -math.inf, False
+        else:
+            self._ran += 1
+            if self._batch_due:  # the first of its batch to run: the budget starts
+                self._batch_due = False
+                self._round_start = self._clock()
 
     def _within_budget(self) -> bool:
         return self._clock() - self._round_start < self.budget
 
+    def _size_batch(self, each: float) -> None:
+        """As many as the budget holds at ``each`` seconds a section, at most twice as
+        many as last time, at least one."""
+        fits = int(self.budget / each) if each > 0 else 2 * self.batch
+        self.batch = max(1, min(2 * self.batch, fits))
+
     def _hand_on(self) -> None:
-        """Once per iteration while turns are given: wake the first live waiter (its task
-        runs in the next iteration, and this runs again right after it), or stop after an
-        iteration that gave none."""
-        if not self._woke:  # no woken section opened this iteration's budget: it opens now
-            self._round_start = self._clock()
-        self._woke = False
-        while self._waiters:
-            fut = self._waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                self._woke = self._granted = True
-                fut.get_loop().call_soon(self._hand_on)
-                return
+        """Once per iteration while turns are given: wake the next batch of live waiters
+        (their tasks run in the next iteration, and this runs again right after them), or
+        stop after an iteration that gave none."""
+        now = self._clock()
+        if self._woke and not self._batch_due and self._round_start != -math.inf:
+            # the batch woken last time ran (none of it alone): size the next by its cost
+            self._size_batch((now - self._round_start) / max(1, self._ran))
+        elif not self._woke:  # no woken section opened this iteration's budget: it opens now
+            self._round_start = now
+        self._woke, self._ran = False, 0
+        woken = 0
+        while self._waiters and woken < self.batch:
+            fut, alone = self._waiters[0]
+            if fut.done():  # cancelled while it waited
+                self._waiters.popleft()
+                continue
+            if alone and woken:
+                break  # it opens the next iteration, by itself
+            self._waiters.popleft()
+            fut.set_result(None)
+            woken += 1
+            if alone:
+                break
+        if woken:
+            self._woke = self._granted = self._batch_due = True  # the first to run starts
+            asyncio.get_running_loop().call_soon(self._hand_on)
+            return
         if self._granted:  # keep the iteration clock going while sections still come
             self._granted = False
             asyncio.get_running_loop().call_soon(self._hand_on)
