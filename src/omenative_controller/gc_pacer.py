@@ -16,7 +16,9 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
   ever reaches it: its young generation held ~10,000 objects (58,000 references into the
   caches) at 2,000 pods, and collecting them took 5-9 ms at 10,000 pods. CPython's own
   young collections stay;
-- the middle generation every ``young_every`` young collections, soon after they happen;
+- the middle generation every ``young_every`` (2) young collections, soon after they
+  happen: what survives two young collections at 10,000 pods takes 2-4 ms to walk, four
+  took 5-7 ms (a loop iteration of its own, and the next one's gap on top);
 - full collections only once the manager had no work for ``quiet_for`` seconds (its queue
   empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
   is; the survivors of one that took longer than ``freeze_after`` are frozen
@@ -79,7 +81,7 @@ class GcPacer:
                  "quiet_for", "turns", "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
-                 young_every: int = 4, young_limit: int = YOUNG_LIMIT,
+                 young_every: int = 2, young_limit: int = YOUNG_LIMIT,
                  quiet_for: float = 5.0, max_defer: float = 600.0,
                  freeze_after: float = FREEZE_AFTER, check: float = 0.005,
                  on_collect: Callable[[int, float, bool], None] | None = None) -> None:
