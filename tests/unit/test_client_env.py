@@ -29,6 +29,16 @@ def _config(host: str) -> k8s_client.Configuration:
     return cfg
 
 
+def _discovery_app() -> web.Application:
+    """An API server that answers ``GET /api`` only."""
+    async def api(_: web.Request) -> web.Response:
+        return web.json_response({"kind": "APIVersions"})
+
+    app = web.Application()
+    app.router.add_get("/api", api)
+    return app
+
+
 async def test_requests_make_no_environment_lookups(monkeypatch: pytest.MonkeyPatch) -> None:
     looked: list[str] = []
 
@@ -39,12 +49,7 @@ async def test_requests_make_no_environment_lookups(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(aiohttp.client, "get_env_proxy_for_url", lookup)
     monkeypatch.setattr(aiohttp.client, "netrc_from_env", lambda: looked.append("netrc"))
 
-    async def api(_: web.Request) -> web.Response:
-        return web.json_response({"kind": "APIVersions"})
-
-    app = web.Application()
-    app.router.add_get("/api", api)
-    async with TestServer(app) as server:
+    async with TestServer(_discovery_app()) as server:
         client = KubeClient(env_read_once(_config(str(server.make_url("")).rstrip("/"))))
         looked.clear()  # what connecting did
         try:
@@ -125,12 +130,7 @@ class CountedTurns(Turns):
 
 
 async def test_answers_resume_their_callers_in_turns_but_the_lease_never_waits() -> None:
-    async def api(_: web.Request) -> web.Response:
-        return web.json_response({"kind": "APIVersions"})
-
-    app = web.Application()
-    app.router.add_get("/api", api)
-    async with TestServer(app) as server:
+    async with TestServer(_discovery_app()) as server:
         client = KubeClient(env_read_once(_config(str(server.make_url("")).rstrip("/"))))
         turns = client.turns = CountedTurns()
         try:
