@@ -312,7 +312,8 @@ class Executor:
         """Apply one action within the budget; its refusal (PassStop, ApiError) or None."""
         if self._budget is None:
             self._budget = Slots(self.max_inflight, on_wait=self.metrics.slot_waited
-                                 if self.metrics is not None else None)
+                                 if self.metrics is not None else None,
+                                 turns=getattr(self.client, "turns", None))  # fakes: none
         urgent = type(action) is UpdateStatus or (type(action) is SetServingGate
                                                   and action.value)
         async with self._budget.hold(urgent=urgent):

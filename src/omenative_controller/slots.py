@@ -10,7 +10,10 @@ started after it, and replicas become Ready breadth-first: at 400 pods the first
 Ready only after 21.7 s (measured, bench_controller with 64 workers and 32 slots).
 
 ``on_wait(urgent, seconds)`` is told how long each action waited for its slot (the
-manager's ``omenative_slot_wait_seconds{urgent}``).
+manager's ``omenative_slot_wait_seconds{urgent}``). With ``turns`` (``kube/turns.py``) an
+action handed a slot by another's answer goes on in a loop turn: the answers of many
+requests arriving together free many slots at once, and their waiters would otherwise all
+build and send their requests in one loop iteration.
 
 asyncio only: no thread safety, no fairness beyond FIFO within each class.
 """
@@ -24,6 +27,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+from omenative_controller.kube.turns import Turns
+
 __all__ = ["Slots", "in_lanes"]
 
 
@@ -31,9 +36,11 @@ class Slots:
     """``size`` slots; :meth:`hold` waits for one, urgent waiters before the others."""
 
     def __init__(self, size: int,
-                 on_wait: Callable[[bool, float], None] | None = None) -> None:
+                 on_wait: Callable[[bool, float], None] | None = None,
+                 turns: Turns | None = None) -> None:
         self.size = max(1, size)
         self.on_wait = on_wait
+        self.turns = turns
         self.taken = 0
         self._urgent: deque[asyncio.Future[None]] = deque()
         self._normal: deque[asyncio.Future[None]] = deque()
@@ -46,18 +53,21 @@ class Slots:
     async def hold(self, *, urgent: bool = False) -> AsyncIterator[None]:
         """Hold one slot for the body of the ``async with``."""
         started = time.monotonic()
-        await self._acquire(urgent)
+        handed = await self._acquire(urgent)
         if self.on_wait is not None:
             self.on_wait(urgent, time.monotonic() - started)
         try:
+            if handed and self.turns is not None:
+                await self.turns.take()  # resumed by another's answer: in a turn
             yield
         finally:
             self._release()
 
-    async def _acquire(self, urgent: bool) -> None:
+    async def _acquire(self, urgent: bool) -> bool:
+        """Take a slot; True when it had to wait for one to be handed over."""
         if self.taken < self.size and not self._urgent and (urgent or not self._normal):
             self.taken += 1
-            return
+            return False
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         (self._urgent if urgent else self._normal).append(waiter)
         try:
@@ -69,6 +79,7 @@ class Slots:
                 with contextlib.suppress(ValueError):  # _release may have dropped it
                     (self._urgent if urgent else self._normal).remove(waiter)
             raise
+        return True
 
     def _release(self) -> None:
         self.taken -= 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from test_client_env import CountedTurns
+
 from omenative_controller.slots import Slots
 
 
@@ -80,3 +82,38 @@ def test_on_wait_reports_how_long_each_action_waited_for_its_slot() -> None:
     asyncio.run(main())
     assert [u for u, _ in waits] == [False, True]
     assert waits[0][1] < 0.05 <= waits[1][1]
+
+
+def test_an_action_handed_its_slot_goes_on_in_a_turn_and_cancelled_there_leaks_none() -> None:
+    async def main() -> tuple[int, int]:
+        turns = CountedTurns(0.0)
+        slots = Slots(1, turns=turns)
+        gate = asyncio.Event()
+
+        async def action() -> None:
+            async with slots.hold():
+                await gate.wait()
+
+        first = asyncio.create_task(action())  # a free slot: goes on in its own step
+        await asyncio.sleep(0)
+        assert turns.taken == 0
+        second = asyncio.create_task(action())
+        third = asyncio.create_task(action())
+        await asyncio.sleep(0)
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second, third), 1.0)
+        handed = turns.taken  # the second and third were handed theirs: a turn each
+        # one cancelled while it waits for the turn after the hand-over frees its slot
+        gate.clear()
+        holder = asyncio.create_task(action())
+        await asyncio.sleep(0)
+        waiter = asyncio.create_task(action())
+        await asyncio.sleep(0)
+        gate.set()
+        while turns.taken == handed:  # until the hand-over reaches its turn
+            await asyncio.sleep(0)
+        waiter.cancel()
+        await asyncio.gather(holder, waiter, return_exceptions=True)
+        return handed, slots.taken
+
+    assert asyncio.run(main()) == (2, 0)
