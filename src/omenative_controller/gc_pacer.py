@@ -18,20 +18,26 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
   young collections stay;
 - the middle generation every ``young_every`` (2) young collections, soon after they
   happen: what survives two young collections at 10,000 pods takes 2-4 ms to walk, four
-  took 5-7 ms (a loop iteration of its own, and the next one's gap on top);
-- full collections only once the manager had no work for ``quiet_for`` seconds (its queue
-  empty, no pass in flight), or ``max_defer`` seconds after the last one however busy it
-  is; the survivors of one that took longer than ``freeze_after`` are frozen
-  (``gc.freeze``: moved out of the collector's reach), so the next walks only what came
-  since.
+  took 5-7 ms (a loop iteration of its own, and the next one's gap on top). Its survivors
+  are frozen at once (``gc.freeze``: moved out of the collector's reach). They are what
+  lives on (cache views, waiting passes), and left in the old generation they piled up
+  until a full collection walked all of them in one callback: 47-75 ms at 10,000 pods,
+  whenever the manager had been quiet for 5 s;
+- a thaw every ``thaw_every`` (an hour) once the manager had no work for ``quiet_for``
+  seconds (its queue empty, no pass in flight), or ``max_defer`` seconds later however
+  busy it is: everything frozen goes back, one full collection frees the reference cycles
+  that died frozen, and its survivors are frozen again. It walks the whole heap (47-75 ms
+  at 10,000 pods), so it waits for a quiet manager, once an hour at most.
 
-The middle and full collections first wait for the loop's turn (``kube/turns.py``), so no
-pass or watch slice starts in the same loop iteration; a young one is short by its limit.
+The middle collections and the thaw first wait for the loop's turn (``kube/turns.py``),
+so no pass or watch slice starts in the same loop iteration; a young one is short by its
+limit.
 
-Deferring is safe because only reference cycles wait for a full collection: garbage
-without cycles is freed by reference counting at once, and the full collections of a busy
-manager found 0-100 objects. The frozen survivors keep the cost ``settle_after_sync``
-accepted: a cycle among frozen objects that later becomes garbage is never collected.
+Freezing is safe because only reference cycles need a full collection: garbage without
+cycles is freed by reference counting at once, frozen or not. A cycle that dies after its
+objects were frozen waits for the next thaw; the full collections of a busy manager found
+0-100 such objects every 10 minutes. ``settle_after_sync`` freezes the initial LISTs'
+objects the same way.
 CPython's own thresholds come back into force (a safety valve) if the pacer stops looking
 for ``VALVE`` young collections; ``uninstall`` restores them and hands everything frozen
 back to the collector.
@@ -46,21 +52,21 @@ from collections.abc import Callable
 
 from omenative_controller.kube.turns import Turns
 
-__all__ = ["FREEZE_AFTER", "VALVE", "YOUNG_LIMIT", "GcPacer"]
+__all__ = ["THAW_EVERY", "VALVE", "YOUNG_LIMIT", "GcPacer"]
 
 YOUNG_LIMIT = 2000
 """Young objects the pacer lets pile up before it collects them: at 10,000 watched pods a
 young collection costs about 0.5-0.9 ms per 1,000 objects (their references point into
 the big caches, and each is a cache miss), so this keeps one to about 2 ms."""
 
-FREEZE_AFTER = 0.003
-"""A full collection longer than this (seconds) has its survivors frozen: shorter ones cost
-the loop less than the stall target (10 ms), whatever the load."""
+THAW_EVERY = 3600.0
+"""Seconds between thaws (unfreeze, full collection, freeze): how long a reference cycle
+that died frozen may wait to be freed."""
 
 VALVE = 100
 """While a pacer is installed CPython collects the middle generation by itself only after
 this many young collections (the pacer collects it after ``young_every``), and never a
-full one."""
+full one (the pacer's thaws are its full collections)."""
 
 _NEVER = 1 << 30
 _installed: list[GcPacer] = []
@@ -76,14 +82,14 @@ class GcPacer:
     of their own: it collects what is due and returns the generation collected or None.
     """
 
-    __slots__ = ("_last_busy", "_last_full", "_task", "busy", "check", "freeze_after",
-                 "freezes", "fulls", "longest", "max_defer", "middles", "on_collect",
-                 "quiet_for", "turns", "young_every", "young_limit", "youngs")
+    __slots__ = ("_last_busy", "_last_thaw", "_task", "busy", "check", "freezes", "fulls",
+                 "longest", "max_defer", "middles", "on_collect", "quiet_for", "thaw_every",
+                 "turns", "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
                  young_every: int = 2, young_limit: int = YOUNG_LIMIT,
-                 quiet_for: float = 5.0, max_defer: float = 600.0,
-                 freeze_after: float = FREEZE_AFTER, check: float = 0.005,
+                 quiet_for: float = 5.0, thaw_every: float = THAW_EVERY,
+                 max_defer: float = 600.0, check: float = 0.005,
                  on_collect: Callable[[int, float, bool], None] | None = None) -> None:
         self.busy = busy
         self.turns = turns
@@ -93,29 +99,29 @@ class GcPacer:
         self.young_every = young_every
         self.young_limit = young_limit
         self.quiet_for = quiet_for
+        self.thaw_every = thaw_every
         self.max_defer = max_defer
-        self.freeze_after = freeze_after
         self.check = check  # seconds between looks while collections are in the offing
         self.youngs = 0  # young collections run
         self.middles = 0  # middle-generation collections run
-        self.fulls = 0  # full collections run
+        self.fulls = 0  # full collections run (the thaws)
         self.freezes = 0
         self.longest: dict[int, float] = {}  # generation -> longest collection (s)
-        self._last_busy = self._last_full = 0.0  # clock times; install sets the loop's
+        self._last_busy = self._last_thaw = 0.0  # clock times; install sets the loop's
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ one look
 
     def due(self, now: float) -> int | None:
-        """The generation to collect now, if any."""
+        """The generation to collect now, if any (2: a thaw)."""
         if self.busy():
             self._last_busy = now
-        _, middle, old = gc.get_count()
-        since_full = now - self._last_full
-        quiet = now - self._last_busy >= self.quiet_for and since_full >= self.quiet_for
-        if old and (quiet or since_full >= self.max_defer):
-            return 2  # a middle collection promoted something since the last full one
-        if middle >= self.young_every:
+        since_thaw = now - self._last_thaw
+        if since_thaw >= self.thaw_every and (
+                now - self._last_busy >= self.quiet_for
+                or since_thaw >= self.thaw_every + self.max_defer):
+            return 2
+        if gc.get_count()[1] >= self.young_every:
             return 1
         if len(gc.get_objects(generation=0)) >= self.young_limit:
             return 0  # ~70 us at 10,000 young objects, ~15 us at the limit
@@ -127,23 +133,23 @@ class GcPacer:
         if generation is None:
             return None
         started = time.perf_counter()
+        if generation == 2:
+            gc.unfreeze()  # the cycles that died frozen are garbage the collection can see
         gc.collect(generation)
+        if generation:
+            gc.freeze()  # the young generations are empty now: only the survivors move
+            self.freezes += 1
         took = time.perf_counter() - started
         self.longest[generation] = max(self.longest.get(generation, 0.0), took)
-        froze = False
         if generation == 0:
             self.youngs += 1
         elif generation == 1:
             self.middles += 1
         else:
             self.fulls += 1
-            self._last_full = now
-            froze = took > self.freeze_after
-            if froze:
-                gc.freeze()  # the young generations are empty now: only the survivors move
-                self.freezes += 1
+            self._last_thaw = now
         if self.on_collect is not None:
-            self.on_collect(generation, took, froze)
+            self.on_collect(generation, took, generation > 0)
         return generation
 
     def next_look(self) -> float:
@@ -175,7 +181,7 @@ class GcPacer:
             gc.set_threshold(gc.get_threshold()[0], VALVE, _NEVER)
         _installed.append(self)
         loop = asyncio.get_running_loop()
-        self._last_busy = self._last_full = loop.time()
+        self._last_busy = self._last_thaw = loop.time()
         self._task = loop.create_task(self.run(), name="gc-pacer")
 
     def uninstall(self) -> None:

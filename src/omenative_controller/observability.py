@@ -157,15 +157,16 @@ class Metrics:
         self.gc_collections = Histogram(
             "omenative_gc_collection_seconds",
             "The garbage collections the manager paces (gc_pacer.py), by generation: 0 (young, "
-            "once 2,000 young objects piled up), 1 (the middle one, soon after young ones) "
-            "and 2 (full, once the manager is quiet). A long one holds the event loop that "
-            "long.",
+            "once 2,000 young objects piled up), 1 (the middle one, soon after young ones, its "
+            "survivors frozen) and 2 (full: the hourly thaw, once the manager is quiet). A "
+            "long one holds the event loop that long.",
             ["generation"], registry=r,
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
         )
         self.gc_freezes = Counter(
-            "omenative_gc_freezes", "Full collections that froze their survivors "
-            "(gc.freeze: the next full collection walks only what came since).", registry=r,
+            "omenative_gc_freezes", "Paced collections that froze their survivors "
+            "(gc.freeze: no full collection walks them until the next hourly thaw).",
+            registry=r,
         )
         #: OME's ``ome_omenative_*`` series (ome_series.py), beside these
         self.ome = OMESeries(r)

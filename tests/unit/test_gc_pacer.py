@@ -1,8 +1,9 @@
 """The collection pacer: the young generation is collected once it holds ``young_limit``
 objects (CPython's count misses a cache's replacements), the middle generation after a few
-young collections, full collections wait until the manager is
-quiet (or too long has passed), a long one freezes its survivors, and uninstalling gives
-everything back. The process's collector is shared, so each test restores it."""
+young collections, its survivors frozen so no full collection walks them again; a thaw
+(full collection of everything) comes once an hour when the manager is quiet (or too long
+has passed), and uninstalling gives everything back. The process's collector is shared, so
+each test restores it."""
 
 from __future__ import annotations
 
@@ -47,12 +48,14 @@ class Busy:
         return self.value
 
 
-def _old_garbage() -> weakref.ref[Cycle]:
-    """A cycle promoted to the old generation while alive, then dropped: garbage that
-    only a full collection finds."""
+def _frozen_garbage(pacer: GcPacer, now: float) -> weakref.ref[Cycle]:
+    """A cycle alive at a paced middle collection (so frozen), then dropped: garbage that
+    only a thaw finds."""
     held = Cycle()
     ref = weakref.ref(held)
-    gc.collect(1)  # survives into the old generation
+    for _ in range(pacer.young_every):
+        gc.collect(0)
+    assert pacer.step(now) == 1
     del held
     return ref
 
@@ -121,73 +124,78 @@ def test_a_short_young_generation_is_left_to_cpython(collector: None) -> None:
     assert pacer.youngs == 0 and kept
 
 
-def test_a_busy_manager_defers_full_collections_until_quiet(collector: None) -> None:
+def test_the_middle_generations_survivors_are_frozen_out_of_every_full_walk(
+        collector: None) -> None:
+    pacer = GcPacer(Busy(True), young_every=1)
+    kept = [Cycle() for _ in range(1000)]
+    gc.collect(0)
+    assert pacer.step(now=1.0) == 1
+    tracked = {id(o) for o in gc.get_objects()}
+    assert not any(id(k) in tracked for k in kept)  # out of every generation
+    assert gc.get_freeze_count() >= len(kept)
+    assert pacer.freezes == 1
+
+
+def test_cycles_dead_by_the_middle_collection_are_freed_not_frozen(collector: None) -> None:
+    pacer = GcPacer(Busy(True), young_every=2)
+    held = [Cycle() for _ in range(100)]
+    refs = [weakref.ref(c) for c in held]
+    gc.collect(0)
+    gc.collect(0)  # alive through two young collections: in the middle generation
+    del held
+    assert all(r() is not None for r in refs)  # cycles: no refcount frees them
+    assert pacer.step(now=1.0) == 1
+    assert all(r() is None for r in refs)  # found dead by the middle collection itself
+
+
+def test_a_busy_manager_defers_the_thaw_until_quiet(collector: None) -> None:
     busy = Busy(True)
-    pacer = GcPacer(busy, quiet_for=5.0, max_defer=600.0)
-    ref = _old_garbage()
-    assert pacer.step(now=10.0) is None  # busy: the cycle waits
-    assert ref() is not None
+    pacer = GcPacer(busy, quiet_for=5.0, thaw_every=3600.0, max_defer=600.0)
+    ref = _frozen_garbage(pacer, now=1.0)
+    assert ref() is not None  # frozen: no collection sees it
     busy.value = False
-    assert pacer.step(now=12.0) is None  # quiet for 2 s only
-    assert pacer.step(now=15.5) == 2  # quiet for 5.5 s
+    assert pacer.step(now=3000.0) is None  # quiet, but not an hour since the last thaw
+    busy.value = True
+    assert pacer.step(now=3700.0) is None  # an hour, but busy: the cycle waits
+    busy.value = False
+    assert pacer.step(now=3702.0) is None  # quiet for 2 s only
+    assert pacer.step(now=3705.5) == 2  # quiet for 5.5 s
     assert ref() is None
     assert pacer.fulls == 1
+    assert pacer.step(now=3800.0) is None  # the next one an hour later
 
 
-def test_max_defer_collects_a_manager_that_is_never_quiet(collector: None) -> None:
-    pacer = GcPacer(Busy(True), quiet_for=5.0, max_defer=60.0)
-    ref = _old_garbage()
-    assert pacer.step(now=59.0) is None
-    assert pacer.step(now=61.0) == 2
+def test_max_defer_thaws_a_manager_that_is_never_quiet(collector: None) -> None:
+    pacer = GcPacer(Busy(True), quiet_for=5.0, thaw_every=100.0, max_defer=60.0)
+    ref = _frozen_garbage(pacer, now=1.0)
+    assert pacer.step(now=159.0) is None
+    assert pacer.step(now=161.0) == 2
     assert ref() is None
 
 
-def test_nothing_promoted_means_no_full_collection(collector: None) -> None:
-    pacer = GcPacer(Busy(False), quiet_for=0.0)
-    gc.collect()  # the old generation's count is 0 again
-    assert pacer.step(now=100.0) is None
-
-
-def test_a_long_full_collection_freezes_its_survivors_and_uninstall_thaws(
-        collector: None) -> None:
-    async def run() -> None:
-        pacer = GcPacer(Busy(False), quiet_for=0.0, freeze_after=0.0)
-        pacer.install()
-        kept = [Cycle() for _ in range(1000)]
-        gc.collect(1)
-        assert pacer.step(now=asyncio.get_running_loop().time() + 1.0) == 2
-        assert pacer.freezes == 1
-        tracked = {id(o) for o in gc.get_objects()}
-        assert not any(id(k) in tracked for k in kept)  # out of every generation
-        pacer.uninstall()
-        assert gc.get_freeze_count() == 0  # handed back: what died meanwhile is collected
-
-    asyncio.run(run())
+async def test_uninstall_hands_everything_frozen_back(collector: None) -> None:
+    pacer = GcPacer(Busy(True), young_every=1)
+    pacer.install()
+    kept = [Cycle() for _ in range(100)]
+    gc.collect(0)
+    assert pacer.step(now=asyncio.get_running_loop().time()) == 1
+    assert gc.get_freeze_count() >= len(kept)
+    pacer.uninstall()
+    assert gc.get_freeze_count() == 0  # handed back: what died meanwhile is collected
 
 
 def test_each_collection_reaches_the_managers_metrics(collector: None) -> None:
     """``on_collect`` hears of every paced collection; the manager wires it to
     ``omenative_gc_collection_seconds`` and ``omenative_gc_freezes_total``."""
     metrics = Metrics()
-    pacer = GcPacer(Busy(False), young_every=1, quiet_for=0.0, freeze_after=0.0,
+    pacer = GcPacer(Busy(False), young_every=1, quiet_for=0.0, thaw_every=50.0,
                     on_collect=metrics.gc_collected)
-    gc.collect(0)
-    assert pacer.step(now=100.0) == 1
-    _old_garbage()
+    _frozen_garbage(pacer, now=10.0)
     assert pacer.step(now=100.0) == 2
-    gc.unfreeze()
     sample = metrics.registry.get_sample_value
     assert sample("omenative_gc_collection_seconds_count", {"generation": "1"}) == 1
     assert sample("omenative_gc_collection_seconds_count", {"generation": "2"}) == 1
-    assert sample("omenative_gc_freezes_total") == 1
-
-
-def test_a_short_full_collection_freezes_nothing(collector: None) -> None:
-    pacer = GcPacer(Busy(False), quiet_for=0.0, freeze_after=60.0)
-    _old_garbage()
-    assert pacer.step(now=100.0) == 2
-    assert pacer.freezes == 0
-    assert gc.get_freeze_count() == 0
+    assert sample("omenative_gc_freezes_total") == 2
 
 
 def test_the_running_pacer_collects_the_middle_generation_as_garbage_comes(
