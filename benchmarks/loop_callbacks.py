@@ -32,9 +32,10 @@ from loop_hold import GcPauses
 THRESHOLD = 0.005
 """A callback or collection over this (s) is written."""
 
-ITERATION = 0.010
+ITERATION = float(os.environ.get("OMENATIVE_STALLPROBE_ITERATION", "0.010"))
 """A loop iteration whose callbacks ran over this (s) of loop-thread CPU is written, with
-how many ran and the longest: the 1 ms ticker sees an iteration, not a callback."""
+how many ran and the longest: the 1 ms ticker sees an iteration, not a callback (it may
+wait two: ``OMENATIVE_STALLPROBE_ITERATION=0.005`` writes the halves of a 10 ms gap)."""
 
 ENV = "OMENATIVE_STALLPROBE"
 """The environment variable naming the file; the benchmark and its manager both read it."""
