@@ -15,7 +15,10 @@ for 0.5-2.5 ms, 60-70 callbacks in one iteration, 10-17 ms in all at 10,000 pods
 - a taker goes on at once while the budget lasts and nobody waits;
 - the others queue in arrival order. Each iteration wakes the first ``batch`` of them (their
   tasks run in the next iteration, the first opening its budget): one at first, then as
-  many as the budget holds at the last batch's cost a section (at most twice as many);
+  many as the budget holds at the last batch's cost a section (at most twice as many). A
+  woken section that finds the budget spent by the ones before it (sections differ: a
+  batch of answers may hold a 3 ms pass) goes back to the queue's front, so an iteration's
+  sections run for the budget and one section's overrun at most;
 - ``take(alone=True)`` (a long garbage collection) always waits to be an iteration's first
   section, and uses the whole budget;
 - ``take(since=t)`` is for a section that has already run since ``t`` (a watch slice of
@@ -39,16 +42,18 @@ from collections.abc import Callable
 
 __all__ = ["BUDGET", "Turns"]
 
-#: seconds of sections per loop iteration: with the callbacks that are not sections (answers
-#: parsed by aiohttp, timers) and one section's overrun, an iteration stays well under 10 ms
-BUDGET = 0.002
+#: seconds of sections per loop iteration. An iteration runs its sections for the budget
+#: and one section's overrun (a pass: up to ~3.5 ms at 10,000 pods), plus the callbacks
+#: that are not sections (answers parsed by aiohttp, timers); the 1 ms ticker that measures
+#: a stall may wait for two iterations, so both must stay near 5 ms
+BUDGET = 0.001
 
 
 class Turns:
     """Hands out the turns of each event-loop iteration, first come first served."""
 
-    __slots__ = ("_batch_due", "_clock", "_granted", "_handing", "_ran", "_round_start",
-                 "_waiters", "_woke", "batch", "budget")
+    __slots__ = ("_batch_due", "_clock", "_deferred", "_granted", "_handing", "_ran",
+                 "_round_start", "_waiters", "_woke", "batch", "budget")
 
     def __init__(self, budget: float = 0.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -59,6 +64,7 @@ class Turns:
         self._woke = False  # _hand_on woke waiters: the first opens the next iteration's budget
         self.batch = 1  # waiters woken per iteration while a queue lasts
         self._ran = 0  # sections of the woken batch that ran
+        self._deferred = 0  # sections of the woken batch sent back to the queue's front
         self._round_start = -math.inf  # when this iteration's first section began
         self._batch_due = False  # the woken batch has not run yet
         self._waiters: deque[tuple[asyncio.Future[None], bool]] = deque()  # (turn, alone)
@@ -86,14 +92,23 @@ class Turns:
             return
         fut: asyncio.Future[None] = loop.create_future()
         self._waiters.append((fut, alone))
-        await fut  # cancelled while waiting: skipped; after the turn came: it passes on
-        if alone:
-            self._round_start, self._batch_due = -math.inf, False
-        else:
-            self._ran += 1
+        while True:
+            await fut  # cancelled while waiting: skipped; after the turn came: it passes on
+            if alone:
+                self._round_start, self._batch_due = -math.inf, False
+                return
             if self._batch_due:  # the first of its batch to run: the budget starts
                 self._batch_due = False
                 self._round_start = self._clock()
+            elif not self._within_budget():
+                # its batch-mates spent the budget (a batch is sized by the last one's
+                # cost, and sections differ): back to the queue's front, in order
+                fut = loop.create_future()
+                self._waiters.insert(self._deferred, (fut, False))
+                self._deferred += 1
+                continue
+            self._ran += 1
+            return
 
     def left(self) -> float:
         """Seconds left of this iteration's budget (0 when it is spent or nobody opened it):
@@ -120,7 +135,7 @@ class Turns:
             self._size_batch((now - self._round_start) / max(1, self._ran))
         elif not self._woke:  # no woken section opened this iteration's budget: it opens now
             self._round_start = now
-        self._woke, self._ran = False, 0
+        self._woke, self._ran, self._deferred = False, 0, 0
         woken = 0
         while self._waiters and woken < self.batch:
             fut, alone = self._waiters[0]
