@@ -46,13 +46,13 @@ __all__ = ["BUDGET", "Turns"]
 #: and one section's overrun (a pass: up to ~3.5 ms at 10,000 pods), plus the callbacks
 #: that are not sections (answers parsed by aiohttp, timers); the 1 ms ticker that measures
 #: a stall may wait for two iterations, so both must stay near 5 ms
-BUDGET = 0.001
+BUDGET = 0.002
 
 
 class Turns:
     """Hands out the turns of each event-loop iteration, first come first served."""
 
-    __slots__ = ("_batch_due", "_clock", "_deferred", "_granted", "_handing", "_ran",
+    __slots__ = ("_batch_due", "_clock", "_front", "_granted", "_handing", "_ran",
                  "_round_start", "_waiters", "_woke", "batch", "budget")
 
     def __init__(self, budget: float = 0.0,
@@ -64,21 +64,24 @@ class Turns:
         self._woke = False  # _hand_on woke waiters: the first opens the next iteration's budget
         self.batch = 1  # waiters woken per iteration while a queue lasts
         self._ran = 0  # sections of the woken batch that ran
-        self._deferred = 0  # sections of the woken batch sent back to the queue's front
         self._round_start = -math.inf  # when this iteration's first section began
         self._batch_due = False  # the woken batch has not run yet
         self._waiters: deque[tuple[asyncio.Future[None], bool]] = deque()  # (turn, alone)
+        #: served before ``_waiters``: sections sent back by a spent budget, watch slices
+        self._front: deque[tuple[asyncio.Future[None], bool]] = deque()
 
     @property
     def waiting(self) -> int:
         """Sections waiting for a turn."""
-        return len(self._waiters)
+        return len(self._waiters) + len(self._front)
 
-    async def take(self, *, alone: bool = False, since: float | None = None) -> None:
+    async def take(self, *, alone: bool = False, since: float | None = None,
+                   first: bool = False) -> None:
         """Wait for a turn: at once while this iteration's budget lasts and nobody waits;
         ``alone``: as the first section of an iteration, with no other after it;
         ``since``: the caller has run since then already (a watch slice asking for its next
-        turn), and that time counts against this iteration's budget."""
+        turn), and that time counts against this iteration's budget; ``first``: ahead of
+        the queue (a watch slice: the caches every pass reads must not fall behind)."""
         loop = asyncio.get_running_loop()
         if not self._handing:  # the first turn in a while: no iteration has used any
             self._handing = self._granted = True
@@ -87,11 +90,11 @@ class Turns:
             loop.call_soon(self._hand_on)
             if since is None or self._within_budget():
                 return
-        elif not alone and not self._waiters and self._within_budget(since):
+        elif not alone and not self.waiting and self._within_budget(since):
             self._granted = True
             return
         fut: asyncio.Future[None] = loop.create_future()
-        self._waiters.append((fut, alone))
+        (self._front if first and not alone else self._waiters).append((fut, alone))
         while True:
             await fut  # cancelled while waiting: skipped; after the turn came: it passes on
             if alone:
@@ -102,10 +105,9 @@ class Turns:
                 self._round_start = self._clock()
             elif not self._within_budget():
                 # its batch-mates spent the budget (a batch is sized by the last one's
-                # cost, and sections differ): back to the queue's front, in order
+                # cost, and sections differ): back to the queue's front
                 fut = loop.create_future()
-                self._waiters.insert(self._deferred, (fut, False))
-                self._deferred += 1
+                self._front.append((fut, False))
                 continue
             self._ran += 1
             return
@@ -135,16 +137,17 @@ class Turns:
             self._size_batch((now - self._round_start) / max(1, self._ran))
         elif not self._woke:  # no woken section opened this iteration's budget: it opens now
             self._round_start = now
-        self._woke, self._ran, self._deferred = False, 0, 0
+        self._woke, self._ran = False, 0
         woken = 0
-        while self._waiters and woken < self.batch:
-            fut, alone = self._waiters[0]
+        while woken < self.batch and (self._front or self._waiters):
+            queue = self._front or self._waiters
+            fut, alone = queue[0]
             if fut.done():  # cancelled while it waited
-                self._waiters.popleft()
+                queue.popleft()
                 continue
             if alone and woken:
                 break  # it opens the next iteration, by itself
-            self._waiters.popleft()
+            queue.popleft()
             fut.set_result(None)
             woken += 1
             if alone:
