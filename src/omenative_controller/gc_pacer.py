@@ -16,10 +16,9 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
   ever reaches it: its young generation held ~10,000 objects (58,000 references into the
   caches) at 2,000 pods, and collecting them took 5-9 ms at 10,000 pods. CPython's own
   young collections stay;
-- the middle generation after every young collection (``young_every``), soon after it:
-  what survived two young collections at 10,000 pods took 2-4 ms to walk, with outliers
-  of 5-9 ms, four took 5-7 ms (a loop iteration of its own, and the next one's gap on
-  top). Its survivors
+- the middle generation every ``young_every`` (2) young collections, soon after they
+  happen: what survives two young collections at 10,000 pods takes 2-4 ms to walk, four
+  took 5-7 ms (a loop iteration of its own, and the next one's gap on top). Its survivors
   are frozen at once (``gc.freeze``: moved out of the collector's reach). They are what
   lives on (cache views, waiting passes), and left in the old generation they piled up
   until a full collection walked all of them in one callback: 47-75 ms at 10,000 pods,
@@ -88,7 +87,7 @@ class GcPacer:
                  "turns", "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
-                 young_every: int = 1, young_limit: int = YOUNG_LIMIT,
+                 young_every: int = 2, young_limit: int = YOUNG_LIMIT,
                  quiet_for: float = 5.0, thaw_every: float = THAW_EVERY,
                  max_defer: float = 600.0, check: float = 0.005,
                  on_collect: Callable[[int, float, bool], None] | None = None) -> None:

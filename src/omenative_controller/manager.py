@@ -157,7 +157,7 @@ class Manager:
         self.wakeups = Wakeups(lambda: self.queue, lambda: self.replicas, lambda: self.pods)
         self.advisor_metrics = AdvisorMetrics(self.metrics.registry)
         self._turns = Turns(TURN_BUDGET)  # passes, answers, watch slices share each loop
-        # iteration's 2 ms budget (kube/turns.py)
+        # iteration's 2 ms (kube/turns.py)
         self._gc = GcPacer(self._busy, turns=self._turns,  # installed once caches synced
                            on_collect=self.metrics.gc_collected)
 

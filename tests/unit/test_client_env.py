@@ -124,10 +124,9 @@ class CountedTurns(Turns):
         super().__init__(budget)
         self.taken = 0
 
-    async def take(self, *, alone: bool = False, since: float | None = None,
-                   first: bool = False) -> None:
+    async def take(self, *, alone: bool = False, since: float | None = None) -> None:
         self.taken += 1
-        await super().take(alone=alone, since=since, first=first)
+        await super().take(alone=alone, since=since)
 
 
 async def test_answers_resume_their_callers_in_turns_but_the_lease_never_waits() -> None:

@@ -239,35 +239,3 @@ def test_left_is_what_the_iterations_budget_still_holds() -> None:
         return lefts
 
     assert asyncio.run(main()) == pytest.approx([0.002, 0.0005, 0.0])
-
-
-def test_a_batch_sized_by_quick_sections_stops_at_the_budget_when_slow_ones_come() -> None:
-    # quick answers grow the batches (1, 2, 4, 8); the next batch of 16 holds four 1.5 ms
-    # passes: the ones woken after the budget was spent go back to the queue's front
-    costs = [0.01] + [0.0001] * 15 + [0.0015] * 4 + [0.0001] * 5
-    its = _iterations_of(costs, budget=0.002)
-    by_iteration: dict[int, list[float]] = {}
-    for i, it in enumerate(its):
-        by_iteration.setdefault(it, []).append(costs[i])
-    for ran in by_iteration.values():  # each section started within its iteration's budget
-        assert sum(ran[:-1]) < 0.002 + 1e-9
-    assert sorted(its) == its  # and first come, first served still
-
-
-def test_a_section_asking_first_is_served_ahead_of_the_queue() -> None:
-    async def main() -> list[str]:
-        turns = Turns(0.0)  # one section per iteration: a queue forms at once
-        done: list[str] = []
-
-        async def section(name: str, first: bool = False) -> None:
-            await turns.take(first=first)
-            done.append(name)
-
-        await asyncio.gather(section("a"), section("b"), section("c"),
-                             section("watch", first=True))
-        return done
-
-    done = asyncio.run(main())
-    assert done[0] == "a"  # it had the turn already
-    assert done[1] == "watch"  # ahead of b and c, which asked before it
-    assert done[2:] == ["b", "c"]

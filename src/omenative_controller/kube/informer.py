@@ -140,7 +140,7 @@ class _Slicer:
             self._start = self._last = time.perf_counter()
             self._end = self._start + WATCH_SLICE
             return
-        await self._turns.take(since=self._start, first=True)
+        await self._turns.take(since=self._start)
         self._start = self._last = time.perf_counter()
         self._end = self._start + max(self._turns.left(), WATCH_SLICE / 8)
 

@@ -15,10 +15,7 @@ for 0.5-2.5 ms, 60-70 callbacks in one iteration, 10-17 ms in all at 10,000 pods
 - a taker goes on at once while the budget lasts and nobody waits;
 - the others queue in arrival order. Each iteration wakes the first ``batch`` of them (their
   tasks run in the next iteration, the first opening its budget): one at first, then as
-  many as the budget holds at the last batch's cost a section (at most twice as many). A
-  woken section that finds the budget spent by the ones before it (sections differ: a
-  batch of answers may hold a 3 ms pass) goes back to the queue's front, so an iteration's
-  sections run for the budget and one section's overrun at most;
+  many as the budget holds at the last batch's cost a section (at most twice as many);
 - ``take(alone=True)`` (a long garbage collection) always waits to be an iteration's first
   section, and uses the whole budget;
 - ``take(since=t)`` is for a section that has already run since ``t`` (a watch slice of
@@ -42,18 +39,16 @@ from collections.abc import Callable
 
 __all__ = ["BUDGET", "Turns"]
 
-#: seconds of sections per loop iteration. An iteration runs its sections for the budget
-#: and one section's overrun (a pass: up to ~3.5 ms at 10,000 pods), plus the callbacks
-#: that are not sections (answers parsed by aiohttp, timers); the 1 ms ticker that measures
-#: a stall may wait for two iterations, so both must stay near 5 ms
+#: seconds of sections per loop iteration: with the callbacks that are not sections (answers
+#: parsed by aiohttp, timers) and one section's overrun, an iteration stays well under 10 ms
 BUDGET = 0.002
 
 
 class Turns:
     """Hands out the turns of each event-loop iteration, first come first served."""
 
-    __slots__ = ("_batch_due", "_clock", "_front", "_granted", "_handing", "_ran",
-                 "_round_start", "_waiters", "_woke", "batch", "budget")
+    __slots__ = ("_batch_due", "_clock", "_granted", "_handing", "_ran", "_round_start",
+                 "_waiters", "_woke", "batch", "budget")
 
     def __init__(self, budget: float = 0.0,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -67,21 +62,17 @@ class Turns:
         self._round_start = -math.inf  # when this iteration's first section began
         self._batch_due = False  # the woken batch has not run yet
         self._waiters: deque[tuple[asyncio.Future[None], bool]] = deque()  # (turn, alone)
-        #: served before ``_waiters``: sections sent back by a spent budget, watch slices
-        self._front: deque[tuple[asyncio.Future[None], bool]] = deque()
 
     @property
     def waiting(self) -> int:
         """Sections waiting for a turn."""
-        return len(self._waiters) + len(self._front)
+        return len(self._waiters)
 
-    async def take(self, *, alone: bool = False, since: float | None = None,
-                   first: bool = False) -> None:
+    async def take(self, *, alone: bool = False, since: float | None = None) -> None:
         """Wait for a turn: at once while this iteration's budget lasts and nobody waits;
         ``alone``: as the first section of an iteration, with no other after it;
         ``since``: the caller has run since then already (a watch slice asking for its next
-        turn), and that time counts against this iteration's budget; ``first``: ahead of
-        the queue (a watch slice: the caches every pass reads must not fall behind)."""
+        turn), and that time counts against this iteration's budget."""
         loop = asyncio.get_running_loop()
         if not self._handing:  # the first turn in a while: no iteration has used any
             self._handing = self._granted = True
@@ -90,27 +81,19 @@ class Turns:
             loop.call_soon(self._hand_on)
             if since is None or self._within_budget():
                 return
-        elif not alone and not self.waiting and self._within_budget(since):
+        elif not alone and not self._waiters and self._within_budget(since):
             self._granted = True
             return
         fut: asyncio.Future[None] = loop.create_future()
-        (self._front if first and not alone else self._waiters).append((fut, alone))
-        while True:
-            await fut  # cancelled while waiting: skipped; after the turn came: it passes on
-            if alone:
-                self._round_start, self._batch_due = -math.inf, False
-                return
+        self._waiters.append((fut, alone))
+        await fut  # cancelled while waiting: skipped; after the turn came: it passes on
+        if alone:
+            self._round_start, self._batch_due = -math.inf, False
+        else:
+            self._ran += 1
             if self._batch_due:  # the first of its batch to run: the budget starts
                 self._batch_due = False
                 self._round_start = self._clock()
-            elif not self._within_budget():
-                # its batch-mates spent the budget (a batch is sized by the last one's
-                # cost, and sections differ): back to the queue's front
-                fut = loop.create_future()
-                self._front.append((fut, False))
-                continue
-            self._ran += 1
-            return
 
     def left(self) -> float:
         """Seconds left of this iteration's budget (0 when it is spent or nobody opened it):
@@ -139,15 +122,14 @@ class Turns:
             self._round_start = now
         self._woke, self._ran = False, 0
         woken = 0
-        while woken < self.batch and (self._front or self._waiters):
-            queue = self._front or self._waiters
-            fut, alone = queue[0]
+        while self._waiters and woken < self.batch:
+            fut, alone = self._waiters[0]
             if fut.done():  # cancelled while it waited
-                queue.popleft()
+                self._waiters.popleft()
                 continue
             if alone and woken:
                 break  # it opens the next iteration, by itself
-            queue.popleft()
+            self._waiters.popleft()
             fut.set_result(None)
             woken += 1
             if alone:
