@@ -124,9 +124,9 @@ class CountedTurns(Turns):
         super().__init__(budget)
         self.taken = 0
 
-    async def take(self, *, alone: bool = False, since: float | None = None) -> None:
+    async def take(self, *, alone: bool = False) -> None:
         self.taken += 1
-        await super().take(alone=alone, since=since)
+        await super().take(alone=alone)
 
 
 async def test_answers_resume_their_callers_in_turns_but_the_lease_never_waits() -> None:

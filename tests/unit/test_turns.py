@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-import pytest
-
 from omenative_controller.kube.turns import Turns
 
 
@@ -204,38 +202,3 @@ def test_an_idle_loop_stops_handing_turns_on() -> None:
         return turns._handing
 
     assert asyncio.run(main()) is False  # no callback left spinning the loop
-
-
-def test_a_section_that_already_spent_the_budget_waits_even_on_an_idle_loop() -> None:
-    async def main() -> tuple[bool, bool, float]:
-        clock = Clock()
-        turns = Turns(0.002, clock)
-        spent = asyncio.create_task(turns.take(since=clock.now - 0.003))  # ran 3 ms already
-        fresh_clock = Clock()
-        fresh = asyncio.create_task(Turns(0.002, fresh_clock).take(since=fresh_clock.now
-                                                                    - 0.0005))
-        await asyncio.sleep(0)  # one step each
-        waited = not spent.done()
-        went_on = fresh.done()
-        await asyncio.wait_for(spent, 1.0)  # a later iteration hands it a whole budget
-        return waited, went_on, turns.left()
-
-    waited, went_on, left = asyncio.run(main())
-    assert waited  # its 3 ms counted against the iteration's 2 ms
-    assert went_on  # 0.5 ms of 2: it goes on at once
-    assert left == pytest.approx(0.002)  # the iteration that woke it opened a fresh budget
-
-
-def test_left_is_what_the_iterations_budget_still_holds() -> None:
-    async def main() -> list[float]:
-        clock = Clock()
-        turns = Turns(0.002, clock)
-        await turns.take()
-        lefts = [turns.left()]
-        clock.now += 0.0015
-        lefts.append(turns.left())
-        clock.now += 0.001
-        lefts.append(turns.left())
-        return lefts
-
-    assert asyncio.run(main()) == pytest.approx([0.002, 0.0005, 0.0])

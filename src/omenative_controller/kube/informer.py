@@ -20,7 +20,6 @@ watch and the list stay the only authority on what exists.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import time
 from collections import OrderedDict
@@ -34,7 +33,6 @@ from omenative_controller.kube.client import JSON, KubeClient
 from omenative_controller.kube.errors import ApiError
 from omenative_controller.kube.resources import Resource
 from omenative_controller.kube.tasks import cancel_and_wait
-from omenative_controller.kube.turns import Turns
 
 __all__ = [
     "Backoff",
@@ -108,42 +106,6 @@ WATCH_SLICE = 0.002
 
 Lines already buffered are read without suspending: a burst of ~90 pod events (the ~384 KiB
 the stream may buffer) is ~9 ms of parsing and indexing in one piece."""
-
-
-class _Slicer:
-    """Cuts a buffered burst of watch events into slices of one loop turn each.
-
-    Events that come without a lull (under ``WATCH_SLICE`` apart) belong to one slice, which
-    may have run before it asks for a turn: it asks with ``since`` its first event, so the
-    iteration's budget counts it, and goes on for what that budget has left."""
-
-    __slots__ = ("_end", "_last", "_start", "_turns")
-
-    def __init__(self, turns: Turns | None) -> None:
-        self._turns = turns
-        self._start = self._end = self._last = -math.inf
-
-    def arrived(self) -> None:
-        """An event came: after a lull it opens a new slice."""
-        now = time.perf_counter()
-        if now - self._last > WATCH_SLICE:
-            self._start, self._end = now, now + WATCH_SLICE
-
-    async def applied(self) -> None:
-        """The event is in the cache: past the slice's end, wait for a turn (or, with no
-        turns, yield once) and start the next slice."""
-        now = self._last = time.perf_counter()
-        if now < self._end:
-            return
-        if self._turns is None:
-            await asyncio.sleep(0)
-            self._start = self._last = time.perf_counter()
-            self._end = self._start + WATCH_SLICE
-            return
-        await self._turns.take(since=self._start)
-        self._start = self._last = time.perf_counter()
-        self._end = self._start + max(self._turns.left(), WATCH_SLICE / 8)
-
 
 TOMBSTONES = 4096
 """Deleted keys remembered per informer (oldest forgotten first)."""
@@ -449,9 +411,8 @@ class Informer(Generic[V]):
             self.resource, scope, resource_version=rv, label_selector=self.label_selector,
             timeout_seconds=random.randint(lo, hi), read_timeout=self.read_timeout,
         ) as events:
-            slicer = _Slicer(getattr(self.client, "turns", None))  # a test's fake has none
+            slice_end = time.perf_counter() + WATCH_SLICE
             async for event in events:
-                slicer.arrived()
                 kind = event.get("type")
                 obj = event.get("object") or {}
                 if kind == "ERROR":
@@ -465,7 +426,10 @@ class Informer(Generic[V]):
                     self._apply(kind, obj)
                 if new_rv:
                     rv = self._applied_rv[scope] = new_rv
-                await slicer.applied()
+                if time.perf_counter() >= slice_end:  # a buffered burst: let others run
+                    turns = getattr(self.client, "turns", None)  # a test's fake has none
+                    await (asyncio.sleep(0) if turns is None else turns.take())
+                    slice_end = time.perf_counter() + WATCH_SLICE
         return rv
 
     async def _list_or_note(self, scope: str | None) -> str | None:

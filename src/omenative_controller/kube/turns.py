@@ -17,11 +17,7 @@ for 0.5-2.5 ms, 60-70 callbacks in one iteration, 10-17 ms in all at 10,000 pods
   tasks run in the next iteration, the first opening its budget): one at first, then as
   many as the budget holds at the last batch's cost a section (at most twice as many);
 - ``take(alone=True)`` (a long garbage collection) always waits to be an iteration's first
-  section, and uses the whole budget;
-- ``take(since=t)`` is for a section that has already run since ``t`` (a watch slice of
-  buffered events, asking before it goes on): that time counts against the budget, so a
-  slice that spent it waits even when nobody else is waiting, and ``left()`` says how long
-  the next slice may run.
+  section, and uses the whole budget.
 
 A turn is not a lock: the section keeps it for no longer than it runs without suspending,
 and nothing is held while it awaits (a request, a worker thread). The loop's other
@@ -68,20 +64,16 @@ class Turns:
         """Sections waiting for a turn."""
         return len(self._waiters)
 
-    async def take(self, *, alone: bool = False, since: float | None = None) -> None:
+    async def take(self, *, alone: bool = False) -> None:
         """Wait for a turn: at once while this iteration's budget lasts and nobody waits;
-        ``alone``: as the first section of an iteration, with no other after it;
-        ``since``: the caller has run since then already (a watch slice asking for its next
-        turn), and that time counts against this iteration's budget."""
+        ``alone``: as the first section of an iteration, with no other after it."""
         loop = asyncio.get_running_loop()
         if not self._handing:  # the first turn in a while: no iteration has used any
             self._handing = self._granted = True
-            self._round_start = -math.inf if alone else self._clock() if since is None \
-                else since
+            self._round_start = -math.inf if alone else self._clock()
             loop.call_soon(self._hand_on)
-            if since is None or self._within_budget():
-                return
-        elif not alone and not self._waiters and self._within_budget(since):
+            return
+        if not alone and not self._waiters and self._within_budget():
             self._granted = True
             return
         fut: asyncio.Future[None] = loop.create_future()
@@ -95,14 +87,8 @@ class Turns:
                 self._batch_due = False
                 self._round_start = self._clock()
 
-    def left(self) -> float:
-        """Seconds left of this iteration's budget (0 when it is spent or nobody opened it):
-        how long a section that just got its turn may run before it asks again."""
-        return max(0.0, self.budget - (self._clock() - self._round_start))
-
-    def _within_budget(self, since: float | None = None) -> bool:
-        start = self._round_start if since is None else min(self._round_start, since)
-        return self._clock() - start < self.budget
+    def _within_budget(self) -> bool:
+        return self._clock() - self._round_start < self.budget
 
     def _size_batch(self, each: float) -> None:
         """As many as the budget holds at ``each`` seconds a section, at most twice as
