@@ -38,6 +38,7 @@ cycles is freed by reference counting at once, frozen or not. A cycle that dies 
 objects were frozen waits for the next thaw; the full collections of a busy manager found
 0-100 such objects every 10 minutes. ``settle_after_sync`` freezes the initial LISTs'
 objects the same way.
+
 CPython's own thresholds come back into force (a safety valve) if the pacer stops looking
 for ``VALVE`` young collections; ``uninstall`` restores them and hands everything frozen
 back to the collector.
@@ -136,7 +137,8 @@ class GcPacer:
         if generation == 2:
             gc.unfreeze()  # the cycles that died frozen are garbage the collection can see
         gc.collect(generation)
-        if generation:
+        froze = generation > 0  # a middle collection or a thaw: its survivors go out of reach
+        if froze:
             gc.freeze()  # the young generations are empty now: only the survivors move
             self.freezes += 1
         took = time.perf_counter() - started
@@ -149,7 +151,7 @@ class GcPacer:
             self.fulls += 1
             self._last_thaw = now
         if self.on_collect is not None:
-            self.on_collect(generation, took, generation > 0)
+            self.on_collect(generation, took, froze)
         return generation
 
     def next_look(self) -> float:
