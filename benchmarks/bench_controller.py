@@ -272,7 +272,7 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             f"{ns_mgr} (workers={args.workers} qps={args.qps:g} burst={args.burst} "
             f"max-inflight={args.max_inflight} gangScheduling={args.gang_scheduling} "
             f"pipeline-creates={args.pipeline_creates})")
-        profiler = await start_py_spy(args.py_spy, manager)
+        profiler = await start_py_spy(args.py_spy, manager, args.py_spy_rate)
         synced = await caches_synced(manager)  # a manager at work, not one starting up
         cluster_cores = pin_cores(args.manager_core, manager, cluster)
         if args.manager_realtime and manager.proc is not None:
@@ -620,7 +620,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "this benchmark the same")
     parser.add_argument("--py-spy", type=Path, default=None, metavar="PATH",
                         help="sample the manager with py-spy (if installed) from its start "
-                             "until every InferenceReplica is Ready; collapsed stacks to PATH")
+                             "until every InferenceReplica is Ready; collapsed stacks to PATH, "
+                             "or a timeline for a PATH ending in .json (spy_stalls.py)")
+    parser.add_argument("--py-spy-rate", type=int, default=100, metavar="HZ",
+                        help="py-spy's samples a second (1000 for spy_stalls.py's timeline)")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the temp folder with the manager and cluster logs")
     return parser

@@ -250,9 +250,10 @@ class ManagerProcess:
                 await asyncio.wait_for(self._reader, 5)
 
 
-async def start_py_spy(path: Path | None, manager: ManagerProcess
+async def start_py_spy(path: Path | None, manager: ManagerProcess, rate: int = 100
                        ) -> asyncio.subprocess.Process | None:
-    """``py-spy record`` of the manager (collapsed stacks, 100 Hz), or None."""
+    """``py-spy record`` of the manager at ``rate`` Hz, or None: collapsed stacks, or for
+    a ``.json`` path a timeline (speedscope, idle samples kept: ``spy_stalls.py``)."""
     exe = shutil.which("py-spy", path=str(Path(sys.executable).parent) + os.pathsep
                        + os.environ.get("PATH", ""))
     if path is None or manager.proc is None:
@@ -260,8 +261,10 @@ async def start_py_spy(path: Path | None, manager: ManagerProcess
     if exe is None:
         say("--py-spy: py-spy is not installed (pip install py-spy); not profiling")
         return None
+    form = ["--format", "speedscope", "--idle"] if path.suffix == ".json" else [
+        "--format", "raw"]
     return await asyncio.create_subprocess_exec(
-        exe, "record", "--pid", str(manager.proc.pid), "--rate", "100", "--format", "raw",
+        exe, "record", "--pid", str(manager.proc.pid), "--rate", str(rate), *form,
         "--nonblocking", "--output", str(path), stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL, preexec_fn=_pdeathsig)
 
