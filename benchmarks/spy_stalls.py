@@ -11,7 +11,9 @@ It answers what the stall probe (``loop_callbacks.py``) cannot: what *inside* a 
 callback took the time. A sample is wall time, so a stretch includes time the OS gave
 other processes while the loop was runnable; its length is an upper bound of the hold.
 
-    python benchmarks/spy_stalls.py FILE.json [--top 20] [--min-ms 8]
+    python benchmarks/spy_stalls.py FILE.json [--top 20] [--min-ms 8] [--flat]
+
+``--flat`` says instead where all the loop thread's busy samples went.
 """
 
 from __future__ import annotations
@@ -40,31 +42,33 @@ def _loop_profile(doc: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _label(frame: dict[str, Any]) -> str:
+def _label(frame: dict[str, Any], line: bool = True) -> str:
     where = str(frame.get("file") or "").rsplit("/", 1)[-1]
-    return f"{frame['name']} ({where}:{frame.get('line', '?')})"
+    return f"{frame['name']} ({where}:{frame.get('line', '?')})" if line else \
+        f"{frame['name']} ({where})"
 
 
-def _callback(stack: Sequence[int], frames: list[dict[str, Any]]) -> str:
+def _callback(stack: Sequence[int], frames: list[dict[str, Any]], line: bool = True) -> str:
     """The frame ``Handle._run`` called (a task step's coroutine, a reader, a timer),
     or the loop's own frame when no callback runs."""
     names = [frames[i]["name"] for i in stack]
     for at, name in enumerate(names):
         if name == "Handle._run" and at + 1 < len(stack):
-            return _label(frames[stack[at + 1]])
+            return _label(frames[stack[at + 1]], line)
     return names[-1] if names else "?"
 
 
-def _ours(stack: Sequence[int], frames: list[dict[str, Any]]) -> str:
-    """The deepest frame of our code in the stack, and the leaf under it."""
+def _ours(stack: Sequence[int], frames: list[dict[str, Any]], line: bool = True) -> str:
+    """The deepest frame of our code in the stack, and the leaf under it (``line``: with
+    their line numbers)."""
     deepest = None
     for i in stack:
         if any(part in str(frames[i].get("file") or "") for part in OURS):
             deepest = i
-    leaf = _label(frames[stack[-1]]) if stack else "?"
+    leaf = _label(frames[stack[-1]], line) if stack else "?"
     if deepest is None:
         return leaf
-    mine = _label(frames[deepest])
+    mine = _label(frames[deepest], line)
     return mine if deepest == stack[-1] else f"{mine} > {leaf}"
 
 
@@ -117,15 +121,39 @@ def report(doc: dict[str, Any], top: int, min_ms: float) -> list[str]:
     return lines
 
 
+def flat(doc: dict[str, Any], top: int) -> list[str]:
+    """Where the loop thread's busy samples went in all: the ``top`` deepest frames of ours
+    and the callbacks that ran them, by share of the busy samples."""
+    profile = _loop_profile(doc)
+    if profile is None:
+        return ["no thread runs an asyncio loop in this profile"]
+    frames = doc["shared"]["frames"]
+    where: Counter[str] = Counter()
+    callbacks: Counter[str] = Counter()
+    for stack in profile["samples"]:
+        if stack and frames[stack[-1]]["name"] not in IDLE:
+            where[_ours(stack, frames, line=False)] += 1
+            callbacks[_callback(stack, frames, line=False)] += 1
+    busy = sum(where.values()) or 1
+    lines = [f"{busy} busy samples of {len(profile['samples'])}; by callback:"]
+    lines += [f"  {100 * n / busy:5.1f}% {what}" for what, n in callbacks.most_common(top)]
+    lines.append("by the deepest frame of ours:")
+    lines += [f"  {100 * n / busy:5.1f}% {what}" for what, n in where.most_common(top)]
+    return lines
+
+
 def main() -> None:
     """Print the report of a py-spy speedscope file."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", type=Path)
     parser.add_argument("--top", type=int, default=20)
     parser.add_argument("--min-ms", type=float, default=8.0)
+    parser.add_argument("--flat", action="store_true",
+                        help="where all the busy samples went, not the stretches")
     args = parser.parse_args()
     doc = json.loads(args.file.read_text())
-    print("\n".join(report(doc, args.top, args.min_ms)))
+    lines = flat(doc, args.top) if args.flat else report(doc, args.top, args.min_ms)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -54,3 +54,11 @@ def test_short_stretches_are_left_out_and_a_profile_without_a_loop_is_said() -> 
     no_loop = {"shared": {"frames": FRAMES}, "profiles": [_doc()["profiles"][0]]}
     assert spy_stalls.report(no_loop, top=5, min_ms=0) == [
         "no thread runs an asyncio loop in this profile"]
+
+
+def test_flat_shares_the_busy_samples_by_function() -> None:
+    doc = _doc(*([IDLE] * 2 + [WATCH] * 1 + [PASS] * 3))
+    lines = spy_stalls.flat(doc, top=5)
+    assert lines[0] == "4 busy samples of 6; by callback:"
+    assert lines[1].split() == ["75.0%", "Worker.run", "(manager.py)"]
+    assert "75.0% plan (planner.py)" in lines[lines.index("by the deepest frame of ours:") + 1]
