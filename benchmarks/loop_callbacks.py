@@ -4,7 +4,8 @@ each long garbage collection, written as it happens (``OMENATIVE_STALLPROBE=FILE
 The 1 ms ticker (``manager_ticked.py``) says how long the loop was held; this says by what.
 Each ``asyncio`` callback (a task's step, a reader, a timer) is timed with the loop thread's
 own CPU clock, so time the OS gave other processes does not count, and one over
-``THRESHOLD`` s is written with the coroutine it stepped. A collection never gives up the
+``THRESHOLD`` s is written with the coroutine it stepped (and ``[gc N ms]``: the CPU of
+the collections that ran inside it). A collection never gives up the
 GIL, so one in any thread is written too. Costs two thread-clock reads per callback: figures
 of a probed run are not the benchmark's figures.
 
@@ -68,12 +69,15 @@ def install(out: Path) -> Callable[[], None]:
     plain_iteration = asyncio.BaseEventLoop._run_once  # type: ignore[attr-defined]
 
     ran: list[tuple[float, float, str]] = []  # this iteration's callbacks: CPU s, wall s, what
+    collecting = [0.0]  # CPU s of every collection so far (a callback's share: its GC)
 
     def timed_run(self: asyncio.Handle) -> None:
         what = _what(self)  # before: a finished task's coroutine has no frame
-        cpu0, t0 = time.thread_time(), time.perf_counter()
+        cpu0, t0, gc0 = time.thread_time(), time.perf_counter(), collecting[0]
         plain_run(self)
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
+        if collecting[0] > gc0:  # collections ran inside it: how much of its time they took
+            what = f"{what} [gc {1000 * (collecting[0] - gc0):.1f} ms]"
         ran.append((cpu, wall, what))
         if cpu > THRESHOLD:
             sink.write(f"{time.monotonic():.3f} cb {cpu:.6f} {wall:.6f} {what}\n")
@@ -92,6 +96,7 @@ def install(out: Path) -> Callable[[], None]:
                        + ", ".join(f"{1000 * c:.1f} ms {what}" for c, _, what in top) + "\n")
 
     def collection(generation: int, wall: float, info: dict[str, int]) -> None:
+        collecting[0] += pauses.last_cpu
         if wall > THRESHOLD:
             sink.write(f"{time.monotonic():.3f} gc{generation} {pauses.last_cpu:.6f} "
                        f"{wall:.6f} {info.get('collected', 0)} collected\n")

@@ -101,3 +101,34 @@ def test_an_iteration_of_short_callbacks_is_written_with_its_count(tmp_path: Pat
     assert float(line.split()[0]) >= 15.0
     assert line.count("short_step@test_bench_loop_callbacks.py") == 4
     assert asyncio.BaseEventLoop._run_once.__name__ == "_run_once"  # type: ignore[attr-defined]
+
+
+def test_a_long_callback_says_how_much_of_it_was_collecting(tmp_path: Path) -> None:
+    """A pass that held the loop 10 ms may have spent most of it in a collection CPython
+    started inside it: the line says so, so the pass is not blamed for the collector."""
+    out = tmp_path / "held"
+    heap = [[i] for i in range(200_000)]  # tracked objects the collection walks
+
+    async def collects_inside() -> None:
+        await asyncio.sleep(0)
+        gc.collect()
+        _spin(0.006)
+
+    async def only_spins() -> None:
+        await asyncio.sleep(0)
+        _spin(0.006)
+
+    undo = loop_callbacks.install(out)
+    try:
+        asyncio.run(collects_inside())
+        asyncio.run(only_spins())
+    finally:
+        undo()
+    del heap
+    steps = [x for x in out.read_text().splitlines() if " cb " in x]
+    collecting = [x for x in steps if "collects_inside" in x]
+    spinning = [x for x in steps if "only_spins" in x]
+    assert collecting and spinning
+    share = float(collecting[0].split("[gc ")[1].split(" ms]")[0])
+    assert 0.0 < share <= 1000 * float(collecting[0].split()[2])
+    assert "[gc" not in spinning[0]
