@@ -15,7 +15,9 @@ over ``THRESHOLD`` s of wall (its CPU says how much of that it held the GIL whil
 ``<end> iter <loop CPU s> <wall s> <n> callbacks, ...``: a loop iteration over ``ITERATION``
 s of loop-thread CPU or 3 x that of wall (its wait for events included), with the longest
 callbacks it ran and the size of the loop's timer heap before it (and how much of it was
-cancelled: asyncio rebuilds the heap within an iteration once over half is).
+cancelled: asyncio rebuilds the heap within an iteration once over half is);
+``<end> timers 0 0 <n> timers, <m> live: <count> <owner>, ...``: who owns the live timers
+of a heap over ``TIMERS``, at most every 30 s.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ ITERATION = float(os.environ.get("OMENATIVE_STALLPROBE_ITERATION", "0.010"))
 """A loop iteration whose callbacks ran over this (s) of loop-thread CPU is written, with
 how many ran and the longest: the 1 ms ticker sees an iteration, not a callback (it may
 wait two: ``OMENATIVE_STALLPROBE_ITERATION=0.005`` writes the halves of a 10 ms gap)."""
+
+TIMERS = 2000
+"""A timer heap of at least this many handles is counted by owner (``timers`` lines, at
+most every 30 s): what makes asyncio's rebuild of it long."""
 
 ENV = "OMENATIVE_STALLPROBE"
 """The environment variable naming the file; the benchmark and its manager both read it."""
@@ -62,6 +68,18 @@ def _what(handle: asyncio.Handle) -> str:
     return str(getattr(callback, "__qualname__", callback))
 
 
+def _census(loop: asyncio.AbstractEventLoop) -> str:
+    """Who owns the loop's live timers: the callbacks' names, the most common first."""
+    owners: Counter[str] = Counter()
+    heap = getattr(loop, "_scheduled", ())
+    for handle in heap:
+        if not handle.cancelled():
+            owners[_what(handle)] += 1
+    live = sum(owners.values())
+    return (f"{len(heap)} timers, {live} live: "
+            + ", ".join(f"{n} {what}" for what, n in owners.most_common(8)))
+
+
 def install(out: Path) -> Callable[[], None]:
     """Time every callback of every event loop in this process from now on; returns what
     undoes it."""
@@ -71,6 +89,7 @@ def install(out: Path) -> Callable[[], None]:
 
     ran: list[tuple[float, float, str]] = []  # this iteration's callbacks: CPU s, wall s, what
     collecting = [0.0]  # CPU s of every collection so far (a callback's share: its GC)
+    census = [0.0]  # when the timer heap may be counted by owner again
 
     def timed_run(self: asyncio.Handle) -> None:
         what = _what(self)  # before: a finished task's coroutine has no frame
@@ -89,6 +108,9 @@ def install(out: Path) -> Callable[[], None]:
         # once over half of it is cancelled, at O(n) with a Python comparison per step
         timers = len(getattr(self, "_scheduled", ()))
         cancelled = getattr(self, "_timer_cancelled_count", 0)
+        if timers >= TIMERS and time.monotonic() >= census[0]:
+            census[0] = time.monotonic() + 30.0
+            sink.write(f"{time.monotonic():.3f} timers 0 0 {_census(self)}\n")
         cpu0, t0 = time.thread_time(), time.perf_counter()
         plain_iteration(self)
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - t0
@@ -130,7 +152,7 @@ def worst(out: Path | None, start: float, end: float, top: int = 8) -> list[str]
     kinds: Counter[str] = Counter()
     for line in out.read_text().splitlines():
         at, kind, cpu, wall, what = line.split(" ", 4)
-        if start <= float(at) <= end:
+        if kind != "timers" and start <= float(at) <= end:  # a census holds nothing
             held = float(cpu)
             label = f"{kind} {what}" if kind in ("cb", "iter") else \
                 f"{kind} ({1000 * float(wall):.1f} ms wall)"

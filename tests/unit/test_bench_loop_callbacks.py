@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import loop_callbacks
@@ -81,9 +83,11 @@ async def short_step() -> None:
     _spin(0.004)  # under the 5 ms a callback needs to be written
 
 
-def test_an_iteration_of_short_callbacks_is_written_with_its_count(tmp_path: Path) -> None:
+def test_an_iteration_of_short_callbacks_is_written_with_its_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The 1 ms ticker waits for a whole loop iteration: four 4 ms steps ready together
     hold it 16 ms though no callback is long enough to be named on its own."""
+    monkeypatch.setattr(loop_callbacks, "TIMERS", 20)  # count the heap's owners too
     out = tmp_path / "held"
     undo = loop_callbacks.install(out)
     try:
@@ -109,6 +113,8 @@ def test_an_iteration_of_short_callbacks_is_written_with_its_count(tmp_path: Pat
     # the loop's timers as the iteration began: the 30 live ones; the 150 cancelled were
     # dropped when asyncio rebuilt its heap (over half cancelled) an iteration before
     assert "timers before it: 30 (0 cancelled)" in line
+    (census,) = [x for x in out.read_text().splitlines() if " timers 0 0 " in x]
+    assert census.endswith("180 timers, 30 live: 30 print")
     assert asyncio.BaseEventLoop._run_once.__name__ == "_run_once"  # type: ignore[attr-defined]
 
 
