@@ -15,7 +15,8 @@ collecting nothing (the caches are acyclic): the loop's longest stalls
   that replaces what it caches (a new view for each watch event, the old one freed) hardly
   ever reaches it: its young generation held ~10,000 objects (58,000 references into the
   caches) at 2,000 pods, and collecting them took 5-9 ms at 10,000 pods. CPython's own
-  young collections stay;
+  young collections stay. Counting the young generation walks it, so it is counted only
+  as often as its growth says it may be near the limit (``_young_full``);
 - the middle generation every ``young_every`` (2) young collections, soon after they
   happen: what survives two young collections at 10,000 pods takes 2-4 ms to walk, four
   took 5-7 ms (a loop iteration of its own, and the next one's gap on top). Its survivors
@@ -53,7 +54,7 @@ from collections.abc import Callable
 
 from omenative_controller.kube.turns import Turns
 
-__all__ = ["THAW_EVERY", "VALVE", "YOUNG_LIMIT", "GcPacer"]
+__all__ = ["COUNT_EVERY", "THAW_EVERY", "VALVE", "YOUNG_LIMIT", "GcPacer"]
 
 YOUNG_LIMIT = 2000
 """Young objects the pacer lets pile up before it collects them: at 10,000 watched pods a
@@ -69,6 +70,10 @@ VALVE = 100
 this many young collections (the pacer collects it after ``young_every``), and never a
 full one (the pacer's thaws are its full collections)."""
 
+COUNT_EVERY = 0.05
+"""The longest wait (s) between two counts of the young generation while the manager is
+busy: a growth the last count did not see shows within it."""
+
 _NEVER = 1 << 30
 _installed: list[GcPacer] = []
 _saved: list[tuple[int, int, int]] = []
@@ -83,9 +88,10 @@ class GcPacer:
     of their own: it collects what is due and returns the generation collected or None.
     """
 
-    __slots__ = ("_last_busy", "_last_thaw", "_task", "busy", "check", "freezes", "fulls",
-                 "longest", "max_defer", "middles", "on_collect", "quiet_for", "thaw_every",
-                 "turns", "young_every", "young_limit", "youngs")
+    __slots__ = ("_count_at", "_last_busy", "_last_thaw", "_net_seen", "_task", "_young_at",
+                 "_young_seen", "busy", "check", "counts", "freezes", "fulls", "longest",
+                 "max_defer", "middles", "on_collect", "quiet_for", "thaw_every", "turns",
+                 "young_every", "young_limit", "youngs")
 
     def __init__(self, busy: Callable[[], bool], *, turns: Turns | None = None,
                  young_every: int = 2, young_limit: int = YOUNG_LIMIT,
@@ -107,6 +113,10 @@ class GcPacer:
         self.middles = 0  # middle-generation collections run
         self.fulls = 0  # full collections run (the thaws)
         self.freezes = 0
+        self.counts = 0  # times the young generation was counted (each walks it)
+        self._young_seen = self._net_seen = 0  # at the last count: its size, CPython's count
+        self._young_at = 0.0  # when it was last counted (or emptied)
+        self._count_at = -1.0  # no count before this time, unless CPython's count jumps
         self.longest: dict[int, float] = {}  # generation -> longest collection (s)
         self._last_busy = self._last_thaw = 0.0  # clock times; install sets the loop's
         self._task: asyncio.Task[None] | None = None
@@ -124,9 +134,34 @@ class GcPacer:
             return 2
         if gc.get_count()[1] >= self.young_every:
             return 1
-        if len(gc.get_objects(generation=0)) >= self.young_limit:
-            return 0  # ~70 us at 10,000 young objects, ~15 us at the limit
+        if self._young_full(now):
+            return 0
         return None
+
+    def _young_full(self, now: float) -> bool:
+        """True when the young generation holds ``young_limit`` objects.
+
+        Counting them walks the generation, a cache miss an object: ~100 us at the limit at
+        10,000 pods, which at a look every 5 ms was 18 % of the event loop's busy time (a
+        py-spy timeline, ``benchmarks/spy_stalls.py``). So it is counted only when it may be
+        near the limit: once half the way left is due at the growth its last count saw
+        (at least ``check``, at most ``COUNT_EVERY`` seconds later), or at once when CPython's
+        own count (allocations less deallocations: a burst of new objects shows in it) grew
+        by a quarter of the limit since."""
+        net = gc.get_count()[0]
+        if now < self._count_at and net < self._net_seen + self.young_limit // 4:
+            return False
+        young = len(gc.get_objects(generation=0))
+        self.counts += 1
+        elapsed = now - self._young_at
+        grown = young - self._young_seen if young >= self._young_seen else young
+        self._young_seen, self._young_at, self._net_seen = young, now, net
+        if young >= self.young_limit:
+            return True
+        left = (self.young_limit - young) / 2
+        wait = COUNT_EVERY if grown <= 0 or elapsed <= 0 else left * elapsed / grown
+        self._count_at = now + min(max(wait, self.check), COUNT_EVERY)
+        return False
 
     def step(self, now: float) -> int | None:
         """Collect what is due; the generation collected, or None."""
@@ -143,6 +178,9 @@ class GcPacer:
             self.freezes += 1
         took = time.perf_counter() - started
         self.longest[generation] = max(self.longest.get(generation, 0.0), took)
+        # the young generation is empty now: its growth is counted from here
+        self._young_seen, self._young_at, self._net_seen = 0, now, gc.get_count()[0]
+        self._count_at = now + self.check
         if generation == 0:
             self.youngs += 1
         elif generation == 1:
@@ -183,7 +221,7 @@ class GcPacer:
             gc.set_threshold(gc.get_threshold()[0], VALVE, _NEVER)
         _installed.append(self)
         loop = asyncio.get_running_loop()
-        self._last_busy = self._last_thaw = loop.time()
+        self._last_busy = self._last_thaw = self._young_at = loop.time()
         self._task = loop.create_task(self.run(), name="gc-pacer")
 
     def uninstall(self) -> None:

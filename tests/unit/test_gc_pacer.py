@@ -106,14 +106,20 @@ def test_a_cache_that_replaces_its_objects_is_collected_young_by_the_pacer(
     gc.collect()
     pacer = GcPacer(Busy(True), young_limit=2000)
     collected_at: list[int] = []
+    looks = 0
     for n in range(20000):
         cache[n % 5000] = View(n)  # a watch event's new view replaces the old one
-        if n % 250 == 0 and pacer.step(now=1.0) == 0:
-            collected_at.append(n)
+        if n % 50 == 0:  # a replacement every 0.1 ms; a look every 5 ms, as in the manager
+            looks += 1
+            if pacer.step(now=1.0 + n * 1e-4) == 0:
+                collected_at.append(n)
     assert gc.get_count()[0] < gc.get_threshold()[0]  # CPython would never have started
     assert len(collected_at) >= 8  # 2 objects a replacement: every ~1,000 replacements
-    assert len(gc.get_objects(generation=0)) < 2000 + 2 * 250
+    assert len(gc.get_objects(generation=0)) < 2000 + 2 * 50
     assert pacer.youngs == len(collected_at)
+    # it walked the young generation at most about twice per doubling of what was left,
+    # not at every look
+    assert pacer.counts <= looks // 3
 
 
 def test_a_short_young_generation_is_left_to_cpython(collector: None) -> None:
@@ -221,3 +227,16 @@ def test_the_running_pacer_collects_the_middle_generation_as_garbage_comes(
     assert middles >= 5
     assert middle < VALVE
     assert sum(r() is None for r in refs) >= len(refs) // 2  # most cycles already gone
+
+
+def test_a_burst_of_new_objects_is_counted_at_once(collector: None) -> None:
+    """Between two counts the pacer trusts the growth it last saw, but a burst of new
+    objects (CPython's own count jumps) is counted at the next look, however soon."""
+    gc.set_threshold(100_000, VALVE)  # as installed: CPython's own young collection waits
+    pacer = GcPacer(Busy(True), young_limit=2000)
+    assert pacer.step(now=1.0) is None  # counted: nearly empty, growing slowly
+    counts = pacer.counts
+    assert pacer.step(now=1.001) is None and pacer.counts == counts  # too soon: not counted
+    burst = [View(n) for n in range(1500)]  # 3,000 tracked objects, none freed
+    assert pacer.step(now=1.002) == 0  # counted at once, and collected
+    assert pacer.counts == counts + 1 and burst
