@@ -166,8 +166,13 @@ class GcPacer:
     def step(self, now: float) -> int | None:
         """Collect what is due; the generation collected, or None."""
         generation = self.due(now)
-        if generation is None:
-            return None
+        if generation is not None:
+            self._collect(generation, now)
+        return generation
+
+    def _collect(self, generation: int, now: float) -> None:
+        """Collect ``generation`` (2: thaw first), freeze what a middle collection or a
+        thaw leaves, and count it."""
         started = time.perf_counter()
         if generation == 2:
             gc.unfreeze()  # the cycles that died frozen are garbage the collection can see
@@ -190,7 +195,6 @@ class GcPacer:
             self._last_thaw = now
         if self.on_collect is not None:
             self.on_collect(generation, took, froze)
-        return generation
 
     def next_look(self) -> float:
         """Seconds until the next look: soon while the manager works (young collections
@@ -207,9 +211,12 @@ class GcPacer:
             generation = self.due(loop.time())
             if generation is None:
                 continue
-            if generation and self.turns is not None:  # a young one is short: no turn
+            if not generation:  # a young one is short: no turn, and nothing changed since
+                self._collect(0, loop.time())  # the look (a second one would count again)
+                continue
+            if self.turns is not None:
                 await self.turns.take(alone=True)  # no other section in this iteration
-            self.step(loop.time())
+            self.step(loop.time())  # what is due after the wait
 
     def install(self) -> None:
         """Take over the middle and full collections and start pacing (idempotent; needs
