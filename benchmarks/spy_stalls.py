@@ -72,16 +72,23 @@ def _ours(stack: Sequence[int], frames: list[dict[str, Any]], line: bool = True)
     return mine if deepest == stack[-1] else f"{mine} > {leaf}"
 
 
+def _idle(stack: Sequence[int], frames: list[dict[str, Any]]) -> bool:
+    """True for a sample of the loop waiting in ``select``."""
+    return bool(stack) and frames[stack[-1]]["name"] in IDLE
+
+
 def stretches(doc: dict[str, Any]) -> list[tuple[int, int]]:
     """(first, past-the-last) sample indices of the loop thread's busy stretches."""
     profile = _loop_profile(doc)
-    if profile is None:
-        return []
-    frames = doc["shared"]["frames"]
+    return [] if profile is None else _stretches(profile, doc["shared"]["frames"])
+
+
+def _stretches(profile: dict[str, Any], frames: list[dict[str, Any]]
+               ) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     start = None
     for at, stack in enumerate(profile["samples"]):
-        idle = bool(stack) and frames[stack[-1]]["name"] in IDLE
+        idle = _idle(stack, frames)
         if idle and start is not None:
             out.append((start, at))
             start = None
@@ -99,7 +106,7 @@ def report(doc: dict[str, Any], top: int, min_ms: float) -> list[str]:
         return ["no thread runs an asyncio loop in this profile"]
     frames = doc["shared"]["frames"]
     samples, weights = profile["samples"], profile["weights"]
-    found = sorted(stretches(doc), key=lambda s: -sum(weights[s[0]:s[1]]))
+    found = sorted(_stretches(profile, frames), key=lambda s: -sum(weights[s[0]:s[1]]))
     lines = [f"{len(found)} busy stretches; the longest {top} of at least {min_ms} ms:"]
     for first, end in found[:top]:
         ms = sum(weights[first:end]) * 1000
@@ -131,7 +138,7 @@ def flat(doc: dict[str, Any], top: int) -> list[str]:
     where: Counter[str] = Counter()
     callbacks: Counter[str] = Counter()
     for stack in profile["samples"]:
-        if stack and frames[stack[-1]]["name"] not in IDLE:
+        if stack and not _idle(stack, frames):
             where[_ours(stack, frames, line=False)] += 1
             callbacks[_callback(stack, frames, line=False)] += 1
     busy = sum(where.values()) or 1
